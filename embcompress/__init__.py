@@ -1,0 +1,24 @@
+"""embcompress: post-training compression of embeddings, measured on your own data.
+
+>>> import embcompress, numpy as np
+>>> X = np.random.default_rng(0).standard_normal((1000, 64)).astype("float32")
+>>> c = embcompress.from_spec("pca:16+binary").fit(X)
+>>> c.transform(X[:2]).shape, c.output_spec.nbytes
+((2, 2), 2)
+
+Importing this package does not import torch or sentence-transformers.
+"""
+
+__version__ = "0.1.0"
+
+from .base import Compressor, OutputSpec  # noqa: E402
+from .compressors import Binary, Int8, PCA, Pipeline, RandomProjection, RandomSelect, Truncate  # noqa: E402
+from .errors import EmbcompressError, FormatError, InputError, NotFittedError, OutputExistsError  # noqa: E402
+from .persist import describe, load, save  # noqa: E402
+from .registry import available, from_spec, get, register  # noqa: E402
+
+__all__ = [
+    "Binary", "Compressor", "EmbcompressError", "FormatError", "InputError", "Int8", "NotFittedError",
+    "OutputExistsError", "OutputSpec", "PCA", "Pipeline", "RandomProjection", "RandomSelect", "Truncate",
+    "available", "describe", "from_spec", "get", "load", "register", "save", "__version__",
+]

@@ -1,0 +1,296 @@
+"""The Compressor contract.
+
+A compressor follows the scikit-learn conventions:
+
+* ``__init__`` stores its parameters as given, under the same names, and does nothing else;
+* ``fit(X)`` (or ``fit_batches(source)`` for data larger than memory) learns state into
+  attributes whose names end in ``_`` and returns ``self``; randomness is drawn from a generator
+  made inside ``fit`` from ``seed``, so the same seed always gives the same compressor;
+* ``transform(X)`` refuses to run before ``fit`` and refuses input of another width.
+
+Every fitted compressor declares its output in :attr:`Compressor.output_spec` (dtype, width,
+bytes per vector and how two outputs are compared) so that search and reports read it instead of
+guessing. ``save``/``load`` live in :mod:`embcompress.persist` and never use pickle.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Union
+
+import numpy as np
+
+from .errors import InputError, NotFittedError
+
+#: How two compressed vectors are compared.
+METRICS = ("cosine", "inner_product", "hamming")
+
+#: Float dtypes accepted as input; everything is computed in float32.
+FLOAT_DTYPES = (np.float16, np.float32, np.float64)
+
+BatchSource = Union[np.ndarray, Iterable[np.ndarray], Callable[[], Iterator[np.ndarray]]]
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """What a fitted compressor produces for one input vector.
+
+    ``kind`` is ``"float"`` (float32 values), ``"int8"`` (int8 codes) or ``"bits"`` (packed bits,
+    most significant bit first, ``nbytes = ceil(width / 8)``, the padding bits are zero).
+    ``width`` counts logical dimensions (bits for ``"bits"``).
+    """
+
+    kind: str
+    dtype: str
+    width: int
+    nbytes: int
+    metric: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def check_array(X: Any, *, what: str = "X", row_offset: int = 0) -> np.ndarray:
+    """Return ``X`` as a C-contiguous 2-D float32 array of finite values, or raise InputError.
+
+    The error names the first bad row (counting from ``row_offset``) and what is allowed.
+    """
+    if isinstance(X, np.ndarray):
+        arr = X
+    else:
+        try:
+            arr = np.asarray(X)
+        except ValueError as exc:  # ragged nested lists
+            raise InputError(f"{what} is not a rectangular array ({exc}); give a 2-D float array") from None
+    if arr.dtype == object:
+        raise InputError(f"{what} has dtype object (ragged rows or mixed types); give a 2-D float array")
+    if arr.ndim != 2:
+        raise InputError(
+            f"{what} must be 2-D (rows x dims), got {arr.ndim}-D with shape {arr.shape}; "
+            "reshape a single vector with x.reshape(1, -1)"
+        )
+    if arr.dtype.type not in FLOAT_DTYPES:
+        raise InputError(
+            f"{what} has dtype {arr.dtype}; only float16, float32 and float64 embeddings are accepted"
+        )
+    if arr.shape[1] == 0:
+        raise InputError(f"{what} has 0 dimensions; embeddings need at least 1")
+    arr = np.ascontiguousarray(arr, dtype=np.float32)
+    check_finite(arr, what=what, row_offset=row_offset)
+    return arr
+
+
+def check_finite(arr: np.ndarray, *, what: str = "X", row_offset: int = 0) -> None:
+    """Raise InputError naming the first row that holds NaN or +-inf."""
+    # A row sum is finite exactly when every value is finite, unless finite values overflow;
+    # the cheap test runs on every batch, the exact one only when it fires.
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(arr.sum(axis=1, dtype=np.float64)).all():
+            return
+    bad_rows = np.flatnonzero(~np.isfinite(arr).all(axis=1))
+    if len(bad_rows) == 0:
+        return
+    row = int(bad_rows[0])
+    col = int(np.flatnonzero(~np.isfinite(arr[row]))[0])
+    raise InputError(
+        f"{what} row {row + row_offset} has a non-finite value ({arr[row, col]} at dimension {col}); "
+        f"{len(bad_rows)} row(s) in this batch are affected; embeddings must be finite"
+    )
+
+
+def _batch_factory(source: BatchSource) -> Callable[[], Iterator[np.ndarray]]:
+    """Normalize an array, a re-iterable of arrays or a factory of iterators to a factory."""
+    if isinstance(source, np.ndarray) or not (callable(source) or isinstance(source, Iterable)):
+        return lambda: iter([source])
+    if callable(source):
+        return source
+    if iter(source) is source:  # a one-shot generator cannot be read twice
+        items = source
+
+        def once() -> Iterator[np.ndarray]:
+            nonlocal items
+            if items is None:
+                raise InputError(
+                    "this compressor needs more than one pass over the data; pass a list of arrays "
+                    "or a function that returns a fresh iterator, not a generator"
+                )
+            it, items = items, None
+            return iter(it)
+
+        return once
+    return lambda: iter(source)
+
+
+class Compressor:
+    """Base class. Subclasses set ``name``, implement ``_fit`` / ``_transform`` / ``_output_spec``
+    and list their fitted arrays in ``_state_arrays`` and fitted scalars in ``_state_scalars``."""
+
+    name: ClassVar[str] = ""
+    #: False when fitting only needs the input width (truncate, random projection...).
+    needs_data: ClassVar[bool] = True
+    _state_arrays: ClassVar[tuple[str, ...]] = ()
+    _state_scalars: ClassVar[tuple[str, ...]] = ()
+
+    #: parameter set by a bare value in a spec string, e.g. ``dim`` for ``"truncate:256"``
+    _positional: ClassVar[str | None] = None
+
+    # ---- parameters -------------------------------------------------------------------------
+    @classmethod
+    def positional(cls, value: Any) -> dict[str, Any]:
+        """Keyword arguments meant by a bare value in a spec (``"pca:128"`` -> ``dim=128``)."""
+        if cls._positional is None:
+            raise InputError(f"{cls.name} takes no value, only key=value parameters: {', '.join(cls._param_names()) or 'none'}")
+        return {cls._positional: value}
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> "Compressor":
+        return cls(**params)
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p for p in sig.parameters if p != "self"]
+
+    def get_params(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    def _validate_params(self, n_features: int) -> None:
+        """Raise InputError for parameters that cannot work with ``n_features`` inputs."""
+
+    # ---- fitting ----------------------------------------------------------------------------
+    def fit(self, X: Any) -> "Compressor":
+        """Fit on an in-memory array (rows x dims). Returns self."""
+        return self.fit_batches([X])
+
+    def fit_batches(self, source: BatchSource) -> "Compressor":
+        """Fit on data given in batches, for data larger than memory.
+
+        ``source`` is a list of arrays, or a zero-argument function returning a fresh iterator of
+        arrays (needed when a chain has several stages that learn from data: each reads the data
+        once). Returns self.
+        """
+        factory = _batch_factory(source)
+
+        def checked() -> Iterator[np.ndarray]:
+            offset = 0
+            width = None
+            for batch in factory():
+                arr = check_array(batch, what="input", row_offset=offset)
+                if width is None:
+                    width = arr.shape[1]
+                elif arr.shape[1] != width:
+                    raise InputError(
+                        f"input batches differ in width: {width} then {arr.shape[1]} at row {offset}"
+                    )
+                offset += len(arr)
+                if len(arr):
+                    yield arr
+
+        first = next(checked(), None)
+        if first is None:
+            raise InputError("cannot fit on empty input (0 rows)")
+        n_features = first.shape[1]
+        self._validate_params(n_features)
+        self._clear_state()
+        self._fit(checked, n_features)
+        self.n_features_in_ = n_features
+        return self
+
+    def _clear_state(self) -> None:
+        for attr in (*self._state_arrays, *self._state_scalars, "n_features_in_"):
+            if attr in self.__dict__:
+                delattr(self, attr)
+
+    def _fit(self, batches: Callable[[], Iterator[np.ndarray]], n_features: int) -> None:
+        raise NotImplementedError
+
+    # ---- transforming -----------------------------------------------------------------------
+    @property
+    def is_fitted(self) -> bool:
+        return "n_features_in_" in self.__dict__
+
+    def _check_fitted(self) -> None:
+        if not self.is_fitted:
+            raise NotFittedError(
+                f"this {type(self).__name__} is not fitted yet; call fit(X) (or load a saved one) first"
+            )
+
+    def transform(self, X: Any, *, row_offset: int = 0) -> np.ndarray:
+        """Compress rows of ``X``; returns an array of ``output_spec.dtype``."""
+        self._check_fitted()
+        arr = check_array(X, what="input", row_offset=row_offset)
+        if arr.shape[1] != self.n_features_in_:
+            raise InputError(
+                f"input has {arr.shape[1]} dimensions but this {self.name} compressor was fitted on "
+                f"{self.n_features_in_}"
+            )
+        return self._transform(arr)
+
+    def fit_transform(self, X: Any) -> np.ndarray:
+        return self.fit(X).transform(X)
+
+    def _transform(self, X: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        """Map outputs back to float32 vectors comparable with the float query of this stage's
+        output space (identity for float outputs; +-1 for bits; dequantized values for int8)."""
+        self._check_fitted()
+        return np.asarray(codes, dtype=np.float32)
+
+    # ---- output ------------------------------------------------------------------------------
+    @property
+    def output_spec(self) -> OutputSpec:
+        self._check_fitted()
+        return self._output_spec()
+
+    def _output_spec(self) -> OutputSpec:
+        raise NotImplementedError
+
+    # ---- persistence helpers (see persist.py) ------------------------------------------------
+    def _get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        scalars = {name: getattr(self, name) for name in self._state_scalars}
+        scalars["n_features_in_"] = int(self.n_features_in_)
+        arrays = {name: getattr(self, name) for name in self._state_arrays}
+        return scalars, arrays
+
+    def _set_state(self, scalars: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        for name in self._state_scalars:
+            setattr(self, name, scalars[name])
+        for name in self._state_arrays:
+            setattr(self, name, arrays[name])
+        self.n_features_in_ = int(scalars["n_features_in_"])
+
+    def save(self, path, *, overwrite: bool = False) -> None:
+        """Write ``config.json`` and ``arrays.npz`` into the directory ``path``."""
+        from .persist import save
+
+        save(self, path, overwrite=overwrite)
+
+
+def float_spec(width: int, metric: str = "cosine") -> OutputSpec:
+    return OutputSpec(kind="float", dtype="float32", width=int(width), nbytes=4 * int(width), metric=metric)
+
+
+def check_dim(name: str, value: Any, n_features: int, *, allow_equal: bool = True) -> int:
+    """Validate a target width against the input width."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InputError(f"{name} must be a positive integer, got {value!r}")
+    value = int(value)
+    top = n_features if allow_equal else n_features - 1
+    if not 1 <= value <= top:
+        raise InputError(
+            f"{name}={value} is out of range: the input has {n_features} dimensions, allowed is 1..{top}"
+        )
+    return value
+
+
+def make_rng(seed: Any) -> np.random.Generator:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise InputError(f"seed must be an integer, got {seed!r}")
+    return np.random.default_rng(int(seed))

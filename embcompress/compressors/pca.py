@@ -1,0 +1,99 @@
+"""PCA fitted in one streaming pass by accumulating the covariance matrix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..base import Compressor, OutputSpec, check_dim, float_spec
+from ..errors import InputError
+from ..registry import register
+
+#: rows per matrix product while accumulating; bounds the float32 partial sums' length
+_CHUNK = 16384
+
+
+@register
+class PCA(Compressor):
+    """Project centered vectors on the top principal components.
+
+    Give ``dim`` (number of components) or ``variance`` (keep the fewest components whose
+    explained variance reaches this fraction, e.g. 0.95). The covariance is accumulated over
+    batches in float64 around a shift (the first batch's mean, which keeps the sums well
+    conditioned), so the fit reads the data once and needs O(d^2) memory whatever the row count.
+    ``eigenvalues_`` keeps the whole spectrum, which the analysis tools use for the intrinsic
+    dimensionality.
+    """
+
+    name = "pca"
+    _positional = "dim"
+    _state_arrays = ("components_", "mean_", "eigenvalues_")
+    _state_scalars = ("n_samples_seen_",)
+
+    def __init__(self, dim: int | None = None, variance: float | None = None):
+        self.dim = dim
+        self.variance = variance
+
+    @classmethod
+    def positional(cls, value: Any) -> dict[str, Any]:
+        if isinstance(value, float) and 0 < value < 1:
+            return {"variance": value}
+        return {"dim": value}
+
+    def _validate_params(self, n_features: int) -> None:
+        if (self.dim is None) == (self.variance is None):
+            raise InputError("pca needs exactly one of dim (a number of components) or variance (a fraction in (0, 1])")
+        if self.dim is not None:
+            check_dim("dim", self.dim, n_features)
+        elif not (isinstance(self.variance, (int, float)) and 0 < float(self.variance) <= 1):
+            raise InputError(f"variance must be a fraction in (0, 1], got {self.variance!r}")
+
+    def _fit(self, batches, n_features: int) -> None:
+        shift = None
+        n = 0
+        total = np.zeros(n_features, dtype=np.float64)
+        scatter = np.zeros((n_features, n_features), dtype=np.float64)
+        for batch in batches():
+            if shift is None:
+                shift = batch.mean(axis=0, dtype=np.float64).astype(np.float32)
+            for start in range(0, len(batch), _CHUNK):
+                block = batch[start : start + _CHUNK] - shift  # (b, d) float32
+                total += block.sum(axis=0, dtype=np.float64)
+                scatter += block.T @ block  # (d, d), float32 product, float64 sum
+            n += len(batch)
+        if n < 2:
+            raise InputError(f"pca needs at least 2 rows to fit, got {n}")
+        mean_shifted = total / n
+        cov = (scatter - n * np.outer(mean_shifted, mean_shifted)) / (n - 1)
+        eigvals, eigvecs = np.linalg.eigh(cov)  # ascending
+        eigvals = np.clip(eigvals[::-1], 0.0, None)
+        eigvecs = eigvecs[:, ::-1]
+        # deterministic sign: largest-magnitude loading of each component is positive
+        signs = np.sign(eigvecs[np.abs(eigvecs).argmax(axis=0), np.arange(n_features)])
+        eigvecs *= np.where(signs == 0, 1, signs)
+        k = self.dim if self.dim is not None else components_for_variance(eigvals, float(self.variance))
+        self.components_ = np.ascontiguousarray(eigvecs[:, :k].T, dtype=np.float32)  # (k, d)
+        self.mean_ = (shift.astype(np.float64) + mean_shifted).astype(np.float32)
+        self.eigenvalues_ = eigvals
+        self.n_samples_seen_ = int(n)
+
+    @property
+    def explained_variance_ratio_(self) -> np.ndarray:
+        total = self.eigenvalues_.sum()
+        return self.eigenvalues_ / total if total > 0 else np.zeros_like(self.eigenvalues_)
+
+    def _transform(self, X: np.ndarray) -> np.ndarray:
+        return (X - self.mean_) @ self.components_.T
+
+    def _output_spec(self) -> OutputSpec:
+        return float_spec(len(self.components_))
+
+
+def components_for_variance(eigenvalues: np.ndarray, fraction: float) -> int:
+    """Fewest leading components whose share of the total variance reaches ``fraction``."""
+    total = float(np.sum(eigenvalues))
+    if total <= 0:
+        return 1
+    cumulative = np.cumsum(eigenvalues) / total
+    return int(min(np.searchsorted(cumulative, fraction - 1e-12) + 1, len(eigenvalues)))

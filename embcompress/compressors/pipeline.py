@@ -1,0 +1,88 @@
+"""Chains of compressors, e.g. PCA to 128 dims, then binary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..base import Compressor, OutputSpec
+from ..errors import InputError
+from ..registry import get, register
+
+
+@register
+class Pipeline(Compressor):
+    """Apply ``stages`` in order. Each stage is fitted on the output of the stages before it,
+    reading the data once per stage that learns from data. Only the last stage may produce
+    bits or int8 codes."""
+
+    name = "pipeline"
+    _positional = None
+
+    def __init__(self, stages: list[Compressor] | None = None):
+        self.stages = stages
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> "Pipeline":
+        stages = [get(s["name"]).from_params(s.get("params", {})) for s in params["stages"]]
+        return cls(stages=stages)
+
+    def _validate_params(self, n_features: int) -> None:
+        if not self.stages or not all(isinstance(s, Compressor) for s in self.stages):
+            raise InputError("a pipeline needs a non-empty list of compressors")
+        for s in self.stages[:-1]:
+            if isinstance(s, Pipeline):
+                raise InputError("pipelines cannot be nested; list the stages in one pipeline")
+
+    def _fit(self, batches, n_features: int) -> None:
+        for i, stage in enumerate(self.stages):
+            done = self.stages[:i]
+
+            def prefixed(done=done):
+                for b in batches():
+                    for s in done:
+                        b = s._transform(b)
+                    yield b
+
+            stage.fit_batches(prefixed)
+            if i < len(self.stages) - 1 and stage.output_spec.kind != "float":
+                raise InputError(
+                    f"stage {i + 1} ({stage.name}) outputs {stage.output_spec.kind} codes, which no later "
+                    "stage can take; put it last"
+                )
+
+    def _transform(self, X: np.ndarray) -> np.ndarray:
+        for s in self.stages:
+            X = s._transform(X)
+        return X
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        self._check_fitted()
+        return self.stages[-1].decode(codes)
+
+    def float_prefix(self, X: np.ndarray) -> np.ndarray:
+        """``X`` through every stage but the last: the float space the last stage quantizes
+        (where a full-precision query meets the decoded codes in a rerank)."""
+        self._check_fitted()
+        for s in self.stages[:-1]:
+            X = s._transform(X)
+        return X
+
+    def _output_spec(self) -> OutputSpec:
+        return self.stages[-1].output_spec
+
+    def _get_state(self):
+        scalars: dict[str, Any] = {"n_features_in_": int(self.n_features_in_), "stages": []}
+        arrays: dict[str, np.ndarray] = {}
+        for i, s in enumerate(self.stages):
+            sc, ar = s._get_state()
+            scalars["stages"].append(sc)
+            arrays.update({f"{i}.{k}": v for k, v in ar.items()})
+        return scalars, arrays
+
+    def _set_state(self, scalars, arrays) -> None:
+        for i, (s, sc) in enumerate(zip(self.stages, scalars["stages"], strict=True)):
+            prefix = f"{i}."
+            s._set_state(sc, {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)})
+        self.n_features_in_ = int(scalars["n_features_in_"])

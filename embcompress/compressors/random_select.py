@@ -1,0 +1,35 @@
+"""A seeded random subset of ``dim`` input dimensions (seed 000, section 4)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import Compressor, OutputSpec, check_dim, float_spec, make_rng
+from ..registry import register
+
+
+@register
+class RandomSelect(Compressor):
+    """Keep ``dim`` input dimensions drawn without replacement; kept in increasing order."""
+
+    name = "random_select"
+    _positional = "dim"
+    _state_arrays = ("indices_",)
+
+    def __init__(self, dim: int = 256, seed: int = 0):
+        self.dim = dim
+        self.seed = seed
+
+    def _validate_params(self, n_features: int) -> None:
+        check_dim("dim", self.dim, n_features)
+        make_rng(self.seed)
+
+    def _fit(self, batches, n_features: int) -> None:
+        rng = make_rng(self.seed)
+        self.indices_ = np.sort(rng.choice(n_features, size=self.dim, replace=False)).astype(np.int64)
+
+    def _transform(self, X: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(X[:, self.indices_])
+
+    def _output_spec(self) -> OutputSpec:
+        return float_spec(self.dim)

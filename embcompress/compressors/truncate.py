@@ -1,0 +1,43 @@
+"""Keep the first ``dim`` dimensions (Matryoshka-style truncation)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import Compressor, OutputSpec, check_dim, float_spec
+from ..registry import register
+
+
+def l2_normalize(X: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length in place; all-zero rows stay zero (no NaN)."""
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    np.divide(X, norms, out=X, where=norms > 0)
+    return X
+
+
+@register
+class Truncate(Compressor):
+    """``x -> x[:dim]``, optionally re-normalized to unit length.
+
+    Re-normalizing does not change cosine rankings but makes inner product equal cosine again.
+    """
+
+    name = "truncate"
+    _positional = "dim"
+
+    def __init__(self, dim: int = 256, renormalize: bool = False):
+        self.dim = dim
+        self.renormalize = renormalize
+
+    def _validate_params(self, n_features: int) -> None:
+        check_dim("dim", self.dim, n_features)
+
+    def _fit(self, batches, n_features: int) -> None:
+        pass  # only the input width is learned
+
+    def _transform(self, X: np.ndarray) -> np.ndarray:
+        out = np.array(X[:, : self.dim], dtype=np.float32, order="C")
+        return l2_normalize(out) if self.renormalize else out
+
+    def _output_spec(self) -> OutputSpec:
+        return float_spec(self.dim)

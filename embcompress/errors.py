@@ -1,0 +1,25 @@
+"""Exceptions raised by embcompress.
+
+Every error a user can trigger with bad input is an :class:`EmbcompressError`; the CLI turns
+those into one line on stderr and exit code 1. Anything else is a bug and keeps its traceback.
+"""
+
+
+class EmbcompressError(Exception):
+    """Base class for errors caused by input, files or configuration (not by bugs)."""
+
+
+class InputError(EmbcompressError, ValueError):
+    """The data handed in is not what the operation accepts (dtype, width, NaN, ragged rows...)."""
+
+
+class NotFittedError(EmbcompressError, RuntimeError):
+    """A compressor was used before ``fit``."""
+
+
+class FormatError(EmbcompressError):
+    """A saved model or a file is unreadable, of an unknown format version, or corrupt."""
+
+
+class OutputExistsError(EmbcompressError, FileExistsError):
+    """Refusing to replace an existing output without ``overwrite=True``."""

@@ -1,0 +1,276 @@
+"""Streaming readers for vector files: parquet (an embedding column plus ids and other columns)
+and ``.npy`` (memory-mapped).
+
+Readers yield :class:`Batch` objects: a float32 ``(rows, dim)`` array, the carried columns of the
+same rows, and the row offset of the batch in the file. A ``fixed_size_list<float32>`` column is
+the fast path: its values buffer is reshaped without a copy. ``list<float>`` and float16/float64
+are accepted; nulls, ragged rows and NaN/inf are errors that name the row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..base import check_finite
+from ..errors import FormatError, InputError
+
+META_KEY = b"embcompress"
+FLOAT_TYPES = (pa.float16(), pa.float32(), pa.float64())
+DEFAULT_COLUMN_NAMES = ("embedding", "embeddings", "vector", "vectors", "emb")
+DEFAULT_ID_NAMES = ("id", "_id", "doc_id", "corpus_id", "query_id")
+SIDECAR_SUFFIX = ".embcompress.json"
+
+
+@dataclass
+class Batch:
+    vectors: np.ndarray  # (rows, dim) float32, or the raw codes for code columns
+    carried: pa.RecordBatch | None  # the id column and any kept columns, same rows
+    offset: int  # index of the first row in the file
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def is_vector_type(t: pa.DataType) -> bool:
+    return _is_list(t) and t.value_type in FLOAT_TYPES
+
+
+def is_code_type(t: pa.DataType) -> bool:
+    """Columns written by compressors: packed bits, or int8 lists."""
+    return pa.types.is_fixed_size_binary(t) or (_is_list(t) and t.value_type == pa.int8())
+
+
+def file_format(path: str | os.PathLike) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    if suffix == ".npy":
+        return "npy"
+    raise InputError(f"{path}: unknown file type {suffix or '(no suffix)'!r}; use .parquet (or .pq) or .npy")
+
+
+def open_vectors(
+    path: str | os.PathLike,
+    *,
+    column: str | None = None,
+    id_column: str | None = None,
+    keep_columns: Sequence[str] = (),
+    codes: bool | None = False,
+) -> "ParquetVectors | NpyVectors":
+    """Open a vector file for streaming. ``codes=True`` reads compressed code columns (packed
+    bits or int8) instead of float embeddings; ``codes=None`` accepts either."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path} does not exist")
+    if path.is_dir():
+        raise InputError(f"{path} is a directory; expected a .parquet or .npy file")
+    fmt = file_format(path)
+    if fmt == "npy":
+        if column or id_column or keep_columns:
+            raise InputError(f"{path} is .npy: it has no named columns (drop --column/--id-column/--keep)")
+        return NpyVectors(path, codes=codes)
+    return ParquetVectors(path, column=column, id_column=id_column, keep_columns=keep_columns, codes=codes)
+
+
+class ParquetVectors:
+    """A parquet file with one embedding column, read in record batches."""
+
+    def __init__(self, path: Path, *, column=None, id_column=None, keep_columns=(), codes=False):
+        self.path = Path(path)
+        try:
+            self._pf = pq.ParquetFile(self.path)
+            schema = self._pf.schema_arrow
+        except (pa.ArrowException, OSError) as exc:
+            raise FormatError(f"{self.path} is not a readable parquet file ({_first_line(exc)})") from None
+        self.schema = schema
+        self.num_rows = self._pf.metadata.num_rows
+        meta = schema.metadata or {}
+        self.metadata: dict[str, Any] | None = None
+        if META_KEY in meta:
+            try:
+                self.metadata = json.loads(meta[META_KEY])
+            except ValueError:
+                self.metadata = None
+        if codes is None:  # either kind
+            accept = lambda t: is_vector_type(t) or is_code_type(t)  # noqa: E731
+            wanted = "float vectors or compressed codes"
+        elif codes:
+            accept, wanted = is_code_type, "a packed-bit (fixed_size_binary) or int8 list column"
+        else:
+            accept, wanted = is_vector_type, "a list or fixed_size_list of float16/float32/float64"
+        names = schema.names
+        if column is None:
+            column = self._guess_column(accept, wanted)
+        elif column not in names:
+            raise InputError(f"{self.path} has no column {column!r}; its columns are: {', '.join(names)}")
+        t = schema.field(column).type
+        if not accept(t):
+            hint = ""
+            if not codes and is_code_type(t):
+                hint = " (this file holds compressed codes, not float embeddings)"
+            raise InputError(f"column {column!r} in {self.path} has type {t}; expected {wanted}{hint}")
+        self.column = column
+        self.type = t
+        if id_column is None:
+            id_column = next((n for n in DEFAULT_ID_NAMES if n in names and n != column), None)
+        elif id_column not in names:
+            raise InputError(f"{self.path} has no id column {id_column!r}; its columns are: {', '.join(names)}")
+        self.id_column = id_column
+        missing = [c for c in keep_columns if c not in names]
+        if missing:
+            raise InputError(f"{self.path} has no column(s) {', '.join(map(repr, missing))}; its columns are: {', '.join(names)}")
+        carried = [id_column] if id_column else []
+        carried += [c for c in keep_columns if c not in carried and c != column]
+        self.carried_columns = carried
+        self.dim = self._find_dim()
+
+    def _guess_column(self, accept, wanted: str) -> str:
+        candidates = [f.name for f in self.schema if accept(f.type)]
+        if len(candidates) == 1:
+            return candidates[0]
+        if not candidates:
+            cols = ", ".join(f"{f.name} ({f.type})" for f in self.schema)
+            raise InputError(f"{self.path} has no column of {wanted}; its columns are: {cols}")
+        for name in DEFAULT_COLUMN_NAMES:
+            if name in candidates:
+                return name
+        raise InputError(f"{self.path} has several embedding columns ({', '.join(candidates)}); pick one with --column")
+
+    def _find_dim(self) -> int:
+        t = self.type
+        if pa.types.is_fixed_size_binary(t):
+            return t.byte_width
+        if pa.types.is_fixed_size_list(t):
+            return t.list_size
+        if self.num_rows == 0:
+            return 0
+        first = next(self._pf.iter_batches(batch_size=1, columns=[self.column]))
+        value = first.column(0)[0]
+        if not value.is_valid:
+            raise InputError(f"column {self.column!r} row 0 is null; every row needs a vector")
+        return len(value)
+
+    @property
+    def nbytes_per_row(self) -> int:
+        t = self.type
+        if pa.types.is_fixed_size_binary(t):
+            return t.byte_width
+        return self.dim * t.value_type.bit_width // 8
+
+    def batches(self, batch_size: int = 65536) -> Iterator[Batch]:
+        if batch_size < 1:
+            raise InputError(f"batch size must be at least 1, got {batch_size}")
+        columns = [self.column, *self.carried_columns]
+        offset = 0
+        it = self._pf.iter_batches(batch_size=batch_size, columns=columns, use_threads=True)
+        while True:
+            try:
+                rb = next(it)
+            except StopIteration:
+                return
+            except (pa.ArrowException, OSError) as exc:
+                raise FormatError(f"{self.path} is corrupt or truncated near row {offset}: {_first_line(exc)}") from None
+            vectors = column_to_numpy(rb.column(0), self.dim, offset=offset, column=self.column)
+            carried = rb.select(self.carried_columns) if self.carried_columns else None
+            yield Batch(vectors, carried, offset)
+            offset += rb.num_rows
+
+
+def column_to_numpy(arr: pa.Array, dim: int, *, offset: int = 0, column: str = "embedding") -> np.ndarray:
+    """A list / fixed_size_list / fixed_size_binary arrow array -> 2-D numpy array (float32 for
+    float lists, raw dtype for codes), refusing nulls, ragged rows and non-finite values."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.null_count:
+        row = int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0]) + offset
+        raise InputError(f"column {column!r} row {row} is null; every row needs a vector")
+    t = arr.type
+    n = len(arr)
+    if pa.types.is_fixed_size_binary(t):
+        buf = arr.buffers()[1]
+        data = np.frombuffer(buf, dtype=np.uint8, count=(arr.offset + n) * t.byte_width)
+        return data[arr.offset * t.byte_width :].reshape(n, t.byte_width)
+    if not pa.types.is_fixed_size_list(t):
+        lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False)
+        bad = np.flatnonzero(lengths != dim)
+        if len(bad):
+            row = int(bad[0])
+            raise InputError(
+                f"column {column!r} row {row + offset} has {lengths[row]} values, expected {dim} "
+                f"(as in row 0); rows of different lengths cannot be compressed together"
+            )
+    values = arr.flatten()
+    if values.null_count:
+        pos = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+        raise InputError(f"column {column!r} row {pos // dim + offset} has a null value at dimension {pos % dim}")
+    flat = values.to_numpy(zero_copy_only=False)
+    X = flat.reshape(n, dim)
+    if X.dtype.kind == "f":
+        if X.dtype != np.float32:
+            X = X.astype(np.float32)
+        check_finite(X, what=f"column {column!r}", row_offset=offset)
+    return X
+
+
+class NpyVectors:
+    """A 2-D ``.npy`` array, memory-mapped; metadata from a ``.embcompress.json`` sidecar."""
+
+    id_column = None
+    carried_columns: list[str] = []
+
+    def __init__(self, path: Path, *, codes: bool = False):
+        self.path = Path(path)
+        try:
+            self._arr = np.load(self.path, mmap_mode="r", allow_pickle=False)
+        except (ValueError, OSError) as exc:
+            raise FormatError(f"{self.path} is not a readable .npy file ({_first_line(exc)})") from None
+        if self._arr.ndim != 2:
+            raise InputError(f"{self.path} holds a {self._arr.ndim}-D array of shape {self._arr.shape}; expected 2-D (rows x dims)")
+        kind = self._arr.dtype
+        if codes is None:
+            if kind.type not in (np.float16, np.float32, np.float64, np.uint8, np.int8):
+                raise InputError(f"{self.path} has dtype {kind}; expected float embeddings or uint8/int8 codes")
+        elif codes and kind not in (np.uint8, np.int8):
+            raise InputError(f"{self.path} has dtype {kind}; expected packed bits (uint8) or int8 codes")
+        elif not codes and kind.type not in (np.float16, np.float32, np.float64):
+            raise InputError(f"{self.path} has dtype {kind}; only float16, float32 and float64 embeddings are accepted")
+        self.num_rows, self.dim = self._arr.shape
+        self.column = "embedding"
+        self.metadata = read_sidecar(self.path)
+        self.nbytes_per_row = self.dim * kind.itemsize
+        self.type = kind
+
+    def batches(self, batch_size: int = 65536) -> Iterator[Batch]:
+        if batch_size < 1:
+            raise InputError(f"batch size must be at least 1, got {batch_size}")
+        for start in range(0, self.num_rows, batch_size):
+            block = np.asarray(self._arr[start : start + batch_size])
+            if block.dtype.kind == "f":
+                block = block.astype(np.float32, copy=block.dtype != np.float32)
+                check_finite(block, what=str(self.path.name), row_offset=start)
+            yield Batch(block, None, start)
+
+
+def read_sidecar(path: Path) -> dict | None:
+    side = Path(str(path) + SIDECAR_SUFFIX)
+    if not side.exists():
+        return None
+    try:
+        return json.loads(side.read_text())
+    except ValueError:
+        return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

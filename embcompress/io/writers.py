@@ -1,0 +1,128 @@
+"""Writers for compressed vector files, atomic: output goes to a temporary name in the target
+directory and is renamed into place only when everything was written. A failure leaves nothing
+behind, and an existing file is never replaced unless ``overwrite=True``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..base import OutputSpec
+from ..errors import InputError, OutputExistsError
+from .readers import META_KEY, SIDECAR_SUFFIX, file_format
+
+
+def arrow_type(spec: OutputSpec) -> pa.DataType:
+    if spec.kind == "bits":
+        return pa.binary(spec.nbytes)
+    if spec.kind == "int8":
+        return pa.list_(pa.int8(), spec.width)
+    return pa.list_(pa.float32(), spec.width)
+
+
+def to_arrow(values: np.ndarray, spec: OutputSpec) -> pa.Array:
+    """Codes or vectors -> the arrow array of :func:`arrow_type` (no copy for contiguous input)."""
+    values = np.ascontiguousarray(values)
+    n = len(values)
+    if spec.kind == "bits":
+        return pa.FixedSizeBinaryArray.from_buffers(pa.binary(spec.nbytes), n, [None, pa.py_buffer(values)])
+    return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), spec.width)
+
+
+def check_output_path(path: str | os.PathLike, *, overwrite: bool, inputs: tuple = ()) -> Path:
+    """Fail before any work if ``path`` cannot be (over)written."""
+    path = Path(path)
+    for src in inputs:
+        if Path(src).exists() and path.exists() and path.resolve() == Path(src).resolve():
+            raise InputError(f"output {path} is the same file as the input; write to another path")
+    if path.exists() and not overwrite:
+        raise OutputExistsError(f"{path} already exists; pass --overwrite (overwrite=True) to replace it")
+    if path.is_dir():
+        raise InputError(f"output {path} is a directory; give a file name ending in .parquet or .npy")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"cannot write {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"cannot write {path}: directory {parent} is not writable")
+    return path
+
+
+class VectorWriter:
+    """Write batches of codes (plus carried columns) to parquet or npy, then rename into place.
+
+    Use as a context manager; the file appears only if the ``with`` block ends without an error.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        spec: OutputSpec,
+        *,
+        column: str = "embedding",
+        carried_schema: pa.Schema | None = None,
+        metadata: dict[str, Any] | None = None,
+        num_rows: int | None = None,
+        overwrite: bool = False,
+    ):
+        self.path = check_output_path(path, overwrite=overwrite)
+        self.format = file_format(self.path)
+        self.spec = spec
+        self.column = column
+        self.metadata = metadata or {}
+        self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        self.rows = 0
+        self._writer = None
+        self._mm = None
+        if self.format == "npy":
+            if num_rows is None:
+                raise InputError("writing .npy needs the row count up front")
+            self._mm = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=np.dtype(spec.dtype), shape=(num_rows, spec.nbytes if spec.kind == "bits" else spec.width))
+            self._expected = num_rows
+        else:
+            fields = list(carried_schema) if carried_schema is not None else []
+            fields.append(pa.field(column, arrow_type(spec), nullable=False))
+            schema = pa.schema(fields, metadata={META_KEY: json.dumps(self.metadata, sort_keys=True).encode()})
+            self.schema = schema
+            try:
+                self._writer = pq.ParquetWriter(self.tmp, schema, compression="zstd" if spec.kind != "float" else "snappy")
+            except OSError as exc:
+                raise InputError(f"cannot write {self.path}: {exc}") from None
+
+    def write(self, codes: np.ndarray, carried: pa.RecordBatch | None = None) -> None:
+        n = len(codes)
+        if self._mm is not None:
+            self._mm[self.rows : self.rows + n] = codes
+        else:
+            arrays = list(carried.columns) if carried is not None else []
+            arrays.append(to_arrow(codes, self.spec))
+            self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        self.rows += n
+
+    def __enter__(self) -> "VectorWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if self._writer is not None:
+                self._writer.close()
+            if self._mm is not None:
+                self._mm.flush()
+                del self._mm
+                self._mm = None
+        finally:
+            if exc_type is not None:
+                self.tmp.unlink(missing_ok=True)
+        if exc_type is not None:
+            return
+        if self.format == "npy" and self.rows != self._expected:
+            self.tmp.unlink(missing_ok=True)
+            raise InputError(f"wrote {self.rows} rows but {self._expected} were announced")
+        os.replace(self.tmp, self.path)
+        if self.format == "npy":
+            Path(str(self.path) + SIDECAR_SUFFIX).write_text(json.dumps(self.metadata, indent=2, sort_keys=True) + "\n")

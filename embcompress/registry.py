@@ -1,0 +1,91 @@
+"""Name -> compressor class registry, and the ``"pca:128+binary"`` spec language."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .base import Compressor
+from .errors import InputError
+
+_REGISTRY: dict[str, type[Compressor]] = {}
+
+
+def register(cls: type[Compressor]) -> type[Compressor]:
+    """Class decorator: make ``cls`` loadable under ``cls.name``."""
+    if not cls.name:
+        raise TypeError(f"{cls.__name__} has no name")
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise TypeError(f"compressor name {cls.name!r} is registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def available() -> list[str]:
+    """Names of all registered compressors, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> type[Compressor]:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise InputError(f"unknown compressor {name!r}; known: {', '.join(available())}") from None
+
+
+def _parse_value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _parse_stage(text: str) -> Compressor:
+    """``name[:value][:key=value[,key=value...]]`` -> compressor instance."""
+    parts = text.strip().split(":")
+    name = parts[0].strip()
+    if not name:
+        raise InputError(f"empty compressor name in spec {text!r}")
+    cls = get(name)
+    kwargs: dict[str, Any] = {}
+    for part in parts[1:]:
+        for item in filter(None, (p.strip() for p in part.split(","))):
+            if "=" in item:
+                key, value = item.split("=", 1)
+                kwargs[key.strip()] = _parse_value(value.strip())
+            else:
+                kwargs.update(cls.positional(_parse_value(item)))
+    allowed = cls._param_names()
+    unknown = sorted(set(kwargs) - set(allowed))
+    if unknown:
+        raise InputError(
+            f"{name} does not take {', '.join(unknown)}; its parameters are: {', '.join(allowed) or 'none'}"
+        )
+    return cls(**kwargs)
+
+
+def from_spec(spec: str) -> Compressor:
+    """Build an unfitted compressor from a spec string.
+
+    Stages are joined with ``+``; each is ``name``, ``name:value`` (the compressor's main
+    parameter, e.g. the width) and optionally ``:key=value,...``. Examples: ``binary``,
+    ``truncate:256:renormalize=true``, ``pca:0.95`` (keep 95% of the variance), ``pca:128+binary``.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise InputError(f"empty compressor spec; known compressors: {', '.join(available())}")
+    stages = [_parse_stage(s) for s in spec.split("+")]
+    if len(stages) == 1:
+        return stages[0]
+    from .compressors.pipeline import Pipeline
+
+    return Pipeline(stages=stages)
