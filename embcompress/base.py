@@ -159,6 +159,11 @@ class Compressor:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
+    @property
+    def learns_from_data(self) -> bool:
+        """False when fitting needs only the input width (one peek at the first batch)."""
+        return True
+
     def _validate_params(self, n_features: int) -> None:
         """Raise InputError for parameters that cannot work with ``n_features`` inputs."""
 

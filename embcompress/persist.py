@@ -19,7 +19,7 @@ import numpy as np
 
 from . import __version__
 from .base import Compressor
-from .errors import FormatError, OutputExistsError
+from .errors import FormatError, InputError, OutputExistsError
 from .registry import get
 
 FORMAT_NAME = "embcompress.compressor"
@@ -76,11 +76,24 @@ def from_config(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Compre
     return comp
 
 
-def save(comp: Compressor, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Write ``comp`` to the directory ``path`` (created; written to a temporary name first)."""
+def check_model_path(path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Fail early if a compressor cannot be saved at ``path``."""
     path = Path(path)
     if path.exists() and not overwrite:
         raise OutputExistsError(f"{path} already exists; pass overwrite=True (CLI: --overwrite) to replace it")
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{path} is a file; a compressor is saved as a directory")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"cannot save to {path}: {parent} is not writable")
+    return path
+
+
+def save(comp: Compressor, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Write ``comp`` to the directory ``path`` (created; written to a temporary name first)."""
+    path = check_model_path(path, overwrite=overwrite)
     config, arrays = to_config(comp)
     doc = {
         "format": FORMAT_NAME,

@@ -49,6 +49,10 @@ class Binary(Compressor):
     def __init__(self, threshold: str = "zero"):
         self.threshold = threshold
 
+    @property
+    def learns_from_data(self) -> bool:
+        return self.threshold != "zero"
+
     def _validate_params(self, n_features: int) -> None:
         if self.threshold not in THRESHOLDS:
             raise InputError(f"binary threshold must be one of {', '.join(THRESHOLDS)}, got {self.threshold!r}")

@@ -28,6 +28,10 @@ class Pipeline(Compressor):
         stages = [get(s["name"]).from_params(s.get("params", {})) for s in params["stages"]]
         return cls(stages=stages)
 
+    @property
+    def learns_from_data(self) -> bool:
+        return any(s.learns_from_data for s in self.stages or [])
+
     def _validate_params(self, n_features: int) -> None:
         if not self.stages or not all(isinstance(s, Compressor) for s in self.stages):
             raise InputError("a pipeline needs a non-empty list of compressors")

@@ -20,6 +20,10 @@ class RandomSelect(Compressor):
         self.dim = dim
         self.seed = seed
 
+    @property
+    def learns_from_data(self) -> bool:
+        return False
+
     def _validate_params(self, n_features: int) -> None:
         check_dim("dim", self.dim, n_features)
         make_rng(self.seed)

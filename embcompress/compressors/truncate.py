@@ -29,6 +29,10 @@ class Truncate(Compressor):
         self.dim = dim
         self.renormalize = renormalize
 
+    @property
+    def learns_from_data(self) -> bool:
+        return False
+
     def _validate_params(self, n_features: int) -> None:
         check_dim("dim", self.dim, n_features)
 

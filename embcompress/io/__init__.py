@@ -1,9 +1,9 @@
 """Streaming vector file I/O (parquet and npy)."""
 
-from .readers import Batch, META_KEY, NpyVectors, ParquetVectors, column_to_numpy, file_format, open_vectors
+from .readers import Batch, META_KEY, NpyVectors, ParquetVectors, column_to_numpy, file_format, open_vectors, read_all
 from .writers import VectorWriter, arrow_type, check_output_path, to_arrow
 
 __all__ = [
     "Batch", "META_KEY", "NpyVectors", "ParquetVectors", "VectorWriter", "arrow_type", "check_output_path",
-    "column_to_numpy", "file_format", "open_vectors", "to_arrow",
+    "column_to_numpy", "file_format", "open_vectors", "read_all", "to_arrow",
 ]

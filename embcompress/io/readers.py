@@ -274,3 +274,18 @@ def read_sidecar(path: Path) -> dict | None:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def read_all(path: str | os.PathLike, *, column: str | None = None, id_column: str | None = None,
+             codes: bool | None = False) -> tuple[np.ndarray, list | None]:
+    """Load a whole (small) vector file: (vectors or codes, ids or None). For files that fit in
+    memory; streaming code uses :func:`open_vectors`."""
+    src = open_vectors(path, column=column, id_column=id_column, codes=codes)
+    parts, ids = [], []
+    for b in src.batches():
+        parts.append(np.array(b.vectors))
+        if src.id_column:
+            ids.extend(b.carried.column(0).to_pylist())
+    width = src.nbytes_per_row if codes and isinstance(src, ParquetVectors) and pa.types.is_fixed_size_binary(src.type) else src.dim
+    arr = np.concatenate(parts) if parts else np.empty((0, width), dtype=np.float32)
+    return arr, (ids if src.id_column else None)
