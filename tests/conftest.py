@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+
+def make_vectors(n: int = 500, d: int = 48, seed: int = 0, normalize: bool = True) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    if normalize:
+        X /= np.linalg.norm(X, axis=1, keepdims=True)
+    return X
+
+
+def write_parquet(path, X, *, kind: str = "fixed", dtype=pa.float32(), ids=True, extra=None, row_group_size=None):
+    """Write vectors as fixed_size_list (kind='fixed') or list (kind='list') of ``dtype``."""
+    flat = pa.array(np.asarray(X).reshape(-1), type=dtype) if isinstance(X, np.ndarray) else None
+    if kind == "fixed":
+        col = pa.FixedSizeListArray.from_arrays(flat, X.shape[1])
+    elif kind == "list":
+        col = pa.array([list(map(float, r)) for r in X], type=pa.list_(dtype)) if not isinstance(X, np.ndarray) else pa.ListArray.from_arrays(pa.array(np.arange(0, X.size + 1, X.shape[1], dtype=np.int32)), flat)
+    else:
+        raise ValueError(kind)
+    cols = {}
+    if ids:
+        cols["id"] = pa.array([f"doc{i}" for i in range(len(col))])
+    for k, v in (extra or {}).items():
+        cols[k] = pa.array(v)
+    cols["embedding"] = col
+    pq.write_table(pa.table(cols), path, row_group_size=row_group_size)
+    return path
+
+
+@pytest.fixture
+def X():
+    return make_vectors()
+
+
+@pytest.fixture
+def vec_file(tmp_path, X):
+    return write_parquet(tmp_path / "vectors.parquet", X, extra={"lang": ["en"] * len(X)}, row_group_size=128)

@@ -1,0 +1,196 @@
+"""Mathematical properties of each compressor, and agreement with reference implementations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sentence_transformers.util.quantization import quantize_embeddings
+from sklearn.decomposition import PCA as SkPCA
+
+from embcompress import Binary, InputError, Int8, PCA, Pipeline, RandomProjection, RandomSelect, Truncate, from_spec
+from embcompress.compressors import pack_bits, unpack_signs
+
+from conftest import make_vectors
+
+
+@pytest.mark.parametrize("d", [1, 7, 8, 9, 97, 384])
+def test_binary_byte_identical_to_sentence_transformers(d):
+    X = make_vectors(64, d, seed=d, normalize=False)
+    X[0, 0] = 0.0  # exactly zero maps to bit 0 in both
+    ours = Binary().fit(X).transform(X)
+    np.testing.assert_array_equal(ours, quantize_embeddings(X, precision="ubinary"))
+
+
+def test_binary_rows_do_not_bleed_and_padding_is_zero():
+    X = np.full((3, 9), -1.0, dtype=np.float32)
+    X[1] = 1.0
+    codes = Binary().fit(X).transform(X)
+    assert codes.tolist() == [[0, 0], [255, 128], [0, 0]]  # 9 bits: 8 ones, then 1 + 7 zero padding
+
+
+def test_binary_msb_first():
+    X = np.array([[1, -1, -1, -1, -1, -1, -1, 1]], dtype=np.float32)
+    assert Binary().fit(X).transform(X).tolist() == [[0b10000001]]
+
+
+def test_binary_decode_is_signs():
+    X = make_vectors(20, 13, normalize=False)
+    b = Binary().fit(X)
+    np.testing.assert_array_equal(b.decode(b.transform(X)), np.where(X > 0, 1.0, -1.0))
+    np.testing.assert_array_equal(unpack_signs(pack_bits(X), 13), np.where(X > 0, 1.0, -1.0))
+
+
+def test_binary_mean_threshold_balances_bits():
+    X = np.abs(make_vectors(2000, 16, normalize=False)) + 1.0  # all positive: sign gives all ones
+    assert Binary().fit(X).decode(Binary().fit(X).transform(X)).min() == 1.0
+    b = Binary(threshold="mean").fit(X)
+    ones = (b.decode(b.transform(X)) > 0).mean(axis=0)
+    assert np.all((ones > 0.4) & (ones < 0.6))
+    np.testing.assert_allclose(b.thresholds_, X.mean(axis=0), rtol=1e-5)
+
+
+def test_binary_bad_threshold():
+    with pytest.raises(InputError, match="zero, mean"):
+        Binary(threshold="median").fit(make_vectors(10, 4))
+
+
+def test_int8_matches_sentence_transformers_with_same_ranges():
+    X = make_vectors(300, 33, normalize=False)
+    q = Int8().fit(X)
+    np.testing.assert_array_equal(q.transform(X), quantize_embeddings(X, precision="int8", ranges=q.ranges_))
+    np.testing.assert_array_equal(q.ranges_, np.vstack([X.min(0), X.max(0)]))
+
+
+def test_int8_clips_outside_calibrated_range_and_decodes_close():
+    X = make_vectors(300, 8, normalize=False)
+    q = Int8().fit(X)
+    far = np.vstack([X.max(0) + 10, X.min(0) - 10])
+    codes = q.transform(far)
+    assert codes[0].tolist() == [127] * 8 and codes[1].tolist() == [-128] * 8
+    step = (q.ranges_[1] - q.ranges_[0]) / 255
+    err = np.abs(q.decode(q.transform(X)) - X)
+    assert np.all(err <= step * 1.0001 + 1e-6)
+
+
+def test_int8_constant_dimension_does_not_divide_by_zero():
+    X = make_vectors(50, 4, normalize=False)
+    X[:, 2] = 0.5
+    codes = Int8().fit(X).transform(X)
+    assert np.all(codes[:, 2] == -128)
+
+
+def test_pca_matches_sklearn():
+    rng = np.random.default_rng(0)
+    X = (rng.standard_normal((2000, 30)) * np.linspace(5, 0.1, 30)).astype(np.float32) + 7.0
+    ours = PCA(dim=10).fit(X)
+    ref = SkPCA(n_components=10, svd_solver="full").fit(X.astype(np.float64))
+    np.testing.assert_allclose(ours.explained_variance_ratio_[:10], ref.explained_variance_ratio_, rtol=1e-4)
+    cos = np.abs(np.sum(ours.components_ * ref.components_, axis=1))
+    np.testing.assert_allclose(cos, 1.0, atol=1e-4)  # same directions up to sign
+    np.testing.assert_allclose(np.abs(ours.transform(X)), np.abs(ref.transform(X)), atol=2e-3)
+
+
+def test_pca_variance_target_picks_fewest_components():
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((3000, 5)).astype(np.float32)
+    X = Z @ rng.standard_normal((5, 40)).astype(np.float32) + 0.05 * rng.standard_normal((3000, 40)).astype(np.float32)
+    p = PCA(variance=0.95).fit(X)  # data with intrinsic dimension 5
+    assert p.output_spec.width <= 5
+    assert PCA(variance=0.99999).fit(X).output_spec.width > 5
+    ratio = p.explained_variance_ratio_
+    k = p.output_spec.width
+    assert ratio[:k].sum() >= 0.95 and ratio[: k - 1].sum() < 0.95
+
+
+def test_pca_is_stable_for_large_offsets():
+    rng = np.random.default_rng(0)
+    X = (rng.standard_normal((5000, 4)) * [1, 0.5, 0.1, 0.01] + 1e3).astype(np.float32)
+    p = PCA(dim=4).fit(X)
+    np.testing.assert_allclose(p.eigenvalues_, np.var(X.astype(np.float64), axis=0, ddof=1)[np.argsort(-np.var(X, axis=0))], rtol=2e-2)
+
+
+def test_pca_needs_two_rows_and_one_target():
+    with pytest.raises(InputError, match="at least 2 rows"):
+        PCA(dim=1).fit(make_vectors(1, 4))
+    with pytest.raises(InputError, match="exactly one"):
+        PCA(dim=2, variance=0.5).fit(make_vectors(10, 4))
+    with pytest.raises(InputError, match="out of range"):
+        PCA(dim=5).fit(make_vectors(10, 4))
+
+
+def test_random_projection_preserves_distances_within_jl_bound():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 2000)).astype(np.float32)
+    Y = RandomProjection(dim=1000, seed=0).fit_transform(X)
+    i, j = np.triu_indices(len(X), 1)
+    before = np.sum((X[i] - X[j]) ** 2, axis=1)
+    after = np.sum((Y[i] - Y[j]) ** 2, axis=1)
+    ratio = after / before
+    # eps = 0.25 needs dim >= 4 ln(60) / (eps^2/2 - eps^3/3) ~ 620 <= 1000
+    assert ratio.min() > 0.75 and ratio.max() < 1.25
+    assert abs(ratio.mean() - 1) < 0.02
+
+
+def test_random_projection_seed_matters():
+    X = make_vectors(10, 32)
+    a = RandomProjection(dim=8, seed=1).fit_transform(X)
+    b = RandomProjection(dim=8, seed=2).fit_transform(X)
+    assert not np.allclose(a, b)
+
+
+def test_random_select_picks_distinct_sorted_dims():
+    X = make_vectors(10, 64)
+    r = RandomSelect(dim=20, seed=5).fit(X)
+    assert len(set(r.indices_.tolist())) == 20 and np.all(np.diff(r.indices_) > 0)
+    np.testing.assert_array_equal(r.transform(X), X[:, r.indices_])
+
+
+def test_truncate_and_renormalize():
+    X = make_vectors(10, 16)
+    X[3] = 0.0  # zero vector stays zero, no NaN
+    np.testing.assert_array_equal(Truncate(dim=5).fit_transform(X), X[:, :5])
+    Y = Truncate(dim=5, renormalize=True).fit_transform(X)
+    norms = np.linalg.norm(Y, axis=1)
+    assert np.allclose(np.delete(norms, 3), 1.0, atol=1e-6) and norms[3] == 0 and np.isfinite(Y).all()
+
+
+def test_pipeline_fits_later_stages_on_earlier_output():
+    X = make_vectors(500, 32, normalize=False) + 2.0
+    p = from_spec("pca:8+binary:mean")
+    p.fit(X)
+    assert isinstance(p, Pipeline)
+    Z = p.stages[0].transform(X)
+    np.testing.assert_allclose(p.stages[1].thresholds_, Z.mean(axis=0), atol=1e-5)
+    np.testing.assert_array_equal(p.transform(X), Binary(threshold="mean").fit(Z).transform(Z))
+
+
+def test_pipeline_refuses_codes_before_last_stage():
+    with pytest.raises(InputError, match="put it last"):
+        from_spec("binary+pca:4").fit(make_vectors(20, 8))
+
+
+def test_pipeline_from_one_shot_generator_fails_clearly_when_two_passes_needed():
+    X = make_vectors(50, 8)
+    gen = (b for b in [X[:25], X[25:]])
+    with pytest.raises(InputError, match="more than one pass"):
+        from_spec("pca:4+int8").fit_batches(gen)
+    # a factory works
+    from_spec("pca:4+int8").fit_batches(lambda: iter([X[:25], X[25:]]))
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.array([[1.0, np.nan]], dtype=np.float32), "row 0 has a non-finite value"),
+    (np.array([[1.0, 2.0], [np.inf, 0]], dtype=np.float32), "row 1 has a non-finite value"),
+    (np.array([[1, 2]], dtype=np.int64), "only float16, float32 and float64"),
+    (np.zeros(4, dtype=np.float32), "must be 2-D"),
+    (np.zeros((0, 4), dtype=np.float32), "empty input"),
+])
+def test_bad_arrays_are_refused(bad, message):
+    with pytest.raises(InputError, match=message):
+        Binary().fit(bad)
+
+
+def test_float16_and_float64_input_accepted():
+    X = make_vectors(30, 12)
+    for dt in (np.float16, np.float64):
+        np.testing.assert_array_equal(Binary().fit(X.astype(dt)).transform(X.astype(dt)), Binary().fit(X).transform(X))

@@ -1,0 +1,68 @@
+"""Embedding with the packaged offline MiniLM, and the demo on a small built-in corpus."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from embcompress.corpus import stdlib_docstring_pairs
+from embcompress.embed import read_texts
+from embcompress.io import read_all
+from embcompress_cli.main import app
+
+runner = CliRunner()
+
+
+def test_stdlib_corpus_is_real_and_deterministic():
+    a = stdlib_docstring_pairs(50)
+    b = stdlib_docstring_pairs(50)
+    assert [p.id for p in a] == [p.id for p in b] and len(a) == 50
+    assert len({p.query for p in a}) == 50 and all(len(p.document) >= 80 for p in a)
+
+
+def test_read_texts_formats(tmp_path):
+    (tmp_path / "t.txt").write_text("alpha\n\nbeta\n")
+    assert read_texts(tmp_path / "t.txt") == (["alpha", "beta"], ["0", "1"])
+    (tmp_path / "t.jsonl").write_text('{"_id": "x", "text": "hello"}\n{"_id": "y", "title": "T", "text": "world"}\n')
+    assert read_texts(tmp_path / "t.jsonl") == (["hello", "T. world"], ["x", "y"])
+    (tmp_path / "bad.jsonl").write_text('{"body2": 1}\n')
+    from embcompress import InputError
+
+    with pytest.raises(InputError, match="line 1 has no text field"):
+        read_texts(tmp_path / "bad.jsonl")
+    (tmp_path / "e.txt").write_text("\n\n")
+    with pytest.raises(InputError, match="holds no texts"):
+        read_texts(tmp_path / "e.txt")
+
+
+def test_embed_cli_with_packaged_model(tmp_path):
+    texts = ["binary quantization of embeddings", "sign bits packed into bytes", "a recipe for tomato soup"]
+    (tmp_path / "t.txt").write_text("\n".join(texts))
+    res = runner.invoke(app, ["embed", str(tmp_path / "t.txt"), str(tmp_path / "e.parquet"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["width"] == 384
+    X, ids = read_all(tmp_path / "e.parquet")
+    assert X.shape == (3, 384) and ids == ["0", "1", "2"]
+    np.testing.assert_allclose(np.linalg.norm(X, axis=1), 1.0, atol=1e-5)
+    sims = X @ X.T
+    assert sims[0, 1] > sims[0, 2]  # the model is real: related texts are closer
+    res = runner.invoke(app, ["embed", str(tmp_path / "t.txt"), str(tmp_path / "f.parquet"), "--model", str(tmp_path)])
+    assert res.exit_code == 1 and "not a sentence-transformers model directory" in res.stderr
+
+
+def test_demo_runs_on_builtin_corpus(tmp_path):
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path / "d"), "--limit", "40", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    rows = {r["name"]: r for r in d["rows"]}
+    assert d["documents"] == 40 and rows["float32 (original)"]["recall_at_10"] == 1.0
+    assert rows["binary (sign bits)"]["bytes_per_vector"] == 48
+    for r in d["rows"]:
+        assert (tmp_path / "d" / r["file"]).exists()
+        assert 0.3 < r["recall_at_10"] <= 1.0
+    assert rows["int8"]["recall_at_10"] > rows["binary (sign bits)"]["recall_at_10"]
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path / "d"), "--limit", "40"])
+    assert res.exit_code == 1 and "already exists" in res.stderr
