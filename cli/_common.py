@@ -22,7 +22,7 @@ err = Console(stderr=True, soft_wrap=True)
 ColumnOpt = typer.Option(None, "--column", "-c", help="Embedding column (default: the only float-list column, or 'embedding').")
 IdColumnOpt = typer.Option(None, "--id-column", help="Id column carried to the output (default: 'id' if present).")
 KeepOpt = typer.Option([], "--keep", help="Other columns to carry to the output (repeatable).")
-BatchOpt = typer.Option(65536, "--batch-size", "-b", min=1, help="Rows per batch; memory use is about batch x width x 4 bytes x 4.")
+BatchOpt = typer.Option(None, "--batch-size", "-b", min=1, help="Rows per batch (default: about 4 MiB of input per batch, which reads fastest).")
 OverwriteOpt = typer.Option(False, "--overwrite", help="Replace the output if it exists.")
 JsonOpt = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
 

@@ -27,7 +27,7 @@ def _compress(comp: Compressor, src: Path, dst: Path, *, fit: bool, column, id_c
         with progress_bar(f"fitting {comp.name}", rows) as advance:
             fit_file(comp, src, column=column, batch_size=batch_size, progress=advance)
     elif fit:  # only the width is needed: peek at a small first batch
-        fit_file(comp, src, column=column, batch_size=min(batch_size, 1024))
+        fit_file(comp, src, column=column, batch_size=min(batch_size or 1024, 1024))
     with progress_bar(f"writing {dst.name}", rows) as advance:
         res = compress_file(comp, src, dst, column=column, id_column=id_column, keep_columns=keep,
                             batch_size=batch_size, overwrite=overwrite, progress=advance)
@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
         threshold: str = typer.Option("zero", help="Bit is 1 where value > threshold: 'zero' (sign) or 'mean' (per-dimension mean, fitted in one extra pass)."),
         save_model: Optional[Path] = typer.Option(None, "--save-model", help="Also save the fitted compressor to this directory."),
         column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
-        batch_size: int = BatchOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
+        batch_size: Optional[int] = BatchOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
     ) -> None:
         """Sign-binarize embeddings to packed bits (32x smaller than float32), streaming."""
         _compress(from_spec(f"binary:threshold={threshold}"), input, output, fit=True, column=column,
@@ -68,7 +68,7 @@ def register(app: typer.Typer) -> None:
         dim: int = typer.Option(..., "--dim", "-d", help="Keep the first DIM dimensions."),
         renormalize: bool = typer.Option(False, "--renormalize", help="Scale the kept part back to unit length."),
         column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
-        batch_size: int = BatchOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
+        batch_size: Optional[int] = BatchOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
     ) -> None:
         """Keep the first --dim dimensions of each embedding (Matryoshka truncation), streaming."""
         from embcompress import Truncate
@@ -83,7 +83,7 @@ def register(app: typer.Typer) -> None:
         input: Path = typer.Argument(..., help="Parquet or .npy file of float embeddings to fit on."),
         model_dir: Path = typer.Argument(..., help="Directory to save the fitted compressor in."),
         max_rows: Optional[int] = typer.Option(None, "--max-rows", min=1, help="Fit on the first N rows only."),
-        column: Optional[str] = ColumnOpt, batch_size: int = BatchOpt, overwrite: bool = OverwriteOpt,
+        column: Optional[str] = ColumnOpt, batch_size: Optional[int] = BatchOpt, overwrite: bool = OverwriteOpt,
         json: bool = JsonOpt,
     ) -> None:
         """Fit a compressor (or a chain) on a vector file and save it (no pickle)."""
@@ -110,7 +110,7 @@ def register(app: typer.Typer) -> None:
         input: Path = typer.Argument(..., help="Parquet or .npy file of float embeddings."),
         output: Path = typer.Argument(..., help="Output .parquet or .npy."),
         column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
-        batch_size: int = BatchOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
+        batch_size: Optional[int] = BatchOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
     ) -> None:
         """Compress a vector file with a saved compressor, streaming."""
         _compress(load(model_dir), input, output, fit=False, column=column, id_column=id_column, keep=keep,

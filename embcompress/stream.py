@@ -18,7 +18,7 @@ from .errors import EmbcompressError, InputError
 from .io import VectorWriter, check_output_path, open_vectors
 from .persist import describe, is_model_dir, load
 
-DEFAULT_BATCH_SIZE = 65536
+DEFAULT_BATCH_SIZE = None  # automatic: about 4 MiB of input values per batch
 FILE_FORMAT_VERSION = 1
 
 Progress = Callable[[int], None]  # called with the number of rows just processed
@@ -67,7 +67,7 @@ def fit_file(
     path: str | os.PathLike,
     *,
     column: str | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_size: int | None = DEFAULT_BATCH_SIZE,
     max_rows: int | None = None,
     progress: Progress | None = None,
 ) -> Compressor:
@@ -134,7 +134,7 @@ def compress_file(
     column: str | None = None,
     id_column: str | None = None,
     keep_columns: Sequence[str] = (),
-    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_size: int | None = DEFAULT_BATCH_SIZE,
     overwrite: bool = False,
     progress: Progress | None = None,
 ) -> CompressResult:

@@ -17,6 +17,9 @@ from ..base import OutputSpec
 from ..errors import InputError, OutputExistsError
 from .readers import META_KEY, SIDECAR_SUFFIX, file_format
 
+#: bytes gathered before a parquet row group is written
+ROW_GROUP_BYTES = 64 << 20
+
 
 def arrow_type(spec: OutputSpec) -> pa.DataType:
     if spec.kind == "bits":
@@ -77,6 +80,8 @@ class VectorWriter:
         self.metadata = metadata or {}
         self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
         self.rows = 0
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_bytes = 0
         self._writer = None
         self._mm = None
         if self.format == "npy":
@@ -101,8 +106,18 @@ class VectorWriter:
         else:
             arrays = list(carried.columns) if carried is not None else []
             arrays.append(to_arrow(codes, self.spec))
-            self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+            rb = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+            # every write_table call makes at least one row group: gather small batches first
+            self._pending.append(rb)
+            self._pending_bytes += rb.nbytes
+            if self._pending_bytes >= ROW_GROUP_BYTES:
+                self._flush()
         self.rows += n
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._writer.write_table(pa.Table.from_batches(self._pending, schema=self.schema))
+            self._pending, self._pending_bytes = [], 0
 
     def __enter__(self) -> "VectorWriter":
         return self
@@ -110,6 +125,8 @@ class VectorWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
             if self._writer is not None:
+                if exc_type is None:
+                    self._flush()
                 self._writer.close()
             if self._mm is not None:
                 self._mm.flush()

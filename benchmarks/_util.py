@@ -1,0 +1,62 @@
+"""Helpers shared by the benchmark scripts (not part of the library)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+_MEASURE = (
+    "import resource, subprocess, sys, time, json\n"
+    "t = time.perf_counter(); r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+    "print(json.dumps({'rc': r.returncode, 'seconds': time.perf_counter() - t,\n"
+    "                  'peak_rss_mb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))\n"
+)
+
+
+def run_measured(cmd: list[str]) -> dict:
+    """Run ``cmd`` in a fresh child; return its wall time and peak resident memory (MiB)."""
+    out = subprocess.run([sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True, check=True)
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    if res["rc"] != 0:
+        raise RuntimeError(f"{cmd} failed with exit code {res['rc']}")
+    return res
+
+
+def make_parquet(path: Path, rows: int, dim: int, *, seed: int = 0, chunk: int = 32768) -> Path:
+    """Random unit-norm float32 vectors as fixed_size_list<float32>[dim] plus an int64 id column,
+    written in row groups of ``chunk`` rows; reused if it already exists with the right shape."""
+    path = Path(path)
+    if path.exists():
+        md = pq.ParquetFile(path).metadata
+        if md.num_rows == rows:
+            return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    schema = pa.schema([("id", pa.int64()), ("embedding", pa.list_(pa.float32(), dim))])
+    tmp = path.with_suffix(".tmp")
+    with pq.ParquetWriter(tmp, schema) as w:
+        for start in range(0, rows, chunk):
+            n = min(chunk, rows - start)
+            X = rng.standard_normal((n, dim), dtype=np.float32)
+            X /= np.linalg.norm(X, axis=1, keepdims=True)
+            w.write_table(pa.table({"id": np.arange(start, start + n),
+                                    "embedding": pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), dim)}, schema=schema))
+    os.replace(tmp, path)
+    return path
+
+
+def best_of(fn, repeat: int = 3) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
