@@ -51,10 +51,11 @@ class OutputSpec:
         return asdict(self)
 
 
-def check_array(X: Any, *, what: str = "X", row_offset: int = 0) -> np.ndarray:
+def check_array(X: Any, *, what: str = "X", row_offset: int = 0, finite: bool = True) -> np.ndarray:
     """Return ``X`` as a C-contiguous 2-D float32 array of finite values, or raise InputError.
 
     The error names the first bad row (counting from ``row_offset``) and what is allowed.
+    ``finite=False`` skips the NaN/inf test, for callers that test each chunk themselves.
     """
     if isinstance(X, np.ndarray):
         arr = X
@@ -77,20 +78,29 @@ def check_array(X: Any, *, what: str = "X", row_offset: int = 0) -> np.ndarray:
     if arr.shape[1] == 0:
         raise InputError(f"{what} has 0 dimensions; embeddings need at least 1")
     arr = np.ascontiguousarray(arr, dtype=np.float32)
-    check_finite(arr, what=what, row_offset=row_offset)
+    if finite:
+        check_finite(arr, what=what, row_offset=row_offset)
     return arr
+
+
+def all_finite(arr: np.ndarray) -> bool:
+    """True when every value is finite. The float32 total is NaN or inf whenever a value is;
+    a total that overflows on huge finite values falls back to the exact test."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(arr.sum()):
+            return True
+    return bool(np.isfinite(arr).all())
+
+
+class NonFiniteChunk(Exception):
+    """Raised inside a fused transform loop; the caller reports the row (see Compressor.transform)."""
 
 
 def check_finite(arr: np.ndarray, *, what: str = "X", row_offset: int = 0) -> None:
     """Raise InputError naming the first row that holds NaN or +-inf."""
-    # A row sum is finite exactly when every value is finite, unless finite values overflow;
-    # the cheap test runs on every batch, the exact one only when it fires.
-    with np.errstate(over="ignore", invalid="ignore"):
-        if np.isfinite(arr.sum(axis=1, dtype=np.float64)).all():
-            return
-    bad_rows = np.flatnonzero(~np.isfinite(arr).all(axis=1))
-    if len(bad_rows) == 0:
+    if all_finite(arr):
         return
+    bad_rows = np.flatnonzero(~np.isfinite(arr).all(axis=1))
     row = int(bad_rows[0])
     col = int(np.flatnonzero(~np.isfinite(arr[row]))[0])
     raise InputError(
@@ -131,6 +141,9 @@ class Compressor:
     needs_data: ClassVar[bool] = True
     _state_arrays: ClassVar[tuple[str, ...]] = ()
     _state_scalars: ClassVar[tuple[str, ...]] = ()
+    #: True when ``_transform`` tests each chunk for NaN/inf itself (raising NonFiniteChunk),
+    #: which saves a separate pass over the input
+    _fused_finite_check: ClassVar[bool] = False
 
     #: parameter set by a bare value in a spec string, e.g. ``dim`` for ``"truncate:256"``
     _positional: ClassVar[str | None] = None
@@ -228,13 +241,17 @@ class Compressor:
     def transform(self, X: Any, *, row_offset: int = 0) -> np.ndarray:
         """Compress rows of ``X``; returns an array of ``output_spec.dtype``."""
         self._check_fitted()
-        arr = check_array(X, what="input", row_offset=row_offset)
+        arr = check_array(X, what="input", row_offset=row_offset, finite=not self._fused_finite_check)
         if arr.shape[1] != self.n_features_in_:
             raise InputError(
                 f"input has {arr.shape[1]} dimensions but this {self.name} compressor was fitted on "
                 f"{self.n_features_in_}"
             )
-        return self._transform(arr)
+        try:
+            return self._transform(arr)
+        except NonFiniteChunk:
+            check_finite(arr, what="input", row_offset=row_offset)
+            raise  # unreachable: check_finite raised
 
     def fit_transform(self, X: Any) -> np.ndarray:
         return self.fit(X).transform(X)

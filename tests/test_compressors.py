@@ -194,3 +194,15 @@ def test_float16_and_float64_input_accepted():
     X = make_vectors(30, 12)
     for dt in (np.float16, np.float64):
         np.testing.assert_array_equal(Binary().fit(X.astype(dt)).transform(X.astype(dt)), Binary().fit(X).transform(X))
+
+
+def test_threaded_path_matches_reference_and_names_bad_row(monkeypatch):
+    monkeypatch.setenv("EMBCOMPRESS_NUM_THREADS", "2")
+    X = make_vectors(20000, 24, normalize=False)  # above the per-thread threshold: 2 parts
+    np.testing.assert_array_equal(Binary().fit(X).transform(X), quantize_embeddings(X, precision="ubinary"))
+    q = Int8().fit(X)
+    np.testing.assert_array_equal(q.transform(X), quantize_embeddings(X, precision="int8", ranges=q.ranges_))
+    X[15001, 3] = -np.inf
+    for c in (Binary().fit(X[:10]), q):
+        with pytest.raises(InputError, match="row 15001 has a non-finite value"):
+            c.transform(X)

@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..base import Compressor, OutputSpec
+from .._parallel import map_rows
+from ..base import Compressor, NonFiniteChunk, OutputSpec, all_finite
 from ..errors import InputError
 from ..registry import register
 
-#: rows handled at once so the boolean temporary stays in cache
-_CHUNK = 4096
+#: rows handled at once so the chunk and its boolean temporary stay in cache (measured fastest
+#: between 256 and 4096 rows for 1024 dims)
+_CHUNK = 256
 THRESHOLDS = ("zero", "mean")
 
 
-def pack_bits(X: np.ndarray, thresholds: np.ndarray | float = 0.0) -> np.ndarray:
+def pack_bits(X: np.ndarray, thresholds: np.ndarray | float = 0.0, *, check_finite: bool = False) -> np.ndarray:
     """``X > thresholds`` packed row by row, most significant bit first, zero-padded to whole
-    bytes. Byte-identical to sentence-transformers ``quantize_embeddings(X, "ubinary")``."""
+    bytes. Byte-identical to sentence-transformers ``quantize_embeddings(X, "ubinary")``.
+    ``check_finite`` raises NonFiniteChunk on NaN/inf (tested per chunk, while it is in cache)."""
     n, d = X.shape
     out = np.empty((n, (d + 7) // 8), dtype=np.uint8)
     mask = np.empty((min(n, _CHUNK), d), dtype=bool)
     for start in range(0, n, _CHUNK):
         block = X[start : start + _CHUNK]
+        if check_finite and not all_finite(block):
+            raise NonFiniteChunk
         m = mask[: len(block)]
         np.greater(block, thresholds, out=m)
         out[start : start + len(block)] = np.packbits(m, axis=-1)
@@ -45,6 +50,7 @@ class Binary(Compressor):
     name = "binary"
     _positional = "threshold"
     _state_arrays = ("thresholds_",)
+    _fused_finite_check = True
 
     def __init__(self, threshold: str = "zero"):
         self.threshold = threshold
@@ -69,9 +75,9 @@ class Binary(Compressor):
         self.thresholds_ = (total / n).astype(np.float32)
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
-        if self.threshold == "zero":
-            return pack_bits(X, 0.0)
-        return pack_bits(X, self.thresholds_)
+        t = 0.0 if self.threshold == "zero" else self.thresholds_
+        out = np.empty((len(X), (X.shape[1] + 7) // 8), dtype=np.uint8)
+        return map_rows(lambda part: pack_bits(part, t, check_finite=True), X, out)
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
         """+-1 vectors: a float query's inner product with them is the asymmetric score."""

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..base import Compressor, OutputSpec
+from .._parallel import map_rows
+from ..base import Compressor, NonFiniteChunk, OutputSpec, all_finite
 from ..registry import register
 
-_CHUNK = 2048
+_CHUNK = 512
 
 
 @register
@@ -20,6 +21,7 @@ class Int8(Compressor):
 
     name = "int8"
     _state_arrays = ("ranges_",)
+    _fused_finite_check = True
 
     def __init__(self):
         pass
@@ -39,11 +41,17 @@ class Int8(Compressor):
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         starts, steps = self._steps()
+        return map_rows(lambda part: self._quantize(part, starts, steps), X, np.empty(X.shape, dtype=np.int8))
+
+    @staticmethod
+    def _quantize(X: np.ndarray, starts: np.ndarray, steps: np.ndarray) -> np.ndarray:
         n, d = X.shape
         out = np.empty((n, d), dtype=np.int8)
         buf = np.empty((min(n, _CHUNK), d), dtype=np.float32)
         for start in range(0, n, _CHUNK):
             block = X[start : start + _CHUNK]
+            if not all_finite(block):
+                raise NonFiniteChunk
             t = buf[: len(block)]
             np.subtract(block, starts, out=t)
             np.divide(t, steps, out=t)
