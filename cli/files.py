@@ -104,14 +104,13 @@ def register(app: typer.Typer) -> None:
             return
         out.print(f"[bold]{res['documents']}[/bold] docstrings from the Python standard library embedded with "
                   f"{res['model']} ({res['width']} dims) in {res['embed_seconds']} s; files in {res['out_dir']}/")
-        t = Table(title="What each compression keeps (queries = docstring summary lines)", title_justify="left")
-        for col, just in (("compression", "left"), ("file", "left"), ("file size", "right"),
-                          ("bytes/vector", "right"), ("smaller by", "right"), ("float top-10 recovered", "right")):
-            t.add_column(col, justify=just)
+        t = Table(title="What each compression keeps", title_justify="left")
+        for col in ("compression", "file size", "bytes/vector", "smaller", "top-10 kept"):
+            t.add_column(col, justify="left" if col == "compression" else "right")
         base = res["rows"][0]["bytes_per_vector"]
         for r in res["rows"]:
-            t.add_row(r["name"], r["file"], human_bytes(r["file_bytes"]), str(r["bytes_per_vector"]),
+            t.add_row(f"{r['name']} ({r['file']})", human_bytes(r["file_bytes"]), str(r["bytes_per_vector"]),
                       f"{base / r['bytes_per_vector']:.0f}x", f"{100 * r['recall_at_10']:.1f}%")
         out.print(t)
-        out.print("'float top-10 recovered': share of each query's 10 nearest documents under exact float cosine "
-                  "search that the compressed search also returns in its top 10.")
+        out.print("top-10 kept: share of each query's 10 nearest documents under exact float cosine search that "
+                  "the compressed search also returns in its top 10 (queries: the docstrings' summary lines).")

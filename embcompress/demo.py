@@ -59,11 +59,11 @@ def run_demo(
     dim = docs.shape[1]
     _, exact = float_search(queries, docs, K)
 
-    rows = [{"name": "float32 (original)", "file": vectors.name, "file_bytes": vectors.stat().st_size,
+    rows = [{"name": "float32", "file": vectors.name, "file_bytes": vectors.stat().st_size,
              "bytes_per_vector": 4 * dim, "recall_at_10": 1.0}]
     for label, spec, fname in (
-        ("binary (sign bits)", "binary", "binary.parquet"),
-        (f"truncate to {dim // 2}", f"truncate:{dim // 2}", "truncate.parquet"),
+        ("binary", "binary", "binary.parquet"),
+        (f"truncate {dim // 2}", f"truncate:{dim // 2}", "truncate.parquet"),
         ("int8", "int8", "int8.parquet"),
     ):
         comp = fit_file(from_spec(spec), vectors)

@@ -58,11 +58,11 @@ def test_demo_runs_on_builtin_corpus(tmp_path):
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     rows = {r["name"]: r for r in d["rows"]}
-    assert d["documents"] == 40 and rows["float32 (original)"]["recall_at_10"] == 1.0
-    assert rows["binary (sign bits)"]["bytes_per_vector"] == 48
+    assert d["documents"] == 40 and rows["float32"]["recall_at_10"] == 1.0
+    assert rows["binary"]["bytes_per_vector"] == 48
     for r in d["rows"]:
         assert (tmp_path / "d" / r["file"]).exists()
         assert 0.3 < r["recall_at_10"] <= 1.0
-    assert rows["int8"]["recall_at_10"] > rows["binary (sign bits)"]["recall_at_10"]
+    assert rows["int8"]["recall_at_10"] > rows["binary"]["recall_at_10"]
     res = runner.invoke(app, ["demo", "--out", str(tmp_path / "d"), "--limit", "40"])
     assert res.exit_code == 1 and "already exists" in res.stderr
