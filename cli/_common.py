@@ -16,6 +16,8 @@ from rich.table import Table
 from embcompress.errors import EmbcompressError
 
 out = Console(soft_wrap=True)
+if not out.is_terminal:  # piped or captured: tables keep their full width instead of 80 columns
+    out = Console(soft_wrap=True, width=160)
 err = Console(stderr=True, soft_wrap=True)
 
 # Option declarations shared by the file commands (one place, same help everywhere).

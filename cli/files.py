@@ -112,5 +112,14 @@ def register(app: typer.Typer) -> None:
             t.add_row(f"{r['name']} ({r['file']})", human_bytes(r["file_bytes"]), str(r["bytes_per_vector"]),
                       f"{base / r['bytes_per_vector']:.0f}x", f"{100 * r['recall_at_10']:.1f}%")
         out.print(t)
+        r = Table(title="Retrieval quality kept (nDCG@10: find each summary line's own docstring)", title_justify="left")
+        for col in ("search", "bytes/vector", "nDCG@10", "retention"):
+            r.add_column(col, justify="left" if col == "search" else "right")
+        names = {"binary@asym": "binary, rerank: float query vs bits (top 100)",
+                 "binary@float": "binary, rerank: float query vs float docs read from disk (top 100)"}
+        for row in res["retrieval"]:
+            r.add_row(names.get(row["config"], row["config"]), str(row["bytes_per_vector"]), f"{row['ndcg_at_10']:.4f}",
+                      f"{100 * row['retention']:.1f}%")
+        out.print(r)
         out.print("top-10 kept: share of each query's 10 nearest documents under exact float cosine search that "
                   "the compressed search also returns in its top 10 (queries: the docstrings' summary lines).")

@@ -6,7 +6,7 @@ import typer
 
 from embcompress import __version__
 
-from . import compress, files
+from . import compress, files, search
 
 app = typer.Typer(
     name="embcompress",
@@ -31,6 +31,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 compress.register(app)
 files.register(app)
+search.register(app)
 
 
 def main() -> None:

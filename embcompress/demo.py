@@ -77,7 +77,17 @@ def run_demo(
         rows.append({"name": label, "file": fname, "file_bytes": res.output_bytes,
                      "bytes_per_vector": res.bytes_per_vector_out,
                      "recall_at_10": neighbour_recall(exact, found, K)})
+    # each summary line's own docstring body is its relevant document: real retrieval judgements
+    from .evaluate import evaluate
+
+    ids = [p.id for p in pairs]
+    qrels = {i: {i: 1} for i in ids}
+    ev = evaluate(docs, queries, doc_ids=ids, query_ids=ids, qrels=qrels, k=K,
+                  configs=["float", "binary", "binary@asym", "binary@float", "int8", f"truncate:{dim // 2}"])
+    retrieval = [{"config": r["config"], "bytes_per_vector": r["bytes_per_vector"], "ndcg_at_10": r["ndcg@10"],
+                  "retention": r["retention"]} for r in ev["rows"]]
     return {
+        "retrieval": retrieval,
         "corpus": "Python standard library docstrings (query = summary line, document = body)",
         "documents": len(pairs),
         "model": model or DEFAULT_MODEL,

@@ -79,6 +79,11 @@ class Binary(Compressor):
         out = np.empty((len(X), (X.shape[1] + 7) // 8), dtype=np.uint8)
         return map_rows(lambda part: pack_bits(part, t, check_finite=True), X, out)
 
+    def _set_state(self, scalars, arrays) -> None:
+        if "thresholds_" not in arrays and self.threshold == "zero":  # nothing was learned
+            arrays = {**arrays, "thresholds_": np.zeros(int(scalars["n_features_in_"]), dtype=np.float32)}
+        super()._set_state(scalars, arrays)
+
     def decode(self, codes: np.ndarray) -> np.ndarray:
         """+-1 vectors: a float query's inner product with them is the asymmetric score."""
         self._check_fitted()

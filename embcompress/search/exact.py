@@ -1,33 +1,28 @@
-"""Exact brute-force search in numpy: float (cosine / inner product) and packed-bit Hamming.
+"""Exact brute-force search in numpy: float scores (cosine / inner product, or any scores computed
+block by block, e.g. against int8 codes decoded on the fly) and a reference Hamming search.
 
-Ties are broken by document index, lowest first, always: the sort key is
-``distance * n_docs + index``, so equal distances can never come back in a machine-dependent
-order. Hamming distances tie constantly (there are only ``bits + 1`` possible values).
+Ties are broken by document index, lowest first, always. Documents are scored in blocks, so the
+score matrix held at once is (query block x document block) whatever the corpus size.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
 from ..errors import InputError
 
-_QBLOCK = 256  # queries per block: bounds the (queries x docs) score matrix held at once
+QUERY_BLOCK = 1024
+DOC_BLOCK = 32768
 
 
-def _check_k(k: int, n_docs: int) -> int:
+def check_k(k, n_docs: int) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise InputError(f"k must be a positive integer, got {k!r}")
+    if n_docs == 0:
+        raise InputError("cannot search an empty set of documents")
     return int(min(k, n_docs))
-
-
-def _topk_smallest(keys: np.ndarray, k: int) -> np.ndarray:
-    """Row-wise indices of the k smallest (unique) keys, in increasing order of key."""
-    if k < keys.shape[1]:
-        part = np.argpartition(keys, k - 1, axis=1)[:, :k]
-    else:
-        part = np.broadcast_to(np.arange(keys.shape[1]), keys.shape).copy()
-    order = np.argsort(np.take_along_axis(keys, part, axis=1), axis=1, kind="stable")
-    return np.take_along_axis(part, order, axis=1)
 
 
 def normalize_rows(X: np.ndarray) -> np.ndarray:
@@ -37,34 +32,62 @@ def normalize_rows(X: np.ndarray) -> np.ndarray:
     return X
 
 
+def _block_topk(sim: np.ndarray, k: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k of each row of a score block by (score desc, index asc); indices shifted by offset."""
+    n = sim.shape[1]
+    if k < n:
+        part = np.argpartition(-sim, k - 1, axis=1)[:, :k]
+        kth = np.take_along_axis(sim, part, axis=1).min(axis=1)
+        tied = (sim >= kth[:, None]).sum(axis=1) > k  # rows whose k-th score ties beyond the cut
+        for r in np.flatnonzero(tied):  # rare: resolve by index over every doc at or above the k-th
+            pool = np.flatnonzero(sim[r] >= kth[r])
+            part[r] = pool[np.lexsort((pool, -sim[r, pool]))[:k]]
+    else:
+        part = np.broadcast_to(np.arange(n), sim.shape)
+    scores = np.take_along_axis(sim, part, axis=1)
+    order = np.lexsort((part, -scores), axis=1)
+    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(part, order, axis=1) + offset
+
+
+def topk_by_blocks(score: Callable[[int, int, int, int], np.ndarray], n_queries: int, n_docs: int, k: int,
+                   *, doc_block: int = DOC_BLOCK, query_block: int = QUERY_BLOCK) -> tuple[np.ndarray, np.ndarray]:
+    """Generic exact top-k: ``score(q0, q1, d0, d1)`` returns the (q1-q0, d1-d0) float32 scores
+    of a block (larger is better). Returns (scores, indices), best first, ties by lower index."""
+    k = check_k(k, n_docs)
+    out_s = np.empty((n_queries, k), dtype=np.float32)
+    out_i = np.empty((n_queries, k), dtype=np.int64)
+    for q0 in range(0, n_queries, query_block):
+        q1 = min(q0 + query_block, n_queries)
+        best_s = best_i = None
+        for d0 in range(0, n_docs, doc_block):
+            d1 = min(d0 + doc_block, n_docs)
+            s, i = _block_topk(score(q0, q1, d0, d1), min(k, d1 - d0), d0)
+            if best_s is None:
+                best_s, best_i = s, i
+                continue
+            cs, ci = np.concatenate([best_s, s], axis=1), np.concatenate([best_i, i], axis=1)
+            order = np.lexsort((ci, -cs), axis=1)[:, :k]
+            best_s, best_i = np.take_along_axis(cs, order, axis=1), np.take_along_axis(ci, order, axis=1)
+        out_s[q0:q1], out_i[q0:q1] = best_s, best_i
+    return out_s, out_i
+
+
 def float_search(queries: np.ndarray, docs: np.ndarray, k: int, *, metric: str = "cosine") -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` documents by cosine or inner product. Returns (scores, indices), best first;
     equal scores are ordered by index. ``k`` larger than the corpus returns all documents."""
     if metric not in ("cosine", "inner_product"):
         raise InputError(f"float search metric must be cosine or inner_product, got {metric!r}")
-    if queries.shape[1] != docs.shape[1]:
-        raise InputError(f"queries have {queries.shape[1]} dimensions but documents have {docs.shape[1]}")
-    k = _check_k(k, len(docs))
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    docs = np.ascontiguousarray(docs, dtype=np.float32)
+    if queries.ndim != 2 or docs.ndim != 2 or queries.shape[1] != docs.shape[1]:
+        raise InputError(f"queries have shape {queries.shape} but documents have shape {docs.shape}; widths must match")
     if metric == "cosine":
         queries, docs = normalize_rows(queries), normalize_rows(docs)
-    idx = np.empty((len(queries), k), dtype=np.int64)
-    scores = np.empty((len(queries), k), dtype=np.float32)
-    for s in range(0, len(queries), _QBLOCK):
-        sim = queries[s : s + _QBLOCK] @ docs.T  # (q, n)
-        # descending score, then ascending index: lexsort on (index, -score) within candidates
-        cand = np.argpartition(-sim, k - 1, axis=1)[:, :k] if k < sim.shape[1] else np.broadcast_to(np.arange(sim.shape[1]), sim.shape)
-        kth = np.take_along_axis(sim, cand, axis=1).min(axis=1, keepdims=True)
-        for r in range(len(sim)):
-            # every doc tied with the k-th score competes, so ties resolve by index
-            pool = np.flatnonzero(sim[r] >= kth[r])
-            order = np.lexsort((pool, -sim[r, pool]))[:k]
-            idx[s + r] = pool[order]
-            scores[s + r] = sim[r, pool[order]]
-    return scores, idx
+    return topk_by_blocks(lambda q0, q1, d0, d1: queries[q0:q1] @ docs[d0:d1].T, len(queries), len(docs), k)
 
 
 def hamming_distances(qcodes: np.ndarray, dcodes: np.ndarray) -> np.ndarray:
-    """All pairwise Hamming distances between packed-bit rows, (q, n) int32."""
+    """All pairwise Hamming distances between packed-bit rows, (q, n) int32 (reference code)."""
     q = np.ascontiguousarray(qcodes, dtype=np.uint8)
     d = np.ascontiguousarray(dcodes, dtype=np.uint8)
     if q.shape[1] != d.shape[1]:
@@ -76,17 +99,20 @@ def hamming_distances(qcodes: np.ndarray, dcodes: np.ndarray) -> np.ndarray:
 
 
 def hamming_search(qcodes: np.ndarray, dcodes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` documents by Hamming distance (smallest first), ties broken by index.
-    Returns (distances, indices)."""
-    k = _check_k(k, len(dcodes))
+    """Reference top-``k`` by Hamming distance (smallest first), ties by index; numpy only."""
+    k = check_k(k, len(dcodes))
     n = len(dcodes)
     base = np.arange(n, dtype=np.int64)
     dist_out = np.empty((len(qcodes), k), dtype=np.int32)
     idx_out = np.empty((len(qcodes), k), dtype=np.int64)
-    for s in range(0, len(qcodes), _QBLOCK):
-        dist = hamming_distances(qcodes[s : s + _QBLOCK], dcodes)
+    for s in range(0, len(qcodes), 256):
+        dist = hamming_distances(qcodes[s : s + 256], dcodes)
         keys = dist.astype(np.int64) * n + base  # unique: distance first, then index
-        top = _topk_smallest(keys, k)
+        if k < n:
+            top = np.argpartition(keys, k - 1, axis=1)[:, :k]
+        else:
+            top = np.broadcast_to(np.arange(n), keys.shape).copy()
+        top = np.take_along_axis(top, np.argsort(np.take_along_axis(keys, top, axis=1), axis=1), axis=1)
         idx_out[s : s + len(dist)] = top
         dist_out[s : s + len(dist)] = np.take_along_axis(dist, top, axis=1)
     return dist_out, idx_out

@@ -1,0 +1,77 @@
+"""Retrieval metrics as pure functions (trec_eval / BEIR conventions).
+
+A *run* is, per query, the ranked list of retrieved document ids (best first; ties were already
+broken by the search, by document row). *qrels* map query id -> {doc id: grade}; grades > 0 are
+relevant. Queries without any relevant document are left out of the means, as in BEIR.
+
+* nDCG@k: gain = grade (linear, as trec_eval's ndcg_cut), discount 1 / log2(rank + 1); the ideal
+  DCG sorts all judged grades of the query, so relevant documents never retrieved still count.
+* recall@k: relevant documents in the top k / relevant documents of the query.
+* MRR@k: 1 / rank of the first relevant document in the top k, else 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+
+def dcg(gains: Sequence[float]) -> float:
+    return float(sum(g / math.log2(i + 2) for i, g in enumerate(gains)))
+
+
+def ndcg_at_k(ranked: Sequence[str], judged: Mapping[str, int], k: int) -> float:
+    ideal = dcg(sorted((g for g in judged.values() if g > 0), reverse=True)[:k])
+    if ideal == 0:
+        return 0.0
+    return dcg([max(judged.get(d, 0), 0) for d in ranked[:k]]) / ideal
+
+
+def recall_at_k(ranked: Sequence[str], judged: Mapping[str, int], k: int) -> float:
+    relevant = {d for d, g in judged.items() if g > 0}
+    if not relevant:
+        return 0.0
+    return len(relevant.intersection(ranked[:k])) / len(relevant)
+
+
+def mrr_at_k(ranked: Sequence[str], judged: Mapping[str, int], k: int) -> float:
+    for i, d in enumerate(ranked[:k]):
+        if judged.get(d, 0) > 0:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+@dataclass
+class RetrievalScores:
+    ndcg: float
+    recall: float
+    mrr: float
+    k: int
+    queries: int  # queries evaluated (in the run and with a relevant document)
+    per_query: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict:
+        return {f"ndcg@{self.k}": self.ndcg, f"recall@{self.k}": self.recall, f"mrr@{self.k}": self.mrr, "queries": self.queries}
+
+
+def evaluate_run(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]], k: int = 10) -> RetrievalScores:
+    """Mean nDCG@k, recall@k and MRR@k over the queries of ``run`` that have a relevant document."""
+    per: dict[str, dict[str, float]] = {}
+    for qid, ranked in run.items():
+        judged = qrels.get(qid)
+        if not judged or not any(g > 0 for g in judged.values()):
+            continue
+        per[qid] = {"ndcg": ndcg_at_k(ranked, judged, k), "recall": recall_at_k(ranked, judged, k),
+                    "mrr": mrr_at_k(ranked, judged, k)}
+    if not per:
+        return RetrievalScores(float("nan"), float("nan"), float("nan"), k, 0, per)
+    mean = lambda key: float(np.mean([v[key] for v in per.values()]))  # noqa: E731
+    return RetrievalScores(mean("ndcg"), mean("recall"), mean("mrr"), k, len(per), per)
+
+
+def retention(compressed: float, full: float) -> float:
+    """Compressed score / full score (NaN when the full score is 0)."""
+    return float(compressed / full) if full else float("nan")

@@ -1,0 +1,84 @@
+"""Retrieval data sets in the BEIR layout: ``corpus.jsonl``, ``queries.jsonl`` (records with
+``_id`` and ``text``, optionally ``title``) and ``qrels.tsv`` (``query-id``, ``corpus-id``,
+``score`` with a header line); each file may be gzipped (``.gz``)."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import InputError
+
+
+@dataclass
+class Beir:
+    corpus: dict[str, str]  # doc id -> text ("title. text" when a title is given)
+    queries: dict[str, str]  # query id -> text
+    qrels: dict[str, dict[str, int]]  # query id -> {doc id: relevance grade}
+
+
+def _open_text(path: Path):
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path), encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def _find(root: Path, stem: str) -> Path:
+    for name in (stem, stem + ".gz"):
+        if (root / name).exists():
+            return root / name
+    raise InputError(f"{root} has no {stem} (or {stem}.gz)")
+
+
+def read_jsonl_texts(path: str | os.PathLike) -> dict[str, str]:
+    path = Path(path)
+    out: dict[str, str] = {}
+    with _open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                raise InputError(f"{path} line {lineno} is not valid JSON") from None
+            if "_id" not in rec or "text" not in rec:
+                raise InputError(f"{path} line {lineno} lacks '_id' or 'text'")
+            title = rec.get("title") or ""
+            out[str(rec["_id"])] = f"{title}. {rec['text']}" if title else rec["text"]
+    return out
+
+
+def read_qrels(path: str | os.PathLike) -> dict[str, dict[str, int]]:
+    """``query-id  corpus-id  score`` lines (tab-separated, header optional)."""
+    path = Path(path)
+    qrels: dict[str, dict[str, int]] = {}
+    with _open_text(path) as fh:
+        for lineno, row in enumerate(csv.reader(fh, delimiter="\t"), 1):
+            if not row or (lineno == 1 and row[0] in ("query-id", "query_id", "qid")):
+                continue
+            if len(row) < 3:
+                raise InputError(f"{path} line {lineno} has {len(row)} fields; expected query-id, corpus-id, score")
+            try:
+                grade = int(float(row[2]))
+            except ValueError:
+                raise InputError(f"{path} line {lineno}: score {row[2]!r} is not a number") from None
+            qrels.setdefault(row[0], {})[row[1]] = grade
+    if not qrels:
+        raise InputError(f"{path} holds no relevance judgements")
+    return qrels
+
+
+def load_beir(root: str | os.PathLike) -> Beir:
+    root = Path(root)
+    if not root.is_dir():
+        raise InputError(f"{root} is not a directory with corpus.jsonl, queries.jsonl and qrels.tsv")
+    return Beir(
+        corpus=read_jsonl_texts(_find(root, "corpus.jsonl")),
+        queries=read_jsonl_texts(_find(root, "queries.jsonl")),
+        qrels=read_qrels(_find(root, "qrels.tsv")),
+    )

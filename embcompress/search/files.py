@@ -1,0 +1,108 @@
+"""Search over files: build an index from a vector or code file and its metadata, refusing to
+compare codes from different compressors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import FormatError, InputError
+from ..io import check_output_path, open_vectors, read_all
+from ..persist import describe, from_config, load
+from .index import Index, SearchResult
+
+
+def compressor_for(meta: dict | None, model_dir: str | os.PathLike | None, path) -> Any:
+    """The fitted compressor that produced a code file: loaded from ``model_dir`` (and checked
+    against the file's fingerprint), or rebuilt from the file's metadata when nothing was learned
+    from data (binary with threshold zero, truncate)."""
+    if not meta or meta.get("format") != "embcompress.vectors":
+        raise InputError(f"{path} holds codes without embcompress metadata; cannot tell which compressor made them")
+    info = meta["compressor"]
+    if model_dir is not None:
+        comp = load(model_dir)
+        if describe(comp)["fingerprint"] != info.get("fingerprint"):
+            raise InputError(
+                f"{path} was made by {info['name']} with fingerprint {info.get('fingerprint')}, but the compressor in "
+                f"{model_dir} has fingerprint {describe(comp)['fingerprint']}; codes from different compressors cannot be compared"
+            )
+        return comp
+    try:
+        comp = from_config(info, {})
+    except (FormatError, KeyError, TypeError):
+        comp = None
+    if comp is None or describe(comp)["fingerprint"] != info.get("fingerprint"):
+        raise InputError(
+            f"{path} was made by a fitted {info['name']} compressor; pass the saved compressor directory "
+            "(--model) that made it, so queries are compressed the same way"
+        )
+    return comp
+
+
+def load_index(path: str | os.PathLike, *, model: str | os.PathLike | None = None, column: str | None = None,
+               id_column: str | None = None) -> Index:
+    """An index over a vector file: float embeddings (exact cosine search) or codes written by
+    ``binarize`` / ``truncate`` / ``apply``."""
+    src = open_vectors(path, column=column, id_column=id_column, codes=None)
+    if src.num_rows == 0:
+        raise InputError(f"{path} has no rows; nothing to search")
+    meta = src.metadata
+    data, ids = read_all(path, column=column, id_column=id_column, codes=None)
+    if meta and meta.get("format") == "embcompress.vectors":
+        return Index(data, compressor=compressor_for(meta, model, path), ids=ids)
+    if data.dtype.kind != "f":
+        raise InputError(f"{path} holds {data.dtype} codes without embcompress metadata; cannot search them")
+    return Index(data, ids=ids)
+
+
+def load_queries(path: str | os.PathLike, index: Index, *, column: str | None = None,
+                 id_column: str | None = None) -> tuple[np.ndarray, list]:
+    """Float query embeddings (and ids) for ``index``; refuses code files of another compressor
+    and widths that do not match."""
+    src = open_vectors(path, column=column, id_column=id_column, codes=None)
+    if src.num_rows == 0:
+        raise InputError(f"{path} has no queries (0 rows)")
+    meta = src.metadata or {}
+    if meta.get("format") == "embcompress.vectors":
+        theirs = meta["compressor"].get("fingerprint")
+        ours = describe(index.compressor)["fingerprint"] if index.compressor else None
+        if theirs != ours:
+            raise InputError(
+                f"{path} holds codes made by {meta['compressor']['name']} (fingerprint {theirs}), but the index was made by "
+                f"{index.compressor.name if index.compressor else 'no compressor (float vectors)'} (fingerprint {ours}); "
+                "codes from different compressors cannot be compared. Give float query embeddings instead"
+            )
+        raise InputError(f"{path} holds compressed codes; give the float query embeddings, they are compressed by the index")
+    Q, ids = read_all(path, column=column, id_column=id_column)
+    expected = index.compressor.n_features_in_ if index.compressor else index.width
+    if Q.shape[1] != expected:
+        raise InputError(f"queries in {path} have {Q.shape[1]} dimensions but the index expects {expected}")
+    return Q, ids if ids is not None else [str(i) for i in range(len(Q))]
+
+
+def write_results(path: str | os.PathLike, query_ids: list, result: SearchResult, *, overwrite: bool = False) -> None:
+    """Ranked results as parquet rows: query_id, rank (1-based), doc_id, row, score."""
+    check_output_path(path, overwrite=overwrite)
+    nq, k = result.rows.shape
+    doc_ids = result.ids if result.ids is not None else result.rows
+    table = pa.table({
+        "query_id": pa.array(np.repeat(np.asarray(query_ids, dtype=object), k).tolist()),
+        "rank": pa.array(np.tile(np.arange(1, k + 1, dtype=np.int32), nq)),
+        "doc_id": pa.array(doc_ids.reshape(-1).tolist()),
+        "row": pa.array(result.rows.reshape(-1)),
+        "score": pa.array(result.scores.reshape(-1)),
+    })
+    tmp = Path(path).with_name(f".{Path(path).name}.tmp-{os.getpid()}")
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+__all__ = ["compressor_for", "load_index", "load_queries", "write_results"]

@@ -1,0 +1,179 @@
+"""Search indexes over float vectors or compressed codes, with optional rerank.
+
+An :class:`Index` holds document vectors or codes, the compressor that made them (if any) and the
+user's document ids. ``search`` takes *float* queries in the original embedding space and
+compresses them the same way, so callers never compare codes of different compressors.
+
+Scores are "higher is better" everywhere: cosine or inner product for floats; for bits the
+Hamming similarity (bits - Hamming distance, the number of equal positions: seed 000, section 4).
+Ties are broken by document row, lowest first, in every mode.
+
+Rerank (seed 000, section 5, after Yamada et al. 2021): the binary search returns the top
+``k * multiplier`` candidates (default multiplier 10, i.e. the seed's top 100 for k = 10), which
+are re-scored with
+* ``"asymmetric"``: the float query (in the space the bits were taken from) against the documents'
+  bits unpacked to +-1 — no storage beyond the bits;
+* ``"float"``: the float query against the original document vectors, read for the candidates only
+  from a :class:`~embcompress.search.stores.VectorStore` (npy memmap, parquet, int8 codes...).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..base import Compressor, check_array
+from ..compressors.binary import unpack_signs
+from ..compressors.pipeline import Pipeline
+from ..errors import InputError
+from .exact import check_k, normalize_rows, topk_by_blocks
+from .hamming import hamming_topk
+from .stores import ArrayStore, VectorStore
+
+DEFAULT_MULTIPLIER = 10
+RERANKS = ("asymmetric", "float")
+
+
+@dataclass
+class SearchResult:
+    rows: np.ndarray  # (queries, k) int64: row numbers in the indexed documents
+    scores: np.ndarray  # (queries, k) float32: higher is better
+    ids: np.ndarray | None = None  # (queries, k) the user's document ids, when the index has them
+    seconds: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _last_stage(comp: Compressor) -> Compressor:
+    return comp.stages[-1] if isinstance(comp, Pipeline) else comp
+
+
+def _float_prefix(comp: Compressor, Q: np.ndarray) -> np.ndarray:
+    """Queries in the float space the last stage quantizes."""
+    return comp.float_prefix(Q) if isinstance(comp, Pipeline) else Q
+
+
+class Index:
+    """Exact search over ``data``: float vectors (``compressor=None``) or codes made by the fitted
+    ``compressor``. ``ids`` are the user's document ids (any values), returned with results."""
+
+    def __init__(self, data: np.ndarray, *, compressor: Compressor | None = None, ids: Sequence | None = None,
+                 metric: str = "cosine"):
+        self.compressor = compressor
+        if compressor is None:
+            data = check_array(data, what="documents")
+            self.kind = "float"
+            if metric not in ("cosine", "inner_product"):
+                raise InputError(f"metric must be cosine or inner_product, got {metric!r}")
+            self.metric = metric
+            self.width = data.shape[1]
+        else:
+            spec = compressor.output_spec
+            self.kind, self.metric, self.width = spec.kind, spec.metric, spec.width
+            data = np.ascontiguousarray(data)
+            expected = spec.nbytes if spec.kind == "bits" else spec.width
+            if data.ndim != 2 or data.shape[1] != expected or data.dtype != np.dtype(spec.dtype):
+                raise InputError(
+                    f"codes have shape {data.shape} and dtype {data.dtype}, but {compressor.name} produces "
+                    f"{spec.dtype} rows of {expected} values"
+                )
+        if len(data) == 0:
+            raise InputError("cannot index an empty set of documents")
+        self.data = data
+        self.num_docs = len(data)
+        if ids is not None and len(ids) != len(data):
+            raise InputError(f"{len(ids)} ids for {len(data)} documents")
+        self.ids = None if ids is None else np.asarray(ids, dtype=object)
+        self._norms = None
+        if self.kind == "float" and self.metric == "cosine":
+            self.data = normalize_rows(data)
+        if self.kind == "int8":  # decoded norms for cosine, computed once, block by block
+            self._norms = np.concatenate([
+                np.linalg.norm(compressor.decode(data[s : s + 65536]), axis=1) for s in range(0, len(data), 65536)
+            ]).astype(np.float32)
+
+    @property
+    def nbytes_per_vector(self) -> int:
+        return self.compressor.output_spec.nbytes if self.compressor else 4 * self.width
+
+    # ---- first stage --------------------------------------------------------------------------
+    def _first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        comp = self.compressor
+        if self.kind == "bits":
+            dist, rows = hamming_topk(comp.transform(Q), self.data, k)
+            return (self.width - dist).astype(np.float32), rows
+        if self.kind == "int8":
+            qf = normalize_rows(_float_prefix(comp, Q))
+            docs, norms, last = self.data, self._norms, _last_stage(comp)
+
+            def score(q0, q1, d0, d1):
+                dec = last.decode(docs[d0:d1])  # (b, d) float32
+                return (qf[q0:q1] @ dec.T) / np.where(norms[d0:d1] > 0, norms[d0:d1], 1)
+
+            return topk_by_blocks(score, len(qf), self.num_docs, k)
+        q = Q if comp is None else comp.transform(Q)
+        if self.metric == "cosine":
+            q = normalize_rows(q)
+        docs = self.data if comp is None or self.metric != "cosine" else self._normalized_docs()
+        return topk_by_blocks(lambda q0, q1, d0, d1: q[q0:q1] @ docs[d0:d1].T, len(q), self.num_docs, k)
+
+    def _normalized_docs(self) -> np.ndarray:
+        if self._norms is None:
+            self._norms = normalize_rows(self.data)
+        return self._norms
+
+    # ---- rerank -------------------------------------------------------------------------------
+    def _rerank_scores(self, Q: np.ndarray, rows: np.ndarray, how: str, originals: VectorStore | None) -> np.ndarray:
+        if how == "asymmetric":
+            if self.kind != "bits":
+                raise InputError(f"asymmetric rerank needs a binary index; this one holds {self.kind} codes")
+            last = _last_stage(self.compressor)
+            qf = _float_prefix(self.compressor, Q) - last.thresholds_  # (q, bits)
+            signs = unpack_signs(self.data[rows.reshape(-1)], self.width).reshape(*rows.shape, self.width)
+            return np.einsum("qd,qcd->qc", qf, signs, optimize=True).astype(np.float32)
+        if originals is None:
+            raise InputError("float rerank needs the original document vectors (originals=...)")
+        if originals.num_rows != self.num_docs:
+            raise InputError(f"originals hold {originals.num_rows} vectors but the index holds {self.num_docs} documents")
+        if originals.dim != Q.shape[1]:
+            raise InputError(f"originals have {originals.dim} dimensions but queries have {Q.shape[1]}")
+        vecs = normalize_rows(originals.get(rows.reshape(-1))).reshape(*rows.shape, originals.dim)
+        return np.einsum("qd,qcd->qc", normalize_rows(Q), vecs, optimize=True).astype(np.float32)
+
+    def search(self, queries: np.ndarray, k: int = 10, *, rerank: str | None = None,
+               multiplier: int = DEFAULT_MULTIPLIER, originals: VectorStore | np.ndarray | None = None,
+               query_block: int = 256) -> SearchResult:
+        """Top-``k`` documents for each float query (original embedding space)."""
+        t0 = time.perf_counter()
+        Q = check_array(queries, what="queries")
+        if len(Q) == 0:
+            raise InputError("no queries to search with (0 rows)")
+        in_width = self.compressor.n_features_in_ if self.compressor else self.width
+        if Q.shape[1] != in_width:
+            raise InputError(f"queries have {Q.shape[1]} dimensions but the index expects {in_width}")
+        k = check_k(k, self.num_docs)
+        if rerank is not None and rerank not in RERANKS:
+            raise InputError(f"rerank must be one of {', '.join(RERANKS)} or None, got {rerank!r}")
+        if isinstance(originals, np.ndarray):
+            originals = ArrayStore(originals)
+        if rerank is None:
+            scores, rows = self._first_stage(Q, k)
+            info = {"candidates": k}
+        else:
+            if isinstance(multiplier, bool) or not isinstance(multiplier, (int, np.integer)) or multiplier < 1:
+                raise InputError(f"multiplier must be a positive integer, got {multiplier!r}")
+            n_cand = min(k * int(multiplier), self.num_docs)
+            _, cand = self._first_stage(Q, n_cand)
+            scores = np.empty((len(Q), k), dtype=np.float32)
+            rows = np.empty((len(Q), k), dtype=np.int64)
+            for s in range(0, len(Q), query_block):  # bounds the (queries x candidates x dim) gather
+                c = cand[s : s + query_block]
+                sc = self._rerank_scores(Q[s : s + query_block], c, rerank, originals)
+                order = np.lexsort((c, -sc), axis=1)[:, :k]
+                scores[s : s + len(c)] = np.take_along_axis(sc, order, axis=1)
+                rows[s : s + len(c)] = np.take_along_axis(c, order, axis=1)
+            info = {"candidates": n_cand, "rerank": rerank}
+        ids = self.ids[rows] if self.ids is not None else None
+        return SearchResult(rows=rows, scores=scores, ids=ids, seconds=time.perf_counter() - t0, info=info)
