@@ -1,0 +1,240 @@
+"""Search backends, rerank, stores and file-level search against plain reference computations."""
+
+from __future__ import annotations
+
+import json
+
+import faiss
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import embcompress
+from embcompress import InputError, from_spec
+from embcompress.search import Index, NpyStore, ParquetStore, float_search, hamming_search, hamming_topk, kernel_available
+from embcompress.search import hamming as hamming_mod
+from embcompress.search.files import load_index, load_queries
+from embcompress.stream import compress_file, fit_file
+from embcompress_cli.main import app
+
+from conftest import make_vectors, write_parquet
+
+
+@pytest.fixture(scope="module")
+def clustered():
+    rng = np.random.default_rng(3)
+    centers = rng.standard_normal((30, 40)).astype(np.float32)
+    D = centers[rng.integers(0, 30, 2000)] + 0.6 * rng.standard_normal((2000, 40)).astype(np.float32)
+    Q = D[:60] + 0.3 * rng.standard_normal((60, 40)).astype(np.float32)
+    return D.astype(np.float32), Q.astype(np.float32)
+
+
+def test_kernel_is_built():
+    assert kernel_available(), "the C Hamming kernel should build here (gcc is on every machine of this project)"
+
+
+@pytest.mark.parametrize("nbytes", [1, 3, 8, 13, 16, 32, 64, 128])
+def test_hamming_kernel_equals_reference(nbytes, monkeypatch):
+    rng = np.random.default_rng(nbytes)
+    d = rng.integers(0, 256, (1500, nbytes), dtype=np.uint8)
+    q = rng.integers(0, 256, (9, nbytes), dtype=np.uint8)
+    ref = hamming_search(q, d, 40)
+    for threads in (1, 2, 3):
+        got = hamming_topk(q, d, 40, threads=threads)
+        np.testing.assert_array_equal(got[0], ref[0])
+        np.testing.assert_array_equal(got[1], ref[1])
+    monkeypatch.setattr(hamming_mod, "_MIN_DOCS_PER_THREAD", 100)  # exercise split-by-documents + merge
+    got = hamming_topk(q[:1], d, 40, threads=3)
+    np.testing.assert_array_equal(got[1], ref[1][:1])
+
+
+def test_hamming_agrees_with_faiss_distances():
+    rng = np.random.default_rng(0)
+    d = rng.integers(0, 256, (3000, 16), dtype=np.uint8)
+    q = rng.integers(0, 256, (20, 16), dtype=np.uint8)
+    index = faiss.IndexBinaryFlat(128)
+    index.add(d)
+    fd, _ = index.search(q, 10)
+    ours, _ = hamming_topk(q, d, 10)
+    np.testing.assert_array_equal(ours, fd)  # same distances; ids may differ only inside ties
+
+
+def test_float_search_matches_faiss(clustered):
+    D, Q = clustered
+    Dn = D / np.linalg.norm(D, axis=1, keepdims=True)
+    Qn = Q / np.linalg.norm(Q, axis=1, keepdims=True)
+    index = faiss.IndexFlatIP(D.shape[1])
+    index.add(Dn)
+    fs, fi = index.search(Qn, 10)
+    s, i = float_search(Q, D, 10)
+    np.testing.assert_array_equal(i, fi)
+    np.testing.assert_allclose(s, fs, atol=1e-5)
+
+
+def test_float_search_blocks_merge_correctly(clustered, monkeypatch):
+    from embcompress.search import exact
+
+    D, Q = clustered
+    full = float_search(Q, D, 25)
+    monkeypatch.setattr(exact, "DOC_BLOCK", 97)
+    monkeypatch.setattr(exact, "QUERY_BLOCK", 7)
+    s, i = exact.topk_by_blocks(lambda q0, q1, d0, d1: exact.normalize_rows(Q)[q0:q1] @ exact.normalize_rows(D)[d0:d1].T, len(Q), len(D), 25,
+                                doc_block=97, query_block=7)
+    np.testing.assert_array_equal(i, full[1])
+
+
+def test_int8_index_equals_decoded_brute_force(clustered):
+    D, Q = clustered
+    c = from_spec("int8").fit(D)
+    res = Index(c.transform(D), compressor=c).search(Q, 10)
+    s, i = float_search(Q, c.decode(c.transform(D)), 10)
+    np.testing.assert_array_equal(res.rows, i)
+
+
+def test_float_rerank_over_all_documents_is_exact(clustered):
+    D, Q = clustered
+    c = from_spec("binary").fit(D)
+    idx = Index(c.transform(D), compressor=c)
+    res = idx.search(Q, 10, rerank="float", multiplier=len(D), originals=D)  # every doc is a candidate
+    np.testing.assert_array_equal(res.rows, float_search(Q, D, 10)[1])
+
+
+def test_asymmetric_rerank_scores_are_float_query_dot_signs(clustered):
+    D, Q = clustered
+    c = from_spec("pca:24+binary").fit(D)
+    idx = Index(c.transform(D), compressor=c)
+    res = idx.search(Q, 5, rerank="asymmetric", multiplier=len(D))
+    signs = np.where(c.stages[0].transform(D) > 0, 1.0, -1.0)
+    ref = c.stages[0].transform(Q) @ signs.T
+    top = np.lexsort((np.broadcast_to(np.arange(len(D)), ref.shape), -ref), axis=1)[:, :5]
+    np.testing.assert_array_equal(res.rows, top)
+    np.testing.assert_allclose(res.scores, np.take_along_axis(ref, top, axis=1), rtol=1e-4, atol=1e-3)
+
+
+def test_rerank_improves_binary_on_clustered_data(clustered):
+    D, Q = clustered
+    c = from_spec("binary").fit(D)
+    idx = Index(c.transform(D), compressor=c)
+    exact = float_search(Q, D, 10)[1]
+    recall = lambda rows: np.mean([len(set(a) & set(b)) / 10 for a, b in zip(rows, exact)])  # noqa: E731
+    plain = recall(idx.search(Q, 10).rows)
+    asym = recall(idx.search(Q, 10, rerank="asymmetric").rows)
+    full = recall(idx.search(Q, 10, rerank="float", originals=D).rows)
+    assert plain < asym <= full and full > 0.9
+
+
+def test_ids_are_preserved_and_k_capped(clustered):
+    D, Q = clustered
+    ids = [f"doc-{i}" for i in range(20)]
+    idx = Index(D[:20], ids=ids)
+    res = idx.search(Q[:3], 50)
+    assert res.rows.shape == (3, 20) and (res.rows >= 0).all()
+    assert sorted(res.ids[0]) == sorted(ids)
+    c = from_spec("binary").fit(D)
+    res = Index(c.transform(D[:20]), compressor=c, ids=ids).search(Q[:3], 50, rerank="asymmetric")
+    assert res.rows.shape == (3, 20) and len(set(res.ids[0])) == 20
+
+
+def test_index_bad_inputs(clustered):
+    D, Q = clustered
+    c = from_spec("binary").fit(D)
+    idx = Index(c.transform(D), compressor=c)
+    with pytest.raises(InputError, match="queries have 39 dimensions but the index expects 40"):
+        idx.search(Q[:, :39], 10)
+    with pytest.raises(InputError, match="no queries"):
+        idx.search(Q[:0], 10)
+    with pytest.raises(InputError, match="float rerank needs the original"):
+        idx.search(Q, 10, rerank="float")
+    with pytest.raises(InputError, match="rerank must be one of asymmetric, float"):
+        idx.search(Q, 10, rerank="exact")
+    with pytest.raises(InputError, match="asymmetric rerank needs a binary index"):
+        Index(D).search(Q, 10, rerank="asymmetric")
+    with pytest.raises(InputError, match="originals hold 10 vectors but the index holds 2000"):
+        idx.search(Q, 10, rerank="float", originals=D[:10])
+    with pytest.raises(InputError, match="produces uint8 rows of 5 values"):
+        Index(D[:, :8].astype(np.uint8), compressor=c)
+
+
+def test_stores_return_requested_rows(tmp_path):
+    X = make_vectors(1000, 12)
+    np.save(tmp_path / "x.npy", X)
+    write_parquet(tmp_path / "x.parquet", X, row_group_size=128)
+    rows = np.array([999, 0, 5, 5, 640, 128, 127])
+    for store in (NpyStore(tmp_path / "x.npy"), ParquetStore(tmp_path / "x.parquet")):
+        np.testing.assert_array_equal(store.get(rows), X[rows])
+
+
+def test_file_search_checks_compressor_identity(tmp_path, clustered):
+    D, Q = clustered
+    docs = write_parquet(tmp_path / "d.parquet", D)
+    queries = write_parquet(tmp_path / "q.parquet", Q)
+    pca_bin = fit_file(from_spec("pca:16+binary"), docs)
+    compress_file(pca_bin, docs, tmp_path / "codes.parquet")
+    with pytest.raises(InputError, match="pass the saved compressor directory"):
+        load_index(tmp_path / "codes.parquet")
+    pca_bin.save(tmp_path / "m")
+    index = load_index(tmp_path / "codes.parquet", model=tmp_path / "m")
+    Qf, qids = load_queries(queries, index)
+    assert index.search(Qf, 5).ids[0][0].startswith("doc")
+    other = fit_file(from_spec("pca:16+binary"), write_parquet(tmp_path / "d2.parquet", D[::-1].copy() + 1))
+    other.save(tmp_path / "m2")
+    with pytest.raises(InputError, match="codes from different compressors cannot be compared"):
+        load_index(tmp_path / "codes.parquet", model=tmp_path / "m2")
+    compress_file(other, tmp_path / "d2.parquet", tmp_path / "qcodes.parquet")
+    with pytest.raises(InputError, match="codes from different compressors cannot be compared"):
+        load_queries(tmp_path / "qcodes.parquet", index)
+    # binary with sign thresholds needs no model: it is rebuilt from the file's metadata
+    b = fit_file(from_spec("binary"), docs)
+    compress_file(b, docs, tmp_path / "bits.parquet")
+    assert load_index(tmp_path / "bits.parquet").kind == "bits"
+
+
+runner = CliRunner()
+
+
+def test_cli_search_and_evaluate(tmp_path, clustered):
+    D, Q = clustered
+    docs = write_parquet(tmp_path / "d.parquet", D)
+    qs = write_parquet(tmp_path / "q.parquet", Q)
+    np.save(tmp_path / "d.npy", D)
+    assert runner.invoke(app, ["binarize", str(docs), str(tmp_path / "b.parquet")]).exit_code == 0
+    res = runner.invoke(app, ["search", str(tmp_path / "b.parquet"), str(qs), str(tmp_path / "r.parquet"), "--k", "3",
+                              "--rerank", "float", "--originals", str(tmp_path / "d.npy"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["candidates"] == 30
+    t = pq.read_table(tmp_path / "r.parquet")
+    assert t.column_names == ["query_id", "rank", "doc_id", "row", "score"] and t.num_rows == 180
+    assert t.column("rank").to_pylist()[:3] == [1, 2, 3]
+    exact = float_search(Q, D, 3)[1]
+    assert t.column("row").to_pylist()[:3] == exact[0].tolist()
+    # wrong widths, empty queries, k beyond the corpus
+    narrow = write_parquet(tmp_path / "n.parquet", Q[:, :10])
+    res = runner.invoke(app, ["search", str(tmp_path / "b.parquet"), str(narrow), str(tmp_path / "r2.parquet")])
+    assert res.exit_code == 1 and "have 10 dimensions but the index expects 40" in res.stderr
+    empty = write_parquet(tmp_path / "e.parquet", Q[:0])
+    res = runner.invoke(app, ["search", str(tmp_path / "b.parquet"), str(empty), str(tmp_path / "r2.parquet")])
+    assert res.exit_code == 1 and "has no queries" in res.stderr
+    small = write_parquet(tmp_path / "s.parquet", D[:4])
+    res = runner.invoke(app, ["search", str(small), str(qs), str(tmp_path / "r3.parquet"), "--k", "10"])
+    assert res.exit_code == 0 and "returning 4 per query" in res.stderr
+    assert set(pq.read_table(tmp_path / "r3.parquet").column("row").to_pylist()) == {0, 1, 2, 3}
+    assert not (tmp_path / "r2.parquet").exists()
+    # evaluate with qrels naming unknown ids: warned and counted
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"doc{i}\tdoc{i}\t1\n" for i in range(60)) + "nope\tdoc1\t1\ndoc1\tghost\t1\n")
+    res = runner.invoke(app, ["evaluate", str(docs), str(qs), "--qrels", str(qrels), "--config", "binary",
+                              "--config", "binary@asymx4", "--config", "int8@float", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["summary"]["qrels_unknown_queries"] == 1 and d["summary"]["qrels_unknown_docs"] == 1
+    assert "warning: qrels: 1 judged queries" in res.stderr
+    rows = {r["config"]: r for r in d["rows"]}
+    assert rows["float"]["retention"] == 1.0 and rows["binary@asymx4"]["candidates"] == 40
+    assert rows["binary"]["bytes_per_vector"] == 5 and 0 < rows["binary"]["retention"] <= 1.01
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("query-id\tcorpus-id\tscore\nx\ty\t1\n")
+    res = runner.invoke(app, ["evaluate", str(docs), str(qs), "--qrels", str(bad)])
+    assert res.exit_code == 1 and "none of the 1 queries in the qrels" in res.stderr
+    res = runner.invoke(app, ["evaluate", str(docs), str(qs), "--config", "binary@fast"])
+    assert res.exit_code == 1 and "error:" in res.stderr
