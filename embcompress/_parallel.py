@@ -42,3 +42,19 @@ def map_rows(fn: Callable[[np.ndarray], np.ndarray], X: np.ndarray, out: np.ndar
     for f in [_pool.submit(work, i) for i in range(parts)]:
         f.result()  # re-raises a worker's exception here
     return out
+
+
+def run_blocks(fn: Callable[[int], None], starts, *, threads: int | None = None) -> None:
+    """Call ``fn(start)`` for every block start, on up to ``threads`` threads (numpy work inside
+    releases the GIL); exceptions are re-raised here."""
+    global _pool
+    starts = list(starts)
+    threads = min(threads or num_threads(), len(starts))
+    if threads <= 1:
+        for s in starts:
+            fn(s)
+        return
+    if _pool is None or _pool._max_workers < threads:
+        _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embcompress")
+    for f in [_pool.submit(fn, s) for s in starts]:
+        f.result()

@@ -40,12 +40,7 @@ class ArrayStore:
 class NpyStore(ArrayStore):
     def __init__(self, path: str | os.PathLike):
         src = open_vectors(path)
-        super().__init__(src._arr)
-
-    def get(self, rows: np.ndarray) -> np.ndarray:
-        rows = np.asarray(rows)
-        uniq, inverse = np.unique(rows, return_inverse=True)  # sorted reads: sequential pages
-        return np.asarray(self.X[uniq], dtype=np.float32)[inverse]
+        super().__init__(src._arr)  # get() fancy-indexes the memmap: only the candidates' pages are read
 
 
 class ParquetStore:
