@@ -12,13 +12,13 @@ Importing this package does not import torch or sentence-transformers.
 __version__ = "0.1.0"
 
 from .base import Compressor, OutputSpec  # noqa: E402
-from .compressors import Binary, Int8, PCA, Pipeline, RandomProjection, RandomSelect, Truncate  # noqa: E402
+from .compressors import Autoencoder, Binary, GeoPres, Int8, PCA, Pipeline, RandomProjection, RandomSelect, Truncate  # noqa: E402
 from .errors import EmbcompressError, FormatError, InputError, NotFittedError, OutputExistsError  # noqa: E402
 from .persist import describe, load, save  # noqa: E402
 from .registry import available, from_spec, get, register  # noqa: E402
 
 __all__ = [
-    "Binary", "Compressor", "EmbcompressError", "FormatError", "InputError", "Int8", "NotFittedError",
+    "Autoencoder", "Binary", "GeoPres", "Compressor", "EmbcompressError", "FormatError", "InputError", "Int8", "NotFittedError",
     "OutputExistsError", "OutputSpec", "PCA", "Pipeline", "RandomProjection", "RandomSelect", "Truncate",
     "available", "describe", "from_spec", "get", "load", "register", "save", "__version__",
 ]

@@ -18,7 +18,11 @@ EXAMPLES = {
     "pca": ["pca:16", "pca:0.9"],
     "binary": ["binary", "binary:mean"],
     "int8": ["int8"],
-    "pipeline": ["pca:24+binary", "random_projection:20+int8", "truncate:40+pca:9+binary"],
+    "pipeline": ["pca:24+binary", "random_projection:20+int8", "truncate:40+pca:9+binary", "geopres:12:batch_size=64,min_steps=6+binary"],
+    # tiny training budgets: the contract, not the quality, is tested here (see test_geopres.py)
+    "geopres": ["geopres:10:batch_size=64,min_steps=8,epochs=1", "geopres:10:loss=angular,batch_size=64,min_steps=8",
+                "geopres:10:loss=rank,batch_size=64,min_steps=8"],
+    "autoencoder": ["autoencoder:10:batch_size=64,min_steps=8"],
 }
 ALL_SPECS = [s for specs in EXAMPLES.values() for s in specs]
 

@@ -1,6 +1,12 @@
 """Analysis of embedding spaces and of what compression keeps."""
 
+from .intrinsic import (IntrinsicDimension, Preservation, alignment, intrinsic_dimensionality, knn_accuracy,
+                        local_spearman, preservation, uniformity)
 from .metrics import neighbour_recall
 from .retrieval import RetrievalScores, evaluate_run, mrr_at_k, ndcg_at_k, recall_at_k, retention
 
-__all__ = ["RetrievalScores", "evaluate_run", "mrr_at_k", "ndcg_at_k", "neighbour_recall", "recall_at_k", "retention"]
+__all__ = [
+    "IntrinsicDimension", "Preservation", "RetrievalScores", "alignment", "evaluate_run", "intrinsic_dimensionality",
+    "knn_accuracy", "local_spearman", "mrr_at_k", "ndcg_at_k", "neighbour_recall", "preservation", "recall_at_k",
+    "retention", "uniformity",
+]

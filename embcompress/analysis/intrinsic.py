@@ -1,0 +1,168 @@
+"""Properties of an embedding space, and how much of them a compression preserves.
+
+Pure functions over arrays. Zero vectors and duplicate rows never produce NaN or inf: cosine
+similarity with a zero vector is 0, and a row whose similarities are all equal (no ranking to
+preserve) counts as preserved when both spaces agree on that, else as 0.
+
+* intrinsic dimensionality (seed 000, section 3.2): fewest PCA components explaining a share of
+  the variance (95% by default), with the whole explained-variance curve;
+* uniformity (seed 000, section 3.2: Wang & Isola's uniformity term with the *normalized* scalar
+  product, as the InfoNCE objective uses cosine): mean over points of
+  log mean_{j != i} exp(cos(x_i, x_j) / tau); higher means less uniform (more concentrated);
+* alignment (Wang & Isola 2020): mean ||x_i - y_i||^2 over positive pairs of unit vectors;
+* preservation between an original and a compressed space (seed 003, sections 3.3, 6 and A.1):
+  positional (MSE of pairwise Euclidean distances), angular (MSE of pairwise cosine similarities)
+  and the local Spearman rank correlation of cosine similarities, computed per row and averaged;
+* kNN classification accuracy (seed 004, section 3.3: k = 10, Euclidean, 9:1 split).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import rankdata
+
+from ..errors import InputError
+
+
+def _as_float(X, what: str = "X") -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or len(X) == 0:
+        raise InputError(f"{what} must be a non-empty 2-D array, got shape {X.shape}")
+    if not np.isfinite(X).all():
+        raise InputError(f"{what} holds NaN or inf")
+    return X
+
+
+def _unit(X: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    return np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
+
+
+def _sample(n: int, size: int | None, seed: int) -> np.ndarray:
+    if size is None or n <= size:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
+
+
+@dataclass
+class IntrinsicDimension:
+    components: int  # fewest components reaching the threshold
+    threshold: float
+    explained_variance_ratio: np.ndarray  # per component, descending
+    width: int
+
+    def to_dict(self, curve_points: int | None = None) -> dict:
+        curve = np.cumsum(self.explained_variance_ratio)
+        if curve_points is not None:
+            curve = curve[:curve_points]
+        return {"components": self.components, "threshold": self.threshold, "width": self.width,
+                "ratio_of_width": self.components / self.width, "cumulative_explained_variance": curve.round(6).tolist()}
+
+
+def intrinsic_dimensionality(X, threshold: float = 0.95, *, eigenvalues: np.ndarray | None = None) -> IntrinsicDimension:
+    """PCA components needed to explain ``threshold`` of the variance (seed 000 uses 95%).
+    Pass ``eigenvalues`` (e.g. a fitted :class:`~embcompress.PCA`'s ``eigenvalues_``, computed by
+    streaming) to skip the fit."""
+    from ..compressors.pca import PCA, components_for_variance
+
+    if not 0 < threshold <= 1:
+        raise InputError(f"threshold must be in (0, 1], got {threshold}")
+    if eigenvalues is None:
+        X = _as_float(X)
+        if len(X) < 2:
+            raise InputError("intrinsic dimensionality needs at least 2 rows")
+        eigenvalues = PCA(dim=X.shape[1]).fit(X.astype(np.float32)).eigenvalues_
+    ev = np.clip(np.asarray(eigenvalues, dtype=np.float64), 0, None)
+    total = ev.sum()
+    ratio = ev / total if total > 0 else np.zeros_like(ev)
+    return IntrinsicDimension(components_for_variance(ev, threshold), threshold, ratio, len(ev))
+
+
+def uniformity(X, *, tau: float = 1.0, sample: int | None = 5000, seed: int = 0) -> float:
+    """mean_i log mean_{j != i} exp(cos(x_i, x_j) / tau), on up to ``sample`` rows."""
+    if tau <= 0:
+        raise InputError(f"tau must be positive, got {tau}")
+    X = _unit(_as_float(X)[_sample(len(X), sample, seed)])
+    if len(X) < 2:
+        raise InputError("uniformity needs at least 2 rows")
+    S = X @ X.T / tau  # (n, n)
+    np.fill_diagonal(S, -np.inf)
+    m = S.max(axis=1, keepdims=True)  # log-mean-exp without overflow
+    lme = m[:, 0] + np.log(np.exp(S - m).sum(axis=1) / (len(X) - 1))
+    return float(lme.mean())
+
+
+def alignment(X, Y, *, alpha: float = 2.0) -> float:
+    """mean ||x_i - y_i||^alpha over positive pairs (rows of X and Y), on unit vectors."""
+    X, Y = _as_float(X, "X"), _as_float(Y, "Y")
+    if X.shape != Y.shape:
+        raise InputError(f"alignment needs paired rows: X has shape {X.shape}, Y has {Y.shape}")
+    return float((np.linalg.norm(_unit(X) - _unit(Y), axis=1) ** alpha).mean())
+
+
+def _pairwise_dist(X: np.ndarray) -> np.ndarray:
+    sq = (X * X).sum(axis=1)
+    return np.sqrt(np.clip(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0, None))
+
+
+@dataclass
+class Preservation:
+    positional: float  # MSE of pairwise Euclidean distances (lower is better)
+    angular: float  # MSE of pairwise cosine similarities (lower is better)
+    spearman: float  # mean per-row Spearman rho of cosine similarities (higher is better)
+    rows: int
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def local_spearman(S_orig: np.ndarray, S_comp: np.ndarray) -> np.ndarray:
+    """Per-row Spearman correlation between two (n, m) similarity matrices (ties: average ranks).
+    A row constant in both gives 1, constant in one only gives 0."""
+    ra = rankdata(S_orig, axis=1)
+    rb = rankdata(S_comp, axis=1)
+    ra -= ra.mean(axis=1, keepdims=True)
+    rb -= rb.mean(axis=1, keepdims=True)
+    na, nb = np.linalg.norm(ra, axis=1), np.linalg.norm(rb, axis=1)
+    rho = np.divide((ra * rb).sum(axis=1), na * nb, out=np.zeros(len(ra)), where=(na > 0) & (nb > 0))
+    rho[(na == 0) & (nb == 0)] = 1.0
+    return rho
+
+
+def preservation(X, Z, *, sample: int | None = 2000, seed: int = 0) -> Preservation:
+    """How well ``Z`` (compressed rows, as floats: decode codes first) keeps the geometry of ``X``.
+    Uses up to ``sample`` rows: every pair among them (i != j)."""
+    X, Z = _as_float(X, "original"), _as_float(Z, "compressed")
+    if len(X) != len(Z):
+        raise InputError(f"original has {len(X)} rows but compressed has {len(Z)}")
+    idx = _sample(len(X), sample, seed)
+    X, Z = X[idx], Z[idx]
+    n = len(X)
+    if n < 3:
+        raise InputError("preservation needs at least 3 rows")
+    off = ~np.eye(n, dtype=bool)
+    pos = float(((_pairwise_dist(X) - _pairwise_dist(Z))[off] ** 2).mean())
+    Sx, Sz = _unit(X) @ _unit(X).T, _unit(Z) @ _unit(Z).T
+    ang = float(((Sx - Sz)[off] ** 2).mean())
+    # per row, the similarities to every other row (the diagonal is left out)
+    rho = local_spearman(Sx[off].reshape(n, n - 1), Sz[off].reshape(n, n - 1))
+    return Preservation(pos, ang, float(rho.mean()), n)
+
+
+def knn_accuracy(X, labels, *, k: int = 10, test_fraction: float = 0.1, metric: str = "euclidean", seed: int = 0) -> float:
+    """kNN classification accuracy with a seeded split (seed 004: k = 10, Euclidean, 9:1)."""
+    from sklearn.neighbors import KNeighborsClassifier
+
+    X = _as_float(X)
+    labels = np.asarray(labels)
+    if len(labels) != len(X):
+        raise InputError(f"{len(labels)} labels for {len(X)} rows")
+    if len(X) < 2 * k:
+        raise InputError(f"kNN accuracy with k={k} needs at least {2 * k} rows, got {len(X)}")
+    perm = np.random.default_rng(seed).permutation(len(X))
+    n_test = max(1, int(round(test_fraction * len(X))))
+    test, train = perm[:n_test], perm[n_test:]
+    clf = KNeighborsClassifier(n_neighbors=min(k, len(train)), metric=metric).fit(X[train], labels[train])
+    return float((clf.predict(X[test]) == labels[test]).mean())

@@ -1,0 +1,102 @@
+"""GeoPres and the autoencoder baseline: training does what the paper's loss says."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from embcompress import Autoencoder, GeoPres, InputError, RandomProjection, from_spec
+from embcompress.analysis import preservation
+
+
+def data(n=1500, d=48, r=8, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, r)) @ rng.standard_normal((r, d)) + 0.1 * rng.standard_normal((n, d))
+    return (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
+
+
+def distance_mse(X, Z):
+    i, j = np.triu_indices(300, 1)
+    dx = np.linalg.norm(X[:300][i] - X[:300][j], axis=1)
+    dz = np.linalg.norm(Z[:300][i] - Z[:300][j], axis=1)
+    return float(((dx - dz) ** 2).mean())
+
+
+@pytest.fixture(scope="module")
+def X():
+    return data()
+
+
+@pytest.fixture(scope="module")
+def fitted(X):
+    return GeoPres(dim=8, batch_size=256, min_steps=150).fit(X)
+
+
+def test_training_lowers_the_paper_loss(X, fitted):
+    hist = fitted.history_
+    assert hist[-1]["val_loss"] < hist[0]["val_loss"] * 0.5
+    # beats a random projection of the same width on the objective itself (eq. 1)
+    rp = RandomProjection(dim=8).fit(X)
+    assert distance_mse(X, fitted.transform(X)) < 0.5 * distance_mse(X, rp.transform(X))
+    assert preservation(X, fitted.transform(X)).spearman > preservation(X, rp.transform(X)).spearman
+
+
+def test_best_checkpoint_is_restored(fitted):
+    best = min(h["val_loss"] for h in fitted.history_)
+    assert [h["step"] for h in fitted.history_ if h["val_loss"] == best][0] == fitted.best_step_
+    assert fitted.device_used_ == "cpu"
+
+
+def test_early_stopping_stops(X):
+    # a learning rate far too small makes no progress: patience ends the run before min_steps
+    g = GeoPres(dim=8, batch_size=128, min_steps=400, lr=1e-9, patience=2, warmup=0.0).fit(X)
+    assert g.history_[-1]["step"] < 400
+
+
+def test_angular_and_rank_losses_train(X):
+    for loss in ("angular", "rank"):
+        g = GeoPres(dim=8, loss=loss, batch_size=256, min_steps=60).fit(X)
+        assert g.history_[-1]["val_loss"] < g.history_[0]["val_loss"]
+
+
+def test_autoencoder_reconstruction_improves(X):
+    a = Autoencoder(dim=8, batch_size=256, min_steps=100).fit(X)
+    assert a.history_[-1]["val_loss"] < a.history_[0]["val_loss"]
+    assert (a.transform(X) >= 0).all()  # ReLU encoder
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"dim": 48}, "allowed is 1..47"),
+    ({"dim": 8, "loss": "cosine"}, "positional, angular, rank"),
+    ({"dim": 8, "lr": 0}, "lr must be a positive number"),
+    ({"dim": 8, "batch_size": 1}, "batch_size must be"),
+    ({"dim": 8, "device": "cuda"}, "CUDA is not available"),
+])
+def test_bad_parameters_fail_before_training(X, kwargs, message):
+    with pytest.raises(InputError, match=message):
+        GeoPres(min_steps=2, **kwargs).fit(X)
+
+
+def test_too_few_rows():
+    with pytest.raises(InputError, match="at least 20 rows"):
+        GeoPres(dim=2).fit(data(10, 8, 2))
+
+
+def test_reservoir_sample_bounds_training_rows(X):
+    g = GeoPres(dim=4, max_rows=100, batch_size=32, min_steps=5).fit(X)
+    assert g.transform(X).shape == (len(X), 4)
+
+
+def test_transform_and_import_need_no_torch(tmp_path, fitted):
+    fitted.save(tmp_path / "g")
+    code = ("import sys, numpy as np, embcompress; c = embcompress.load(sys.argv[1]); "
+            "c.transform(np.ones((2, 48), dtype=np.float32)); sys.exit(1 if 'torch' in sys.modules else 0)")
+    assert subprocess.run([sys.executable, "-c", code, str(tmp_path / "g")]).returncode == 0
+
+
+def test_chain_geopres_then_binary(X):
+    c = from_spec("geopres:16:batch_size=256,min_steps=20+binary").fit(X)
+    assert c.transform(X).shape == (len(X), 2)
