@@ -54,6 +54,18 @@ def guarded(fn: Callable) -> Callable:
 
 
 @contextmanager
+def warnings_to_stderr() -> Iterator[None]:
+    """Library warnings (e.g. qrels naming unknown ids) as one 'warning:' line each on stderr."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        err.print(f"warning: {w.message}", highlight=False)
+
+
+@contextmanager
 def progress_bar(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
     """A rich progress bar on stderr (only when stderr is a terminal); yields an advance(n)."""
     show = err.is_terminal

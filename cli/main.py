@@ -6,7 +6,7 @@ import typer
 
 from embcompress import __version__
 
-from . import compress, files, search
+from . import analysis, compress, files, search
 
 app = typer.Typer(
     name="embcompress",
@@ -32,6 +32,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 compress.register(app)
 files.register(app)
 search.register(app)
+analysis.register(app)
 
 
 def main() -> None:

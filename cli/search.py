@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 from rich.table import Table
 
-from ._common import ColumnOpt, IdColumnOpt, JsonOpt, OverwriteOpt, emit, err, guarded, kv_table, out
+from ._common import ColumnOpt, IdColumnOpt, JsonOpt, OverwriteOpt, emit, err, guarded, kv_table, out, warnings_to_stderr
 
 
 def register(app: typer.Typer) -> None:
@@ -71,12 +70,9 @@ def register(app: typer.Typer) -> None:
         if len(Q) == 0:
             raise typer.BadParameter(f"{queries} has no queries")
         judged = read_qrels(qrels) if qrels else None
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with warnings_to_stderr():
             res = run_eval(D, Q, doc_ids=dids, query_ids=qids, qrels=judged, configs=config or None, k=k,
                            fit_sample=fit_sample, progress=lambda label: err.print(f"[dim]evaluating {label}[/dim]") if err.is_terminal else None)
-        for w in caught:
-            err.print(f"warning: {w.message}")
         if json:
             emit(res, True)
             return

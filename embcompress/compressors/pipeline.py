@@ -32,6 +32,21 @@ class Pipeline(Compressor):
     def learns_from_data(self) -> bool:
         return any(s.learns_from_data for s in self.stages or [])
 
+    @classmethod
+    def from_fitted(cls, stages: list[Compressor]) -> "Pipeline":
+        """A fitted chain of stages that were fitted already, each on the previous one's output
+        (saves re-training a learned first stage when only the last stage changes)."""
+        pipe = cls(stages=list(stages))
+        for i, s in enumerate(stages):
+            s._check_fitted()
+            if i and s.n_features_in_ != stages[i - 1].output_spec.width:
+                raise InputError(f"stage {i + 1} ({s.name}) was fitted on {s.n_features_in_} dims but stage {i} outputs {stages[i - 1].output_spec.width}")
+            if i < len(stages) - 1 and s.output_spec.kind != "float":
+                raise InputError(f"stage {i + 1} ({s.name}) outputs {s.output_spec.kind} codes; put it last")
+        pipe._validate_params(stages[0].n_features_in_)
+        pipe.n_features_in_ = stages[0].n_features_in_
+        return pipe
+
     def _validate_params(self, n_features: int) -> None:
         if not self.stages or not all(isinstance(s, Compressor) for s in self.stages):
             raise InputError("a pipeline needs a non-empty list of compressors")

@@ -1,0 +1,181 @@
+"""Render a report as one self-contained HTML page: inline CSS and SVG plots, no script, no
+external file, so it reads offline in any browser; plus the JSON beside it."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import OutputExistsError
+
+COLORS = {
+    "float": "#222222", "truncate": "#1f77b4", "random_select": "#aec7e8", "random_projection": "#9467bd",
+    "pca": "#2ca02c", "pca+binary": "#98df8a", "geopres": "#d62728", "geopres+binary": "#ff9896",
+    "autoencoder": "#8c564b", "binary": "#ff7f0e", "binary+rerank": "#ffbb78", "int8": "#17becf",
+}
+W, H, PAD = 640, 360, 56
+
+
+def _esc(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _fmt(x: Any, pct: bool = False) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if pct:
+        return f"{100 * x:.1f}%"
+    return f"{x:.4f}" if isinstance(x, float) else str(x)
+
+
+def _retention_plot(rows: list[dict], budget: int | None) -> str:
+    xs = [r["bytes_per_vector"] for r in rows]
+    ys = [r["retention"] for r in rows if not math.isnan(r["retention"])]
+    lo_x, hi_x = math.log2(min(xs)) - 0.3, math.log2(max(xs)) + 0.3
+    lo_y = max(0.0, min(ys) - 0.05) if ys else 0.0
+    hi_y = max(1.02, max(ys) + 0.01) if ys else 1.0
+    px = lambda b: PAD + (math.log2(b) - lo_x) / (hi_x - lo_x) * (W - 2 * PAD)  # noqa: E731
+    py = lambda r: H - PAD + (lo_y - r) / (hi_y - lo_y) * (H - 2 * PAD)  # noqa: E731
+    out = [f'<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="retention against bytes per vector">',
+           f'<rect x="{PAD}" y="{PAD}" width="{W - 2 * PAD}" height="{H - 2 * PAD}" fill="#fafafa" stroke="#ccc"/>']
+    b = 2 ** math.ceil(lo_x)
+    while b <= 2 ** hi_x:
+        x = px(b)
+        out.append(f'<line x1="{x:.1f}" y1="{PAD}" x2="{x:.1f}" y2="{H - PAD}" stroke="#eee"/>'
+                   f'<text x="{x:.1f}" y="{H - PAD + 16}" font-size="11" text-anchor="middle">{b:g}</text>')
+        b *= 2
+    step = 0.05 if hi_y - lo_y <= 0.5 else 0.1
+    t = math.ceil(lo_y / step) * step
+    while t <= hi_y + 1e-9:
+        y = py(t)
+        out.append(f'<line x1="{PAD}" y1="{y:.1f}" x2="{W - PAD}" y2="{y:.1f}" stroke="#eee"/>'
+                   f'<text x="{PAD - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end">{100 * t:.0f}%</text>')
+        t += step
+    out.append(f'<text x="{W / 2}" y="{H - 12}" font-size="12" text-anchor="middle">bytes per vector (log scale)</text>'
+               f'<text x="14" y="{H / 2}" font-size="12" text-anchor="middle" transform="rotate(-90 14 {H / 2})">retention</text>')
+    if budget:
+        x = px(budget)
+        out.append(f'<line x1="{x:.1f}" y1="{PAD}" x2="{x:.1f}" y2="{H - PAD}" stroke="#c00" stroke-dasharray="4 3"/>'
+                   f'<text x="{x + 4:.1f}" y="{PAD + 12}" font-size="11" fill="#c00">budget {budget} B</text>')
+    front = sorted((r for r in rows if r.get("pareto")), key=lambda r: r["bytes_per_vector"])
+    if len(front) > 1:
+        pts = " ".join(f"{px(r['bytes_per_vector']):.1f},{py(r['retention']):.1f}" for r in front)
+        out.append(f'<polyline points="{pts}" fill="none" stroke="#555" stroke-width="1.5" stroke-dasharray="5 3"/>')
+    for r in rows:
+        if math.isnan(r["retention"]):
+            continue
+        c = COLORS.get(r["method"], "#777")
+        shape = "rect" if r.get("extra_storage") else "circle"
+        x, y = px(r["bytes_per_vector"]), py(r["retention"])
+        tip = f"{r['config']}: {r['bytes_per_vector']} B, retention {100 * r['retention']:.1f}%, rank proxy {r['rank_proxy']:.3f}"
+        if shape == "circle":
+            out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{5 if r.get("pareto") else 4}" fill="{c}" stroke="#333" stroke-width="{1.2 if r.get("pareto") else 0.4}"><title>{_esc(tip)}</title></circle>')
+        else:
+            out.append(f'<rect x="{x - 4:.1f}" y="{y - 4:.1f}" width="8" height="8" fill="{c}" stroke="#333" stroke-width="0.4"><title>{_esc(tip + " (+ originals for the rerank)")}</title></rect>')
+    out.append("</svg>")
+    legend = "".join(f'<span class="key"><i style="background:{COLORS.get(m, "#777")}"></i>{_esc(m)}</span>'
+                     for m in dict.fromkeys(r["method"] for r in rows))
+    return "".join(out) + f'<div class="legend">{legend}<span class="key">dashed line: Pareto front; squares need the original vectors too</span></div>'
+
+
+def _variance_plot(curve: list[float], components: int, threshold: float) -> str:
+    n = len(curve)
+    px = lambda i: PAD + i / max(1, n - 1) * (W - 2 * PAD)  # noqa: E731
+    py = lambda v: H - PAD - v * (H - 2 * PAD)  # noqa: E731
+    pts = " ".join(f"{px(i):.1f},{py(v):.1f}" for i, v in enumerate(curve))
+    out = [f'<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="cumulative explained variance">',
+           f'<rect x="{PAD}" y="{PAD}" width="{W - 2 * PAD}" height="{H - 2 * PAD}" fill="#fafafa" stroke="#ccc"/>']
+    for v in (0, 0.25, 0.5, 0.75, 1.0):
+        out.append(f'<line x1="{PAD}" y1="{py(v):.1f}" x2="{W - PAD}" y2="{py(v):.1f}" stroke="#eee"/>'
+                   f'<text x="{PAD - 6}" y="{py(v) + 4:.1f}" font-size="11" text-anchor="end">{100 * v:.0f}%</text>')
+    for i in range(0, n + 1, max(1, n // 8)):
+        out.append(f'<text x="{px(max(i - 1, 0)):.1f}" y="{H - PAD + 16}" font-size="11" text-anchor="middle">{i}</text>')
+    out.append(f'<polyline points="{pts}" fill="none" stroke="#1f77b4" stroke-width="2"/>')
+    out.append(f'<line x1="{PAD}" y1="{py(threshold):.1f}" x2="{W - PAD}" y2="{py(threshold):.1f}" stroke="#c00" stroke-dasharray="4 3"/>'
+               f'<line x1="{px(components - 1):.1f}" y1="{PAD}" x2="{px(components - 1):.1f}" y2="{H - PAD}" stroke="#c00" stroke-dasharray="4 3"/>'
+               f'<text x="{px(components - 1) + 4:.1f}" y="{py(threshold) + 14:.1f}" font-size="11" fill="#c00">{components} components reach {100 * threshold:.0f}%</text>')
+    out.append(f'<text x="{W / 2}" y="{H - 12}" font-size="12" text-anchor="middle">principal components</text></svg>')
+    return "".join(out)
+
+
+def render_html(report: dict[str, Any], title: str = "embcompress retention report") -> str:
+    s, rows = report["summary"], report["rows"]
+    best = s.get("best_within_budget")
+    head = "".join(f"<th>{h}</th>" for h in ("configuration", "bytes / vector", "smaller by", _esc(s["metric"]),
+                                              "retention", "rank proxy (local Spearman)", "fit s", "eval s"))
+    body = []
+    full = 4 * s["dim"]
+    for r in rows:
+        cls = " ".join(c for c, on in (("pareto", r.get("pareto")), ("best", r["config"] == best),
+                                       ("over", r.get("within_budget") is False)) if on)
+        extra = " <small>(+ originals)</small>" if r.get("extra_storage") else ""
+        body.append(f'<tr class="{cls}"><td>{_esc(r["config"])}{extra}</td><td>{r["bytes_per_vector"]}</td>'
+                    f'<td>{full / r["bytes_per_vector"]:.0f}x</td><td>{_fmt(r["score"])}</td><td>{_fmt(r["retention"], True)}</td>'
+                    f'<td>{_fmt(r["rank_proxy"])}</td><td>{r["fit_seconds"]:.2f}</td><td>{r["eval_seconds"]:.2f}</td></tr>')
+    budget_line = ""
+    if s.get("budget_bytes"):
+        budget_line = (f"<p><b>Budget {s['budget_bytes']} bytes per vector:</b> best is <b>{_esc(best)}</b>.</p>" if best
+                       else f"<p><b>Budget {s['budget_bytes']} bytes per vector:</b> no configuration fits.</p>")
+    corr = s.get("proxy_retention_spearman")
+    facts = [
+        ("vectors in the sample", f"{s['vectors']:,}"), ("dimensions", s["dim"]), ("task score", s["metric"]),
+        ("float32 score", _fmt(s["float_score"])),
+        (f"intrinsic dimensionality ({100 * s['intrinsic_threshold']:.0f}% variance)", f"{s['intrinsic_dimensionality']} of {s['dim']}"),
+        ("uniformity (seed 000; higher = more concentrated)", f"{s['uniformity']:.4f}"),
+        ("Spearman correlation of rank proxy and retention", _fmt(corr)),
+    ]
+    facts_html = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in facts)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1000px; color: #222; padding: 0 1em; }}
+table {{ border-collapse: collapse; margin: 1em 0; }} th, td {{ padding: 4px 10px; border-bottom: 1px solid #ddd; text-align: right; }}
+th:first-child, td:first-child {{ text-align: left; }} thead th {{ background: #f2f2f2; }}
+tr.pareto td:first-child::after {{ content: " ◆"; color: #555; }} tr.best {{ background: #fff3c4; font-weight: bold; }}
+tr.over {{ color: #999; }} .legend {{ font-size: 12px; margin: 4px 0 1.5em; }} .key {{ margin-right: 12px; white-space: nowrap; }}
+.key i {{ display: inline-block; width: 10px; height: 10px; margin-right: 4px; border: 1px solid #333; }}
+small {{ color: #777; }}
+</style></head><body>
+<h1>{_esc(title)}</h1>
+<p>Which compression keeps how much of the task score on these embeddings. Retention = compressed score / float32 score.
+The rank proxy is the per-row Spearman correlation of cosine similarities before and after compression (seed 003):
+computed without labels, it predicts retention (the correlation for this data is shown below). ◆ marks the Pareto front
+(no other configuration is both smaller and better).</p>
+<table class="facts">{facts_html}</table>
+{budget_line}
+<h2>Retention against size</h2>
+{_retention_plot(rows, s.get("budget_bytes"))}
+<h2>All configurations</h2>
+<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>
+<h2>Explained variance</h2>
+<p>Cumulative share of the variance explained by the leading principal components; fewer components for the same share
+(lower intrinsic dimensionality) goes with better retention under compression (seed 000).</p>
+{_variance_plot(report["explained_variance"], s["intrinsic_dimensionality"], s["intrinsic_threshold"])}
+<p><small>Made by embcompress. The same figures are in report.json.</small></p>
+</body></html>
+"""
+
+
+def write_report(report: dict[str, Any], out_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Write ``report.json`` and ``report.html`` into ``out_dir`` (atomically, as a directory)."""
+    out = Path(out_dir)
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise OutputExistsError(f"{out} already exists and is not empty; pass --overwrite to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        (tmp / "report.json").write_text(json.dumps(report, indent=2, allow_nan=True) + "\n")
+        (tmp / "report.html").write_text(render_html(report))
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out

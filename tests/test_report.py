@@ -1,0 +1,109 @@
+"""Retention report: grid, Pareto front, budget, HTML, and the analyze/report commands."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from embcompress import InputError
+from embcompress.report import build_report, render_html
+from embcompress.report.grid import pareto_front
+from embcompress_cli.main import app
+
+runner = CliRunner()
+FAST_GEOPRES = "batch_size=128,min_steps=10"
+
+
+def clustered(n=600, d=32, seed=0):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 6, n)
+    X = rng.standard_normal((6, d))[labels] * 3 + rng.standard_normal((n, d))
+    return (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32), labels
+
+
+def test_pareto_front():
+    pts = [(100, 0.9), (50, 0.95), (10, 0.5), (10, 0.6), (200, 0.95), (5, 0.4)]
+    assert pareto_front(pts) == [5, 3, 1]
+
+
+def test_label_free_report_grid_and_budget():
+    X, _ = clustered()
+    rep = build_report(X, widths=[8, 4], methods=["truncate", "pca", "geopres"], budget=4, geopres_params=FAST_GEOPRES)
+    rows = {r["config"]: r for r in rep["rows"]}
+    assert rows["float32"]["retention"] == 1.0 and rows["float32"]["score"] == 1.0
+    for name in ("truncate 8", "pca 4", "pca 4 + binary", "geopres 8 + binary", "binary", "binary + asymmetric rerank", "int8"):
+        assert name in rows
+    assert rows["pca 4 + binary"]["bytes_per_vector"] == 1 and rows["int8"]["bytes_per_vector"] == 32
+    assert rows["binary + float rerank"]["extra_storage"] == "original float vectors"
+    best = rep["summary"]["best_within_budget"]
+    assert rows[best]["bytes_per_vector"] <= 4
+    assert all(rows[best]["retention"] >= r["retention"] for r in rep["rows"] if r["bytes_per_vector"] <= 4 and not r["extra_storage"])
+    assert any(r.get("pareto") for r in rep["rows"])
+    assert -1 <= rep["summary"]["proxy_retention_spearman"] <= 1
+    assert rep["summary"]["mode"] == "label-free" and len(rep["explained_variance"]) == 32
+    page = render_html(rep)
+    assert page.count("<svg") == 2 and "<script" not in page and "http" not in page.replace("http-equiv", "")
+    assert best in page
+
+
+def test_labels_and_qrels_modes():
+    X, labels = clustered()
+    rep = build_report(X, labels=labels, widths=[8], methods=["pca"])
+    assert rep["summary"]["metric"].startswith("kNN accuracy") and rep["rows"][0]["score"] > 0.9
+    ids = [f"d{i}" for i in range(len(X))]
+    Q = X[:50] + 0.05
+    qrels = {f"q{i}": {f"d{i}": 1} for i in range(50)}
+    rep = build_report(X, doc_ids=ids, queries=Q, query_ids=[f"q{i}" for i in range(50)], qrels=qrels, widths=[8], methods=["pca"])
+    assert rep["summary"]["metric"] == "nDCG@10" and rep["rows"][0]["score"] > 0.5
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"widths": [32]}, "allowed is 1..31"),
+    ({"methods": ["pq"]}, "unknown report method"),
+    ({"labels": [1, 2]}, "2 labels for 600 vectors"),
+    ({"queries": np.zeros((2, 32), np.float32)}, "needs both queries and qrels"),
+])
+def test_report_bad_input(kwargs, message):
+    X, _ = clustered()
+    with pytest.raises(InputError, match=message):
+        build_report(X, **kwargs)
+
+
+def test_qrels_without_matching_queries():
+    X, _ = clustered()
+    with pytest.raises(InputError, match="none of the 1 queries in the qrels"):
+        build_report(X, queries=X[:3], query_ids=["a", "b", "c"], qrels={"zzz": {"0": 1}}, widths=[8], methods=["pca"])
+
+
+def _write(path, X, labels=None):
+    cols = {"id": [f"d{i}" for i in range(len(X))], "embedding": pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), X.shape[1])}
+    if labels is not None:
+        cols["topic"] = pa.array(labels)
+    pq.write_table(pa.table(cols), path)
+
+
+def test_cli_analyze_and_report(tmp_path):
+    X, labels = clustered()
+    _write(tmp_path / "v.parquet", X, labels)
+    res = runner.invoke(app, ["analyze", str(tmp_path / "v.parquet"), "--curve", str(tmp_path / "c.csv"), "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert 1 <= d["intrinsic_dimensionality"] <= 32 and (tmp_path / "c.csv").read_text().startswith("component,")
+    res = runner.invoke(app, ["report", str(tmp_path / "v.parquet"), str(tmp_path / "r"), "--labels", "topic",
+                              "--widths", "8,4", "--methods", "pca,geopres", "--geopres-params", FAST_GEOPRES, "--budget", "8"])
+    assert res.exit_code == 0, res.output
+    assert "best within budget" in res.stdout
+    rep = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert rep["summary"]["mode"] == "labels" and (tmp_path / "r" / "report.html").exists()
+    res = runner.invoke(app, ["report", str(tmp_path / "v.parquet"), str(tmp_path / "r")])
+    assert res.exit_code == 1 and "already exists" in res.stderr
+    res = runner.invoke(app, ["report", str(tmp_path / "v.parquet"), str(tmp_path / "r2"), "--labels", "nope"])
+    assert res.exit_code == 1 and "no column(s) 'nope'" in res.stderr
+    res = runner.invoke(app, ["report", str(tmp_path / "v.parquet"), str(tmp_path / "r2"), "--widths", "64"])
+    assert res.exit_code == 1 and "allowed is 1..31" in res.stderr
+    assert not (tmp_path / "r2").exists()
