@@ -81,12 +81,14 @@ def build_report(
     labels: Sequence | None = None,
     widths: Sequence[int] | None = None,
     methods: Sequence[str] = DEFAULT_METHODS,
+    chain_methods: Sequence[str] = CHAINED,
     budget: int | None = None,
     proxy_sample: int = 2000,
     geopres_params: str = "",
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the grid; returns the report as a JSON-able dict (see module docstring)."""
+    """Run the grid; returns the report as a JSON-able dict (see module docstring). Each method in
+    ``chain_methods`` is also followed by binary at every width."""
     docs = np.ascontiguousarray(docs, dtype=np.float32)
     n, dim = docs.shape
     if n < 50:
@@ -131,7 +133,7 @@ def build_report(
         for w in widths:
             spec = f"{m}:{w}" + (f":{geopres_params}" if m == "geopres" and geopres_params else "")
             plan.append((f"{m} {w}", m, w, (lambda s=spec: fitted(s)), None))
-            if m in CHAINED:
+            if m in chain_methods:
                 plan.append((f"{m} {w} + binary", f"{m}+binary", w, (lambda s=spec: chain(s)), None))
     plan.append(("binary", "binary", dim, lambda: fitted("binary"), None))
     plan.append(("binary + asymmetric rerank", "binary+rerank", dim, lambda: fitted("binary"), "asymmetric"))
