@@ -6,7 +6,7 @@ import typer
 
 from embcompress import __version__
 
-from . import analysis, compress, files, search
+from . import analysis, compress, files, search, train
 
 app = typer.Typer(
     name="embcompress",
@@ -33,6 +33,7 @@ compress.register(app)
 files.register(app)
 search.register(app)
 analysis.register(app)
+train.register(app)
 
 
 def main() -> None:

@@ -202,3 +202,26 @@ def test_bad_training_input_fails_before_training(tmp_path, cfg, message):
         train(toy_pairs(8), tmp_path / "o", cfg)
     with pytest.raises(InputError, match="at least 2 pairs"):
         train(toy_pairs(1), tmp_path / "o2", TrainConfig())
+
+
+def test_cli_train_and_bad_input(tmp_path):
+    from typer.testing import CliRunner
+
+    from embcompress_cli.main import app
+
+    runner = CliRunner()
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps({"anchor": p.anchor, "positive": p.positive}) + "\n" for p in toy_pairs(16)))
+    res = runner.invoke(app, ["train", str(data), str(tmp_path / "o"), "--loss", "infonce", "--tau", "0", "--steps", "1"])
+    assert res.exit_code == 1 and "tau must be a positive number" in res.stderr
+    res = runner.invoke(app, ["train", str(data), str(tmp_path / "o"), "--loss", "mrl", "--dims", "96,96", "--steps", "1"])
+    assert res.exit_code == 1 and "must not repeat" in res.stderr
+    res = runner.invoke(app, ["train", str(data), str(tmp_path / "o"), "--model", str(tmp_path), "--steps", "1"])
+    assert res.exit_code == 1 and "not a sentence-transformers model directory" in res.stderr
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    res = runner.invoke(app, ["train", str(empty), str(tmp_path / "o"), "--steps", "1"])
+    assert res.exit_code == 1 and "no training pairs" in res.stderr
+    res = runner.invoke(app, ["train", str(data), str(tmp_path / "o"), "--steps", "2", "--batch-size", "8", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["steps"] == 2 and (tmp_path / "o" / "model" / "modules.json").exists()
