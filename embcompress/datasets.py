@@ -11,6 +11,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from .errors import InputError
 
@@ -35,9 +36,9 @@ def _find(root: Path, stem: str) -> Path:
     raise InputError(f"{root} has no {stem} (or {stem}.gz)")
 
 
-def read_jsonl_texts(path: str | os.PathLike) -> dict[str, str]:
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """(line number, record) for each non-empty line of a ``.jsonl`` or ``.jsonl.gz`` file."""
     path = Path(path)
-    out: dict[str, str] = {}
     with _open_text(path) as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
@@ -46,10 +47,18 @@ def read_jsonl_texts(path: str | os.PathLike) -> dict[str, str]:
                 rec = json.loads(line)
             except ValueError:
                 raise InputError(f"{path} line {lineno} is not valid JSON") from None
-            if "_id" not in rec or "text" not in rec:
-                raise InputError(f"{path} line {lineno} lacks '_id' or 'text'")
-            title = rec.get("title") or ""
-            out[str(rec["_id"])] = f"{title}. {rec['text']}" if title else rec["text"]
+            if not isinstance(rec, dict):
+                raise InputError(f"{path} line {lineno} is not a JSON object")
+            yield lineno, rec
+
+
+def read_jsonl_texts(path: str | os.PathLike) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for lineno, rec in iter_jsonl(path):
+        if "_id" not in rec or "text" not in rec:
+            raise InputError(f"{path} line {lineno} lacks '_id' or 'text'")
+        title = rec.get("title") or ""
+        out[str(rec["_id"])] = f"{title}. {rec['text']}" if title else rec["text"]
     return out
 
 

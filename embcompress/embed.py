@@ -7,8 +7,6 @@ sentence-transformers (and torch) are imported only when a function here is call
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -76,26 +74,20 @@ def read_texts(path: str | os.PathLike, *, field: str | None = None, id_field: s
         texts = [t for t in lines if t]
         ids = [str(i) for i in range(len(texts))]
     elif name.endswith((".jsonl", ".jsonl.gz")):
-        opener = gzip.open if name.endswith(".gz") else open
+        from .datasets import iter_jsonl
+
         texts, ids = [], []
-        with opener(path, "rt", encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    raise InputError(f"{path} line {lineno} is not valid JSON") from None
-                key = field or next((f for f in TEXT_FIELDS if f in rec), None)
-                if key is None or key not in rec:
-                    raise InputError(f"{path} line {lineno} has no text field ({field or ' / '.join(TEXT_FIELDS)}); pass --text-field")
-                text = rec[key]
-                if not isinstance(text, str):
-                    raise InputError(f"{path} line {lineno}: field {key!r} is {type(text).__name__}, not a string")
-                if "title" in rec and key != "title" and isinstance(rec["title"], str) and rec["title"] and field is None:
-                    text = f"{rec['title']}. {text}"
-                texts.append(text)
-                ids.append(str(rec.get(id_field or "_id", rec.get("id", lineno - 1))))
+        for lineno, rec in iter_jsonl(path):
+            key = field or next((f for f in TEXT_FIELDS if f in rec), None)
+            if key is None or key not in rec:
+                raise InputError(f"{path} line {lineno} has no text field ({field or ' / '.join(TEXT_FIELDS)}); pass --text-field")
+            text = rec[key]
+            if not isinstance(text, str):
+                raise InputError(f"{path} line {lineno}: field {key!r} is {type(text).__name__}, not a string")
+            if "title" in rec and key != "title" and isinstance(rec["title"], str) and rec["title"] and field is None:
+                text = f"{rec['title']}. {text}"
+            texts.append(text)
+            ids.append(str(rec.get(id_field or "_id", rec.get("id", lineno - 1))))
     elif name.endswith((".parquet", ".pq")):
         table = pq.read_table(path)
         key = field or next((f for f in TEXT_FIELDS if f in table.column_names), None)

@@ -4,8 +4,6 @@ homogeneous batches (every in-batch negative from the same source, seed 000 sect
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -14,6 +12,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from ..datasets import iter_jsonl
 from ..errors import InputError
 
 
@@ -28,14 +27,7 @@ class Pair:
 def _records(path: Path) -> Iterator[tuple[int, dict]]:
     name = path.name.lower()
     if name.endswith((".jsonl", ".jsonl.gz")):
-        opener = gzip.open if name.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        yield lineno, json.loads(line)
-                    except ValueError:
-                        raise InputError(f"{path} line {lineno} is not valid JSON") from None
+        yield from iter_jsonl(path)
     elif name.endswith((".parquet", ".pq")):
         import pyarrow.parquet as pq
 
