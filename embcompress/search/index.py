@@ -86,7 +86,8 @@ class Index:
         if ids is not None and len(ids) != len(data):
             raise InputError(f"{len(ids)} ids for {len(data)} documents")
         self.ids = None if ids is None else np.asarray(ids, dtype=object)
-        self._norms = None
+        self._norms = None  # int8: norms of the decoded documents
+        self._unit_docs = None  # reduced floats compared by cosine: normalized once, on first search
         if self.kind == "float" and self.metric == "cosine":
             self.data = normalize_rows(data)
         if self.kind == "int8":  # decoded norms for cosine, computed once, block by block
@@ -120,9 +121,9 @@ class Index:
         return topk_by_blocks(lambda q0, q1, d0, d1: q[q0:q1] @ docs[d0:d1].T, len(q), self.num_docs, k)
 
     def _normalized_docs(self) -> np.ndarray:
-        if self._norms is None:
-            self._norms = normalize_rows(self.data)
-        return self._norms
+        if self._unit_docs is None:
+            self._unit_docs = normalize_rows(self.data)
+        return self._unit_docs
 
     # ---- rerank -------------------------------------------------------------------------------
     def _rerank_scores(self, Q: np.ndarray, rows: np.ndarray, how: str, originals: VectorStore | None) -> np.ndarray:
