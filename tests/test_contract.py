@@ -101,8 +101,21 @@ def test_refits_cleanly(spec, data):
 
 @pytest.mark.parametrize("spec", ALL_SPECS)
 def test_batches_equal_single_fit(spec, data):
+    """Fitting over batches learns the state one fit learns. The match is up to float rounding
+    (a matmul over a 1-row batch sums in another order than over 400 rows), so codes may differ
+    where a value sits exactly on a quantization boundary: by one step, in a handful of entries."""
     whole = from_spec(spec).fit(data)
     parts = from_spec(spec).fit_batches([data[:150], data[150:151], data[151:]])
-    np.testing.assert_allclose(
-        parts.decode(parts.transform(data)), whole.decode(whole.transform(data)), rtol=1e-4, atol=1e-4
-    )
+    _, state_whole = whole._get_state()
+    _, state_parts = parts._get_state()
+    assert sorted(state_parts) == sorted(state_whole)
+    for name in state_whole:
+        np.testing.assert_allclose(state_parts[name], state_whole[name], rtol=1e-4, atol=1e-5, err_msg=name)
+    a, b = parts.transform(data), whole.transform(data)
+    kind = whole.output_spec.kind
+    if kind == "float":
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    else:
+        differ = np.unpackbits(a ^ b) if kind == "bits" else np.abs(a.astype(np.int16) - b.astype(np.int16))
+        assert differ.max() <= 1, f"codes differ by {differ.max()} steps"
+        assert np.count_nonzero(differ) <= 0.002 * differ.size, f"{np.count_nonzero(differ)} of {differ.size} codes differ"
