@@ -1,7 +1,7 @@
-"""Build the optional C kernel for Hamming search; everything else is in pyproject.toml.
+"""Build the optional C kernels (Hamming search, binarization); everything else is in pyproject.toml.
 
-The extension is optional: where no C compiler is available the install still succeeds and
-embcompress.search falls back to a numpy implementation (slower, same results)."""
+The extensions are optional: where no C compiler is available the install still succeeds and
+embcompress falls back to numpy implementations (slower, same results)."""
 
 import platform
 
@@ -11,5 +11,8 @@ flags = ["-O3"]
 if platform.machine().lower() in ("x86_64", "amd64"):
     flags.append("-mpopcnt")  # hardware popcount, present on every x86-64 CPU since 2008
 
-setup(ext_modules=[Extension("embcompress.search._hamming", ["embcompress/search/_hamming.c"],
-                             extra_compile_args=flags, optional=True)])
+setup(ext_modules=[
+    Extension("embcompress.search._hamming", ["embcompress/search/_hamming.c"], extra_compile_args=flags, optional=True),
+    # fused threshold-and-pack for binarization; its AVX2 path is chosen at run time, not at build
+    Extension("embcompress.compressors._pack", ["embcompress/compressors/_pack.c"], extra_compile_args=["-O3"], optional=True),
+])

@@ -21,6 +21,41 @@ def test_binary_byte_identical_to_sentence_transformers(d):
     np.testing.assert_array_equal(ours, quantize_embeddings(X, precision="ubinary"))
 
 
+def test_pack_kernel_is_built():
+    from embcompress.compressors.binary import pack_kernel
+
+    assert pack_kernel() in ("avx2", "portable"), "the C packing kernel should build here (gcc is on every machine of this project)"
+
+
+@pytest.mark.parametrize("portable", [False, True])
+@pytest.mark.parametrize("d", [1, 7, 8, 9, 15, 16, 17, 97, 1024])
+def test_pack_kernel_equals_numpy_and_finds_non_finite(d, portable):
+    """Both C paths (AVX2 where the CPU has it, and the portable loop) give numpy.packbits' bytes,
+    for the sign and for per-dimension thresholds, and report NaN/inf in any lane, tail included."""
+    from embcompress.compressors.binary import _pack
+
+    X = make_vectors(50, d, seed=d, normalize=False)
+    X[0], X[1] = 0.0, -0.0  # zeros of both signs map to bit 0
+    t = make_vectors(1, d, seed=d + 1, normalize=False)[0]
+    for thr in (np.zeros(1, np.float32), t):
+        out = np.empty((50, (d + 7) // 8), np.uint8)
+        assert _pack.pack(X, thr, d, out, portable)
+        np.testing.assert_array_equal(out, np.packbits(X > thr, axis=-1))
+    huge = np.full((3, d), 3e38, np.float32)  # finite values whose sum overflows are still finite
+    assert _pack.pack(huge, t, d, np.empty((3, (d + 7) // 8), np.uint8), portable)
+    for bad in (np.nan, np.inf, -np.inf):
+        for row, col in ((0, 0), (49, d - 1), (17, d // 2)):
+            Y = X.copy()
+            Y[row, col] = bad
+            assert not _pack.pack(Y, t, d, out, portable), (bad, row, col)
+
+
+def test_pack_bits_non_contiguous_and_float64_use_numpy_path():
+    X = make_vectors(40, 30, normalize=False)
+    for Y in (X[:, ::2], X.astype(np.float64), X[::3]):
+        np.testing.assert_array_equal(pack_bits(Y), np.packbits(Y > 0, axis=-1))
+
+
 def test_binary_rows_do_not_bleed_and_padding_is_zero():
     X = np.full((3, 9), -1.0, dtype=np.float32)
     X[1] = 1.0
