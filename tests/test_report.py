@@ -45,6 +45,11 @@ def test_label_free_report_grid_and_budget():
     assert all(rows[best]["retention"] >= r["retention"] for r in rep["rows"] if r["bytes_per_vector"] <= 4 and not r["extra_storage"])
     assert any(r.get("pareto") for r in rep["rows"])
     assert -1 <= rep["summary"]["proxy_retention_spearman"] <= 1
+    plain = [r for r in rep["rows"][1:] if "rerank" not in r["config"]]  # the proxy describes the codes alone
+    assert rep["summary"]["proxy_retention_configs"] == len(plain) == len(rep["rows"]) - 3
+    from scipy.stats import spearmanr
+    expected = spearmanr([r["rank_proxy"] for r in plain], [r["retention"] for r in plain]).statistic
+    assert rep["summary"]["proxy_retention_spearman"] == pytest.approx(expected)
     assert rep["summary"]["mode"] == "label-free" and len(rep["explained_variance"]) == 32
     page = render_html(rep)
     assert page.count("<svg") == 2 and "<script" not in page and "http" not in page.replace("http-equiv", "")
