@@ -165,6 +165,20 @@ def test_stores_return_requested_rows(tmp_path):
         np.testing.assert_array_equal(store.get(rows), X[rows])
 
 
+def test_parquet_store_decodes_each_row_group_once_within_its_budget(tmp_path):
+    X = make_vectors(1000, 12)  # 8 row groups of 128 rows (6 KiB each)
+    write_parquet(tmp_path / "x.parquet", X, row_group_size=128)
+    rng = np.random.default_rng(0)
+    calls = [rng.integers(0, 1000, 50) for _ in range(20)]  # like rerank blocks: candidates everywhere
+    roomy = ParquetStore(tmp_path / "x.parquet")
+    tight = ParquetStore(tmp_path / "x.parquet", cache_bytes=2 * 128 * 12 * 4)  # room for 2 groups
+    for rows in calls:
+        for store in (roomy, tight):
+            np.testing.assert_array_equal(store.get(rows), X[rows])
+    assert roomy.decoded_groups == 8
+    assert tight.decoded_groups > 8 and tight._cached_bytes <= tight.cache_bytes
+
+
 def test_file_search_checks_compressor_identity(tmp_path, clustered):
     D, Q = clustered
     docs = write_parquet(tmp_path / "d.parquet", D)

@@ -2,14 +2,18 @@
 
 * :class:`ArrayStore`: an array in memory (or any numpy memmap);
 * :class:`NpyStore`: a ``.npy`` file, memory-mapped: reads touch only the candidates' pages;
-* :class:`ParquetStore`: a parquet file; reads the row groups that hold candidates, one at a
-  time, so memory stays at one row group (a ``.npy`` copy of the originals reranks faster);
+* :class:`ParquetStore`: a parquet file; decodes the row groups that hold candidates and keeps
+  the most recently used ones up to a memory budget (256 MiB by default), so a file that fits is
+  decoded once per search and a larger one never holds more than the budget (a ``.npy`` copy of
+  the originals reranks faster still);
 * :class:`DecodedStore`: int8 (or other) codes decoded by their compressor on the fly.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Protocol
 
@@ -44,12 +48,37 @@ class NpyStore(ArrayStore):
 
 
 class ParquetStore:
-    def __init__(self, path: str | os.PathLike, column: str | None = None):
+    #: decoded row groups kept between calls (rerank blocks ask for candidates all over the file)
+    DEFAULT_CACHE_BYTES = 256 << 20
+
+    def __init__(self, path: str | os.PathLike, column: str | None = None, *, cache_bytes: int = DEFAULT_CACHE_BYTES):
         src = open_vectors(path, column=column)
         self.path, self.column, self.dim, self.num_rows = Path(path), src.column, src.dim, src.num_rows
         self._pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
         sizes = [self._pf.metadata.row_group(i).num_rows for i in range(self._pf.num_row_groups)]
         self._starts = np.concatenate([[0], np.cumsum(sizes)])
+        self.cache_bytes = int(cache_bytes)
+        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()  # row group -> (rows, dim) float32
+        self._cached_bytes = 0
+        self._lock = threading.Lock()  # rerank blocks run on threads; one reader of the file at a time
+        self.decoded_groups = 0  # how many row-group decodes this store has done (for tests and tuning)
+
+    def _group(self, g: int) -> np.ndarray:
+        with self._lock:
+            X = self._cache.get(g)
+            if X is not None:
+                self._cache.move_to_end(g)
+                return X
+            col = self._pf.read_row_group(g, columns=[self.column]).column(0)
+            X = column_to_numpy(col, self.dim, offset=int(self._starts[g]), column=self.column)
+            self.decoded_groups += 1
+            if X.nbytes <= self.cache_bytes:
+                self._cache[g] = X
+                self._cached_bytes += X.nbytes
+                while self._cached_bytes > self.cache_bytes:
+                    _, old = self._cache.popitem(last=False)
+                    self._cached_bytes -= old.nbytes
+            return X
 
     def get(self, rows: np.ndarray) -> np.ndarray:
         rows = np.asarray(rows, dtype=np.int64)
@@ -57,9 +86,7 @@ class ParquetStore:
         groups = np.searchsorted(self._starts, rows, side="right") - 1
         for g in np.unique(groups):
             sel = np.flatnonzero(groups == g)
-            col = self._pf.read_row_group(int(g), columns=[self.column]).column(0)
-            X = column_to_numpy(col, self.dim, offset=int(self._starts[g]), column=self.column)
-            out[sel] = X[rows[sel] - self._starts[g]]
+            out[sel] = self._group(int(g))[rows[sel] - self._starts[g]]
         return out
 
 
