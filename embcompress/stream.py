@@ -75,7 +75,7 @@ def fit_file(
     up to ``max_rows`` rows)."""
     src = open_vectors(path, column=column)
     if src.num_rows == 0:
-        raise InputError(f"{path} has no rows; cannot fit on an empty file")
+        raise InputError(f"{path} has no rows; there is nothing to fit or compress")
 
     def batches() -> Iterator:
         seen = 0
