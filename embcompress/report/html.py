@@ -20,6 +20,7 @@ COLORS = {
     "autoencoder": "#8c564b", "binary": "#ff7f0e", "binary+rerank": "#ffbb78", "int8": "#17becf",
 }
 W, H, PAD = 640, 360, 56
+TOP = 16  # nothing is drawn above a plot: less margin there than beside and below it
 
 
 def _esc(x: Any) -> str:
@@ -41,13 +42,13 @@ def _retention_plot(rows: list[dict], budget: int | None) -> str:
     lo_y = max(0.0, min(ys) - 0.05) if ys else 0.0
     hi_y = max(1.02, max(ys) + 0.01) if ys else 1.0
     px = lambda b: PAD + (math.log2(b) - lo_x) / (hi_x - lo_x) * (W - 2 * PAD)  # noqa: E731
-    py = lambda r: H - PAD + (lo_y - r) / (hi_y - lo_y) * (H - 2 * PAD)  # noqa: E731
+    py = lambda r: H - PAD + (lo_y - r) / (hi_y - lo_y) * (H - PAD - TOP)  # noqa: E731
     out = [f'<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="retention against bytes per vector">',
-           f'<rect x="{PAD}" y="{PAD}" width="{W - 2 * PAD}" height="{H - 2 * PAD}" fill="#fafafa" stroke="#ccc"/>']
+           f'<rect x="{PAD}" y="{TOP}" width="{W - 2 * PAD}" height="{H - PAD - TOP}" fill="#fafafa" stroke="#ccc"/>']
     b = 2 ** math.ceil(lo_x)
     while b <= 2 ** hi_x:
         x = px(b)
-        out.append(f'<line x1="{x:.1f}" y1="{PAD}" x2="{x:.1f}" y2="{H - PAD}" stroke="#eee"/>'
+        out.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{H - PAD}" stroke="#eee"/>'
                    f'<text x="{x:.1f}" y="{H - PAD + 16}" font-size="11" text-anchor="middle">{b:g}</text>')
         b *= 2
     step = 0.05 if hi_y - lo_y <= 0.5 else 0.1
@@ -61,8 +62,8 @@ def _retention_plot(rows: list[dict], budget: int | None) -> str:
                f'<text x="14" y="{H / 2}" font-size="12" text-anchor="middle" transform="rotate(-90 14 {H / 2})">retention</text>')
     if budget:
         x = px(budget)
-        out.append(f'<line x1="{x:.1f}" y1="{PAD}" x2="{x:.1f}" y2="{H - PAD}" stroke="#c00" stroke-dasharray="4 3"/>'
-                   f'<text x="{x + 4:.1f}" y="{PAD + 12}" font-size="11" fill="#c00">budget {budget} B</text>')
+        out.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{H - PAD}" stroke="#c00" stroke-dasharray="4 3"/>'
+                   f'<text x="{x + 4:.1f}" y="{TOP + 12}" font-size="11" fill="#c00">budget {budget} B</text>')
     front = sorted((r for r in rows if r.get("pareto")), key=lambda r: r["bytes_per_vector"])
     if len(front) > 1:
         pts = " ".join(f"{px(r['bytes_per_vector']):.1f},{py(r['retention']):.1f}" for r in front)
@@ -87,10 +88,10 @@ def _retention_plot(rows: list[dict], budget: int | None) -> str:
 def _variance_plot(curve: list[float], components: int, threshold: float) -> str:
     n = len(curve)
     px = lambda i: PAD + i / max(1, n - 1) * (W - 2 * PAD)  # noqa: E731
-    py = lambda v: H - PAD - v * (H - 2 * PAD)  # noqa: E731
+    py = lambda v: H - PAD - v * (H - PAD - TOP)  # noqa: E731
     pts = " ".join(f"{px(i):.1f},{py(v):.1f}" for i, v in enumerate(curve))
     out = [f'<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="cumulative explained variance">',
-           f'<rect x="{PAD}" y="{PAD}" width="{W - 2 * PAD}" height="{H - 2 * PAD}" fill="#fafafa" stroke="#ccc"/>']
+           f'<rect x="{PAD}" y="{TOP}" width="{W - 2 * PAD}" height="{H - PAD - TOP}" fill="#fafafa" stroke="#ccc"/>']
     for v in (0, 0.25, 0.5, 0.75, 1.0):
         out.append(f'<line x1="{PAD}" y1="{py(v):.1f}" x2="{W - PAD}" y2="{py(v):.1f}" stroke="#eee"/>'
                    f'<text x="{PAD - 6}" y="{py(v) + 4:.1f}" font-size="11" text-anchor="end">{100 * v:.0f}%</text>')
@@ -98,7 +99,7 @@ def _variance_plot(curve: list[float], components: int, threshold: float) -> str
         out.append(f'<text x="{px(max(i - 1, 0)):.1f}" y="{H - PAD + 16}" font-size="11" text-anchor="middle">{i}</text>')
     out.append(f'<polyline points="{pts}" fill="none" stroke="#1f77b4" stroke-width="2"/>')
     out.append(f'<line x1="{PAD}" y1="{py(threshold):.1f}" x2="{W - PAD}" y2="{py(threshold):.1f}" stroke="#c00" stroke-dasharray="4 3"/>'
-               f'<line x1="{px(components - 1):.1f}" y1="{PAD}" x2="{px(components - 1):.1f}" y2="{H - PAD}" stroke="#c00" stroke-dasharray="4 3"/>'
+               f'<line x1="{px(components - 1):.1f}" y1="{TOP}" x2="{px(components - 1):.1f}" y2="{H - PAD}" stroke="#c00" stroke-dasharray="4 3"/>'
                f'<text x="{px(components - 1) + 4:.1f}" y="{py(threshold) + 14:.1f}" font-size="11" fill="#c00">{components} components reach {100 * threshold:.0f}%</text>')
     out.append(f'<text x="{W / 2}" y="{H - 12}" font-size="12" text-anchor="middle">principal components</text></svg>')
     return "".join(out)
