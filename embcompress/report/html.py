@@ -15,7 +15,8 @@ from typing import Any
 from ..errors import OutputExistsError
 
 COLORS = {
-    "float": "#222222", "truncate": "#1f77b4", "random_select": "#aec7e8", "random_projection": "#9467bd",
+    "float": "#222222", "truncate": "#1f77b4", "truncate+binary": "#6baed6", "random_select": "#aec7e8",
+    "random_select+binary": "#c6dbef", "random_projection": "#9467bd", "random_projection+binary": "#c5b0d5",
     "pca": "#2ca02c", "pca+binary": "#98df8a", "geopres": "#d62728", "geopres+binary": "#ff9896",
     "autoencoder": "#8c564b", "binary": "#ff7f0e", "binary+rerank": "#ffbb78", "int8": "#17becf",
 }
