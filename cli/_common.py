@@ -35,12 +35,15 @@ def fail(message: str, code: int = 1) -> None:
 
 
 def guarded(fn: Callable) -> Callable:
-    """Turn library errors into one line on stderr and exit code 1, without a traceback."""
+    """Turn library errors into one line on stderr and exit code 1, without a traceback; library
+    warnings become one 'warning:' line each on stderr. Usage errors (typer.BadParameter, exit 2)
+    pass through to Typer."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            with warnings_to_stderr():
+                return fn(*args, **kwargs)
         except EmbcompressError as exc:
             fail(str(exc))
         except PermissionError as exc:
@@ -60,21 +63,47 @@ def warnings_to_stderr() -> Iterator[None]:
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        yield
-    for w in caught:
-        err.print(f"warning: {w.message}", highlight=False)
+        try:
+            yield
+        finally:
+            for w in caught:
+                err.print(f"warning: {w.message}", highlight=False)
+
+
+class Bars:
+    """Progress bars on stderr (shown only when stderr is a terminal) for the library's two
+    progress callbacks: ``stage(description, total) -> advance(n)`` for passes over rows, and
+    ``step(label, i, n)`` for a list of configurations."""
+
+    def __init__(self) -> None:
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TimeRemainingColumn(), console=err, transient=True, disable=not err.is_terminal,
+        )
+        self._steps = None
+
+    def __enter__(self) -> "Bars":
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._progress.__exit__(*exc)
+
+    def stage(self, description: str, total: int | None) -> Callable[[int], None]:
+        task = self._progress.add_task(description, total=total)
+        return lambda n: self._progress.advance(task, n)
+
+    def step(self, label: str, i: int, n: int) -> None:
+        if self._steps is None:
+            self._steps = self._progress.add_task(label, total=n)
+        self._progress.update(self._steps, completed=i, total=n, description=label)
 
 
 @contextmanager
 def progress_bar(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr (only when stderr is a terminal); yields an advance(n)."""
-    show = err.is_terminal
-    with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TimeRemainingColumn(), console=err, transient=True, disable=not show,
-    ) as bar:
-        task = bar.add_task(description, total=total)
-        yield lambda n: bar.advance(task, n)
+    """One progress bar on stderr; yields an advance(n)."""
+    with Bars() as bars:
+        yield bars.stage(description, total)
 
 
 def emit(result: dict[str, Any], as_json: bool, table: Table | None = None) -> None:
@@ -82,6 +111,16 @@ def emit(result: dict[str, Any], as_json: bool, table: Table | None = None) -> N
         sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n")
     elif table is not None:
         out.print(table)
+
+
+def split_list(text: str | None, convert: Callable[[str], Any], option: str) -> list | None:
+    """A comma-separated option value as a list, or a usage error naming the option."""
+    if not text:
+        return None
+    try:
+        return [convert(x.strip()) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated values, got {text!r}", param_hint=option) from None
 
 
 def human_bytes(n: float) -> str:

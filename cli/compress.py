@@ -1,4 +1,4 @@
-"""binarize, truncate, fit, apply."""
+"""binarize, truncate, fit, apply: the main job on files."""
 
 from __future__ import annotations
 
@@ -7,111 +7,100 @@ from typing import List, Optional
 
 import typer
 
-from embcompress import from_spec, load
-from embcompress.base import Compressor
+from embcompress import Truncate, describe, from_spec, load
 from embcompress.persist import check_model_path, save
-from embcompress.stream import compress_file, fit_file
-from embcompress.io import check_output_path, open_vectors
+from embcompress.stream import fit_and_compress, fit_file
+from embcompress.io import open_vectors
 
-from ._common import (BatchOpt, ColumnOpt, IdColumnOpt, JsonOpt, KeepOpt, OverwriteOpt, emit, guarded, human_bytes,
+from ._common import (Bars, BatchOpt, ColumnOpt, IdColumnOpt, JsonOpt, KeepOpt, OverwriteOpt, emit, guarded, human_bytes,
                       kv_table, progress_bar)
 
+app = typer.Typer()
 
-def _compress(comp: Compressor, src: Path, dst: Path, *, fit: bool, column, id_column, keep, batch_size,
-              overwrite, as_json, save_model: Optional[Path] = None) -> None:
-    check_output_path(dst, overwrite=overwrite, inputs=(src,))
-    if save_model is not None:
-        check_model_path(save_model, overwrite=overwrite)
-    rows = open_vectors(src, column=column).num_rows
-    if fit and comp.learns_from_data:
-        with progress_bar(f"fitting {comp.name}", rows) as advance:
-            fit_file(comp, src, column=column, batch_size=batch_size, progress=advance)
-    elif fit:  # only the width is needed: peek at a small first batch
-        fit_file(comp, src, column=column, batch_size=min(batch_size or 1024, 1024))
-    with progress_bar(f"writing {dst.name}", rows) as advance:
-        res = compress_file(comp, src, dst, column=column, id_column=id_column, keep_columns=keep,
-                            batch_size=batch_size, overwrite=overwrite, progress=advance)
-    if save_model is not None:
-        save(comp, save_model, overwrite=overwrite)
-    result = {**res.to_dict(), "compressor": comp.name, "output_spec": comp.output_spec.to_dict(),
-              "ratio": res.bytes_per_vector_in / res.bytes_per_vector_out}
-    emit(result, as_json, kv_table(f"{src.name} -> {dst.name}", {
-        "rows": f"{res.rows:,}",
-        "compressor": repr(comp),
-        "bytes per vector": f"{res.bytes_per_vector_in} -> {res.bytes_per_vector_out} ({result['ratio']:.1f}x smaller)",
-        "file size": f"{human_bytes(res.input_bytes)} -> {human_bytes(res.output_bytes)}",
-        "time": f"{res.seconds:.1f} s ({res.rows / max(res.seconds, 1e-9):,.0f} rows/s)",
+
+def _show(src: Path, dst: Path, res: dict, as_json: bool) -> None:
+    emit(res, as_json, kv_table(f"{src.name} -> {dst.name}", {
+        "rows": f"{res['rows']:,}",
+        "compressor": res["compressor_repr"],
+        "bytes per vector": f"{res['bytes_per_vector_in']} -> {res['bytes_per_vector_out']} ({res['ratio']:.1f}x smaller)",
+        "file size": f"{human_bytes(res['input_bytes'])} -> {human_bytes(res['output_bytes'])}",
+        "time": f"{res['seconds']:.1f} s ({res['rows'] / max(res['seconds'], 1e-9):,.0f} rows/s)",
     }))
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    @guarded
-    def binarize(
-        input: Path = typer.Argument(..., help="Parquet or .npy file of float embeddings."),
-        output: Path = typer.Argument(..., help="Output .parquet (fixed_size_binary codes) or .npy (uint8)."),
-        threshold: str = typer.Option("zero", help="Bit is 1 where value > threshold: 'zero' (sign) or 'mean' (per-dimension mean, fitted in one extra pass)."),
-        save_model: Optional[Path] = typer.Option(None, "--save-model", help="Also save the fitted compressor to this directory."),
-        column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
-        batch_size: Optional[int] = BatchOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
-    ) -> None:
-        """Sign-binarize embeddings to packed bits (32x smaller than float32), streaming."""
-        _compress(from_spec(f"binary:threshold={threshold}"), input, output, fit=True, column=column,
-                  id_column=id_column, keep=keep, batch_size=batch_size, overwrite=overwrite, as_json=json,
-                  save_model=save_model)
+@app.command()
+@guarded
+def binarize(
+    input: Path = typer.Argument(..., help="Parquet or .npy file of float embeddings."),
+    output: Path = typer.Argument(..., help="Output .parquet (fixed_size_binary codes) or .npy (uint8)."),
+    threshold: str = typer.Option("zero", help="Bit is 1 where value > threshold: 'zero' (sign) or 'mean' (per-dimension mean, fitted in one extra pass)."),
+    save_model: Optional[Path] = typer.Option(None, "--save-model", help="Also save the fitted compressor to this directory."),
+    column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
+    batch_size: Optional[int] = BatchOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
+) -> None:
+    """Sign-binarize embeddings to packed bits (32x smaller than float32), streaming."""
+    with Bars() as bars:
+        res = fit_and_compress(from_spec(f"binary:threshold={threshold}"), input, output, column=column,
+                               id_column=id_column, keep_columns=keep, batch_size=batch_size, overwrite=overwrite,
+                               save_model=save_model, stage=bars.stage)
+    _show(input, output, res, json)
 
-    @app.command()
-    @guarded
-    def truncate(
-        input: Path = typer.Argument(..., help="Parquet or .npy file of float embeddings."),
-        output: Path = typer.Argument(..., help="Output .parquet or .npy."),
-        dim: int = typer.Option(..., "--dim", "-d", help="Keep the first DIM dimensions."),
-        renormalize: bool = typer.Option(False, "--renormalize", help="Scale the kept part back to unit length."),
-        column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
-        batch_size: Optional[int] = BatchOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
-    ) -> None:
-        """Keep the first --dim dimensions of each embedding (Matryoshka truncation), streaming."""
-        from embcompress import Truncate
 
-        _compress(Truncate(dim=dim, renormalize=renormalize), input, output, fit=True, column=column,
-                  id_column=id_column, keep=keep, batch_size=batch_size, overwrite=overwrite, as_json=json)
+@app.command()
+@guarded
+def truncate(
+    input: Path = typer.Argument(..., help="Parquet or .npy file of float embeddings."),
+    output: Path = typer.Argument(..., help="Output .parquet or .npy."),
+    dim: int = typer.Option(..., "--dim", "-d", help="Keep the first DIM dimensions."),
+    renormalize: bool = typer.Option(False, "--renormalize", help="Scale the kept part back to unit length."),
+    column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
+    batch_size: Optional[int] = BatchOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
+) -> None:
+    """Keep the first --dim dimensions of each embedding (Matryoshka truncation), streaming."""
+    with Bars() as bars:
+        res = fit_and_compress(Truncate(dim=dim, renormalize=renormalize), input, output, column=column,
+                               id_column=id_column, keep_columns=keep, batch_size=batch_size, overwrite=overwrite,
+                               stage=bars.stage)
+    _show(input, output, res, json)
 
-    @app.command()
-    @guarded
-    def fit(
-        spec: str = typer.Argument(..., help="Compressor spec, e.g. pca:256, pca:0.95, random_projection:128, int8, binary:mean, pca:128+binary."),
-        input: Path = typer.Argument(..., help="Parquet or .npy file of float embeddings to fit on."),
-        model_dir: Path = typer.Argument(..., help="Directory to save the fitted compressor in."),
-        max_rows: Optional[int] = typer.Option(None, "--max-rows", min=1, help="Fit on the first N rows only."),
-        column: Optional[str] = ColumnOpt, batch_size: Optional[int] = BatchOpt, overwrite: bool = OverwriteOpt,
-        json: bool = JsonOpt,
-    ) -> None:
-        """Fit a compressor (or a chain) on a vector file and save it (no pickle)."""
-        from embcompress.persist import describe
 
-        check_model_path(model_dir, overwrite=overwrite)
-        comp = from_spec(spec)
-        rows = open_vectors(input, column=column).num_rows
-        with progress_bar(f"fitting {spec}", min(rows, max_rows or rows)) as advance:
-            fit_file(comp, input, column=column, batch_size=batch_size, max_rows=max_rows, progress=advance)
-        save(comp, model_dir, overwrite=overwrite)
-        d = describe(comp)
-        emit({**d, "model_dir": str(model_dir)}, json, kv_table(f"saved {model_dir}", {
-            "compressor": repr(comp),
-            "input width": comp.n_features_in_,
-            "output": f"{d['output']['kind']} x {d['output']['width']}, {d['output']['nbytes']} bytes per vector, compared by {d['output']['metric']}",
-            "fingerprint": d["fingerprint"],
-        }))
+@app.command()
+@guarded
+def fit(
+    spec: str = typer.Argument(..., help="Compressor spec, e.g. pca:256, pca:0.95, random_projection:128, int8, binary:mean, pca:128+binary."),
+    input: Path = typer.Argument(..., help="Parquet or .npy file of float embeddings to fit on."),
+    model_dir: Path = typer.Argument(..., help="Directory to save the fitted compressor in."),
+    max_rows: Optional[int] = typer.Option(None, "--max-rows", min=1, help="Fit on the first N rows only."),
+    column: Optional[str] = ColumnOpt, batch_size: Optional[int] = BatchOpt, overwrite: bool = OverwriteOpt,
+    json: bool = JsonOpt,
+) -> None:
+    """Fit a compressor (or a chain) on a vector file and save it (no pickle)."""
+    check_model_path(model_dir, overwrite=overwrite)
+    comp = from_spec(spec)
+    rows = open_vectors(input, column=column).num_rows
+    with progress_bar(f"fitting {spec}", min(rows, max_rows or rows)) as advance:
+        fit_file(comp, input, column=column, batch_size=batch_size, max_rows=max_rows, progress=advance)
+    save(comp, model_dir, overwrite=overwrite)
+    d = describe(comp)
+    emit({**d, "model_dir": str(model_dir)}, json, kv_table(f"saved {model_dir}", {
+        "compressor": repr(comp),
+        "input width": comp.n_features_in_,
+        "output": f"{d['output']['kind']} x {d['output']['width']}, {d['output']['nbytes']} bytes per vector, compared by {d['output']['metric']}",
+        "fingerprint": d["fingerprint"],
+    }))
 
-    @app.command()
-    @guarded
-    def apply(
-        model_dir: Path = typer.Argument(..., help="A compressor saved by 'embcompress fit'."),
-        input: Path = typer.Argument(..., help="Parquet or .npy file of float embeddings."),
-        output: Path = typer.Argument(..., help="Output .parquet or .npy."),
-        column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
-        batch_size: Optional[int] = BatchOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
-    ) -> None:
-        """Compress a vector file with a saved compressor, streaming."""
-        _compress(load(model_dir), input, output, fit=False, column=column, id_column=id_column, keep=keep,
-                  batch_size=batch_size, overwrite=overwrite, as_json=json)
+
+@app.command()
+@guarded
+def apply(
+    model_dir: Path = typer.Argument(..., help="A compressor saved by 'embcompress fit'."),
+    input: Path = typer.Argument(..., help="Parquet or .npy file of float embeddings."),
+    output: Path = typer.Argument(..., help="Output .parquet or .npy."),
+    column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
+    batch_size: Optional[int] = BatchOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
+) -> None:
+    """Compress a vector file with a saved compressor, streaming."""
+    with Bars() as bars:
+        res = fit_and_compress(load(model_dir), input, output, fit=False, column=column, id_column=id_column,
+                               keep_columns=keep, batch_size=batch_size, overwrite=overwrite, stage=bars.stage)
+    _show(input, output, res, json)

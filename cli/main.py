@@ -29,11 +29,8 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     pass
 
 
-compress.register(app)
-files.register(app)
-search.register(app)
-analysis.register(app)
-train.register(app)
+for group in (compress, files, search, analysis, train):  # one module per command group
+    app.add_typer(group.app)
 
 
 def main() -> None:

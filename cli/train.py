@@ -8,16 +8,11 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from ._common import JsonOpt, OverwriteOpt, emit, err, guarded, kv_table, out
+from ._common import JsonOpt, OverwriteOpt, emit, err, guarded, kv_table, out, progress_bar, split_list
 
 
 def _floats(text: Optional[str], what: str) -> Optional[list[float]]:
-    if not text:
-        return None
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"{what} must be comma-separated numbers, got {text!r}") from None
+    return split_list(text, float, what)
 
 
 def _tau_by_dim(text: Optional[str]) -> Optional[dict[int, float]]:
@@ -29,128 +24,95 @@ def _tau_by_dim(text: Optional[str]) -> Optional[dict[int, float]]:
         raise typer.BadParameter(f"--tau-by-dim must look like 96:0.03,192:0.06,384:0.1, got {text!r}") from None
 
 
-def _pairs(data: Path, self_supervised: Optional[str], text_field: Optional[str], seed: int):
-    from embcompress.errors import InputError
-    from embcompress.train import crop_pairs, dropout_pairs, read_pairs
-
-    if self_supervised is None:
-        return read_pairs(data)
-    from embcompress.embed import read_texts
-
-    texts, _ = read_texts(data, field=text_field)
-    if self_supervised == "crop":
-        return crop_pairs(texts, seed=seed)
-    if self_supervised == "dropout":
-        return dropout_pairs(texts)
-    raise InputError(f"--self-supervised must be crop or dropout, got {self_supervised!r}")
+app = typer.Typer()
+ModelOpt = typer.Option(None, "--model", "-m", help="Local sentence-transformers model directory (default: packaged all-MiniLM-L6-v2).")
 
 
-def register(app: typer.Typer) -> None:
-    common = dict(
-        model=typer.Option(None, "--model", "-m", help="Local sentence-transformers model directory (default: packaged all-MiniLM-L6-v2)."),
-    )
+@app.command()
+@guarded
+def train(
+    data: Path = typer.Argument(..., help="Pairs (.jsonl/.parquet with anchor, positive[, negative, source]) or, with --self-supervised, raw texts."),
+    out_dir: Path = typer.Argument(..., help="Output directory; the model is saved in OUT_DIR/model."),
+    model: Optional[str] = ModelOpt,
+    loss: str = typer.Option("infonce", "--loss", help="infonce, tempagg, mrl, tempaggmrl or tempspecmrl."),
+    tau: float = typer.Option(0.05, "--tau", help="InfoNCE temperature (infonce, mrl)."),
+    taus: Optional[str] = typer.Option(None, "--taus", help="Temperatures for tempagg/tempaggmrl (default 0.03,0.06,0.1)."),
+    dims: Optional[str] = typer.Option(None, "--dims", help="Matryoshka widths for mrl/tempaggmrl (default d/4,d/2,d)."),
+    tau_by_dim: Optional[str] = typer.Option(None, "--tau-by-dim", help="TempSpecMRL widths and temperatures, e.g. 96:0.03,192:0.06,384:0.1."),
+    negative_weight_beta: float = typer.Option(0.0, "--negative-weight-beta", help="Similarity-based weights on negatives (0: off)."),
+    self_supervised: Optional[str] = typer.Option(None, "--self-supervised", help="Make pairs from raw texts: crop (two chunks of one document) or dropout (the same text twice)."),
+    text_field: Optional[str] = typer.Option(None, "--text-field", help="Text field of raw texts (with --self-supervised)."),
+    steps: int = typer.Option(300, "--steps", min=1), batch_size: int = typer.Option(32, "--batch-size", min=2),
+    lr: float = typer.Option(2e-5, "--lr"), freeze_layers: int = typer.Option(0, "--freeze-layers", min=0),
+    max_seq_length: int = typer.Option(128, "--max-seq-length", min=8),
+    no_homogeneous: bool = typer.Option(False, "--no-homogeneous", help="Mix sources within a batch."),
+    checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0, help="Save a resumable checkpoint every N steps."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from OUT_DIR/checkpoint."),
+    device: Optional[str] = typer.Option(None, "--device"), seed: int = typer.Option(0, "--seed"),
+    overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
+) -> None:
+    """Fine-tune a sentence-transformers model with temperature-controlled contrastive losses."""
+    from embcompress.train import LossConfig, TrainConfig, load_pairs
+    from embcompress.train import train as run_train
 
-    @app.command()
-    @guarded
-    def train(
-        data: Path = typer.Argument(..., help="Pairs (.jsonl/.parquet with anchor, positive[, negative, source]) or, with --self-supervised, raw texts."),
-        out_dir: Path = typer.Argument(..., help="Output directory; the model is saved in OUT_DIR/model."),
-        model: Optional[str] = common["model"],
-        loss: str = typer.Option("infonce", "--loss", help="infonce, tempagg, mrl, tempaggmrl or tempspecmrl."),
-        tau: float = typer.Option(0.05, "--tau", help="InfoNCE temperature (infonce, mrl)."),
-        taus: Optional[str] = typer.Option(None, "--taus", help="Temperatures for tempagg/tempaggmrl (default 0.03,0.06,0.1)."),
-        dims: Optional[str] = typer.Option(None, "--dims", help="Matryoshka widths for mrl/tempaggmrl (default d/4,d/2,d)."),
-        tau_by_dim: Optional[str] = typer.Option(None, "--tau-by-dim", help="TempSpecMRL widths and temperatures, e.g. 96:0.03,192:0.06,384:0.1."),
-        negative_weight_beta: float = typer.Option(0.0, "--negative-weight-beta", help="Similarity-based weights on negatives (0: off)."),
-        self_supervised: Optional[str] = typer.Option(None, "--self-supervised", help="Make pairs from raw texts: crop (seed 004) or dropout."),
-        text_field: Optional[str] = typer.Option(None, "--text-field", help="Text field of raw texts (with --self-supervised)."),
-        steps: int = typer.Option(300, "--steps", min=1), batch_size: int = typer.Option(32, "--batch-size", min=2),
-        lr: float = typer.Option(2e-5, "--lr"), freeze_layers: int = typer.Option(0, "--freeze-layers", min=0),
-        max_seq_length: int = typer.Option(128, "--max-seq-length", min=8),
-        no_homogeneous: bool = typer.Option(False, "--no-homogeneous", help="Mix sources within a batch."),
-        checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0, help="Save a resumable checkpoint every N steps."),
-        resume: bool = typer.Option(False, "--resume", help="Continue from OUT_DIR/checkpoint."),
-        device: Optional[str] = typer.Option(None, "--device"), seed: int = typer.Option(0, "--seed"),
-        overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
-    ) -> None:
-        """Fine-tune a sentence-transformers model with temperature-controlled contrastive losses."""
-        from embcompress.train import LossConfig, TrainConfig
-        from embcompress.train import train as run_train
-        from ._common import progress_bar
+    lc = LossConfig(kind=loss, tau=tau, taus=tuple(_floats(taus, "--taus") or (0.03, 0.06, 0.1)),
+                    dims=[int(d) for d in _floats(dims, "--dims")] if dims else None,
+                    tau_by_dim=_tau_by_dim(tau_by_dim), negative_weight_beta=negative_weight_beta)
+    cfg = TrainConfig(model=model, loss=lc, steps=steps, batch_size=batch_size, lr=lr, freeze_layers=freeze_layers,
+                      max_seq_length=max_seq_length, homogeneous=not no_homogeneous, checkpoint_every=checkpoint_every,
+                      seed=seed, device=device)
+    cfg.validate()
+    pairs = load_pairs(data, self_supervised=self_supervised, text_field=text_field, seed=seed)
+    with progress_bar("training", steps) as advance:
+        res = run_train(pairs, out_dir, cfg, resume=resume, overwrite=overwrite, progress=lambda step, loss_: advance(1))
+    res.pop("config", None)
+    emit(res, json, kv_table(f"trained {res['loss']} -> {res['output']}", {
+        "pairs": f"{len(pairs):,}", "steps": res["steps"], "device": f"{res['device']}{' (bf16)' if res['bf16'] else ''}",
+        "loss": f"{res['first_loss']:.4f} -> {res['last_loss']:.4f}",
+        "throughput": f"{res['pairs_per_second']:.1f} pairs/s", "time": f"{res['seconds']:.0f} s"}))
 
-        lc = LossConfig(kind=loss, tau=tau, taus=tuple(_floats(taus, "--taus") or (0.03, 0.06, 0.1)),
-                        dims=[int(d) for d in _floats(dims, "--dims")] if dims else None,
-                        tau_by_dim=_tau_by_dim(tau_by_dim), negative_weight_beta=negative_weight_beta)
-        cfg = TrainConfig(model=model, loss=lc, steps=steps, batch_size=batch_size, lr=lr, freeze_layers=freeze_layers,
-                          max_seq_length=max_seq_length, homogeneous=not no_homogeneous, checkpoint_every=checkpoint_every,
-                          seed=seed, device=device)
-        cfg.validate()
-        pairs = _pairs(data, self_supervised, text_field, seed)
-        with progress_bar("training", steps) as advance:
-            res = run_train(pairs, out_dir, cfg, resume=resume, overwrite=overwrite, progress=lambda step, loss_: advance(1))
-        res.pop("config", None)
-        emit(res, json, kv_table(f"trained {res['loss']} -> {res['output']}", {
-            "pairs": f"{len(pairs):,}", "steps": res["steps"], "device": f"{res['device']}{' (bf16)' if res['bf16'] else ''}",
-            "loss": f"{res['first_loss']:.4f} -> {res['last_loss']:.4f}",
-            "throughput": f"{res['pairs_per_second']:.1f} pairs/s", "time": f"{res['seconds']:.0f} s"}))
 
-    @app.command("temperature-study")
-    @guarded
-    def temperature_study(
-        data: Path = typer.Argument(..., help="Training pairs (.jsonl/.parquet); must not contain the evaluation queries."),
-        eval_dir: Path = typer.Argument(..., help="Held-out retrieval set, BEIR layout (corpus.jsonl, queries.jsonl, qrels.tsv)."),
-        out_dir: Path = typer.Argument(..., help="Directory for the trained models and study.json."),
-        model: Optional[str] = common["model"],
-        taus: str = typer.Option("0.02,0.05,0.1,0.3", "--taus", help="One InfoNCE model per temperature."),
-        tempagg: bool = typer.Option(True, "--tempagg/--no-tempagg", help="Also TempAgg over 0.03,0.06,0.1."),
-        tempaggmrl: bool = typer.Option(False, "--tempaggmrl", help="Also TempAggMRL."),
-        tempspecmrl: bool = typer.Option(False, "--tempspecmrl", help="Also TempSpecMRL."),
-        steps: int = typer.Option(300, "--steps", min=1), batch_size: int = typer.Option(32, "--batch-size", min=2),
-        lr: float = typer.Option(2e-5, "--lr"), max_seq_length: int = typer.Option(128, "--max-seq-length", min=8),
-        device: Optional[str] = typer.Option(None, "--device"), seed: int = typer.Option(0, "--seed"),
-        overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
-    ) -> None:
-        """Train one model per temperature (and aggregations) and compare quality and compressibility."""
-        import json as jsonlib
+def _study_table(res: dict) -> Table:
+    t = Table(title=f"{res['steps']} steps x batch {res['batch_size']}; {res['documents']:,} documents, {res['queries']:,} queries (held out)",
+              title_justify="left")
+    keys = [k for k in res["rows"][-1] if k.startswith(("ndcg", "intrinsic", "retention"))] + ["pairs_per_second"]
+    t.add_column("model")
+    for k in keys:
+        t.add_column(k.replace("retention_", "kept ").replace("_", " "), justify="right")
+    for r in res["rows"]:
+        t.add_row(r["model"], *[("" if k not in r else f"{r[k]:.0f}" if k in ("intrinsic_dim",) else
+                                 f"{r[k]:.1f}" if k == "pairs_per_second" else
+                                 f"{100 * r[k]:.1f}%" if k.startswith("retention") else f"{r[k]:.4f}") for k in keys])
+    return t
 
-        from embcompress.datasets import load_beir
-        from embcompress.errors import OutputExistsError
-        from embcompress.train import LossConfig, TrainConfig, read_pairs
-        from embcompress.train.study import temperature_study as run_study
 
-        if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
-            raise OutputExistsError(f"{out_dir} already exists and is not empty; pass --overwrite")
-        losses = [LossConfig("infonce", tau=t) for t in _floats(taus, "--taus") or []]
-        if tempagg:
-            losses.append(LossConfig("tempagg"))
-        if tempaggmrl:
-            losses.append(LossConfig("tempaggmrl"))
-        if tempspecmrl:
-            losses.append(LossConfig("tempspecmrl"))
-        base = TrainConfig(model=model, steps=steps, batch_size=batch_size, lr=lr, max_seq_length=max_seq_length,
-                           seed=seed, device=device)
-        base.validate()
-        pairs = read_pairs(data)
-        ev = load_beir(eval_dir)
-        train_anchors = {p.anchor for p in pairs}
-        leaked = sum(1 for q in ev.queries.values() if q in train_anchors)
-        if leaked:
-            err.print(f"warning: {leaked} evaluation queries also appear as training anchors; the study is not held out")
-        res = run_study(pairs, ev.corpus, ev.queries, ev.qrels, losses, base, out_dir, overwrite=overwrite,
-                        progress=lambda msg: err.print(f"[dim]{msg}[/dim]"))
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "study.json").write_text(jsonlib.dumps(res, indent=2, default=str))
-        if json:
-            emit(res, True)
-            return
-        t = Table(title=f"{res['steps']} steps x batch {res['batch_size']}; {res['documents']:,} documents, {res['queries']:,} queries (held out)",
-                  title_justify="left")
-        keys = [k for k in res["rows"][-1] if k.startswith(("ndcg", "intrinsic", "retention"))] + ["pairs_per_second"]
-        t.add_column("model")
-        for k in keys:
-            t.add_column(k.replace("retention_", "kept ").replace("_", " "), justify="right")
-        for r in res["rows"]:
-            t.add_row(r["model"], *[("" if k not in r else f"{r[k]:.0f}" if k in ("intrinsic_dim",) else
-                                     f"{r[k]:.1f}" if k == "pairs_per_second" else
-                                     f"{100 * r[k]:.1f}%" if k.startswith("retention") else f"{r[k]:.4f}") for k in keys])
-        out.print(t)
+@app.command("temperature-study")
+@guarded
+def temperature_study(
+    data: Path = typer.Argument(..., help="Training pairs (.jsonl/.parquet); must not contain the evaluation queries."),
+    eval_dir: Path = typer.Argument(..., help="Held-out retrieval set, BEIR layout (corpus.jsonl, queries.jsonl, qrels.tsv)."),
+    out_dir: Path = typer.Argument(..., help="Directory for the trained models and study.json."),
+    model: Optional[str] = ModelOpt,
+    taus: str = typer.Option("0.02,0.05,0.1,0.3", "--taus", help="One InfoNCE model per temperature."),
+    tempagg: bool = typer.Option(True, "--tempagg/--no-tempagg", help="Also TempAgg over 0.03,0.06,0.1."),
+    tempaggmrl: bool = typer.Option(False, "--tempaggmrl", help="Also TempAggMRL."),
+    tempspecmrl: bool = typer.Option(False, "--tempspecmrl", help="Also TempSpecMRL."),
+    steps: int = typer.Option(300, "--steps", min=1), batch_size: int = typer.Option(32, "--batch-size", min=2),
+    lr: float = typer.Option(2e-5, "--lr"), max_seq_length: int = typer.Option(128, "--max-seq-length", min=8),
+    device: Optional[str] = typer.Option(None, "--device"), seed: int = typer.Option(0, "--seed"),
+    overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
+) -> None:
+    """Train one model per temperature (and aggregations) and compare quality and compressibility."""
+    from embcompress.train import LossConfig, TrainConfig
+    from embcompress.train.study import study_files
+
+    losses = [LossConfig("infonce", tau=t) for t in _floats(taus, "--taus") or []]
+    losses += [LossConfig(kind) for kind, on in (("tempagg", tempagg), ("tempaggmrl", tempaggmrl), ("tempspecmrl", tempspecmrl)) if on]
+    base = TrainConfig(model=model, steps=steps, batch_size=batch_size, lr=lr, max_seq_length=max_seq_length,
+                       seed=seed, device=device)
+    res = study_files(data, eval_dir, out_dir, losses=losses, base=base, overwrite=overwrite,
+                      progress=lambda msg: err.print(f"[dim]{msg}[/dim]"))
+    if json:
+        emit(res, True)
+        return
+    out.print(_study_table(res))

@@ -9,8 +9,7 @@
 Importing this package does not import torch or sentence-transformers.
 """
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .base import Compressor, OutputSpec  # noqa: E402
 from .compressors import Autoencoder, Binary, GeoPres, Int8, PCA, Pipeline, RandomProjection, RandomSelect, Truncate  # noqa: E402
 from .errors import EmbcompressError, FormatError, InputError, NotFittedError, OutputExistsError  # noqa: E402

@@ -11,6 +11,15 @@ A compressor follows the scikit-learn conventions:
 Every fitted compressor declares its output in :attr:`Compressor.output_spec` (dtype, width,
 bytes per vector and how two outputs are compared) so that search and reports read it instead of
 guessing. ``save``/``load`` live in :mod:`embcompress.persist` and never use pickle.
+
+The scikit-learn estimator API holds without importing scikit-learn: ``get_params(deep=True)``,
+``set_params`` with nested keys (``stages__0__dim`` in a chain), ``fit(X, y=None)``,
+``fit_transform(X, y=None)``, ``__sklearn_is_fitted__`` and ``__sklearn_tags__`` (which imports
+scikit-learn only when scikit-learn itself asks). So ``sklearn.base.clone`` works and any
+compressor can be a step of ``sklearn.pipeline.make_pipeline``.
+
+What search needs from a compressor is asked of the compressor, never found by ``isinstance``:
+``float_prefix(X)`` (the float space the last stage quantizes), ``last_stage`` and ``decode``.
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, Union
 
 import numpy as np
 
+from . import persist
+from ._util import check_positive_int
 from .errors import InputError, NotFittedError
 
 #: How two compressed vectors are compared.
@@ -137,13 +148,15 @@ class Compressor:
     and list their fitted arrays in ``_state_arrays`` and fitted scalars in ``_state_scalars``."""
 
     name: ClassVar[str] = ""
-    #: False when fitting only needs the input width (truncate, random projection...).
-    needs_data: ClassVar[bool] = True
     _state_arrays: ClassVar[tuple[str, ...]] = ()
     _state_scalars: ClassVar[tuple[str, ...]] = ()
     #: True when ``_transform`` tests each chunk for NaN/inf itself (raising NonFiniteChunk),
     #: which saves a separate pass over the input
     _fused_finite_check: ClassVar[bool] = False
+
+    #: True when the fitted state is per-dimension only (a few vectors of the input width): code
+    #: files then carry it, and search rebuilds the compressor from the file alone
+    _state_in_file: ClassVar[bool] = False
 
     #: parameter set by a bare value in a spec string, e.g. ``dim`` for ``"truncate:256"``
     _positional: ClassVar[str | None] = None
@@ -165,12 +178,52 @@ class Compressor:
         sig = inspect.signature(cls.__init__)
         return [p for p in sig.parameters if p != "self"]
 
-    def get_params(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self._param_names()}
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Constructor parameters by name (scikit-learn API). With ``deep``, parameters of nested
+        compressors too: ``stages__0`` and ``stages__0__dim`` for the first stage of a chain."""
+        params = {name: getattr(self, name) for name in self._param_names()}
+        if deep:
+            for name, value in list(params.items()):
+                for key, sub in _nested(name, value):
+                    params[key] = sub
+                    params.update({f"{key}__{k}": v for k, v in sub.get_params(deep=True).items()})
+        return params
 
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
+    def set_params(self, **params: Any) -> "Compressor":
+        """Set constructor parameters (scikit-learn API), nested ones by ``a__b`` keys: ``stages__0``
+        replaces the first stage of a chain, ``stages__0__dim=64`` sets its width. Unknown names
+        are an InputError listing the valid ones. Returns self."""
+        valid = self.get_params(deep=True)
+        own = set(self._param_names())
+        nested: dict[str, dict[str, Any]] = {}
+        for key, value in params.items():
+            if key not in valid:
+                raise InputError(f"{type(self).__name__} has no parameter {key!r}; valid: {', '.join(sorted(valid))}")
+            head, _, tail = key.rpartition("__")
+            if key in own:
+                setattr(self, key, value)
+            elif isinstance(valid.get(head), Compressor):
+                nested.setdefault(head, {})[tail] = value
+            else:  # an item of a list of compressors, e.g. stages__0
+                items = list(getattr(self, head))
+                items[int(tail)] = value
+                setattr(self, head, items)
+        for head, sub in nested.items():  # after replacements, so stages__0 and stages__0__dim combine
+            self.get_params(deep=True)[head].set_params(**sub)
+        return self
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return self.is_fitted
+
+    def __sklearn_tags__(self):  # called by scikit-learn only, so importing it here costs nothing otherwise
+        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
+
+        return Tags(estimator_type=None, target_tags=TargetTags(required=False), transformer_tags=TransformerTags(),
+                    input_tags=InputTags(allow_nan=False))
+
+    @property
+    def state_fits_in_file(self) -> bool:
+        return self._state_in_file
 
     @property
     def learns_from_data(self) -> bool:
@@ -181,8 +234,8 @@ class Compressor:
         """Raise InputError for parameters that cannot work with ``n_features`` inputs."""
 
     # ---- fitting ----------------------------------------------------------------------------
-    def fit(self, X: Any) -> "Compressor":
-        """Fit on an in-memory array (rows x dims). Returns self."""
+    def fit(self, X: Any, y: Any = None) -> "Compressor":
+        """Fit on an in-memory array (rows x dims). ``y`` is ignored (scikit-learn API). Returns self."""
         return self.fit_batches([X])
 
     def fit_batches(self, source: BatchSource) -> "Compressor":
@@ -253,17 +306,31 @@ class Compressor:
             check_finite(arr, what="input", row_offset=row_offset)
             raise  # unreachable: check_finite raised
 
-    def fit_transform(self, X: Any) -> np.ndarray:
+    def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
+        """``fit(X).transform(X)``; ``y`` is ignored (scikit-learn API)."""
         return self.fit(X).transform(X)
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
-        """Map outputs back to float32 vectors comparable with the float query of this stage's
-        output space (identity for float outputs; +-1 for bits; dequantized values for int8)."""
+        """Map outputs back to float32 vectors in the space of :meth:`float_prefix`, so that a
+        float query's inner product with them is the asymmetric score (identity for float outputs;
+        the fitted reconstruction levels for bits; dequantized values for int8)."""
         self._check_fitted()
         return np.asarray(codes, dtype=np.float32)
+
+    # ---- what search needs ------------------------------------------------------------------
+    @property
+    def last_stage(self) -> "Compressor":
+        """The stage whose output is stored (itself, for a single compressor)."""
+        return self
+
+    def float_prefix(self, X: Any) -> np.ndarray:
+        """``X`` mapped into the float space that :attr:`last_stage` quantizes (``X`` itself for a
+        single compressor; every stage but the last for a chain). Float queries meet decoded codes there."""
+        self._check_fitted()
+        return check_array(X, what="queries")
 
     # ---- output ------------------------------------------------------------------------------
     @property
@@ -290,20 +357,25 @@ class Compressor:
 
     def save(self, path, *, overwrite: bool = False) -> None:
         """Write ``config.json`` and ``arrays.npz`` into the directory ``path``."""
-        from .persist import save
-
-        save(self, path, overwrite=overwrite)
+        persist.save(self, path, overwrite=overwrite)
 
 
 def float_spec(width: int, metric: str = "cosine") -> OutputSpec:
     return OutputSpec(kind="float", dtype="float32", width=int(width), nbytes=4 * int(width), metric=metric)
 
 
+def _nested(name: str, value: Any) -> list[tuple[str, "Compressor"]]:
+    """Compressors held by a parameter: itself, or the items of a list (``stages__0``...)."""
+    if isinstance(value, Compressor):
+        return [(name, value)]
+    if isinstance(value, (list, tuple)):
+        return [(f"{name}__{i}", v) for i, v in enumerate(value) if isinstance(v, Compressor)]
+    return []
+
+
 def check_dim(name: str, value: Any, n_features: int, *, allow_equal: bool = True) -> int:
     """Validate a target width against the input width."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InputError(f"{name} must be a positive integer, got {value!r}")
-    value = int(value)
+    value = check_positive_int(name, value)
     top = n_features if allow_equal else n_features - 1
     if not 1 <= value <= top:
         raise InputError(

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import __version__
+from ._version import __version__
 from .errors import InputError
 from .io import VectorWriter, check_output_path
 from .base import float_spec
@@ -145,12 +145,12 @@ def write_embeddings(path: str | os.PathLike, ids: Sequence[str], vectors: np.nd
 def embed_file(texts_path, out_path, *, model: str | None = None, text_field: str | None = None,
                id_field: str | None = None, batch_size: int = 64, normalize: bool = True,
                overwrite: bool = False, device: str | None = None,
-               progress_factory: Callable[[int], Callable[[int], None]] | None = None) -> dict[str, Any]:
+               stage: Callable[[str, int], Callable[[int], None] | None] | None = None) -> dict[str, Any]:
     """Embed the texts of a file and write a parquet vector dump. Returns a summary."""
     check_output_path(out_path, overwrite=overwrite)
     texts, ids = read_texts(texts_path, field=text_field, id_field=id_field)
     st = load_model(model, device=device)
-    progress = progress_factory(len(texts)) if progress_factory else None
+    progress = stage("embedding", len(texts)) if stage else None
     vectors = encode(st, texts, batch_size=batch_size, normalize=normalize, progress=progress)
     name = model or DEFAULT_MODEL
     write_embeddings(out_path, ids, vectors, model_name=name, normalized=normalize, overwrite=overwrite)

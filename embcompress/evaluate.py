@@ -1,29 +1,37 @@
-"""Compare float search with compressed search on the user's own embeddings.
+"""The evaluation engine: fit -> index -> search -> score -> retention, in one place.
+
+Every caller that measures what a compression keeps goes through :func:`run_configs`: the
+``evaluate`` command, the retention report, ``recommend``, the demo and the temperature study.
 
 A *configuration* names a compressor spec and a search mode: ``float`` (exact float search, the
-reference), ``SPEC`` (search the compressed codes), ``SPEC@asym`` / ``SPEC@float`` (binary or
-int8 first stage, then rerank with the float query against the +-1 bits or against the original
-float vectors), optionally with a candidate multiplier: ``binary@floatx4`` reranks the top 4k.
-The default multiplier is 10: for k = 10 that is the seed paper's top 100 candidates.
+reference), ``SPEC`` (search the compressed codes), ``SPEC@asym`` (first stage on the codes, then
+the top ``k x multiplier`` re-scored with the float query against the decoded codes: no storage
+beyond the codes), ``SPEC@float`` (re-scored against the original float vectors), optionally with
+a candidate multiplier: ``binary@floatx4`` reranks the top 4k. The default multiplier is 10: for
+k = 10 the top 100 candidates, as in Dinu et al. (2025), section 5.
 
-With relevance judgements (qrels) each configuration gets nDCG@k, recall@k and MRR@k and its
-retention (compressed nDCG / float nDCG); without them, the label-free score is recall@k of the
-compressed search against exact float search (the float reference scores 1.0 by definition).
+A *task* says what is measured (see :class:`QrelsTask`, :class:`LabelFreeTask`,
+:class:`LabelTask`): nDCG@k against relevance judgements, recall@k against exact float search
+(label-free), or kNN classification accuracy. Retention is the configuration's score divided by
+the float reference's.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .analysis import evaluate_run, neighbour_recall, retention
+from .analysis import check_qrels, evaluate_run, knn_accuracy, neighbour_recall, preservation, retention
+from .base import Compressor
+from .datasets import read_qrels
 from .errors import InputError
-from .registry import from_spec
+from .io import read_all
+from .registry import from_spec, get
 from .search import DEFAULT_MULTIPLIER, Index, VectorStore
 
 _CONFIG = re.compile(r"^(?P<spec>[^@]+?)(?:@(?P<rerank>asym|asymmetric|float)(?:x(?P<mult>\d+))?)?$")
@@ -37,10 +45,15 @@ class Config:
     multiplier: int = DEFAULT_MULTIPLIER
 
 
-def parse_config(text: str) -> Config:
+FLOAT = Config("float", None)
+
+
+def parse_config(text: str | Config) -> Config:
+    if isinstance(text, Config):
+        return text
     text = text.strip()
     if text in ("float", "float32"):
-        return Config("float", None)
+        return FLOAT
     m = _CONFIG.match(text)
     if not m:
         raise InputError(f"cannot read configuration {text!r}; use float, SPEC, SPEC@asym, SPEC@float or SPEC@floatxM (e.g. binary@floatx4)")
@@ -57,19 +70,189 @@ def default_configs(dim: int) -> list[str]:
             f"pca:{dim // 4}", f"pca:{dim // 2}+binary"]
 
 
-def check_qrels(qrels: Mapping[str, Mapping[str, int]], query_ids: Sequence, doc_ids: Sequence) -> dict[str, int]:
-    """Count judgements that name unknown queries or documents (warned about, then ignored)."""
-    qset, dset = set(map(str, query_ids)), set(map(str, doc_ids))
-    unknown_q = sum(1 for q in qrels if q not in qset)
-    unknown_d = sum(1 for q, docs in qrels.items() if q in qset for d in docs if d not in dset)
-    matched = sum(1 for q in qrels if q in qset)
-    if matched == 0:
-        raise InputError(f"none of the {len(qrels)} queries in the qrels is among the {len(qset)} query ids; check that ids match (e.g. {next(iter(qrels))!r} vs {next(iter(qset))!r})")
-    if unknown_q or unknown_d:
-        warnings.warn(f"qrels: {unknown_q} judged queries are not in the query file and {unknown_d} judged documents "
-                      "are not in the corpus; they are ignored (unknown documents count as never retrieved)", stacklevel=2)
-    return {"qrels_queries": len(qrels), "qrels_unknown_queries": unknown_q, "qrels_unknown_docs": unknown_d,
-            "evaluated_queries": matched}
+def _search(index: Index, queries: np.ndarray, k: int, cfg: Config, originals):
+    return index.search(queries, k, rerank=cfg.rerank, multiplier=cfg.multiplier,
+                        originals=originals if cfg.rerank == "float" else None)
+
+
+# ---- tasks ---------------------------------------------------------------------------------------
+@dataclass
+class Measured:
+    score: float  # the task's main figure (higher is better)
+    metrics: dict[str, float]  # every figure, by name
+    seconds: float  # search time
+    queries: int
+    candidates: int
+
+
+class QrelsTask:
+    """nDCG@k (with recall@k and MRR@k) of float ``queries`` against BEIR-style ``qrels``."""
+
+    def __init__(self, queries: np.ndarray, query_ids: Sequence, qrels: Mapping[str, Mapping[str, int]], k: int = 10):
+        self.queries, self.query_ids, self.qrels, self.k = queries, [str(q) for q in query_ids], qrels, k
+        self.metric = f"nDCG@{k}"
+        self.mode = "qrels"
+
+    def check(self, docs: np.ndarray, doc_ids: Sequence) -> dict[str, int]:
+        if self.queries.shape[1] != docs.shape[1]:
+            raise InputError(f"queries have {self.queries.shape[1]} dimensions but documents have {docs.shape[1]}")
+        if len(self.query_ids) != len(self.queries):
+            raise InputError(f"{len(self.query_ids)} query ids for {len(self.queries)} queries")
+        return check_qrels(self.qrels, self.query_ids, doc_ids)
+
+    def measure(self, index: Index, cfg: Config, originals) -> Measured:
+        res = _search(index, self.queries, self.k, cfg, originals)
+        s = evaluate_run({q: list(r) for q, r in zip(self.query_ids, res.ids)}, self.qrels, self.k)
+        metrics = {f"ndcg@{self.k}": s.ndcg, f"recall@{self.k}": s.recall, f"mrr@{self.k}": s.mrr}
+        return Measured(s.ndcg, metrics, res.seconds, len(self.queries), res.info["candidates"])
+
+
+class LabelFreeTask:
+    """Recall@k of the configuration's search against exact float search for the same queries."""
+
+    def __init__(self, queries: np.ndarray, k: int = 10):
+        self.queries, self.k = queries, k
+        self.metric = f"recall@{k} vs float (label-free)"
+        self.mode = "label-free"
+        self._reference: np.ndarray | None = None
+
+    def check(self, docs: np.ndarray, doc_ids: Sequence) -> dict[str, int]:
+        if self.queries.shape[1] != docs.shape[1]:
+            raise InputError(f"queries have {self.queries.shape[1]} dimensions but documents have {docs.shape[1]}")
+        return {}
+
+    def measure(self, index: Index, cfg: Config, originals) -> Measured:
+        res = _search(index, self.queries, self.k, cfg, originals)
+        if cfg.spec is None:
+            self._reference = res.rows
+        if self._reference is None:
+            raise InputError("label-free scores need the float reference evaluated first (run_configs does that)")
+        r = neighbour_recall(self._reference, res.rows, self.k)
+        return Measured(r, {f"recall@{self.k}_vs_float": r}, res.seconds, len(self.queries), res.info["candidates"])
+
+
+class LabelTask:
+    """kNN classification accuracy (k = 10, Euclidean, seeded 9:1 split) of the decoded vectors.
+    Reranks do not apply: a configuration with one is refused."""
+
+    def __init__(self, labels: Sequence, k: int = 10):
+        self.labels, self.k = np.asarray(labels), k
+        self.metric = f"kNN accuracy (k={k})"
+        self.mode = "labels"
+
+    def check(self, docs: np.ndarray, doc_ids: Sequence) -> dict[str, int]:
+        if len(self.labels) != len(docs):
+            raise InputError(f"{len(self.labels)} labels for {len(docs)} vectors")
+        return {}
+
+    def measure(self, index: Index, cfg: Config, originals) -> Measured:
+        if cfg.rerank is not None:
+            raise InputError(f"{cfg.label}: a rerank has no meaning for kNN accuracy; use the configuration without @")
+        t0 = time.perf_counter()
+        comp = index.compressor
+        Z = index.data if comp is None else comp.last_stage.decode(index.data)
+        acc = knn_accuracy(Z, self.labels, k=self.k)
+        return Measured(acc, {"knn_accuracy": acc}, time.perf_counter() - t0, len(Z), self.k)
+
+
+Task = QrelsTask | LabelFreeTask | LabelTask
+
+
+# ---- fitting ---------------------------------------------------------------------------------------
+class FitCache:
+    """Fitted compressors by spec, fitted on ``docs``. A chain reuses its longest fitted prefix
+    (``pca:96+binary`` fits only the binary stage when ``pca:96`` was fitted before)."""
+
+    def __init__(self, docs: np.ndarray):
+        self.docs = docs
+        self._fitted: dict[str, Compressor] = {}
+        self._outputs: dict[str, np.ndarray] = {}  # float outputs of fitted prefixes, to fit later stages on
+
+    def fit(self, spec: str) -> Compressor:
+        if spec in self._fitted:
+            return self._fitted[spec]
+        stages = spec.split("+")
+        done = 0
+        for i in range(len(stages) - 1, 0, -1):
+            if "+".join(stages[:i]) in self._fitted:
+                done = i
+                break
+        if done == 0:
+            comp = from_spec(spec).fit(self.docs)
+        else:
+            prefix_spec = "+".join(stages[:done])
+            prefix = self._fitted[prefix_spec]
+            if prefix_spec not in self._outputs:
+                self._outputs[prefix_spec] = prefix.transform(self.docs)
+            rest = from_spec("+".join(stages[done:])).fit(self._outputs[prefix_spec])
+            firsts = getattr(prefix, "stages", None) or [prefix]
+            comp = get("pipeline").from_fitted([*firsts, *(getattr(rest, "stages", None) or [rest])])
+        self._fitted[spec] = comp
+        return comp
+
+
+# ---- the engine ------------------------------------------------------------------------------------
+def evaluate_config(docs: np.ndarray, cfg: Config, task, *, doc_ids: Sequence, cache: FitCache,
+                    originals: VectorStore | np.ndarray | None = None, proxy_rows: np.ndarray | None = None) -> dict[str, Any]:
+    """Fit (or reuse) the configuration's compressor, index ``docs``, search and score with ``task``.
+    ``proxy_rows`` adds the rank proxy (local Spearman correlation of similarities, original vs
+    decoded, on those rows). Retention is filled in by :func:`run_configs`."""
+    t0 = time.perf_counter()
+    comp = None if cfg.spec is None else cache.fit(cfg.spec)
+    fit_s = time.perf_counter() - t0
+    index = Index(docs, ids=doc_ids) if comp is None else Index(comp.transform(docs), compressor=comp, ids=doc_ids)
+    m = task.measure(index, cfg, originals)
+    dim = docs.shape[1]
+    row: dict[str, Any] = {
+        "config": cfg.label, "spec": cfg.spec, "rerank": cfg.rerank,
+        "kind": "float" if comp is None else comp.output_spec.kind,
+        "bytes_per_vector": index.nbytes_per_vector, "compression": 4 * dim / index.nbytes_per_vector,
+        "extra_storage": "original float vectors" if cfg.rerank == "float" else None,
+        "score": m.score, **m.metrics,
+        "fit_seconds": round(fit_s, 3), "search_seconds": m.seconds,
+        "queries_per_second": m.queries / m.seconds if m.seconds > 0 else float("inf"), "candidates": m.candidates,
+    }
+    if proxy_rows is not None:
+        row["rank_proxy"] = 1.0 if comp is None else rank_proxy(comp, docs[proxy_rows])
+    return row
+
+
+def rank_proxy(comp: Compressor, X: np.ndarray) -> float:
+    """Local Spearman rank correlation of cosine similarities (Kalyfommatos et al., 2025) between
+    ``X`` and its compressed, decoded form."""
+    return preservation(X, comp.last_stage.decode(comp.transform(X))).spearman
+
+
+def run_configs(docs: np.ndarray, task, configs: Sequence[str | Config], *, doc_ids: Sequence | None = None,
+                originals: VectorStore | np.ndarray | None = None, fit_on: np.ndarray | None = None,
+                proxy_sample: int | None = None, progress: Callable[[str, int, int], None] | None = None) -> list[dict[str, Any]]:
+    """Evaluate each configuration on ``docs`` with ``task`` (the float reference first, added
+    when missing); compressors are fitted on ``fit_on`` (default: ``docs``). Returns one row per
+    configuration with its score, retention, size and speed."""
+    cfgs = [parse_config(c) for c in configs]
+    if not any(c.spec is None for c in cfgs):
+        cfgs.insert(0, FLOAT)
+    cfgs.sort(key=lambda c: c.spec is not None)  # float first: it is the reference
+    doc_ids = [str(i) for i in range(len(docs))] if doc_ids is None else [str(i) for i in doc_ids]
+    originals = docs if originals is None else originals
+    if isinstance(originals, np.ndarray):
+        from .search import ArrayStore
+
+        originals = ArrayStore(originals)
+    cache = FitCache(docs if fit_on is None else fit_on)
+    proxy_rows = None
+    if proxy_sample:
+        proxy_rows = np.sort(np.random.default_rng(0).choice(len(docs), size=min(len(docs), proxy_sample), replace=False))
+    rows: list[dict[str, Any]] = []
+    for i, cfg in enumerate(cfgs):
+        if progress:
+            progress(cfg.label, i, len(cfgs))
+        row = evaluate_config(docs, cfg, task, doc_ids=doc_ids, cache=cache, originals=originals, proxy_rows=proxy_rows)
+        row["retention"] = retention(row["score"], rows[0]["score"] if rows else row["score"])
+        rows.append(row)
+    if progress:
+        progress("done", len(cfgs), len(cfgs))
+    return rows
 
 
 def evaluate(
@@ -83,54 +266,38 @@ def evaluate(
     k: int = 10,
     originals: VectorStore | np.ndarray | None = None,
     fit_sample: int | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Evaluate each configuration; returns ``{"rows": [...], "summary": {...}}``.
 
-    Compressors are fitted on ``docs`` (or their first ``fit_sample`` rows). Float reranks read
-    ``originals`` (default: ``docs`` themselves)."""
+    With ``qrels``, nDCG@k, recall@k and MRR@k; without, label-free recall@k against exact float
+    search. Compressors are fitted on ``docs`` (or their first ``fit_sample`` rows). Float reranks
+    read ``originals`` (default: ``docs`` themselves)."""
+    docs = np.ascontiguousarray(docs, dtype=np.float32)
+    if len(queries) == 0:
+        raise InputError("no queries to evaluate with (0 rows)")
     dim = docs.shape[1]
-    if queries.shape[1] != dim:
-        raise InputError(f"queries have {queries.shape[1]} dimensions but documents have {dim}")
     doc_ids = [str(i) for i in range(len(docs))] if doc_ids is None else [str(i) for i in doc_ids]
     query_ids = [str(i) for i in range(len(queries))] if query_ids is None else [str(i) for i in query_ids]
-    cfgs = [c if isinstance(c, Config) else parse_config(c) for c in (configs or default_configs(dim))]
-    if not any(c.spec is None for c in cfgs):
-        cfgs.insert(0, Config("float", None))
+    task = QrelsTask(queries, query_ids, qrels, k) if qrels else LabelFreeTask(queries, k)
     summary: dict[str, Any] = {"documents": len(docs), "queries": len(queries), "dim": dim, "k": k,
-                               "mode": "qrels" if qrels else "label-free (recall@k against exact float search)"}
-    if qrels:
-        summary.update(check_qrels(qrels, query_ids, doc_ids))
-    originals = docs if originals is None else originals
-    rows: list[dict[str, Any]] = []
-    reference: dict[str, Any] = {}
-    for cfg in sorted(cfgs, key=lambda c: c.spec is not None):  # float first: it is the reference
-        if progress:
-            progress(cfg.label)
-        t_fit = time.perf_counter()
-        if cfg.spec is None:
-            index = Index(docs, ids=doc_ids)
-        else:
-            comp = from_spec(cfg.spec).fit(docs[:fit_sample] if fit_sample else docs)
-            index = Index(comp.transform(docs), compressor=comp, ids=doc_ids)
-        fit_s = time.perf_counter() - t_fit
-        res = index.search(queries, k, rerank=cfg.rerank, multiplier=cfg.multiplier,
-                           originals=originals if cfg.rerank == "float" else None)
-        row: dict[str, Any] = {"config": cfg.label, "bytes_per_vector": index.nbytes_per_vector,
-                               "compression": 4 * dim / index.nbytes_per_vector,
-                               "search_seconds": res.seconds, "queries_per_second": len(queries) / res.seconds,
-                               "fit_seconds": fit_s, "candidates": res.info["candidates"]}
-        if qrels:
-            run = {q: list(r) for q, r in zip(query_ids, res.ids)}
-            scores = evaluate_run(run, qrels, k)
-            row.update({f"ndcg@{k}": scores.ndcg, f"recall@{k}": scores.recall, f"mrr@{k}": scores.mrr})
-            if cfg.spec is None:
-                reference = row
-            row["retention"] = retention(scores.ndcg, reference[f"ndcg@{k}"])
-        else:
-            if cfg.spec is None:
-                reference["rows"] = res.rows
-            row[f"recall@{k}_vs_float"] = neighbour_recall(reference["rows"], res.rows, k)
-            row["retention"] = row[f"recall@{k}_vs_float"]
-        rows.append(row)
+                               "mode": "qrels" if qrels else "label-free (recall@k against exact float search)",
+                               **task.check(docs, doc_ids)}
+    rows = run_configs(docs, task, configs or default_configs(dim), doc_ids=doc_ids, originals=originals,
+                       fit_on=docs[:fit_sample] if fit_sample else None, progress=progress)
     return {"summary": summary, "rows": rows}
+
+
+def evaluate_files(docs: str | os.PathLike, queries: str | os.PathLike, *, qrels: str | os.PathLike | None = None,
+                   configs: Sequence[str | Config] | None = None, k: int = 10, fit_sample: int | None = None,
+                   progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """:func:`evaluate` on files: document and query embeddings, and optionally BEIR qrels."""
+    D, dids = read_all(docs)
+    Q, qids = read_all(queries)
+    if len(Q) == 0:
+        raise InputError(f"{queries} has no queries (0 rows)")
+    if len(D) == 0:
+        raise InputError(f"{docs} has no documents (0 rows)")
+    judged = read_qrels(qrels) if qrels else None
+    return evaluate(D, Q, doc_ids=dids, query_ids=qids, qrels=judged, configs=configs, k=k, fit_sample=fit_sample,
+                    progress=progress)

@@ -7,20 +7,22 @@ read back with ``allow_pickle=False``, so a model from a stranger cannot run cod
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import __version__
-from .base import Compressor
-from .errors import FormatError, InputError, OutputExistsError
+from ._fs import atomic_dir, check_output_dir
+from ._version import __version__
+from .errors import FormatError
 from .registry import get
+
+if TYPE_CHECKING:  # the persisted objects are Compressors; persist sits below base and does not import it
+    from .base import Compressor
 
 FORMAT_NAME = "embcompress.compressor"
 FORMAT_VERSION = 1
@@ -30,7 +32,7 @@ SUPPORTED_FORMAT_VERSIONS = (1,)
 def _jsonable(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
-    if isinstance(value, Compressor):
+    if hasattr(value, "get_params") and hasattr(value, "_get_state"):  # a nested compressor
         return {"name": value.name, "params": _jsonable(value.get_params())}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
@@ -39,7 +41,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def to_config(comp: Compressor) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def to_config(comp: "Compressor") -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The JSON-able description of a compressor, and its fitted arrays."""
     comp._check_fitted()
     scalars, arrays = comp._get_state()
@@ -52,7 +54,7 @@ def to_config(comp: Compressor) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     return config, arrays
 
 
-def describe(comp: Compressor) -> dict[str, Any]:
+def describe(comp: "Compressor") -> dict[str, Any]:
     """Config plus a fingerprint of the fitted state: two files whose compressors have different
     fingerprints hold codes that must not be compared with each other."""
     config, arrays = to_config(comp)
@@ -66,7 +68,7 @@ def describe(comp: Compressor) -> dict[str, Any]:
     return {**config, "fingerprint": h.hexdigest()[:16]}
 
 
-def from_config(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Compressor:
+def from_config(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> "Compressor":
     cls = get(config.get("name", "<missing>"))
     try:
         comp = cls.from_params(config.get("params", {}))
@@ -76,24 +78,47 @@ def from_config(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Compre
     return comp
 
 
+def arrays_to_json(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+    """Fitted arrays as JSON (dtype, shape, base64 of the little-endian bytes): exact, no pickle."""
+    out = {}
+    for key, arr in arrays.items():
+        a = np.ascontiguousarray(arr)
+        a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+        out[key] = {"dtype": a.dtype.str, "shape": list(a.shape), "base64": base64.b64encode(a.tobytes()).decode()}
+    return out
+
+
+def arrays_from_json(doc: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Inverse of :func:`arrays_to_json`; refuses object dtypes."""
+    out = {}
+    try:
+        for key, item in doc.items():
+            dt = np.dtype(item["dtype"])
+            if dt.hasobject:
+                raise FormatError(f"array {key!r} has an object dtype, which is never loaded")
+            out[key] = np.frombuffer(base64.b64decode(item["base64"]), dtype=dt).reshape(item["shape"]).copy()
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FormatError(f"embedded compressor state is corrupt: {exc}") from None
+    return out
+
+
+def codes_file_config(comp: "Compressor") -> dict[str, Any]:
+    """What a code file records of the compressor that made it: :func:`describe`, plus the fitted
+    arrays when the compressor keeps only per-dimension state (sign bits and their decoding
+    levels, int8 ranges, truncation), so that search can rebuild it from the file alone."""
+    doc = describe(comp)
+    if comp.state_fits_in_file:
+        doc["arrays"] = arrays_to_json(comp._get_state()[1])
+    return doc
+
+
 def check_model_path(path: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Fail early if a compressor cannot be saved at ``path``."""
-    path = Path(path)
-    if path.exists() and not overwrite:
-        raise OutputExistsError(f"{path} already exists; pass overwrite=True (CLI: --overwrite) to replace it")
-    if path.exists() and not path.is_dir():
-        raise InputError(f"{path} is a file; a compressor is saved as a directory")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not os.access(parent, os.W_OK):
-        raise InputError(f"cannot save to {path}: {parent} is not writable")
-    return path
+    return check_output_dir(path, overwrite=overwrite)
 
 
-def save(comp: Compressor, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Write ``comp`` to the directory ``path`` (created; written to a temporary name first)."""
-    path = check_model_path(path, overwrite=overwrite)
+def save(comp: "Compressor", path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Write ``comp`` to the directory ``path`` (written to a temporary name first, then renamed)."""
     config, arrays = to_config(comp)
     doc = {
         "format": FORMAT_NAME,
@@ -101,25 +126,17 @@ def save(comp: Compressor, path: str | os.PathLike, *, overwrite: bool = False) 
         "library_version": __version__,
         **config,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-    try:
+    with atomic_dir(path, overwrite=overwrite) as tmp:
         (tmp / "config.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
         np.savez(tmp / "arrays.npz", **{k: np.asarray(v) for k, v in arrays.items()})
-        if path.exists():
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
-        os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return path
+    return Path(path)
 
 
 def is_model_dir(path: str | os.PathLike) -> bool:
     return (Path(path) / "config.json").is_file()
 
 
-def load(path: str | os.PathLike) -> Compressor:
+def load(path: str | os.PathLike) -> "Compressor":
     """Load a compressor saved with :func:`save`."""
     path = Path(path)
     cfg_file = path / "config.json"

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .base import Compressor
 from .errors import InputError
 
-_REGISTRY: dict[str, type[Compressor]] = {}
+if TYPE_CHECKING:  # the registry sits below base: it maps names to classes and builds specs by name only
+    from .base import Compressor
+
+_REGISTRY: dict[str, type["Compressor"]] = {}
 
 
-def register(cls: type[Compressor]) -> type[Compressor]:
+def register(cls: type["Compressor"]) -> type["Compressor"]:
     """Class decorator: make ``cls`` loadable under ``cls.name``."""
     if not cls.name:
         raise TypeError(f"{cls.__name__} has no name")
@@ -26,7 +28,7 @@ def available() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get(name: str) -> type[Compressor]:
+def get(name: str) -> type["Compressor"]:
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -50,7 +52,7 @@ def _parse_value(text: str) -> Any:
         return text
 
 
-def _parse_stage(text: str) -> Compressor:
+def _parse_stage(text: str) -> "Compressor":
     """``name[:value][:key=value[,key=value...]]`` -> compressor instance."""
     parts = text.strip().split(":")
     name = parts[0].strip()
@@ -74,7 +76,7 @@ def _parse_stage(text: str) -> Compressor:
     return cls(**kwargs)
 
 
-def from_spec(spec: str) -> Compressor:
+def from_spec(spec: str) -> "Compressor":
     """Build an unfitted compressor from a spec string.
 
     Stages are joined with ``+``; each is ``name``, ``name:value`` (the compressor's main
@@ -86,6 +88,4 @@ def from_spec(spec: str) -> Compressor:
     stages = [_parse_stage(s) for s in spec.split("+")]
     if len(stages) == 1:
         return stages[0]
-    from .compressors.pipeline import Pipeline
-
-    return Pipeline(stages=stages)
+    return get("pipeline")(stages=stages)

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from . import __version__
+from ._version import __version__
 from .base import Compressor
 from .errors import EmbcompressError, InputError
 from .io import VectorWriter, check_output_path, open_vectors
-from .persist import describe, is_model_dir, load
+from .persist import check_model_path, codes_file_config, save
 
 DEFAULT_BATCH_SIZE = None  # automatic: about 4 MiB of input values per batch
 FILE_FORMAT_VERSION = 1
@@ -114,7 +114,7 @@ def file_metadata(comp: Compressor, src, source_path) -> dict[str, Any]:
         "format": "embcompress.vectors",
         "format_version": FILE_FORMAT_VERSION,
         "library_version": __version__,
-        "compressor": describe(comp),
+        "compressor": codes_file_config(comp),
         "input_width": int(comp.n_features_in_),
         "input_column": src.column,
         "source": Path(source_path).name,
@@ -176,43 +176,40 @@ def compress_file(
     )
 
 
-def info(path: str | os.PathLike) -> dict[str, Any]:
-    """Describe a vector file (rows, width, dtype, producer) or a saved compressor directory."""
-    path = Path(path)
-    if path.is_dir():
-        if not is_model_dir(path):
-            raise InputError(f"{path} is a directory but not a saved compressor (no config.json)")
-        comp = load(path)
-        return {"kind": "compressor", "path": str(path), **describe(comp)}
-    src = open_vectors(path, codes=None)
-    result = {
-        "kind": "vectors",
-        "path": str(path),
-        "rows": src.num_rows,
-        "column": src.column,
-        "id_column": src.id_column,
-        "type": str(src.type),
-        "width": src.dim,
-        "bytes_per_vector": src.nbytes_per_row,
-        "file_bytes": os.path.getsize(path),
-    }
-    meta = src.metadata
-    if meta and meta.get("format") == "embcompress.vectors":
-        result["compressor"] = meta["compressor"]["name"]
-        result["compressor_params"] = meta["compressor"]["params"]
-        result["fingerprint"] = meta["compressor"].get("fingerprint")
-        result["input_width"] = meta.get("input_width")
-        result["output"] = meta.get("output")
-        result["width"] = meta.get("output", {}).get("width", src.dim)
-        for key in ("bit_order", "padding"):
-            if key in meta:
-                result[key] = meta[key]
-    elif meta and meta.get("format") == "embcompress.embeddings":
-        result["model"] = meta.get("model")
-        result["normalized"] = meta.get("normalized")
-    else:
-        result["compressor"] = None
-    return result
+__all__ = ["CompressResult", "DEFAULT_BATCH_SIZE", "EmbcompressError", "compress_file", "fit_and_compress", "fit_file", "prefetch"]
 
 
-__all__ = ["CompressResult", "DEFAULT_BATCH_SIZE", "EmbcompressError", "compress_file", "fit_file", "info", "prefetch"]
+def fit_and_compress(
+    comp: Compressor,
+    src_path: str | os.PathLike,
+    dst_path: str | os.PathLike,
+    *,
+    fit: bool = True,
+    column: str | None = None,
+    id_column: str | None = None,
+    keep_columns: Sequence[str] = (),
+    batch_size: int | None = DEFAULT_BATCH_SIZE,
+    overwrite: bool = False,
+    save_model: str | os.PathLike | None = None,
+    stage: Callable[[str, int], Progress | None] | None = None,
+) -> dict[str, Any]:
+    """The main job: fit ``comp`` on ``src_path`` (when ``fit``; a compressor that learns nothing
+    from data only peeks at the first rows), stream the file through it into ``dst_path``, and
+    save the fitted compressor to ``save_model`` if given. Every output is checked before any
+    work starts. ``stage(description, rows)`` may return a progress callback for each pass.
+    Returns the sizes, the ratio and the time."""
+    check_output_path(dst_path, overwrite=overwrite, inputs=(src_path,))
+    if save_model is not None:
+        check_model_path(save_model, overwrite=overwrite)
+    rows = open_vectors(src_path, column=column).num_rows
+    stage = stage or (lambda description, total: None)
+    if fit and comp.learns_from_data:
+        fit_file(comp, src_path, column=column, batch_size=batch_size, progress=stage(f"fitting {comp.name}", rows))
+    elif fit:  # only the width is needed: a small first batch
+        fit_file(comp, src_path, column=column, batch_size=min(batch_size or 1024, 1024), max_rows=1024)
+    res = compress_file(comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns,
+                        batch_size=batch_size, overwrite=overwrite, progress=stage(f"writing {Path(dst_path).name}", rows))
+    if save_model is not None:
+        save(comp, save_model, overwrite=overwrite)
+    return {**res.to_dict(), "compressor": comp.name, "compressor_repr": repr(comp),
+            "output_spec": comp.output_spec.to_dict(), "ratio": res.bytes_per_vector_in / res.bytes_per_vector_out}

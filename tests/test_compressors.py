@@ -68,18 +68,36 @@ def test_binary_msb_first():
     assert Binary().fit(X).transform(X).tolist() == [[0b10000001]]
 
 
-def test_binary_decode_is_signs():
+def test_binary_sign_decoder_is_signs():
     X = make_vectors(20, 13, normalize=False)
-    b = Binary().fit(X)
+    b = Binary(decoder="sign").fit(X)
     np.testing.assert_array_equal(b.decode(b.transform(X)), np.where(X > 0, 1.0, -1.0))
     np.testing.assert_array_equal(unpack_signs(pack_bits(X), 13), np.where(X > 0, 1.0, -1.0))
 
 
+@pytest.mark.parametrize("threshold", ["zero", "mean"])
+def test_binary_levels_are_the_one_bit_lloyd_max_quantizer(threshold):
+    """Each dimension decodes to the mean of the fitted values on its side of the threshold, which
+    is the least-squares 1-bit reconstruction: no other pair of levels has a lower error."""
+    X = make_vectors(500, 9, normalize=False) * np.linspace(0.1, 3, 9, dtype=np.float32) + 0.02
+    b = Binary(threshold=threshold).fit(X)
+    above = X > (0 if threshold == "zero" else X.mean(axis=0))
+    expect_hi = np.array([X[above[:, j], j].mean() for j in range(9)])
+    expect_lo = np.array([X[~above[:, j], j].mean() for j in range(9)])
+    np.testing.assert_allclose(b.levels_, np.vstack([expect_lo, expect_hi]), rtol=1e-5, atol=1e-6)
+    dec = b.decode(b.transform(X))
+    err = ((dec - X) ** 2).sum()
+    for nudge in (0.95, 1.05):  # moving the levels only adds error
+        assert ((b.levels_[0] + (b.levels_[1] - b.levels_[0]) * above * nudge - X) ** 2).sum() > err
+    # the codes do not depend on the decoder
+    np.testing.assert_array_equal(b.transform(X), Binary(threshold=threshold, decoder="sign").fit(X).transform(X))
+
+
 def test_binary_mean_threshold_balances_bits():
     X = np.abs(make_vectors(2000, 16, normalize=False)) + 1.0  # all positive: sign gives all ones
-    assert Binary().fit(X).decode(Binary().fit(X).transform(X)).min() == 1.0
+    assert Binary(decoder="sign").fit(X).decode(Binary().fit(X).transform(X)).min() == 1.0
     b = Binary(threshold="mean").fit(X)
-    ones = (b.decode(b.transform(X)) > 0).mean(axis=0)
+    ones = np.unpackbits(b.transform(X), axis=1).mean(axis=0)
     assert np.all((ones > 0.4) & (ones < 0.6))
     np.testing.assert_allclose(b.thresholds_, X.mean(axis=0), rtol=1e-5)
 

@@ -11,7 +11,8 @@ import pytest
 
 from embcompress import Binary, FormatError, InputError, OutputExistsError, from_spec
 from embcompress.io import open_vectors, read_all
-from embcompress.stream import compress_file, fit_file, info
+from embcompress.io import describe_path as info
+from embcompress.stream import compress_file, fit_file
 
 from conftest import make_vectors, write_parquet
 

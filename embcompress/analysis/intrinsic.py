@@ -21,9 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
 
+from .._util import normalize_rows
+from ..compressors.pca import PCA, components_for_variance
 from ..errors import InputError
+from ..search.exact import scan_blocks
 
 
 def _as_float(X, what: str = "X") -> np.ndarray:
@@ -36,8 +38,7 @@ def _as_float(X, what: str = "X") -> np.ndarray:
 
 
 def _unit(X: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    return np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
+    return normalize_rows(X, dtype=np.float64)
 
 
 def _sample(n: int, size: int | None, seed: int) -> np.ndarray:
@@ -65,8 +66,6 @@ def intrinsic_dimensionality(X, threshold: float = 0.95, *, eigenvalues: np.ndar
     """PCA components needed to explain ``threshold`` of the variance (seed 000 uses 95%).
     Pass ``eigenvalues`` (e.g. a fitted :class:`~embcompress.PCA`'s ``eigenvalues_``, computed by
     streaming) to skip the fit."""
-    from ..compressors.pca import PCA, components_for_variance
-
     if not 0 < threshold <= 1:
         raise InputError(f"threshold must be in (0, 1], got {threshold}")
     if eigenvalues is None:
@@ -118,11 +117,41 @@ class Preservation:
         return dict(self.__dict__)
 
 
+def rank_rows(S: np.ndarray) -> np.ndarray:
+    """Ranks (1..m) along each row of ``S``, tied values sharing their average rank (as
+    ``scipy.stats.rankdata(S, axis=1)``), in float64."""
+    S = np.asarray(S)
+    n, m = S.shape
+    order = np.argsort(S, axis=1, kind="stable")
+    sorted_vals = np.take_along_axis(S, order, axis=1)
+    # runs of equal values: each position gets the mean of the first and last rank of its run
+    starts = np.ones((n, m), dtype=bool)
+    starts[:, 1:] = sorted_vals[:, 1:] != sorted_vals[:, :-1]
+    ends = np.ones((n, m), dtype=bool)
+    ends[:, :-1] = starts[:, 1:]
+    idx = np.arange(m)
+    first = np.maximum.accumulate(np.where(starts, idx, 0), axis=1)
+    last = np.minimum.accumulate(np.where(ends, idx, m)[:, ::-1], axis=1)[:, ::-1]
+    avg = (first + last) / 2 + 1
+    ranks = np.empty((n, m), dtype=np.float64)
+    np.put_along_axis(ranks, order, avg, axis=1)
+    return ranks
+
+
+def spearman(a, b) -> float:
+    """Spearman rank correlation of two equal-length sequences (average ranks for ties); NaN when
+    either is constant."""
+    r = rank_rows(np.vstack([np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)]))
+    r -= r.mean(axis=1, keepdims=True)
+    na, nb = np.linalg.norm(r[0]), np.linalg.norm(r[1])
+    return float(r[0] @ r[1] / (na * nb)) if na > 0 and nb > 0 else float("nan")
+
+
 def local_spearman(S_orig: np.ndarray, S_comp: np.ndarray) -> np.ndarray:
     """Per-row Spearman correlation between two (n, m) similarity matrices (ties: average ranks).
     A row constant in both gives 1, constant in one only gives 0."""
-    ra = rankdata(S_orig, axis=1)
-    rb = rankdata(S_comp, axis=1)
+    ra = rank_rows(S_orig)
+    rb = rank_rows(S_comp)
     ra -= ra.mean(axis=1, keepdims=True)
     rb -= rb.mean(axis=1, keepdims=True)
     na, nb = np.linalg.norm(ra, axis=1), np.linalg.norm(rb, axis=1)
@@ -151,10 +180,12 @@ def preservation(X, Z, *, sample: int | None = 2000, seed: int = 0) -> Preservat
     return Preservation(pos, ang, float(rho.mean()), n)
 
 
-def knn_accuracy(X, labels, *, k: int = 10, test_fraction: float = 0.1, metric: str = "euclidean", seed: int = 0) -> float:
-    """kNN classification accuracy with a seeded split (seed 004: k = 10, Euclidean, 9:1)."""
-    from sklearn.neighbors import KNeighborsClassifier
-
+def knn_accuracy(X, labels, *, k: int = 10, test_fraction: float = 0.1, seed: int = 0) -> float:
+    """kNN classification accuracy with a seeded split ("Cropping outperforms dropout as an
+    augmentation strategy for training self-supervised text embeddings", 2025: k = 10, Euclidean,
+    9:1). Each test row takes the most common label among its ``k`` nearest training rows by
+    Euclidean distance (nearer rows first on equal distance by lower index; a tie in counts goes
+    to the smallest label, as scikit-learn's KNeighborsClassifier)."""
     X = _as_float(X)
     labels = np.asarray(labels)
     if len(labels) != len(X):
@@ -164,5 +195,13 @@ def knn_accuracy(X, labels, *, k: int = 10, test_fraction: float = 0.1, metric: 
     perm = np.random.default_rng(seed).permutation(len(X))
     n_test = max(1, int(round(test_fraction * len(X))))
     test, train = perm[:n_test], perm[n_test:]
-    clf = KNeighborsClassifier(n_neighbors=min(k, len(train)), metric=metric).fit(X[train], labels[train])
-    return float((clf.predict(X[test]) == labels[test]).mean())
+    classes, y = np.unique(labels, return_inverse=True)
+    Xtr, Xte = X[train], X[test]
+    sq = (Xtr * Xtr).sum(axis=1)
+    kk = min(k, len(train))
+    # -||a - b||^2 up to a per-query constant: 2 a.b - ||b||^2, larger is nearer
+    _, nn = scan_blocks(lambda q0, q1, d0, d1: (2 * Xte[q0:q1] @ Xtr[d0:d1].T - sq[d0:d1]).astype(np.float32),
+                        len(test), len(train), kk)
+    votes = np.zeros((len(test), len(classes)), dtype=np.int64)
+    np.add.at(votes, (np.repeat(np.arange(len(test)), kk), y[train][nn].reshape(-1)), 1)
+    return float((votes.argmax(axis=1) == y[test]).mean())

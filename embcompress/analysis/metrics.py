@@ -13,7 +13,7 @@ def neighbour_recall(reference: np.ndarray, found: np.ndarray, k: int | None = N
     found = np.asarray(found)
     if reference.shape[0] != found.shape[0]:
         raise ValueError(f"reference has {reference.shape[0]} queries but found has {found.shape[0]}")
-    k = k or reference.shape[1]
+    k = min(k or reference.shape[1], reference.shape[1])  # fewer documents than k: all of them is full recall
     if reference.shape[0] == 0:
         return float("nan")
     hits = [len(np.intersect1d(r[:k], f[:k], assume_unique=True)) for r, f in zip(reference, found)]

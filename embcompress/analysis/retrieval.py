@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+import warnings
 from typing import Mapping, Sequence
 
 import numpy as np
+
+from ..errors import InputError
 
 
 def dcg(gains: Sequence[float]) -> float:
@@ -75,3 +78,23 @@ def evaluate_run(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[s
 def retention(compressed: float, full: float) -> float:
     """Compressed score / full score (NaN when the full score is 0)."""
     return float(compressed / full) if full else float("nan")
+
+
+def check_qrels(qrels: Mapping[str, Mapping[str, int]], query_ids: Sequence, doc_ids: Sequence) -> dict[str, int]:
+    """Check relevance judgements against the query and document ids: an InputError when no judged
+    query is known, a warning counting judgements that name unknown queries or documents (they are
+    ignored; unknown documents count as never retrieved). Returns the counts."""
+    if not qrels:
+        raise InputError("the qrels hold no judgements")
+    qset, dset = set(map(str, query_ids)), set(map(str, doc_ids))
+    unknown_q = sum(1 for q in qrels if q not in qset)
+    unknown_d = sum(1 for q, docs in qrels.items() if q in qset for d in docs if d not in dset)
+    matched = sum(1 for q in qrels if q in qset)
+    if matched == 0:
+        raise InputError(f"none of the {len(qrels)} queries in the qrels is among the {len(qset)} query ids; check that "
+                         f"ids match (e.g. {next(iter(qrels))!r} vs {next(iter(qset), None)!r})")
+    if unknown_q or unknown_d:
+        warnings.warn(f"qrels: {unknown_q} judged queries are not in the query file and {unknown_d} judged documents "
+                      "are not in the corpus; they are ignored (unknown documents count as never retrieved)", stacklevel=2)
+    return {"qrels_queries": len(qrels), "qrels_unknown_queries": unknown_q, "qrels_unknown_docs": unknown_d,
+            "evaluated_queries": matched}

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .._util import check_positive_int, pick_device
 from ..base import Compressor, check_dim, make_rng
 from ..errors import InputError
 
@@ -51,11 +52,8 @@ class LearnedMap(Compressor):
             if not isinstance(v, (int, float)) or v < 0 or (name == "lr" and v == 0):
                 raise InputError(f"{name} must be a positive number, got {v!r}")
         for name in ("epochs", "patience", "max_rows", "min_steps"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError(f"{name} must be a positive integer, got {v!r}")
-        if self.batch_size is not None and (isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 2):
-            raise InputError(f"batch_size must be an integer >= 2 or None (automatic), got {self.batch_size!r}")
+            check_positive_int(name, getattr(self, name))
+        check_positive_int("batch_size", self.batch_size, minimum=2, allow_none=True)
         if not 0 < self.val_fraction < 1:
             raise InputError(f"val_fraction must be in (0, 1), got {self.val_fraction!r}")
         if not 0 <= self.warmup < 1:
@@ -85,21 +83,13 @@ class LearnedMap(Compressor):
         self.device_used_ = device
 
 
-def _pick_device(torch, device: str | None) -> str:
-    if device in (None, "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError(f"device {device!r} was asked for but CUDA is not available; use device='cpu' or None")
-    return device
-
-
 def train(comp: LearnedMap, train_rows: np.ndarray, val_rows: np.ndarray, rng: np.random.Generator):
     """AdamW, linear warm-up then linear decay to 0, about 20 evaluations of the validation loss
     over the run, early stopping after ``patience`` evaluations past the warm-up without
     improvement; the best model is restored."""
     import torch  # heavy: imported when a learned map is fitted, never by `import embcompress`
 
-    device = _pick_device(torch, comp.device)
+    device = pick_device(comp.device)
     # the paper's 20,000 on a GPU; on a CPU each step costs O(batch^2) elementwise work (about
     # 1 s at 4,096 rows on 2 cores, 0.25 s at 2,048), so the default there is 2,048
     batch = comp.batch_size or (20_000 if device.startswith("cuda") else 2048)

@@ -58,38 +58,57 @@ def unpack_signs(codes: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
+#: rows read to fit the 1-bit decoding levels: the two means per dimension are settled long before
+LEVEL_ROWS = 65_536
+DECODERS = ("levels", "sign")
+
+
 @register
 class Binary(Compressor):
     """One bit per dimension: 1 where the value is above the threshold, compared by Hamming
-    distance (seed 000, section 4). ``threshold="zero"`` is the plain sign; ``"mean"`` fits a
-    per-dimension threshold (the data's mean), which balances bits on uncentered embeddings."""
+    distance (Dinu et al., 2025, section 4). ``threshold="zero"`` is the plain sign; ``"mean"`` fits a
+    per-dimension threshold (the data's mean), which balances bits on uncentered embeddings.
+
+    Decoding (for asymmetric scores: a float query against the bits) uses ``decoder="levels"``:
+    per dimension, the mean of the fitted values on each side of the threshold, i.e. the 1-bit
+    Lloyd-Max quantizer of that dimension (fitted on up to ``LEVEL_ROWS`` rows). ``"sign"``
+    decodes to +-1. The codes themselves do not depend on the decoder: with ``threshold="zero"``
+    they are byte-identical to sentence-transformers ``quantize_embeddings(x, "ubinary")``."""
 
     name = "binary"
+    _state_in_file = True
     _positional = "threshold"
-    _state_arrays = ("thresholds_",)
+    _state_arrays = ("thresholds_", "levels_")
     _fused_finite_check = True
 
-    def __init__(self, threshold: str = "zero"):
+    def __init__(self, threshold: str = "zero", decoder: str = "levels"):
         self.threshold = threshold
+        self.decoder = decoder
 
     @property
     def learns_from_data(self) -> bool:
-        return self.threshold != "zero"
+        return self.threshold != "zero" or self.decoder == "levels"
 
     def _validate_params(self, n_features: int) -> None:
         if self.threshold not in THRESHOLDS:
             raise InputError(f"binary threshold must be one of {', '.join(THRESHOLDS)}, got {self.threshold!r}")
+        if self.decoder not in DECODERS:
+            raise InputError(f"binary decoder must be one of {', '.join(DECODERS)}, got {self.decoder!r}")
 
     def _fit(self, batches, n_features: int) -> None:
         if self.threshold == "zero":
             self.thresholds_ = np.zeros(n_features, dtype=np.float32)
-            return
-        total = np.zeros(n_features, dtype=np.float64)
-        n = 0
-        for batch in batches():
-            total += batch.sum(axis=0, dtype=np.float64)
-            n += len(batch)
-        self.thresholds_ = (total / n).astype(np.float32)
+        else:
+            total = np.zeros(n_features, dtype=np.float64)
+            n = 0
+            for batch in batches():
+                total += batch.sum(axis=0, dtype=np.float64)
+                n += len(batch)
+            self.thresholds_ = (total / n).astype(np.float32)
+        if self.decoder == "levels":
+            self.levels_ = fit_levels(batches, self.thresholds_, LEVEL_ROWS)
+        else:
+            self.levels_ = np.vstack([np.full(n_features, -1, np.float32), np.ones(n_features, np.float32)])
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         t = 0.0 if self.threshold == "zero" else self.thresholds_
@@ -97,15 +116,48 @@ class Binary(Compressor):
         return map_rows(lambda part: pack_bits(part, t, check_finite=True), X, out)
 
     def _set_state(self, scalars, arrays) -> None:
+        d = int(scalars["n_features_in_"])
         if "thresholds_" not in arrays and self.threshold == "zero":  # nothing was learned
-            arrays = {**arrays, "thresholds_": np.zeros(int(scalars["n_features_in_"]), dtype=np.float32)}
+            arrays = {**arrays, "thresholds_": np.zeros(d, dtype=np.float32)}
+        if "levels_" not in arrays and self.decoder == "sign":
+            arrays = {**arrays, "levels_": np.vstack([np.full(d, -1, np.float32), np.ones(d, np.float32)])}
         super()._set_state(scalars, arrays)
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
-        """+-1 vectors: a float query's inner product with them is the asymmetric score."""
+        """Bits -> float32 vectors: the fitted level of each bit's side (or +-1 with ``decoder="sign"``).
+        A float query's inner product with them is the asymmetric score."""
         self._check_fitted()
-        return unpack_signs(codes, self.n_features_in_)
+        lo, hi = self.levels_
+        bits = np.unpackbits(np.asarray(codes, dtype=np.uint8), axis=-1, count=self.n_features_in_)
+        out = bits.astype(np.float32)
+        out *= hi - lo
+        out += lo
+        return out
 
     def _output_spec(self) -> OutputSpec:
         d = self.n_features_in_
         return OutputSpec(kind="bits", dtype="uint8", width=d, nbytes=(d + 7) // 8, metric="hamming")
+
+
+def fit_levels(batches, thresholds: np.ndarray, max_rows: int) -> np.ndarray:
+    """(2, d) float32: per dimension, the mean of the values at or below the threshold (row 0) and
+    above it (row 1), over the first ``max_rows`` rows. A side that no value fell on gets the
+    threshold itself, so it adds nothing to a score."""
+    d = len(thresholds)
+    sums = np.zeros((2, d), dtype=np.float64)
+    counts = np.zeros((2, d), dtype=np.int64)
+    seen = 0
+    for batch in batches():
+        b = batch[: max_rows - seen]
+        above = b > thresholds
+        hi_sum = np.where(above, b, 0).sum(axis=0, dtype=np.float64)
+        n_hi = above.sum(axis=0)
+        sums[1] += hi_sum
+        sums[0] += b.sum(axis=0, dtype=np.float64) - hi_sum
+        counts[1] += n_hi
+        counts[0] += len(b) - n_hi
+        seen += len(b)
+        if seen >= max_rows:
+            break
+    t = np.broadcast_to(thresholds.astype(np.float64), (2, d))
+    return np.where(counts > 0, sums / np.maximum(counts, 1), t).astype(np.float32)

@@ -20,6 +20,7 @@ class Int8(Compressor):
     Compare codes after :meth:`decode` (dequantized float vectors) by cosine."""
 
     name = "int8"
+    _state_in_file = True
     _state_arrays = ("ranges_",)
     _fused_finite_check = True
 

@@ -29,6 +29,10 @@ class Pipeline(Compressor):
         return cls(stages=stages)
 
     @property
+    def state_fits_in_file(self) -> bool:
+        return all(s.state_fits_in_file for s in self.stages or [])
+
+    @property
     def learns_from_data(self) -> bool:
         return any(s.learns_from_data for s in self.stages or [])
 
@@ -80,10 +84,14 @@ class Pipeline(Compressor):
         self._check_fitted()
         return self.stages[-1].decode(codes)
 
+    @property
+    def last_stage(self) -> Compressor:
+        return self.stages[-1]
+
     def float_prefix(self, X: np.ndarray) -> np.ndarray:
         """``X`` through every stage but the last: the float space the last stage quantizes
         (where a full-precision query meets the decoded codes in a rerank)."""
-        self._check_fitted()
+        X = super().float_prefix(X)
         for s in self.stages[:-1]:
             X = s._transform(X)
         return X

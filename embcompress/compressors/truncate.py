@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._util import normalize_rows
 from ..base import Compressor, OutputSpec, check_dim, float_spec
 from ..registry import register
-
-
-def l2_normalize(X: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length in place; all-zero rows stay zero (no NaN)."""
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    np.divide(X, norms, out=X, where=norms > 0)
-    return X
 
 
 @register
@@ -23,6 +17,7 @@ class Truncate(Compressor):
     """
 
     name = "truncate"
+    _state_in_file = True
     _positional = "dim"
 
     def __init__(self, dim: int = 256, renormalize: bool = False):
@@ -41,7 +36,7 @@ class Truncate(Compressor):
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         out = np.array(X[:, : self.dim], dtype=np.float32, order="C")
-        return l2_normalize(out) if self.renormalize else out
+        return normalize_rows(out, copy=False) if self.renormalize else out
 
     def _output_spec(self) -> OutputSpec:
         return float_spec(self.dim)

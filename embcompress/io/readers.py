@@ -297,12 +297,30 @@ def read_all(path: str | os.PathLike, *, column: str | None = None, id_column: s
              codes: bool | None = False) -> tuple[np.ndarray, list | None]:
     """Load a whole (small) vector file: (vectors or codes, ids or None). For files that fit in
     memory; streaming code uses :func:`open_vectors`."""
-    src = open_vectors(path, column=column, id_column=id_column, codes=codes)
-    parts, ids = [], []
+    X, ids, _ = read_sample(path, column=column, id_column=id_column, codes=codes)
+    return X, ids
+
+
+def read_sample(path: str | os.PathLike, *, limit: int | None = None, column: str | None = None,
+                id_column: str | None = None, label_column: str | None = None,
+                codes: bool | None = False) -> tuple[np.ndarray, list | None, list | None]:
+    """The first ``limit`` rows (all when None) of a vector file: (vectors, ids or None, labels
+    or None). ``label_column`` names a column read beside the vectors (an error names the
+    columns there are when it is missing)."""
+    src = open_vectors(path, column=column, id_column=id_column, codes=codes,
+                       keep_columns=[label_column] if label_column else ())
+    parts, ids, labels = [], [], []
+    seen = 0
     for b in src.batches():
-        parts.append(np.array(b.vectors))
-        if src.id_column:
-            ids.extend(b.carried.column(0).to_pylist())
-    width = src.nbytes_per_row if codes and isinstance(src, ParquetVectors) and pa.types.is_fixed_size_binary(src.type) else src.dim
-    arr = np.concatenate(parts) if parts else np.empty((0, width), dtype=np.float32)
-    return arr, (ids if src.id_column else None)
+        take = len(b.vectors) if limit is None else min(len(b.vectors), limit - seen)
+        parts.append(np.array(b.vectors[:take]))
+        if b.carried is not None:
+            if src.id_column:
+                ids.extend(b.carried.column(src.id_column).to_pylist()[:take])
+            if label_column:
+                labels.extend(b.carried.column(label_column).to_pylist()[:take])
+        seen += take
+        if limit is not None and seen >= limit:
+            break
+    arr = np.concatenate(parts) if parts else np.empty((0, src.dim), dtype=np.float32)
+    return arr, (ids if src.id_column else None), (labels if label_column else None)

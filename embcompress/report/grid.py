@@ -12,22 +12,25 @@ between the original and the compressed (decoded) vectors of a sample.
 
 from __future__ import annotations
 
-import time
+import os
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..analysis import evaluate_run, intrinsic_dimensionality, knn_accuracy, neighbour_recall, preservation, uniformity
-from ..base import Compressor
-from ..compressors import Binary, Int8, Pipeline
+from .._fs import check_output_dir
+from ..analysis import intrinsic_dimensionality, spearman, uniformity
+from ..datasets import read_qrels
 from ..errors import InputError
-from ..registry import from_spec
-from ..search import Index
+from ..evaluate import FLOAT, Config, LabelFreeTask, LabelTask, QrelsTask, parse_config, run_configs
+from ..io import read_all, read_sample
+from .html import write_report
 
 DEFAULT_METHODS = ("truncate", "random_select", "random_projection", "pca", "geopres")
 #: methods whose output is chained into binary in the grid
 CHAINED = ("pca", "geopres")
 K = 10
+MIN_VECTORS = 50
 
 
 def default_widths(dim: int) -> list[int]:
@@ -46,29 +49,128 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     return front
 
 
-def _score_fn(docs: np.ndarray, *, queries, query_ids, doc_ids, qrels, labels) -> tuple[str, Callable]:
-    """The task measurement: returns (name, f(index, rerank) -> score)."""
-    if qrels is not None:
-        def score(index: Index, rerank: str | None) -> float:
-            res = index.search(queries, K, rerank=rerank, originals=docs if rerank == "float" else None)
-            return evaluate_run({q: list(r) for q, r in zip(query_ids, res.ids)}, qrels, K).ndcg
-        return f"nDCG@{K}", score
-    if labels is not None:
-        def score(index: Index, rerank: str | None) -> float:
-            comp = index.compressor
-            Z = docs if comp is None else comp.decode(index.data)
-            return knn_accuracy(Z, labels, k=K)
-        return f"kNN accuracy (k={K})", score
-    n_q = min(1000, max(1, len(docs) // 10))
-    q_rows, d_rows = np.arange(n_q), np.arange(n_q, len(docs))
-    Q = docs[q_rows]
-    reference = Index(docs[d_rows]).search(Q, K).rows
+@dataclass
+class PlanItem:
+    label: str  # as shown in the report
+    method: str  # family, for colours and grouping
+    width: int
+    config: Config
 
-    def score(index: Index, rerank: str | None) -> float:
-        sub = Index(index.data[d_rows], compressor=index.compressor)
-        res = sub.search(Q, K, rerank=rerank, originals=docs[d_rows] if rerank == "float" else None)
-        return neighbour_recall(reference, res.rows, K)
-    return f"recall@{K} vs float (label-free)", score
+
+@dataclass
+class Setup:
+    """A validated report request: what is indexed, what is measured, and how."""
+
+    docs: np.ndarray
+    doc_ids: list[str]
+    task: Any
+    widths: list[int]
+    methods: list[str]
+    chain_methods: list[str]
+    budget: int | None
+    proxy_sample: int
+    geopres_params: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def validate(docs, *, doc_ids=None, queries=None, query_ids=None, qrels=None, labels=None, widths=None,
+             methods=DEFAULT_METHODS, chain_methods=CHAINED, budget=None, proxy_sample=2000, geopres_params="") -> Setup:
+    """Check the request and choose the task: qrels (nDCG@10), labels (kNN accuracy) or
+    label-free (recall@10 against float search, with held-out rows of the sample as queries)."""
+    docs = np.ascontiguousarray(docs, dtype=np.float32)
+    n, dim = docs.shape
+    if n < MIN_VECTORS:
+        raise InputError(f"a report needs at least {MIN_VECTORS} vectors, got {n}")
+    widths = sorted(set(widths or default_widths(dim)), reverse=True)
+    bad = [w for w in widths if not 1 <= w < dim]
+    if bad:
+        raise InputError(f"widths {bad} are out of range: the embeddings have {dim} dimensions, allowed is 1..{dim - 1}")
+    unknown = sorted(set(methods) - set(DEFAULT_METHODS) - {"autoencoder"})
+    if unknown:
+        raise InputError(f"unknown report method(s) {unknown}; known: {', '.join(DEFAULT_METHODS)}, autoencoder")
+    if (queries is None) != (qrels is None):
+        raise InputError("task retention needs both queries and qrels (or neither)")
+    if labels is not None and qrels is not None:
+        raise InputError("give either labels or queries with qrels, not both")
+    doc_ids = [str(i) for i in (doc_ids if doc_ids is not None else range(n))]
+    if qrels is not None:
+        query_ids = [str(i) for i in (query_ids if query_ids is not None else range(len(queries)))]
+        task = QrelsTask(np.ascontiguousarray(queries, dtype=np.float32), query_ids, qrels, K)
+    elif labels is not None:
+        task = LabelTask(labels, K)
+    else:  # held-out rows of the sample are the queries; the rest is indexed
+        n_q = min(1000, max(1, n // 10))
+        task = LabelFreeTask(docs[:n_q], K)
+        docs, doc_ids = docs[n_q:], doc_ids[n_q:]
+    info = task.check(docs, doc_ids)
+    return Setup(docs, doc_ids, task, widths, list(methods), list(chain_methods), budget, proxy_sample, geopres_params, info)
+
+
+def plan(setup: Setup) -> list[PlanItem]:
+    """The grid: each method at each width (and then binary, for the chained methods), binary with
+    and without reranks, int8; reranks are left out where the task has no use for them."""
+    dim = setup.docs.shape[1]
+    items = [PlanItem("float32", "float", dim, FLOAT)]
+    for m in setup.methods:
+        for w in setup.widths:
+            spec = f"{m}:{w}" + (f":{setup.geopres_params}" if m == "geopres" and setup.geopres_params else "")
+            items.append(PlanItem(f"{m} {w}", m, w, parse_config(spec)))
+            if m in setup.chain_methods:
+                items.append(PlanItem(f"{m} {w} + binary", f"{m}+binary", w, parse_config(f"{spec}+binary")))
+    items.append(PlanItem("binary", "binary", dim, parse_config("binary")))
+    if not isinstance(setup.task, LabelTask):
+        items.append(PlanItem("binary + asymmetric rerank", "binary+rerank", dim, parse_config("binary@asym")))
+        items.append(PlanItem("binary + float rerank", "binary+rerank", dim, parse_config("binary@float")))
+    items.append(PlanItem("int8", "int8", dim, parse_config("int8")))
+    return items
+
+
+def run(setup: Setup, items: Sequence[PlanItem], progress: Callable[[str, int, int], None] | None = None) -> list[dict[str, Any]]:
+    """Every plan item through the evaluation engine, labelled for the report."""
+    by_config = {it.config.label: it for it in items}
+    step = (lambda label, i, n: progress(by_config[label].label if label in by_config else label, i, n)) if progress else None
+    rows = run_configs(setup.docs, setup.task, [it.config for it in items], doc_ids=setup.doc_ids,
+                       proxy_sample=setup.proxy_sample, progress=step)
+    out = []
+    for it, r in zip(items, rows):
+        out.append({"config": it.label, "method": it.method, "width": it.width, "kind": r["kind"],
+                    "bytes_per_vector": r["bytes_per_vector"], "extra_storage": r["extra_storage"], "rerank": r["rerank"],
+                    "score": r["score"], "retention": r["retention"], "rank_proxy": r["rank_proxy"],
+                    "fit_seconds": r["fit_seconds"], "eval_seconds": round(r["search_seconds"], 3)})
+    return out
+
+
+def summarize(setup: Setup, rows: list[dict[str, Any]], all_docs: np.ndarray) -> dict[str, Any]:
+    """Pareto front, best within the budget, intrinsic dimensionality, uniformity and the
+    proxy/retention correlation, around the rows."""
+    standalone = [r for r in rows if r["extra_storage"] is None]
+    for i in pareto_front([(r["bytes_per_vector"], r["retention"]) for r in standalone]):
+        standalone[i]["pareto"] = True
+    best = None
+    if setup.budget is not None:
+        within = [r for r in standalone if r["bytes_per_vector"] <= setup.budget]
+        best = max(within, key=lambda r: (r["retention"], -r["bytes_per_vector"]))["config"] if within else None
+        for r in rows:
+            r["within_budget"] = r["bytes_per_vector"] <= setup.budget
+    intr = intrinsic_dimensionality(all_docs)
+    # The proxy describes the compressed vectors alone, so it is compared with the retention of
+    # the plain compressed search: rows reranked with a float query score more than the codes hold.
+    scored = [r for r in rows[1:] if r["rerank"] is None]
+    corr = spearman([r["rank_proxy"] for r in scored], [r["retention"] for r in scored]) if len(scored) > 1 else float("nan")
+    n, dim = all_docs.shape
+    task = setup.task
+    return {
+        "format": "embcompress.report", "format_version": 1,
+        "summary": {
+            "vectors": n, "dim": dim, "metric": task.metric, "float_score": rows[0]["score"], "mode": task.mode,
+            "queries": len(task.queries) if hasattr(task, "queries") else None, "widths": setup.widths,
+            "methods": setup.methods, "intrinsic_dimensionality": intr.components, "intrinsic_threshold": intr.threshold,
+            "uniformity": uniformity(all_docs), "proxy_retention_spearman": corr, "proxy_retention_configs": len(scored),
+            "budget_bytes": setup.budget, "best_within_budget": best, **setup.info,
+        },
+        "explained_variance": np.cumsum(intr.explained_variance_ratio).round(6).tolist(),
+        "rows": rows,
+    }
 
 
 def build_report(
@@ -87,115 +189,35 @@ def build_report(
     geopres_params: str = "",
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the grid; returns the report as a JSON-able dict (see module docstring). Each method in
-    ``chain_methods`` is also followed by binary at every width."""
-    docs = np.ascontiguousarray(docs, dtype=np.float32)
-    n, dim = docs.shape
-    if n < 50:
-        raise InputError(f"a report needs at least 50 vectors, got {n}")
-    widths = sorted(set(widths or default_widths(dim)), reverse=True)
-    bad = [w for w in widths if not 1 <= w < dim]
-    if bad:
-        raise InputError(f"widths {bad} are out of range: the embeddings have {dim} dimensions, allowed is 1..{dim - 1}")
-    unknown = sorted(set(methods) - set(DEFAULT_METHODS) - {"autoencoder"})
-    if unknown:
-        raise InputError(f"unknown report method(s) {unknown}; known: {', '.join(DEFAULT_METHODS)}, autoencoder")
+    """Run the grid; returns the report as a JSON-able dict (see module docstring): validate, plan,
+    run through the evaluation engine, summarize."""
+    setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels,
+                     widths=widths, methods=methods, chain_methods=chain_methods, budget=budget,
+                     proxy_sample=proxy_sample, geopres_params=geopres_params)
+    rows = run(setup, plan(setup), progress)
+    return summarize(setup, rows, np.ascontiguousarray(docs, dtype=np.float32))
+
+
+def report_files(input: str | os.PathLike, out_dir: str | os.PathLike, *, queries: str | os.PathLike | None = None,
+                 qrels: str | os.PathLike | None = None, labels: str | None = None, widths: Sequence[int] | None = None,
+                 methods: Sequence[str] | None = None, budget: int | None = None, sample: int = 50_000,
+                 geopres_params: str = "", column: str | None = None, overwrite: bool = False,
+                 progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """The report on files: documents from ``input`` (its first ``sample`` rows, all of them with
+    qrels), queries and BEIR qrels or a label column, written to ``out_dir`` as report.json and
+    report.html. Outputs and inputs are checked before the grid runs."""
+    check_output_dir(out_dir, overwrite=overwrite)
     if (queries is None) != (qrels is None):
-        raise InputError("task retention needs both queries and qrels (or neither)")
-    if labels is not None and len(labels) != n:
-        raise InputError(f"{len(labels)} labels for {n} vectors")
-    doc_ids = [str(i) for i in (doc_ids if doc_ids is not None else range(n))]
-    if qrels is not None:
-        from ..evaluate import check_qrels
-
-        query_ids = [str(i) for i in (query_ids if query_ids is not None else range(len(queries)))]
-        if queries.shape[1] != dim:
-            raise InputError(f"queries have {queries.shape[1]} dimensions but the documents have {dim}")
-        check_qrels(qrels, query_ids, doc_ids)
-    metric_name, score = _score_fn(docs, queries=queries, query_ids=query_ids, doc_ids=doc_ids, qrels=qrels, labels=labels)
-    prox_rows = np.sort(np.random.default_rng(0).choice(n, size=min(n, proxy_sample), replace=False))
-    X_prox = docs[prox_rows]
-
-    # (label, method, width, builder) -- builders return a fitted compressor or None (float)
-    plan: list[tuple[str, str, int, Callable[[], Compressor | None], str | None]] = [("float32", "float", dim, lambda: None, None)]
-    fitted_cache: dict[str, Compressor] = {}
-
-    def fitted(spec: str) -> Compressor:
-        if spec not in fitted_cache:
-            fitted_cache[spec] = from_spec(spec).fit(docs)
-        return fitted_cache[spec]
-
-    def chain(spec: str) -> Compressor:
-        first = fitted(spec)
-        return Pipeline.from_fitted([first, Binary().fit(first.transform(docs[:2]))])
-
-    for m in methods:
-        for w in widths:
-            spec = f"{m}:{w}" + (f":{geopres_params}" if m == "geopres" and geopres_params else "")
-            plan.append((f"{m} {w}", m, w, (lambda s=spec: fitted(s)), None))
-            if m in chain_methods:
-                plan.append((f"{m} {w} + binary", f"{m}+binary", w, (lambda s=spec: chain(s)), None))
-    plan.append(("binary", "binary", dim, lambda: fitted("binary"), None))
-    plan.append(("binary + asymmetric rerank", "binary+rerank", dim, lambda: fitted("binary"), "asymmetric"))
-    plan.append(("binary + float rerank", "binary+rerank", dim, lambda: fitted("binary"), "float"))
-    plan.append(("int8", "int8", dim, lambda: Int8().fit(docs), None))
-
-    rows: list[dict[str, Any]] = []
-    reference = None
-    for i, (label, method, width, build, rerank) in enumerate(plan):
-        if progress:
-            progress(label, i, len(plan))
-        t0 = time.perf_counter()
-        comp = build()
-        fit_s = time.perf_counter() - t0
-        index = Index(docs, ids=doc_ids) if comp is None else Index(comp.transform(docs), compressor=comp, ids=doc_ids)
-        t1 = time.perf_counter()
-        value = score(index, rerank)
-        eval_s = time.perf_counter() - t1
-        if comp is None:
-            reference = value
-            proxy = 1.0
-        else:
-            proxy = preservation(X_prox, comp.decode(comp.transform(X_prox))).spearman
-        spec = comp.output_spec if comp is not None else None
-        rows.append({
-            "config": label, "method": method, "width": width,
-            "kind": spec.kind if spec else "float", "bytes_per_vector": spec.nbytes if spec else 4 * dim,
-            "extra_storage": "original float vectors" if rerank == "float" else None, "rerank": rerank,
-            "score": value, "retention": value / reference if reference else float("nan"),
-            "rank_proxy": proxy, "fit_seconds": round(fit_s, 3), "eval_seconds": round(eval_s, 3),
-        })
-    if progress:
-        progress("done", len(plan), len(plan))
-    front = pareto_front([(r["bytes_per_vector"], r["retention"]) for r in rows if r["extra_storage"] is None])
-    standalone = [r for r in rows if r["extra_storage"] is None]
-    for i in front:
-        standalone[i]["pareto"] = True
-    best = None
-    if budget is not None:
-        within = [r for r in standalone if r["bytes_per_vector"] <= budget]
-        best = max(within, key=lambda r: (r["retention"], -r["bytes_per_vector"]))["config"] if within else None
-        for r in rows:
-            r["within_budget"] = r["bytes_per_vector"] <= budget
-    intr = intrinsic_dimensionality(docs)
-    # The proxy describes the compressed vectors alone, so it is compared with the retention of
-    # the plain compressed search: rows reranked with a float query score more than the codes hold.
-    scored = [r for r in rows[1:] if r["rerank"] is None]
-    proxies = [r["rank_proxy"] for r in scored]
-    rets = [r["retention"] for r in scored]
-    from scipy.stats import spearmanr
-
-    corr = float(spearmanr(proxies, rets).statistic) if len(set(proxies)) > 1 and len(set(rets)) > 1 else float("nan")
-    return {
-        "format": "embcompress.report", "format_version": 1,
-        "summary": {
-            "vectors": n, "dim": dim, "metric": metric_name, "float_score": reference,
-            "mode": "qrels" if qrels is not None else "labels" if labels is not None else "label-free",
-            "queries": None if queries is None else len(queries), "widths": widths, "methods": list(methods),
-            "intrinsic_dimensionality": intr.components, "intrinsic_threshold": intr.threshold,
-            "uniformity": uniformity(docs), "proxy_retention_spearman": corr, "proxy_retention_configs": len(scored),
-            "budget_bytes": budget, "best_within_budget": best,
-        },
-        "explained_variance": np.cumsum(intr.explained_variance_ratio).round(6).tolist(),
-        "rows": rows,
-    }
+        raise InputError("queries and qrels go together (task retention needs both): give --queries and --qrels")
+    if labels and qrels:
+        raise InputError("give either --labels or --queries/--qrels, not both")
+    D, ids, lab = read_sample(input, limit=None if qrels else sample, column=column, label_column=labels)
+    Q = qids = judged = None
+    if qrels:
+        Q, qids = read_all(queries)
+        judged = read_qrels(qrels)
+    rep = build_report(D, doc_ids=ids, queries=Q, query_ids=qids, qrels=judged, labels=lab, widths=widths,
+                       methods=list(methods or DEFAULT_METHODS), budget=budget, geopres_params=geopres_params,
+                       progress=progress)
+    write_report(rep, out_dir, overwrite=overwrite)
+    return rep

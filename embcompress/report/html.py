@@ -7,12 +7,10 @@ import html
 import json
 import math
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import OutputExistsError
+from .._fs import atomic_dir
 
 COLORS = {
     "float": "#222222", "truncate": "#1f77b4", "truncate+binary": "#6baed6", "random_select": "#aec7e8",
@@ -166,18 +164,7 @@ computed without labels, it predicts retention (the correlation for this data is
 
 def write_report(report: dict[str, Any], out_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Write ``report.json`` and ``report.html`` into ``out_dir`` (atomically, as a directory)."""
-    out = Path(out_dir)
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise OutputExistsError(f"{out} already exists and is not empty; pass --overwrite to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    with atomic_dir(out_dir, overwrite=overwrite) as tmp:
         (tmp / "report.json").write_text(json.dumps(report, indent=2, allow_nan=True) + "\n")
         (tmp / "report.html").write_text(render_html(report))
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+    return Path(out_dir)

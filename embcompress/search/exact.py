@@ -11,6 +11,7 @@ from typing import Callable
 
 import numpy as np
 
+from .._util import normalize_rows
 from ..errors import InputError
 
 QUERY_BLOCK = 1024
@@ -23,13 +24,6 @@ def check_k(k, n_docs: int) -> int:
     if n_docs == 0:
         raise InputError("cannot search an empty set of documents")
     return int(min(k, n_docs))
-
-
-def normalize_rows(X: np.ndarray) -> np.ndarray:
-    X = np.array(X, dtype=np.float32, copy=True)
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    np.divide(X, norms, out=X, where=norms > 0)
-    return X
 
 
 def _block_topk(sim: np.ndarray, k: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
@@ -53,7 +47,12 @@ def topk_by_blocks(score: Callable[[int, int, int, int], np.ndarray], n_queries:
                    *, doc_block: int = DOC_BLOCK, query_block: int = QUERY_BLOCK) -> tuple[np.ndarray, np.ndarray]:
     """Generic exact top-k: ``score(q0, q1, d0, d1)`` returns the (q1-q0, d1-d0) float32 scores
     of a block (larger is better). Returns (scores, indices), best first, ties by lower index."""
-    k = check_k(k, n_docs)
+    return scan_blocks(score, n_queries, n_docs, check_k(k, n_docs), doc_block=doc_block, query_block=query_block)
+
+
+def scan_blocks(score: Callable[[int, int, int, int], np.ndarray], n_queries: int, n_docs: int, k: int,
+                *, doc_block: int = DOC_BLOCK, query_block: int = QUERY_BLOCK) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`topk_by_blocks` with ``k`` already validated (1..n_docs)."""
     out_s = np.empty((n_queries, k), dtype=np.float32)
     out_i = np.empty((n_queries, k), dtype=np.int64)
     for q0 in range(0, n_queries, query_block):

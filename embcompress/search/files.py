@@ -13,14 +13,14 @@ import pyarrow.parquet as pq
 
 from ..errors import FormatError, InputError
 from ..io import check_output_path, open_vectors, read_all
-from ..persist import describe, from_config, load
+from ..persist import arrays_from_json, describe, from_config, load
 from .index import Index, SearchResult
 
 
 def compressor_for(meta: dict | None, model_dir: str | os.PathLike | None, path) -> Any:
     """The fitted compressor that produced a code file: loaded from ``model_dir`` (and checked
-    against the file's fingerprint), or rebuilt from the file's metadata when nothing was learned
-    from data (binary with threshold zero, truncate)."""
+    against the file's fingerprint), or rebuilt from the file's metadata when the compressor keeps
+    only per-dimension state, which the file carries (binary and its decoding levels, int8, truncate)."""
     if not meta or meta.get("format") != "embcompress.vectors":
         raise InputError(f"{path} holds codes without embcompress metadata; cannot tell which compressor made them")
     info = meta["compressor"]
@@ -33,7 +33,7 @@ def compressor_for(meta: dict | None, model_dir: str | os.PathLike | None, path)
             )
         return comp
     try:
-        comp = from_config(info, {})
+        comp = from_config(info, arrays_from_json(info.get("arrays", {})))
     except (FormatError, KeyError, TypeError):
         comp = None
     if comp is None or describe(comp)["fingerprint"] != info.get("fingerprint"):
@@ -105,4 +105,24 @@ def write_results(path: str | os.PathLike, query_ids: list, result: SearchResult
         tmp.unlink(missing_ok=True)
 
 
-__all__ = ["compressor_for", "load_index", "load_queries", "write_results"]
+def search_files(index_file: str | os.PathLike, queries: str | os.PathLike, output: str | os.PathLike, *, k: int = 10,
+                 model: str | os.PathLike | None = None, rerank: str | None = None, multiplier: int = 10,
+                 originals: str | os.PathLike | None = None, column: str | None = None, id_column: str | None = None,
+                 overwrite: bool = False) -> dict[str, Any]:
+    """Search the documents of ``index_file`` (float vectors or codes) with the float queries of
+    ``queries`` and write the ranked results to ``output``. Returns a summary (k is capped at the
+    number of documents)."""
+    from .stores import open_store
+
+    check_output_path(output, overwrite=overwrite, inputs=(index_file, queries))
+    index = load_index(index_file, model=model, column=column, id_column=id_column)
+    Q, qids = load_queries(queries, index)
+    store = open_store(originals) if originals is not None else None
+    res = index.search(Q, k, rerank=rerank, multiplier=multiplier, originals=store)
+    write_results(output, qids, res, overwrite=overwrite)
+    return {"queries": len(Q), "documents": index.num_docs, "k": res.rows.shape[1], "index": index.kind,
+            "bytes_per_vector": index.nbytes_per_vector, "rerank": rerank, "candidates": res.info["candidates"],
+            "seconds": res.seconds, "queries_per_second": len(Q) / res.seconds, "output": str(output)}
+
+
+__all__ = ["compressor_for", "load_index", "load_queries", "search_files", "write_results"]

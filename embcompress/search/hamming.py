@@ -52,7 +52,11 @@ def hamming_topk(queries, docs, k: int, *, threads: int | None = None) -> tuple[
     d = _as_codes(docs, "documents")
     if q.shape[1] != d.shape[1]:
         raise InputError(f"query codes have {q.shape[1]} bytes ({8 * q.shape[1]} bits) but document codes have {d.shape[1]}")
-    k = check_k(k, len(d))
+    return scan_hamming(q, d, check_k(k, len(d)), threads=threads)
+
+
+def scan_hamming(q: np.ndarray, d: np.ndarray, k: int, *, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`hamming_topk` on validated uint8 code arrays and a ``k`` already in 1..len(d)."""
     if _hamming is None:
         return hamming_search(q, d, k)
     threads = threads or num_threads()

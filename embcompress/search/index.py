@@ -26,11 +26,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from .._parallel import run_blocks
+from .._util import check_positive_int, normalize_rows
 from ..base import Compressor, check_array
-from ..compressors.pipeline import Pipeline
 from ..errors import InputError
-from .exact import check_k, normalize_rows, topk_by_blocks
-from .hamming import hamming_topk
+from .exact import check_k, scan_blocks
+from .hamming import scan_hamming
 from .stores import ArrayStore, VectorStore
 
 DEFAULT_MULTIPLIER = 10
@@ -44,15 +44,6 @@ class SearchResult:
     ids: np.ndarray | None = None  # (queries, k) the user's document ids, when the index has them
     seconds: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
-
-
-def _last_stage(comp: Compressor) -> Compressor:
-    return comp.stages[-1] if isinstance(comp, Pipeline) else comp
-
-
-def _float_prefix(comp: Compressor, Q: np.ndarray) -> np.ndarray:
-    """Queries in the float space the last stage quantizes."""
-    return comp.float_prefix(Q) if isinstance(comp, Pipeline) else Q
 
 
 class Index:
@@ -103,22 +94,22 @@ class Index:
     def _first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         comp = self.compressor
         if self.kind == "bits":
-            dist, rows = hamming_topk(comp.transform(Q), self.data, k)
+            dist, rows = scan_hamming(comp.transform(Q), self.data, k)
             return (self.width - dist).astype(np.float32), rows
         if self.kind == "int8":
-            qf = normalize_rows(_float_prefix(comp, Q))
-            docs, norms, last = self.data, self._norms, _last_stage(comp)
+            qf = normalize_rows(comp.float_prefix(Q))
+            docs, norms, last = self.data, self._norms, comp.last_stage
 
             def score(q0, q1, d0, d1):
                 dec = last.decode(docs[d0:d1])  # (b, d) float32
                 return (qf[q0:q1] @ dec.T) / np.where(norms[d0:d1] > 0, norms[d0:d1], 1)
 
-            return topk_by_blocks(score, len(qf), self.num_docs, k)
+            return scan_blocks(score, len(qf), self.num_docs, k)
         q = Q if comp is None else comp.transform(Q)
         if self.metric == "cosine":
             q = normalize_rows(q)
         docs = self.data if comp is None or self.metric != "cosine" else self._normalized_docs()
-        return topk_by_blocks(lambda q0, q1, d0, d1: q[q0:q1] @ docs[d0:d1].T, len(q), self.num_docs, k)
+        return scan_blocks(lambda q0, q1, d0, d1: q[q0:q1] @ docs[d0:d1].T, len(q), self.num_docs, k)
 
     def _normalized_docs(self) -> np.ndarray:
         if self._unit_docs is None:
@@ -130,13 +121,11 @@ class Index:
         """(queries, candidates) float32 scores of the candidate ``rows`` for the float queries."""
         nq, nc = rows.shape
         if how == "asymmetric":
-            if self.kind != "bits":
-                raise InputError(f"asymmetric rerank needs a binary index; this one holds {self.kind} codes")
-            last = _last_stage(self.compressor)
-            qf = np.ascontiguousarray(_float_prefix(self.compressor, Q) - last.thresholds_, dtype=np.float32)  # (q, bits)
-            bits = np.unpackbits(self.data[rows.reshape(-1)], axis=-1, count=self.width)  # (q*c, bits) 0/1
-            dots = np.matmul(bits.astype(np.float32).reshape(nq, nc, self.width), qf[:, :, None])[..., 0]  # (q, c)
-            return 2 * dots - qf.sum(axis=1, keepdims=True)  # q . (2b - 1): the +-1 signs without building them
+            if self.compressor is None:
+                raise InputError("asymmetric rerank needs an index of codes; this one holds float vectors")
+            qf = self.compressor.float_prefix(Q)  # (q, d') the space the codes quantize
+            dec = self.compressor.last_stage.decode(self.data[rows.reshape(-1)])  # (q*c, d') decoded candidates
+            return np.matmul(dec.reshape(nq, nc, -1), qf[:, :, None])[..., 0]  # (q, c) inner products
         if originals is None:
             raise InputError("float rerank needs the original document vectors (originals=...)")
         if originals.num_rows != self.num_docs:
@@ -159,7 +148,7 @@ class Index:
         in_width = self.compressor.n_features_in_ if self.compressor else self.width
         if Q.shape[1] != in_width:
             raise InputError(f"queries have {Q.shape[1]} dimensions but the index expects {in_width}")
-        k = check_k(k, self.num_docs)
+        k = check_k(k, self.num_docs)  # the one check of k in a search; the scans below trust it
         if rerank is not None and rerank not in RERANKS:
             raise InputError(f"rerank must be one of {', '.join(RERANKS)} or None, got {rerank!r}")
         if isinstance(originals, np.ndarray):
@@ -168,8 +157,7 @@ class Index:
             scores, rows = self._first_stage(Q, k)
             info = {"candidates": k}
         else:
-            if isinstance(multiplier, bool) or not isinstance(multiplier, (int, np.integer)) or multiplier < 1:
-                raise InputError(f"multiplier must be a positive integer, got {multiplier!r}")
+            multiplier = check_positive_int("multiplier", multiplier)
             n_cand = min(k * int(multiplier), self.num_docs)
             _, cand = self._first_stage(Q, n_cand)
             t_first = time.perf_counter() - t0

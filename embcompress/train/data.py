@@ -13,6 +13,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..datasets import iter_jsonl
+from ..embed import read_texts
 from ..errors import InputError
 
 
@@ -122,3 +123,19 @@ def batches(pairs: Sequence[Pair], batch_size: int, *, homogeneous: bool = True,
             queues[k] = list(rng.permutation(groups[k]))
         batch, queues[k] = queues[k][:bs], queues[k][bs:]
         yield [int(i) for i in batch]
+
+
+SELF_SUPERVISED = ("crop", "dropout")
+
+
+def load_pairs(path: str | os.PathLike, *, self_supervised: str | None = None, text_field: str | None = None,
+               seed: int = 0) -> list[Pair]:
+    """Training pairs from a file: (anchor, positive[, negative, source]) rows, or with
+    ``self_supervised`` pairs made from raw texts: ``"crop"`` (two chunks of the same document)
+    or ``"dropout"`` (the same text twice; dropout makes the views differ)."""
+    if self_supervised is None:
+        return read_pairs(path)
+    if self_supervised not in SELF_SUPERVISED:
+        raise InputError(f"self_supervised must be crop or dropout, got {self_supervised!r}")
+    texts, _ = read_texts(path, field=text_field)
+    return crop_pairs(texts, seed=seed) if self_supervised == "crop" else dropout_pairs(texts)

@@ -5,14 +5,19 @@ binarization with the float-query rerank of the top 100."""
 
 from __future__ import annotations
 
+import json
+import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from .._fs import check_output_dir
 from ..analysis import intrinsic_dimensionality
+from ..datasets import load_beir
 from ..embed import encode, load_model
 from ..evaluate import evaluate
-from .data import Pair
+from .data import Pair, read_pairs
 from .trainer import LossConfig, TrainConfig, train
 
 
@@ -62,3 +67,36 @@ def temperature_study(pairs: Sequence[Pair], corpus: Mapping[str, str], queries:
                      "first_loss": summary["first_loss"], "last_loss": summary["last_loss"], "path": summary["output"]})
     return {"rows": rows, "steps": base.steps, "batch_size": base.batch_size, "documents": len(corpus),
             "queries": sum(1 for q in queries if q in qrels)}
+
+
+def count_leaks(pairs: Sequence[Pair], queries: Mapping[str, str]) -> int:
+    """Evaluation queries that are also training anchors (the study is then not held out)."""
+    anchors = {p.anchor for p in pairs}
+    return sum(1 for q in queries.values() if q in anchors)
+
+
+def study_files(data: str | os.PathLike, eval_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
+                losses: Sequence[LossConfig], base: TrainConfig, overwrite: bool = False,
+                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The temperature study on files: training pairs from ``data``, a held-out BEIR set in
+    ``eval_dir``; trained models and ``study.json`` go to ``out_dir``. Warns when evaluation
+    queries leak into the training anchors."""
+    check_output_dir(out_dir, overwrite=overwrite)
+    base.validate()
+    pairs = read_pairs(data)
+    ev = load_beir(eval_dir)
+    leaked = count_leaks(pairs, ev.queries)
+    if leaked:
+        warnings.warn(f"{leaked} evaluation queries also appear as training anchors; the study is not held out", stacklevel=2)
+    res = temperature_study(pairs, ev.corpus, ev.queries, ev.qrels, losses, base, out_dir, overwrite=overwrite,
+                            progress=progress)
+    res["leaked_queries"] = leaked
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".study.json.tmp-{os.getpid()}"
+    try:
+        tmp.write_text(json.dumps(res, indent=2, default=str))
+        os.replace(tmp, out / "study.json")
+    finally:
+        tmp.unlink(missing_ok=True)
+    return res

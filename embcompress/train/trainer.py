@@ -22,8 +22,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from .._fs import check_output_dir
+from .._util import check_positive_int, pick_device
 from ..embed import load_model, resolve_model_path
-from ..errors import InputError, OutputExistsError
+from ..errors import InputError
 from . import losses
 from .data import Pair, batches
 
@@ -97,12 +99,8 @@ class TrainConfig:
     device: str | None = None
 
     def validate(self) -> None:
-        for name in ("steps", "batch_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError(f"{name} must be a positive integer, got {v!r}")
-        if self.batch_size < 2:
-            raise InputError("batch_size must be at least 2 (in-batch negatives)")
+        check_positive_int("steps", self.steps)
+        check_positive_int("batch_size (at least 2 for in-batch negatives)", self.batch_size, minimum=2)
         if not self.lr > 0:
             raise InputError(f"lr must be positive, got {self.lr}")
         if not 0 <= self.min_lr_ratio <= 1 or not 0 <= self.warmup_ratio < 1:
@@ -141,13 +139,6 @@ def freeze_first_layers(model, n: int) -> int:
     return len(layers)
 
 
-def _device(requested: str | None) -> str:
-    if requested in (None, "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError(f"device {requested!r} was asked for but CUDA is not available")
-    return requested
-
 
 def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig, *, resume: bool = False,
           overwrite: bool = False, model=None, progress: Callable[[int, float], None] | None = None) -> dict[str, Any]:
@@ -159,13 +150,13 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
     config.validate()
     out = Path(out_dir)
     ckpt = out / "checkpoint"
-    if out.exists() and any(out.iterdir()) and not (overwrite or resume):
-        raise OutputExistsError(f"{out} already exists and is not empty; pass --overwrite, or --resume to continue")
+    if not resume:
+        check_output_dir(out, overwrite=overwrite)
     if resume and not (ckpt / "state.pt").exists():
         raise InputError(f"nothing to resume: {ckpt / 'state.pt'} does not exist")
     if not pairs or len(pairs) < 2:
         raise InputError("training needs at least 2 pairs")
-    device = _device(config.device)
+    device = pick_device(config.device)
     if model is None:
         resolve_model_path(config.model)  # clear error before any loading
         model = load_model(str(ckpt / "model") if resume else config.model, device=device)
