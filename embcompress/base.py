@@ -70,6 +70,8 @@ def check_array(X: Any, *, what: str = "X", row_offset: int = 0, finite: bool = 
     """
     if isinstance(X, np.ndarray):
         arr = X
+    elif hasattr(X, "toarray") and hasattr(X, "nnz"):  # a scipy sparse matrix or array
+        raise InputError(f"{what} is sparse; sparse input is not supported, give a dense 2-D float array")
     else:
         try:
             arr = np.asarray(X)
@@ -79,15 +81,18 @@ def check_array(X: Any, *, what: str = "X", row_offset: int = 0, finite: bool = 
         raise InputError(f"{what} has dtype object (ragged rows or mixed types); give a 2-D float array")
     if arr.ndim != 2:
         raise InputError(
-            f"{what} must be 2-D (rows x dims), got {arr.ndim}-D with shape {arr.shape}; "
-            "reshape a single vector with x.reshape(1, -1)"
+            f"{what} must be 2-D (rows x dims), got {arr.ndim}-D with shape {arr.shape}. "
+            "Reshape your data with x.reshape(1, -1) for a single vector"
         )
+    if arr.dtype.kind == "c":
+        raise InputError(f"{what} has dtype {arr.dtype}. Complex data not supported; give real float embeddings")
     if arr.dtype.type not in FLOAT_DTYPES:
         raise InputError(
             f"{what} has dtype {arr.dtype}; only float16, float32 and float64 embeddings are accepted"
         )
     if arr.shape[1] == 0:
-        raise InputError(f"{what} has 0 dimensions; embeddings need at least 1")
+        raise InputError(f"{what} has 0 feature(s) (shape=({arr.shape[0]}, 0)) while a minimum of 1 is required: "
+                         "embeddings need at least 1 dimension")
     arr = np.ascontiguousarray(arr, dtype=np.float32)
     if finite:
         check_finite(arr, what=what, row_offset=row_offset)
@@ -116,7 +121,7 @@ def check_finite(arr: np.ndarray, *, what: str = "X", row_offset: int = 0) -> No
     col = int(np.flatnonzero(~np.isfinite(arr[row]))[0])
     raise InputError(
         f"{what} row {row + row_offset} has a non-finite value ({arr[row, col]} at dimension {col}); "
-        f"{len(bad_rows)} row(s) in this batch are affected; embeddings must be finite"
+        f"{len(bad_rows)} row(s) in this batch are affected; embeddings must be finite (no NaN or inf)"
     )
 
 
@@ -212,6 +217,24 @@ class Compressor:
             self.get_params(deep=True)[head].set_params(**sub)
         return self
 
+    def clone(self) -> "Compressor":
+        """A new unfitted compressor with the same parameters (nested compressors cloned too), as
+        ``sklearn.base.clone`` makes."""
+        params = {}
+        for name, value in self.get_params(deep=False).items():
+            if isinstance(value, Compressor):
+                value = value.clone()
+            elif isinstance(value, list) and any(isinstance(v, Compressor) for v in value):
+                value = [v.clone() if isinstance(v, Compressor) else v for v in value]
+            params[name] = value
+        return type(self)(**params)
+
+    @property
+    def fitted_stages(self) -> list["Compressor"]:
+        """The fitted stages in order: ``[self]`` for a single compressor."""
+        self._check_fitted()
+        return [self]
+
     def __sklearn_is_fitted__(self) -> bool:
         return self.is_fitted
 
@@ -298,7 +321,8 @@ class Compressor:
         if arr.shape[1] != self.n_features_in_:
             raise InputError(
                 f"input has {arr.shape[1]} dimensions but this {self.name} compressor was fitted on "
-                f"{self.n_features_in_}"
+                f"{self.n_features_in_} (X has {arr.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input)"
             )
         try:
             return self._transform(arr)
@@ -379,7 +403,7 @@ def check_dim(name: str, value: Any, n_features: int, *, allow_equal: bool = Tru
     top = n_features if allow_equal else n_features - 1
     if not 1 <= value <= top:
         raise InputError(
-            f"{name}={value} is out of range: the input has {n_features} dimensions, allowed is 1..{top}"
+            f"{name}={value} is out of range: the input has {n_features} dimensions ({n_features} feature(s)), allowed is 1..{top}"
         )
     return value
 

@@ -13,8 +13,8 @@ class InputError(EmbcompressError, ValueError):
     """The data handed in is not what the operation accepts (dtype, width, NaN, ragged rows...)."""
 
 
-class NotFittedError(EmbcompressError, RuntimeError):
-    """A compressor was used before ``fit``."""
+class NotFittedError(EmbcompressError, ValueError, AttributeError):
+    """A compressor was used before ``fit`` (a ValueError and AttributeError, as scikit-learn's)."""
 
 
 class FormatError(EmbcompressError):

@@ -185,8 +185,7 @@ class FitCache:
             if prefix_spec not in self._outputs:
                 self._outputs[prefix_spec] = prefix.transform(self.docs)
             rest = from_spec("+".join(stages[done:])).fit(self._outputs[prefix_spec])
-            firsts = getattr(prefix, "stages", None) or [prefix]
-            comp = get("pipeline").from_fitted([*firsts, *(getattr(rest, "stages", None) or [rest])])
+            comp = get("pipeline").from_fitted([*prefix.fitted_stages, *rest.fitted_stages])
         self._fitted[spec] = comp
         return comp
 

@@ -212,8 +212,8 @@ def test_pipeline_fits_later_stages_on_earlier_output():
     p = from_spec("pca:8+binary:mean")
     p.fit(X)
     assert isinstance(p, Pipeline)
-    Z = p.stages[0].transform(X)
-    np.testing.assert_allclose(p.stages[1].thresholds_, Z.mean(axis=0), atol=1e-5)
+    Z = p.stages_[0].transform(X)
+    np.testing.assert_allclose(p.stages_[1].thresholds_, Z.mean(axis=0), atol=1e-5)
     np.testing.assert_array_equal(p.transform(X), Binary(threshold="mean").fit(Z).transform(Z))
 
 

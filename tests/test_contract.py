@@ -119,3 +119,110 @@ def test_batches_equal_single_fit(spec, data):
         differ = np.unpackbits(a ^ b) if kind == "bits" else np.abs(a.astype(np.int16) - b.astype(np.int16))
         assert differ.max() <= 1, f"codes differ by {differ.max()} steps"
         assert np.count_nonzero(differ) <= 0.002 * differ.size, f"{np.count_nonzero(differ)} of {differ.size} codes differ"
+
+
+# ---- the scikit-learn estimator contract ---------------------------------------------------------
+sklearn = pytest.importorskip("sklearn")
+
+#: one spec per registered name, at widths that fit scikit-learn's small check data (a few features)
+SKLEARN_SPECS = {
+    "truncate": "truncate:1", "random_select": "random_select:1", "random_projection": "random_projection:1",
+    "pca": "pca:1", "binary": "binary:mean", "int8": "int8", "pipeline": "pca:1+binary",
+    "geopres": "geopres:1:batch_size=16,min_steps=2,epochs=1", "autoencoder": "autoencoder:1:batch_size=16,min_steps=2,epochs=1",
+}
+#: checks that do not apply, and why
+NOT_APPLICABLE = {
+    "check_estimators_dtypes": "integer input is refused on purpose: embeddings are float16/32/64",
+    "check_dtype_object": "object arrays are refused on purpose (ragged rows are an error, not data)",
+    "check_transformer_preserve_dtypes": "outputs are codes (uint8, int8) or float32 by design",
+}
+#: learned maps train and validate on at least 20 rows; these checks fit on fewer
+TOO_FEW_ROWS = {"check_n_features_in_after_fitting", "check_estimators_nan_inf"}
+
+
+def test_every_registered_compressor_faces_sklearn_checks():
+    assert sorted(SKLEARN_SPECS) == available()
+
+
+@pytest.mark.parametrize("name", sorted(SKLEARN_SPECS))
+def test_sklearn_estimator_checks(name):
+    import warnings
+
+    from sklearn.utils.estimator_checks import check_estimator
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(from_spec(SKLEARN_SPECS[name]), on_fail=None)
+    skip = set(NOT_APPLICABLE) | (TOO_FEW_ROWS if name in ("geopres", "autoencoder") else set())
+    failed = {r["check_name"]: str(r["exception"])[:200] for r in results if r["status"] == "failed" and r["check_name"] not in skip}
+    passed = {r["check_name"] for r in results if r["status"] == "passed"}
+    assert not failed, failed
+    for essential in ("check_estimator_cloneable", "check_get_params_invariance", "check_set_params", "check_fit_idempotent",
+                      "check_transformers_unfitted", "check_n_features_in", "check_estimators_pickle",
+                      "check_dont_overwrite_parameters", "check_transformer_general"):
+        assert essential in passed, essential
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS)
+def test_clone_and_params(spec, data):
+    from sklearn.base import clone
+
+    c = from_spec(spec).fit(data)
+    fresh = clone(c)
+    assert type(fresh) is type(c) and not fresh.is_fitted
+    assert fresh.get_params(deep=False).keys() == c.get_params(deep=False).keys()
+    np.testing.assert_array_equal(fresh.fit(data, None).transform(data), c.transform(data))
+    np.testing.assert_array_equal(from_spec(spec).fit_transform(data, None), c.transform(data))
+    assert fresh.set_params() is fresh
+
+
+def test_nested_params_of_a_chain(data):
+    c = from_spec("truncate:40+pca:9+binary")
+    deep = c.get_params(deep=True)
+    assert deep["stages__0__dim"] == 40 and deep["stages__1__dim"] == 9 and deep["stages__2__threshold"] == "zero"
+    c.set_params(stages__1__dim=5, stages__2__threshold="mean")
+    assert c.fit(data).output_spec.width == 5 and c.stages_[2].threshold == "mean"
+    assert c.stages[1].dim == 5 and not c.stages[1].is_fitted  # the parameter is never fitted in place
+    c.set_params(stages__0=embcompress.Truncate(dim=30), stages__0__renormalize=True)
+    assert c.stages[0].dim == 30 and c.stages[0].renormalize is True
+    with pytest.raises(InputError, match="no parameter 'stages__7__dim'"):
+        c.set_params(stages__7__dim=3)
+    with pytest.raises(InputError, match="no parameter 'width'; valid: dim, renormalize"):
+        embcompress.Truncate().set_params(width=3)
+
+
+def test_steps_of_a_sklearn_pipeline():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 600)
+    X = (rng.standard_normal((600, 32)) + y[:, None] * 0.8).astype(np.float32)
+    for step in (embcompress.PCA(dim=8), embcompress.Truncate(dim=16), from_spec("pca:16+binary"), embcompress.Int8()):
+        pipe = make_pipeline(step, LogisticRegression(max_iter=500)).fit(X[:500], y[:500])
+        assert pipe.score(X[500:], y[500:]) > 0.8, step
+    X[:, :8] = rng.standard_normal((600, 8))  # no signal in the first 8 dimensions
+    search = GridSearchCV(make_pipeline(embcompress.Truncate(dim=4), LogisticRegression()), {"truncate__dim": [4, 16]}, cv=2).fit(X, y)
+    assert search.best_params_["truncate__dim"] == 16
+
+
+def test_every_compressor_module_registers_its_classes():
+    """A compressor file whose class is not registered (forgotten @register) fails here."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import embcompress.compressors as pkg
+    from embcompress.base import Compressor
+    from embcompress.registry import get
+
+    modules = [m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")]
+    assert modules
+    for name in modules:
+        mod = importlib.import_module(f"embcompress.compressors.{name}")
+        classes = [c for _, c in inspect.getmembers(mod, inspect.isclass)
+                   if issubclass(c, Compressor) and c.__module__ == mod.__name__ and c.name]
+        assert classes, f"embcompress/compressors/{name}.py defines no named compressor"
+        for cls in classes:
+            assert get(cls.name) is cls, f"{cls.__name__} in {name}.py is not registered"

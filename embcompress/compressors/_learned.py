@@ -72,7 +72,7 @@ class LearnedMap(Compressor):
         rng = make_rng(self.seed)
         X = reservoir(batches, self.max_rows, rng)
         if len(X) < MIN_ROWS:
-            raise InputError(f"{self.name} needs at least {MIN_ROWS} rows to train and validate, got {len(X)}")
+            raise InputError(f"{self.name} needs at least {MIN_ROWS} rows to train and validate, got {len(X)} (n_samples = {len(X)})")
         perm = rng.permutation(len(X))
         n_val = max(2, int(round(self.val_fraction * len(X))))
         train_rows, val_rows = X[perm[n_val:]], X[perm[:n_val]]

@@ -63,7 +63,7 @@ class PCA(Compressor):
                 scatter += block.T @ block  # (d, d), float32 product, float64 sum
             n += len(batch)
         if n < 2:
-            raise InputError(f"pca needs at least 2 rows to fit, got {n}")
+            raise InputError(f"pca needs at least 2 rows to fit, got {n} sample(s) (n_samples = {n})")
         mean_shifted = total / n
         cov = (scatter - n * np.outer(mean_shifted, mean_shifted)) / (n - 1)
         eigvals, eigvecs = np.linalg.eigh(cov)  # ascending

@@ -15,7 +15,8 @@ from ..registry import get, register
 class Pipeline(Compressor):
     """Apply ``stages`` in order. Each stage is fitted on the output of the stages before it,
     reading the data once per stage that learns from data. Only the last stage may produce
-    bits or int8 codes."""
+    bits or int8 codes. As in scikit-learn meta-estimators, ``stages`` (the parameter) is never
+    changed by ``fit``: fitted copies are kept in ``stages_``."""
 
     name = "pipeline"
     _positional = None
@@ -33,6 +34,11 @@ class Pipeline(Compressor):
         return all(s.state_fits_in_file for s in self.stages or [])
 
     @property
+    def fitted_stages(self) -> list[Compressor]:
+        self._check_fitted()
+        return list(self.stages_)
+
+    @property
     def learns_from_data(self) -> bool:
         return any(s.learns_from_data for s in self.stages or [])
 
@@ -40,7 +46,7 @@ class Pipeline(Compressor):
     def from_fitted(cls, stages: list[Compressor]) -> "Pipeline":
         """A fitted chain of stages that were fitted already, each on the previous one's output
         (saves re-training a learned first stage when only the last stage changes)."""
-        pipe = cls(stages=list(stages))
+        pipe = cls(stages=[s.clone() for s in stages])
         for i, s in enumerate(stages):
             s._check_fitted()
             if i and s.n_features_in_ != stages[i - 1].output_spec.width:
@@ -48,6 +54,7 @@ class Pipeline(Compressor):
             if i < len(stages) - 1 and s.output_spec.kind != "float":
                 raise InputError(f"stage {i + 1} ({s.name}) outputs {s.output_spec.kind} codes; put it last")
         pipe._validate_params(stages[0].n_features_in_)
+        pipe.stages_ = list(stages)
         pipe.n_features_in_ = stages[0].n_features_in_
         return pipe
 
@@ -59,8 +66,9 @@ class Pipeline(Compressor):
                 raise InputError("pipelines cannot be nested; list the stages in one pipeline")
 
     def _fit(self, batches, n_features: int) -> None:
-        for i, stage in enumerate(self.stages):
-            done = self.stages[:i]
+        fitted: list[Compressor] = []
+        for i, template in enumerate(self.stages):
+            done, stage = list(fitted), template.clone()
 
             def prefixed(done=done):
                 for b in batches():
@@ -74,42 +82,51 @@ class Pipeline(Compressor):
                     f"stage {i + 1} ({stage.name}) outputs {stage.output_spec.kind} codes, which no later "
                     "stage can take; put it last"
                 )
+            fitted.append(stage)
+        self.stages_ = fitted
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
-        for s in self.stages:
+        for s in self.stages_:
             X = s._transform(X)
         return X
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
         self._check_fitted()
-        return self.stages[-1].decode(codes)
+        return self.stages_[-1].decode(codes)
 
     @property
     def last_stage(self) -> Compressor:
-        return self.stages[-1]
+        self._check_fitted()
+        return self.stages_[-1]
 
     def float_prefix(self, X: np.ndarray) -> np.ndarray:
         """``X`` through every stage but the last: the float space the last stage quantizes
         (where a full-precision query meets the decoded codes in a rerank)."""
         X = super().float_prefix(X)
-        for s in self.stages[:-1]:
+        for s in self.stages_[:-1]:
             X = s._transform(X)
         return X
 
     def _output_spec(self) -> OutputSpec:
-        return self.stages[-1].output_spec
+        return self.stages_[-1].output_spec
 
     def _get_state(self):
         scalars: dict[str, Any] = {"n_features_in_": int(self.n_features_in_), "stages": []}
         arrays: dict[str, np.ndarray] = {}
-        for i, s in enumerate(self.stages):
+        for i, s in enumerate(self.stages_):
             sc, ar = s._get_state()
             scalars["stages"].append(sc)
             arrays.update({f"{i}.{k}": v for k, v in ar.items()})
         return scalars, arrays
 
     def _set_state(self, scalars, arrays) -> None:
-        for i, (s, sc) in enumerate(zip(self.stages, scalars["stages"], strict=True)):
+        stages = [s.clone() for s in self.stages]
+        for i, (s, sc) in enumerate(zip(stages, scalars["stages"], strict=True)):
             prefix = f"{i}."
             s._set_state(sc, {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)})
+        self.stages_ = stages
         self.n_features_in_ = int(scalars["n_features_in_"])
+
+    def _clear_state(self) -> None:
+        super()._clear_state()
+        self.__dict__.pop("stages_", None)
