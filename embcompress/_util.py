@@ -30,10 +30,21 @@ def normalize_rows(X: np.ndarray, *, copy: bool = True, dtype=np.float32) -> np.
     return X
 
 
+def require(module: str, extra: str, what: str):
+    """Import an optional dependency, or raise InputError naming the extra that installs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise InputError(f"{what} needs {module.split('.')[0]}, which is not installed; "
+                         f"install it with: pip install \"embcompress[{extra}]\"") from None
+
+
 def pick_device(device: str | None) -> str:
     """The torch device to use: ``None``/"auto" picks CUDA when present, else the CPU; asking for
     CUDA on a machine without it is an InputError. Imports torch (only call it where torch is needed)."""
-    import torch
+    torch = require("torch", "learned", "choosing a torch device")
 
     if device in (None, "auto"):
         return "cuda" if torch.cuda.is_available() else "cpu"

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ._util import require
 from ._version import __version__
 from .errors import InputError
 from .io import VectorWriter, check_output_path
@@ -53,7 +54,7 @@ def load_model(model: str | None = None, device: str | None = None):
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     path = resolve_model_path(model)
-    from sentence_transformers import SentenceTransformer  # heavy; imported on use only
+    SentenceTransformer = require("sentence_transformers", "models", "embedding texts").SentenceTransformer  # heavy; on use only
 
     try:
         return SentenceTransformer(path, device=device)

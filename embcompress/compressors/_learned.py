@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .._util import check_positive_int, pick_device
+from .._util import check_positive_int, pick_device, require
 from ..base import Compressor, check_dim, make_rng
 from ..errors import InputError
 
@@ -87,7 +87,7 @@ def train(comp: LearnedMap, train_rows: np.ndarray, val_rows: np.ndarray, rng: n
     """AdamW, linear warm-up then linear decay to 0, about 20 evaluations of the validation loss
     over the run, early stopping after ``patience`` evaluations past the warm-up without
     improvement; the best model is restored."""
-    import torch  # heavy: imported when a learned map is fitted, never by `import embcompress`
+    torch = require("torch", "learned", f"fitting {comp.name}")  # heavy: imported on fit, never by `import embcompress`
 
     device = pick_device(comp.device)
     # the paper's 20,000 on a GPU; on a CPU each step costs O(batch^2) elementwise work (about
