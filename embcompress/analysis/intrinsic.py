@@ -4,16 +4,16 @@ Pure functions over arrays. Zero vectors and duplicate rows never produce NaN or
 similarity with a zero vector is 0, and a row whose similarities are all equal (no ranking to
 preserve) counts as preserved when both spaces agree on that, else as 0.
 
-* intrinsic dimensionality (seed 000, section 3.2): fewest PCA components explaining a share of
+* intrinsic dimensionality (Dinu et al., 2025, section 3.2): fewest PCA components explaining a share of
   the variance (95% by default), with the whole explained-variance curve;
-* uniformity (seed 000, section 3.2: Wang & Isola's uniformity term with the *normalized* scalar
+* uniformity (Dinu et al., 2025, section 3.2: Wang & Isola's uniformity term with the *normalized* scalar
   product, as the InfoNCE objective uses cosine): mean over points of
   log mean_{j != i} exp(cos(x_i, x_j) / tau); higher means less uniform (more concentrated);
 * alignment (Wang & Isola 2020): mean ||x_i - y_i||^2 over positive pairs of unit vectors;
-* preservation between an original and a compressed space (seed 003, sections 3.3, 6 and A.1):
+* preservation between an original and a compressed space (Kalyfommatos et al., 2025, sections 3.3, 6 and A.1):
   positional (MSE of pairwise Euclidean distances), angular (MSE of pairwise cosine similarities)
   and the local Spearman rank correlation of cosine similarities, computed per row and averaged;
-* kNN classification accuracy (seed 004, section 3.3: k = 10, Euclidean, 9:1 split).
+* kNN classification accuracy ("Cropping outperforms dropout", 2025, section 3.3: k = 10, Euclidean, 9:1 split).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class IntrinsicDimension:
 
 
 def intrinsic_dimensionality(X, threshold: float = 0.95, *, eigenvalues: np.ndarray | None = None) -> IntrinsicDimension:
-    """PCA components needed to explain ``threshold`` of the variance (seed 000 uses 95%).
+    """PCA components needed to explain ``threshold`` of the variance (Dinu et al., 2025 uses 95%).
     Pass ``eigenvalues`` (e.g. a fitted :class:`~embcompress.PCA`'s ``eigenvalues_``, computed by
     streaming) to skip the fit."""
     if not 0 < threshold <= 1:

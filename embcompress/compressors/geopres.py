@@ -1,4 +1,4 @@
-"""GeoPres: a learned linear map trained to preserve pairwise distances (seed 003), and the
+"""GeoPres: a learned linear map trained to preserve pairwise distances (Kalyfommatos et al., 2025), and the
 autoencoder baseline of the same paper. Training uses torch (CUDA when present); ``transform`` is
 plain numpy."""
 
@@ -32,7 +32,7 @@ def cosine_matrix(torch, Y):
 
 def mean_offdiagonal_sq(torch, A, B):
     """Mean of (A - B)^2 over i != j: for symmetric A and B this is the mean over the pairs i < j
-    of seed 003 eq. 1 / eq. 3, without gathering the triangle."""
+    of Kalyfommatos et al., 2025 eq. 1 / eq. 3, without gathering the triangle."""
     m = A.shape[0]
     diff = A - B  # (m, m)
     return ((diff * diff).sum() - (torch.diagonal(diff) ** 2).sum()) / (m * (m - 1))
@@ -67,7 +67,7 @@ class GeoPres(LearnedMap):
     Euclidean distances within a batch; ``"angular"``: mean squared difference of pairwise cosine
     similarities (eq. 3); ``"rank"``: 1 - local Spearman correlation of cosine similarities, with
     soft ranks (a pairwise-sigmoid relaxation, not the Blondel et al. operator the paper used).
-    Defaults follow seed 003, section 4.2: AdamW lr 1e-2, weight decay 0.1, linear schedule with 10%
+    Defaults follow Kalyfommatos et al., 2025, section 4.2: AdamW lr 1e-2, weight decay 0.1, linear schedule with 10%
     warm-up, 10 epochs, early stopping with patience 3 on a validation split, best weights restored,
     PyTorch's default initialization (close to a Johnson-Lindenstrauss projection). With less data
 than the paper's 10M passages, 10 epochs are few steps: training runs at least ``min_steps``
@@ -129,7 +129,7 @@ steps (more epochs over the same rows), still stopped early on the validation lo
 
 @register
 class Autoencoder(LearnedMap):
-    """Baseline of seed 003: encoder ``relu(W1 y + b1)`` (n -> dim) and decoder ``W2 h + b2``
+    """Baseline of Kalyfommatos et al., 2025: encoder ``relu(W1 y + b1)`` (n -> dim) and decoder ``W2 h + b2``
     trained on mean squared reconstruction error, same optimizer, schedule and early stopping as
     GeoPres; only the encoder is kept. (The paper gives both layers a ReLU; a ReLU on the decoder
     output could not reconstruct the negative coordinates of normalized embeddings, so the decoder

@@ -1,4 +1,4 @@
-"""A seeded random subset of ``dim`` input dimensions (seed 000, section 4)."""
+"""A seeded random subset of ``dim`` input dimensions (Dinu et al., 2025, section 4)."""
 
 from __future__ import annotations
 

@@ -3,10 +3,10 @@ task score and its retention (compressed / float), the size and the rank-preserv
 
 Task score, by what the user has:
 * queries + qrels: nDCG@10 of exact search (retention: nDCG / float nDCG);
-* labels: kNN classification accuracy (k = 10, seed 004);
+* labels: kNN classification accuracy (k = 10, "Cropping outperforms dropout", 2025);
 * nothing: label-free recall@10 of the compressed search against exact float search, with held-out
   rows of the sample as queries.
-The proxy is the local Spearman rank correlation of cosine similarities (seed 003, section 6)
+The proxy is the local Spearman rank correlation of cosine similarities (Kalyfommatos et al., 2025, section 6)
 between the original and the compressed (decoded) vectors of a sample.
 """
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .._fs import atomic_dir
+from ..references import REFERENCES
 
 COLORS = {
     "float": "#222222", "truncate": "#1f77b4", "truncate+binary": "#6baed6", "random_select": "#aec7e8",
@@ -127,7 +128,7 @@ def render_html(report: dict[str, Any], title: str = "embcompress retention repo
         ("vectors in the sample", f"{s['vectors']:,}"), ("dimensions", s["dim"]), ("task score", s["metric"]),
         ("float32 score", _fmt(s["float_score"])),
         (f"intrinsic dimensionality ({100 * s['intrinsic_threshold']:.0f}% variance)", f"{s['intrinsic_dimensionality']} of {s['dim']}"),
-        ("uniformity (seed 000; higher = more concentrated)", f"{s['uniformity']:.4f}"),
+        ("uniformity (Dinu et al., 2025; higher = more concentrated)", f"{s['uniformity']:.4f}"),
         (f"Spearman correlation of rank proxy and retention ({s.get('proxy_retention_configs', '?')} configurations, no rerank)", _fmt(corr)),
     ]
     facts_html = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in facts)
@@ -144,7 +145,7 @@ small {{ color: #777; }}
 </style></head><body>
 <h1>{_esc(title)}</h1>
 <p>Which compression keeps how much of the task score on these embeddings. Retention = compressed score / float32 score.
-The rank proxy is the per-row Spearman correlation of cosine similarities before and after compression (seed 003):
+The rank proxy is the per-row Spearman correlation of cosine similarities before and after compression (Kalyfommatos et al., 2025):
 computed without labels, it predicts retention (the correlation for this data is shown below). ◆ marks the Pareto front
 (no other configuration is both smaller and better).</p>
 <table class="facts">{facts_html}</table>
@@ -155,11 +156,17 @@ computed without labels, it predicts retention (the correlation for this data is
 <table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>
 <h2>Explained variance</h2>
 <p>Cumulative share of the variance explained by the leading principal components; fewer components for the same share
-(lower intrinsic dimensionality) goes with better retention under compression (seed 000).</p>
+(lower intrinsic dimensionality) goes with better retention under compression (Dinu et al., 2025).</p>
 {_variance_plot(report["explained_variance"], s["intrinsic_dimensionality"], s["intrinsic_threshold"])}
+<h2>References</h2>
+<ul>{"".join(f"<li><small>{html.escape(k)}: {html.escape(v)}</small></li>" for k, v in REFERENCES.items() if k in _CITED)}</ul>
 <p><small>Made by embcompress. The same figures are in report.json.</small></p>
 </body></html>
 """
+
+
+#: the papers this page cites
+_CITED = ("Dinu et al., 2025", "Kalyfommatos et al., 2025")
 
 
 def write_report(report: dict[str, Any], out_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:

@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from .._util import normalize_rows
+from .._util import check_positive_int, normalize_rows
 from ..errors import InputError
 
 QUERY_BLOCK = 1024
@@ -19,8 +19,7 @@ DOC_BLOCK = 32768
 
 
 def check_k(k, n_docs: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise InputError(f"k must be a positive integer, got {k!r}")
+    k = check_positive_int("k", k)
     if n_docs == 0:
         raise InputError("cannot search an empty set of documents")
     return int(min(k, n_docs))

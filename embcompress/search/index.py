@@ -5,11 +5,11 @@ user's document ids. ``search`` takes *float* queries in the original embedding 
 compresses them the same way, so callers never compare codes of different compressors.
 
 Scores are "higher is better" everywhere: cosine or inner product for floats; for bits the
-Hamming similarity (bits - Hamming distance, the number of equal positions: seed 000, section 4).
+Hamming similarity (bits - Hamming distance, the number of equal positions: Dinu et al., 2025, section 4).
 Ties are broken by document row, lowest first, in every mode.
 
-Rerank (seed 000, section 5, after Yamada et al. 2021): the binary search returns the top
-``k * multiplier`` candidates (default multiplier 10, i.e. the seed's top 100 for k = 10), which
+Rerank (Dinu et al., 2025, section 5, after Yamada et al. 2021): the binary search returns the top
+``k * multiplier`` candidates (default multiplier 10, i.e. Dinu et al.'s top 100 for k = 10), which
 are re-scored with
 * ``"asymmetric"``: the float query (in the space the bits were taken from) against the documents'
   bits unpacked to +-1 — no storage beyond the bits;

@@ -1,6 +1,6 @@
 """Training data: (anchor, positive[, negative]) pairs from jsonl or parquet, self-supervised pairs
-from raw documents (crops, seed 004 section 3.1, or dropout: the same text twice, SimCSE), and
-homogeneous batches (every in-batch negative from the same source, seed 000 section 3.1)."""
+from raw documents (crops, "Cropping outperforms dropout", 2025 section 3.1, or dropout: the same text twice, SimCSE), and
+homogeneous batches (every in-batch negative from the same source, Dinu et al., 2025 section 3.1)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 def sentences(text: str, min_chars: int = 100, max_chars: int = 250) -> list[list[str]]:
     """Runs of consecutive sentences whose lengths are within [min_chars, max_chars]; a sentence
-    out of range breaks the run (seed 004 discards such sentences)."""
+    out of range breaks the run ("Cropping outperforms dropout", 2025 discards such sentences)."""
     runs: list[list[str]] = [[]]
     for s in _SENTENCE_END.split(" ".join(text.split())):
         if min_chars <= len(s) <= max_chars:
@@ -79,7 +79,7 @@ def sentences(text: str, min_chars: int = 100, max_chars: int = 250) -> list[lis
 def crop_pairs(documents: Sequence[str], *, t: int = 2, min_chars: int = 100, max_chars: int = 250,
                seed: int = 0) -> list[Pair]:
     """For each document, all chunks of ``t`` consecutive kept sentences; two different chunks
-    sampled as anchor and positive (seed 004: t = 2, sentences of 100-250 characters). Documents
+    sampled as anchor and positive ("Cropping outperforms dropout", 2025: t = 2, sentences of 100-250 characters). Documents
     with fewer than two chunks give no pair."""
     rng = np.random.default_rng(seed)
     pairs = []

@@ -1,4 +1,4 @@
-"""Contrastive losses as pure functions over embeddings (seed 000).
+"""Contrastive losses as pure functions over embeddings (Dinu et al., 2025).
 
 Conventions: ``anchor`` and ``positive`` are (B, d) tensors; ``negatives`` optional (B, H, d) hard
 negatives, H per anchor. Similarity is cosine (the embeddings are L2-normalized inside), and
@@ -21,6 +21,7 @@ from typing import Callable, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
+from .._util import check_positive_int
 from ..errors import InputError
 
 
@@ -34,8 +35,8 @@ def check_dims(dims: Sequence[int], full: int | None = None) -> list[int]:
     dims = list(dims)
     if not dims:
         raise InputError("Matryoshka widths must not be empty")
-    if any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
-        raise InputError(f"Matryoshka widths must be positive integers, got {dims}")
+    for d in dims:
+        check_positive_int("each Matryoshka width", d)
     if len(set(dims)) != len(dims):
         raise InputError(f"Matryoshka widths must not repeat, got {dims}")
     if full is not None and max(dims) > full:
@@ -63,7 +64,7 @@ def similarity_logits(anchor: torch.Tensor, positive: torch.Tensor, negatives: t
 
 def info_nce(anchor: torch.Tensor, positive: torch.Tensor, negatives: torch.Tensor | None = None, *,
              tau: float = 0.05, negative_weight_beta: float = 0.0) -> torch.Tensor:
-    """InfoNCE with cosine similarity and temperature ``tau`` (seed 000, eq. 1).
+    """InfoNCE with cosine similarity and temperature ``tau`` (Dinu et al., 2025, eq. 1).
 
     ``negative_weight_beta`` > 0 weights each negative by its similarity to the anchor,
     w_ij = N * softmax_j(beta * s_ij) over the negatives (weights average 1; computed without
@@ -86,7 +87,7 @@ def info_nce(anchor: torch.Tensor, positive: torch.Tensor, negatives: torch.Tens
 
 def temp_agg(anchor, positive, negatives=None, *, taus: Sequence[float] = (0.03, 0.06, 0.1),
              weights: Sequence[float] | None = None, negative_weight_beta: float = 0.0) -> torch.Tensor:
-    """Temperature aggregation (seed 000, eq. 6): sum_t w_t InfoNCE(tau_t); default taus and
+    """Temperature aggregation (Dinu et al., 2025, eq. 6): sum_t w_t InfoNCE(tau_t); default taus and
     w_t = 1 as in the paper."""
     if not taus:
         raise InputError("TempAgg needs at least one temperature")
@@ -110,7 +111,7 @@ def mrl(loss: Callable[..., torch.Tensor], anchor, positive, negatives=None, *, 
 def temp_agg_mrl(anchor, positive, negatives=None, *, dims: Sequence[int], taus: Sequence[float] = (0.03, 0.06, 0.1),
                  dim_weights: Sequence[float] | None = None, tau_weights: Sequence[float] | None = None,
                  negative_weight_beta: float = 0.0) -> torch.Tensor:
-    """TempAggMRL (seed 000, eq. 7): TempAgg at every Matryoshka width."""
+    """TempAggMRL (Dinu et al., 2025, eq. 7): TempAgg at every Matryoshka width."""
     def at_width(a, p, n):
         return temp_agg(a, p, n, taus=taus, weights=tau_weights, negative_weight_beta=negative_weight_beta)
 
@@ -119,7 +120,7 @@ def temp_agg_mrl(anchor, positive, negatives=None, *, dims: Sequence[int], taus:
 
 def temp_spec_mrl(anchor, positive, negatives=None, *, tau_by_dim: Mapping[int, float],
                   weights: Sequence[float] | None = None, negative_weight_beta: float = 0.0) -> torch.Tensor:
-    """TempSpecMRL (seed 000, eq. 8): InfoNCE at width d_i with its own tau_i, e.g.
+    """TempSpecMRL (Dinu et al., 2025, eq. 8): InfoNCE at width d_i with its own tau_i, e.g.
     {256: 0.03, 512: 0.06, 1024: 0.1}."""
     if not tau_by_dim:
         raise InputError("TempSpecMRL needs a {width: tau} mapping")

@@ -1,4 +1,4 @@
-"""The temperature study (seed 000, Tables 1 and 2 in one run): train one model per loss
+"""The temperature study (Dinu et al., 2025, Tables 1 and 2 in one run): train one model per loss
 configuration and measure, on a held-out retrieval set, full-size nDCG@10, the intrinsic
 dimensionality, and the retention under truncation to 1/4 and 1/2 of the width, binarization, and
 binarization with the float-query rerank of the top 100."""

@@ -1,10 +1,10 @@
 """Fine-tune a sentence-transformers model with the temperature-controlled contrastive losses.
 
-Recipe (seed 000, appendix A, scaled for small models on small hardware): AdamW with weight decay
+Recipe (Dinu et al., 2025, appendix A, scaled for small models on small hardware): AdamW with weight decay
 0.1, cosine schedule with linear warm-up (2% of the steps, as 58 of 3,000 there) down to a minimum
 learning-rate ratio of 0.1, gradient clipping at 1.0. The paper's learning rate 5e-6 is for a 356M
 model at a global batch of 4,096; the default here is 2e-5 for MiniLM-sized models at batch 32-256.
-Optional freezing of the embeddings and first N transformer layers (seed 004: tuning the last
+Optional freezing of the embeddings and first N transformer layers ("Cropping outperforms dropout", 2025: tuning the last
 layers is nearly as good), bf16 autocast on CUDA, checkpoints every N steps with resume.
 """
 
