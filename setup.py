@@ -13,6 +13,8 @@ if platform.machine().lower() in ("x86_64", "amd64"):
 
 setup(ext_modules=[
     Extension("embcompress.search._hamming", ["embcompress/search/_hamming.c"], extra_compile_args=flags, optional=True),
+    # top-k over byte codes scored with lookup tables (PQ, few-bit SQ, RaBitQ)
+    Extension("embcompress.search._adc", ["embcompress/search/_adc.c"], extra_compile_args=["-O3"], optional=True),
     # fused threshold-and-pack for binarization; its AVX2 path is chosen at run time, not at build
     Extension("embcompress.compressors._pack", ["embcompress/compressors/_pack.c"], extra_compile_args=["-O3"], optional=True),
 ])

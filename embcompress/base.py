@@ -35,7 +35,7 @@ from ._util import check_positive_int
 from .errors import InputError, NotFittedError
 
 #: How two compressed vectors are compared.
-METRICS = ("cosine", "inner_product", "hamming")
+METRICS = ("cosine", "inner_product", "hamming", "adc")
 
 #: Float dtypes accepted as input; everything is computed in float32.
 FLOAT_DTYPES = (np.float16, np.float32, np.float64)
@@ -47,9 +47,11 @@ BatchSource = Union[np.ndarray, Iterable[np.ndarray], Callable[[], Iterator[np.n
 class OutputSpec:
     """What a fitted compressor produces for one input vector.
 
-    ``kind`` is ``"float"`` (float32 values), ``"int8"`` (int8 codes) or ``"bits"`` (packed bits,
-    most significant bit first, ``nbytes = ceil(width / 8)``, the padding bits are zero).
-    ``width`` counts logical dimensions (bits for ``"bits"``).
+    ``kind`` is ``"float"`` (float32 values), ``"int8"`` (int8 codes), ``"bits"`` (packed bits,
+    most significant bit first, ``nbytes = ceil(width / 8)``, the padding bits are zero) or
+    ``"codes"`` (opaque uint8 rows of ``nbytes`` bytes scored with lookup tables, metric
+    ``"adc"``: product and scalar quantization codes, RaBitQ codes with their factors).
+    ``width`` counts logical dimensions (bits for ``"bits"``, bytes for ``"codes"``).
     """
 
     kind: str
@@ -60,6 +62,16 @@ class OutputSpec:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def packed(self) -> bool:
+        """Rows are opaque bytes (stored as fixed-size binary), not one value per dimension."""
+        return self.kind in ("bits", "codes")
+
+    @property
+    def row_width(self) -> int:
+        """Values per stored row: bytes for packed kinds, dimensions otherwise."""
+        return self.nbytes if self.packed else self.width
 
 
 def check_array(X: Any, *, what: str = "X", row_offset: int = 0, finite: bool = True) -> np.ndarray:
@@ -345,6 +357,18 @@ class Compressor:
         return np.asarray(codes, dtype=np.float32)
 
     # ---- what search needs ------------------------------------------------------------------
+    def lookup_tables(self, Q: np.ndarray) -> np.ndarray:
+        """For ``"codes"`` outputs: (queries, code bytes, 256) float32 tables such that a code's
+        score for a query (the inner product with its decoded vector, up to a per-query constant
+        and the per-document scale of :meth:`adc_codes`) is the sum of one entry per byte.
+        ``Q`` is in the space of :meth:`float_prefix`."""
+        raise NotImplementedError(f"{self.name} outputs {self.output_spec.kind}, which are not scored with lookup tables")
+
+    def adc_codes(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """For ``"codes"`` outputs: the part of each stored row the tables index, and a
+        per-document scale (or None)."""
+        return codes, None
+
     @property
     def last_stage(self) -> "Compressor":
         """The stage whose output is stored (itself, for a single compressor)."""

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1] / "embcompress"
 
 #: lowest first; a module may import modules of its own layer or lower ones, never higher
 LAYERS = [
-    ("foundations", ["errors", "_version", "_util", "_fs", "_parallel"]),
+    ("foundations", ["errors", "_version", "_util", "_fs", "_parallel", "references"]),
     ("registry", ["registry"]),
     ("persistence", ["persist"]),
     ("contract", ["base"]),

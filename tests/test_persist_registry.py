@@ -18,8 +18,8 @@ def _saved(tmp_path, spec="pca:4"):
 
 
 def test_unknown_name_lists_known(tmp_path):
-    with pytest.raises(InputError, match="unknown compressor .pq.; known: autoencoder, binary, geopres, int8, pca"):
-        from_spec("pq:8")
+    with pytest.raises(InputError, match="unknown compressor .lsh.; known: autoencoder, binary, geopres, int8, itq, opq, pca, pipeline, pq"):
+        from_spec("lsh:8")
     path = _saved(tmp_path)
     cfg = json.loads((path / "config.json").read_text())
     cfg["name"] = "nope"

@@ -3,10 +3,16 @@
 from .binary import Binary, pack_bits, unpack_signs
 from .geopres import Autoencoder, GeoPres
 from .int8 import Int8
+from .itq import ITQ
 from .pca import PCA
 from .pipeline import Pipeline
+from .pq import OPQ, PQ
+from .rabitq import RaBitQ
 from .random_projection import RandomProjection
 from .random_select import RandomSelect
+from .rotate import Rotate
+from .sq import SQ
 from .truncate import Truncate
 
-__all__ = ["Autoencoder", "Binary", "GeoPres", "Int8", "PCA", "Pipeline", "RandomProjection", "RandomSelect", "Truncate", "pack_bits", "unpack_signs"]
+__all__ = ["Autoencoder", "Binary", "GeoPres", "ITQ", "Int8", "OPQ", "PCA", "PQ", "Pipeline", "RaBitQ", "RandomProjection", "RandomSelect", "Rotate",
+           "SQ", "Truncate", "pack_bits", "unpack_signs"]

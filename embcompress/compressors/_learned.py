@@ -13,29 +13,9 @@ import numpy as np
 from .._util import check_positive_int, pick_device, require
 from ..base import Compressor, check_dim, make_rng
 from ..errors import InputError
+from ._sample import reservoir
 
 MIN_ROWS = 20
-
-
-def reservoir(batches: Callable, max_rows: int, rng: np.random.Generator) -> np.ndarray:
-    """All rows if there are at most ``max_rows``, else a uniform random sample of ``max_rows``
-    rows (reservoir sampling, one pass, memory bounded by the sample)."""
-    sample: np.ndarray | None = None
-    seen = 0
-    for b in batches():
-        if sample is None:
-            sample = np.empty((max_rows, b.shape[1]), dtype=np.float32)
-        n = len(b)
-        fill = min(n, max(0, max_rows - seen))
-        sample[seen : seen + fill] = b[:fill]
-        if fill < n:  # replace with probability max_rows / (position + 1)
-            pos = np.arange(seen + fill, seen + n)
-            slots = rng.integers(0, pos + 1)
-            keep = slots < max_rows
-            for row, slot in zip(np.flatnonzero(keep) + fill, slots[keep]):
-                sample[slot] = b[row]
-        seen += n
-    return sample[: min(seen, max_rows)]
 
 
 class LearnedMap(Compressor):

@@ -22,7 +22,7 @@ ROW_GROUP_BYTES = 64 << 20
 
 
 def arrow_type(spec: OutputSpec) -> pa.DataType:
-    if spec.kind == "bits":
+    if spec.packed:
         return pa.binary(spec.nbytes)
     if spec.kind == "int8":
         return pa.list_(pa.int8(), spec.width)
@@ -33,7 +33,7 @@ def to_arrow(values: np.ndarray, spec: OutputSpec) -> pa.Array:
     """Codes or vectors -> the arrow array of :func:`arrow_type` (no copy for contiguous input)."""
     values = np.ascontiguousarray(values)
     n = len(values)
-    if spec.kind == "bits":
+    if spec.packed:
         return pa.FixedSizeBinaryArray.from_buffers(pa.binary(spec.nbytes), n, [None, pa.py_buffer(values)])
     return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), spec.width)
 
@@ -87,7 +87,7 @@ class VectorWriter:
         if self.format == "npy":
             if num_rows is None:
                 raise InputError("writing .npy needs the row count up front")
-            self._mm = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=np.dtype(spec.dtype), shape=(num_rows, spec.nbytes if spec.kind == "bits" else spec.width))
+            self._mm = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=np.dtype(spec.dtype), shape=(num_rows, spec.row_width))
             self._expected = num_rows
         else:
             fields = list(carried_schema) if carried_schema is not None else []

@@ -30,6 +30,7 @@ from .._util import check_positive_int, normalize_rows
 from ..base import Compressor, check_array
 from ..errors import InputError
 from .exact import check_k, scan_blocks
+from .adc import scan_adc
 from .hamming import scan_hamming
 from .stores import ArrayStore, VectorStore
 
@@ -64,7 +65,7 @@ class Index:
             spec = compressor.output_spec
             self.kind, self.metric, self.width = spec.kind, spec.metric, spec.width
             data = np.ascontiguousarray(data)
-            expected = spec.nbytes if spec.kind == "bits" else spec.width
+            expected = spec.row_width
             if data.ndim != 2 or data.shape[1] != expected or data.dtype != np.dtype(spec.dtype):
                 raise InputError(
                     f"codes have shape {data.shape} and dtype {data.dtype}, but {compressor.name} produces "
@@ -81,6 +82,10 @@ class Index:
         self._unit_docs = None  # reduced floats compared by cosine: normalized once, on first search
         if self.kind == "float" and self.metric == "cosine":
             self.data = normalize_rows(data)
+        if self.kind == "codes":  # the bytes the lookup tables index, and the per-document scale
+            codes, scale = compressor.last_stage.adc_codes(data)
+            self._adc_codes = np.ascontiguousarray(codes, dtype=np.uint8)
+            self._adc_scale = None if scale is None else np.ascontiguousarray(scale, dtype=np.float32)
         if self.kind == "int8":  # decoded norms for cosine, computed once, block by block
             self._norms = np.concatenate([
                 np.linalg.norm(compressor.decode(data[s : s + 65536]), axis=1) for s in range(0, len(data), 65536)
@@ -96,6 +101,9 @@ class Index:
         if self.kind == "bits":
             dist, rows = scan_hamming(comp.transform(Q), self.data, k)
             return (self.width - dist).astype(np.float32), rows
+        if self.kind == "codes":
+            tables = comp.last_stage.lookup_tables(comp.float_prefix(Q))  # (q, bytes, 256)
+            return scan_adc(tables, self._adc_codes, k, scale=self._adc_scale)
         if self.kind == "int8":
             qf = normalize_rows(comp.float_prefix(Q))
             docs, norms, last = self.data, self._norms, comp.last_stage

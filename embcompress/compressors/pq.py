@@ -1,0 +1,165 @@
+"""Product quantization (Jegou et al., 2011) and its optimized rotation, OPQ (Ge et al., 2013):
+trained and encoded with faiss, scored with asymmetric lookup tables."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._util import check_positive_int, require
+from ..base import Compressor, OutputSpec, make_rng
+from ..errors import InputError
+from ..registry import register
+from ._sample import reservoir
+
+NBITS = (4, 8)
+
+
+def _divisors(d: int) -> list[int]:
+    return [m for m in range(1, d + 1) if d % m == 0]
+
+
+@register
+class PQ(Compressor):
+    """``m`` sub-quantizers of ``2**nbits`` centroids each: the vector is cut into ``m`` equal
+    slices and each slice is coded by its nearest centroid (one byte per slice at ``nbits=8``,
+    two slices per byte at ``nbits=4``, the first in the low half as faiss packs them).
+    The centroids are trained with faiss k-means on a sample of up to ``max_rows`` rows; codes
+    are computed by faiss. A float query is scored by the inner product with the decoded vector,
+    through one 256-entry table per slice (asymmetric distance computation)."""
+
+    name = "pq"
+    _positional = "m"
+    _state_arrays = ("centroids_",)
+
+    def __init__(self, m: int = 16, nbits: int = 8, max_rows: int = 100_000, seed: int = 0):
+        self.m = m
+        self.nbits = nbits
+        self.max_rows = max_rows
+        self.seed = seed
+
+    # ---- fitting ------------------------------------------------------------------------------
+    def _validate_params(self, n_features: int) -> None:
+        check_positive_int("m", self.m)
+        if self.m > n_features or n_features % self.m:
+            shown = ", ".join(map(str, _divisors(n_features)))
+            raise InputError(f"{self.name}:{self.m} needs m to divide the width {n_features} into equal slices; allowed m: {shown}")
+        if isinstance(self.nbits, bool) or self.nbits not in NBITS:
+            raise InputError(f"{self.name} nbits must be 4 or 8 (two or one sub-quantizers per byte), got {self.nbits!r}")
+        check_positive_int("max_rows", self.max_rows, minimum=2 ** self.nbits)
+        make_rng(self.seed)
+
+    def _sample(self, batches) -> np.ndarray:
+        X = reservoir(batches, self.max_rows, make_rng(self.seed))
+        k = 2 ** self.nbits
+        if len(X) < k:
+            raise InputError(f"{self.name} needs at least {k} rows to train {k} centroids per sub-quantizer "
+                             f"(nbits={self.nbits}), got {len(X)} (n_samples = {len(X)})")
+        return X
+
+    def _new_faiss_pq(self, d: int):
+        faiss = require("faiss", "faiss", f"{self.name} (product quantization)")
+        pq = faiss.ProductQuantizer(d, int(self.m), int(self.nbits))
+        pq.cp.min_points_per_centroid = 1  # small samples are allowed (checked above); no warnings on stderr
+        pq.cp.seed = int(self.seed)
+        return faiss, pq
+
+    def _fit(self, batches, n_features: int) -> None:
+        X = self._sample(batches)
+        faiss, pq = self._new_faiss_pq(n_features)
+        pq.train(np.ascontiguousarray(X))
+        self.centroids_ = faiss.vector_to_array(pq.centroids).reshape(int(self.m), pq.ksub, pq.dsub).astype(np.float32)
+        self._faiss_pq = pq
+
+    def _set_state(self, scalars, arrays) -> None:
+        super()._set_state(scalars, arrays)
+        self._faiss_pq = None
+
+    def _faiss(self):
+        """The faiss ProductQuantizer holding the fitted centroids (rebuilt after loading)."""
+        if getattr(self, "_faiss_pq", None) is None:
+            faiss, pq = self._new_faiss_pq(self.centroids_.shape[0] * self.centroids_.shape[2])
+            faiss.copy_array_to_vector(np.ascontiguousarray(self.centroids_).ravel(), pq.centroids)
+            self.__dict__["_faiss_pq"] = pq
+        return self._faiss_pq
+
+    def __getstate__(self):  # faiss objects do not pickle; they are rebuilt from centroids_
+        state = dict(self.__dict__)
+        state.pop("_faiss_pq", None)
+        return state
+
+    def _clear_state(self) -> None:
+        super()._clear_state()
+        self.__dict__.pop("_faiss_pq", None)
+
+    # ---- coding -------------------------------------------------------------------------------
+    def _rotate(self, X: np.ndarray) -> np.ndarray:
+        return X
+
+    def _transform(self, X: np.ndarray) -> np.ndarray:
+        return self._faiss().compute_codes(np.ascontiguousarray(self._rotate(X), dtype=np.float32))
+
+    def _indices(self, codes: np.ndarray) -> np.ndarray:
+        """(n, m) centroid index per slice from stored rows."""
+        codes = np.asarray(codes, dtype=np.uint8)
+        if self.nbits == 8:
+            return codes
+        both = np.stack([codes & 15, codes >> 4], axis=2).reshape(len(codes), -1)  # low nibble first
+        return both[:, : self.centroids_.shape[0]]
+
+    def _reconstruct(self, codes: np.ndarray) -> np.ndarray:
+        idx = self._indices(codes)
+        m = self.centroids_.shape[0]
+        return np.concatenate([self.centroids_[j][idx[:, j]] for j in range(m)], axis=1) if len(idx) else \
+            np.zeros((0, self.n_features_in_), np.float32)
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        self._check_fitted()
+        return self._reconstruct(codes)
+
+    def lookup_tables(self, Q: np.ndarray) -> np.ndarray:
+        """(queries, code bytes, 256) float32: the inner product of each query slice with each
+        centroid; at ``nbits=4`` each byte's entry adds its two slices' entries."""
+        self._check_fitted()
+        Q = np.ascontiguousarray(self._rotate(np.asarray(Q, dtype=np.float32)))
+        m, ksub, dsub = self.centroids_.shape
+        T = np.einsum("qmd,mkd->qmk", Q.reshape(len(Q), m, dsub), self.centroids_, optimize=True).astype(np.float32)
+        if self.nbits == 8:
+            return T
+        if m % 2:  # the last byte's high half holds no slice
+            T = np.concatenate([T, np.zeros((len(Q), 1, ksub), np.float32)], axis=1)
+        v = np.arange(256)
+        return T[:, 0::2, :][:, :, v & 15] + T[:, 1::2, :][:, :, v >> 4]
+
+    def _output_spec(self) -> OutputSpec:
+        nbytes = (int(self.m) * int(self.nbits) + 7) // 8
+        return OutputSpec(kind="codes", dtype="uint8", width=nbytes, nbytes=nbytes, metric="adc")
+
+
+@register
+class OPQ(PQ):
+    """Product quantization after an orthogonal rotation learned jointly with the codebooks
+    (faiss ``OPQMatrix``: alternating codebook training and Procrustes rotation updates), so the
+    variance is balanced over the slices. Queries are rotated the same way; decoded vectors are
+    rotated back."""
+
+    name = "opq"
+    _state_arrays = ("centroids_", "rotation_")
+
+    def _fit(self, batches, n_features: int) -> None:
+        X = np.ascontiguousarray(self._sample(batches))
+        faiss, inner = self._new_faiss_pq(n_features)
+        opq = faiss.OPQMatrix(n_features, int(self.m))
+        opq.pq = inner  # our settings (seed, no warnings) for the codebooks OPQ trains while rotating
+        opq.train(X)
+        self.rotation_ = faiss.vector_to_array(opq.A).reshape(opq.d_out, opq.d_in).astype(np.float32)  # y = x @ A^T
+        faiss, pq = self._new_faiss_pq(n_features)
+        pq.train(np.ascontiguousarray(X @ self.rotation_.T))
+        self.centroids_ = faiss.vector_to_array(pq.centroids).reshape(int(self.m), pq.ksub, pq.dsub).astype(np.float32)
+        self._faiss_pq = pq
+
+    def _rotate(self, X: np.ndarray) -> np.ndarray:
+        return X @ self.rotation_.T
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        self._check_fitted()
+        return self._reconstruct(codes) @ self.rotation_

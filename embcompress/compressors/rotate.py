@@ -1,0 +1,57 @@
+"""A seeded random orthogonal rotation: spreads the variance evenly over the dimensions before
+a 1-bit code, so each bit carries about the same information."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import Compressor, OutputSpec, float_spec, make_rng
+from ..errors import InputError
+from ..registry import register
+
+
+def random_orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
+    """A (d, d) orthogonal matrix drawn uniformly (Haar): QR of a Gaussian matrix with the signs
+    of R's diagonal folded into Q."""
+    q, r = np.linalg.qr(rng.standard_normal((d, d)))
+    return (q * np.sign(np.diag(r))).astype(np.float32)
+
+
+@register
+class Rotate(Compressor):
+    """``x -> (x - mean) @ R`` with ``R`` a seeded random orthogonal matrix (the mean is
+    subtracted only with ``center=True``). Lengths and angles are kept (without centering),
+    the width is unchanged; chain it before ``binary``: ``rotate+binary``."""
+
+    name = "rotate"
+    _positional = "seed"
+    _state_arrays = ("rotation_", "mean_")
+
+    def __init__(self, seed: int = 0, center: bool = False):
+        self.seed = seed
+        self.center = center
+
+    @property
+    def learns_from_data(self) -> bool:
+        return bool(self.center)
+
+    def _validate_params(self, n_features: int) -> None:
+        make_rng(self.seed)
+        if not isinstance(self.center, bool):
+            raise InputError(f"center must be true or false, got {self.center!r}")
+
+    def _fit(self, batches, n_features: int) -> None:
+        self.rotation_ = random_orthogonal(n_features, make_rng(self.seed))
+        self.mean_ = np.zeros(n_features, dtype=np.float32)
+        if self.center:
+            total, n = np.zeros(n_features), 0
+            for b in batches():
+                total += b.sum(axis=0, dtype=np.float64)
+                n += len(b)
+            self.mean_ = (total / n).astype(np.float32)
+
+    def _transform(self, X: np.ndarray) -> np.ndarray:
+        return (X - self.mean_) @ self.rotation_ if self.center else X @ self.rotation_
+
+    def _output_spec(self) -> OutputSpec:
+        return float_spec(self.n_features_in_)

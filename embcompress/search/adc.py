@@ -1,0 +1,97 @@
+"""Exact top-k search over byte codes scored with lookup tables (asymmetric distance computation,
+Jegou et al., 2011): product-quantization, few-bit scalar and RaBitQ codes.
+
+A query comes as its tables: ``tables[b, v]`` is what byte value ``v`` at byte ``b`` of a code
+adds to the score, so a document's score is the sum of one entry per byte (times an optional
+per-document ``scale``, as RaBitQ's correction factor). Higher is better. Results are sorted by
+(score descending, document index ascending), on every machine and for every thread count. The
+C kernel (``_adc``, built at install) scans in cache-sized blocks with the GIL released, split
+over threads by query, or by document range for few queries; a numpy path gives the same results
+where it could not be built.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .._parallel import num_threads
+from ..errors import InputError
+from .exact import check_k, scan_blocks
+
+try:  # built by setup.py; optional
+    from . import _adc
+except ImportError:  # pragma: no cover - depends on the build
+    _adc = None
+
+_MIN_DOCS_PER_THREAD = 50_000
+
+
+def kernel_available() -> bool:
+    return _adc is not None
+
+
+def adc_scores(tables: np.ndarray, codes: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
+    """(queries, documents) float32 scores, in numpy (the reference for the kernel)."""
+    nq, nb, _ = tables.shape
+    out = np.zeros((nq, len(codes)), dtype=np.float32)
+    for b in range(nb):
+        out += tables[:, b, :][:, codes[:, b]]
+    if scale is not None:
+        out *= scale[None, :]
+    return out
+
+
+def _merge(parts: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
+    s = np.concatenate([p[0] for p in parts], axis=1)
+    i = np.concatenate([p[1] for p in parts], axis=1)
+    order = np.lexsort((i, -s), axis=1)[:, :k]
+    return np.take_along_axis(s, order, axis=1), np.take_along_axis(i, order, axis=1)
+
+
+def adc_topk(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray | None = None,
+             threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """For each query's tables (queries, bytes, 256), the ``k`` best document rows of ``codes``
+    (documents, bytes). Returns (scores float32, indices int64), best first, ties by lower index."""
+    tables = np.ascontiguousarray(tables, dtype=np.float32)
+    codes = np.ascontiguousarray(codes, dtype=np.uint8)
+    if tables.ndim != 3 or tables.shape[2] != 256 or codes.ndim != 2 or tables.shape[1] != codes.shape[1]:
+        raise InputError(f"tables of shape {tables.shape} do not fit codes of shape {codes.shape}; expected (queries, bytes, 256)")
+    if scale is not None:
+        scale = np.ascontiguousarray(scale, dtype=np.float32)
+        if scale.shape != (len(codes),):
+            raise InputError(f"scale has shape {scale.shape}; expected one value per document ({len(codes)})")
+    return scan_adc(tables, codes, check_k(k, len(codes)), scale=scale, threads=threads)
+
+
+def scan_adc(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray | None = None,
+             threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`adc_topk` on validated arrays and a ``k`` already in 1..len(codes)."""
+    tables = np.ascontiguousarray(tables, dtype=np.float32)
+    nq, nb, _ = tables.shape
+    nd = len(codes)
+    if _adc is None:
+        return scan_blocks(lambda q0, q1, d0, d1: adc_scores(tables[q0:q1], codes[d0:d1], None if scale is None else scale[d0:d1]),
+                           nq, nd, k)
+    sc = b"" if scale is None else scale
+
+    def run(t: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        kk = min(k, end - start)
+        s = np.empty((len(t), kk), dtype=np.float32)
+        i = np.empty((len(t), kk), dtype=np.int64)
+        _adc.topk(codes, t, sc, nb, kk, start, end, s, i)
+        return s, i
+
+    threads = threads or num_threads()
+    if threads <= 1 or (nq < threads and nd < 2 * _MIN_DOCS_PER_THREAD):
+        return run(tables, 0, nd)
+    with ThreadPoolExecutor(threads) as pool:
+        if nq >= threads:  # split queries: no merge needed
+            bounds = np.linspace(0, nq, threads + 1).astype(int)
+            parts = list(pool.map(lambda j: run(tables[bounds[j]:bounds[j + 1]], 0, nd), range(threads)))
+            return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        n_parts = max(1, min(threads, nd // _MIN_DOCS_PER_THREAD))
+        bounds = np.linspace(0, nd, n_parts + 1).astype(int)
+        parts = list(pool.map(lambda j: run(tables, bounds[j], bounds[j + 1]), range(n_parts)))
+    return _merge(parts, k)
