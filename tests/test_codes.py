@@ -1,0 +1,237 @@
+"""The code families: ITQ, rotations, fitted 1-bit levels, few-bit SQ, PQ/OPQ (against faiss),
+RaBitQ (against a plain-numpy version of the paper's estimator), and the lookup-table scan."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embcompress import InputError, from_spec
+from embcompress.compressors.sq import lloyd_levels
+from embcompress.search import Index, float_search
+from embcompress.search.adc import adc_scores, adc_topk, scan_adc
+from embcompress.search.exact import topk_by_blocks
+
+faiss = pytest.importorskip("faiss")
+
+
+def clustered(n=3000, d=48, seed=0):
+    rng = np.random.default_rng(seed)
+    spectrum = np.linspace(1, 0.1, d)  # a decaying spectrum and an offset, like real embeddings
+    centers = rng.standard_normal((30, d)) * spectrum
+    X = centers[rng.integers(0, 30, n)] + rng.standard_normal((n, d)) * 0.6 * spectrum + 0.1
+    return (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def data():
+    """Documents, and queries that are noisy copies of some of them."""
+    D = clustered()[200:]
+    rng = np.random.default_rng(5)
+    Q = D[rng.choice(len(D), 200, replace=False)] + 0.02 * rng.standard_normal((200, 48)).astype(np.float32)
+    return D, Q
+
+
+def recall(found, exact):
+    return np.mean([len(set(a) & set(b)) / len(b) for a, b in zip(found, exact)])
+
+
+# ---- rotations and ITQ -------------------------------------------------------------------------
+def test_rotation_is_orthogonal_and_seeded(data):
+    D, _ = data
+    r = from_spec("rotate:seed=4").fit(D)
+    np.testing.assert_allclose(r.rotation_ @ r.rotation_.T, np.eye(48), atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(r.transform(D), axis=1), 1, atol=1e-5)  # lengths kept
+    assert np.array_equal(r.rotation_, from_spec("rotate:seed=4").fit(D).rotation_)
+    assert not np.array_equal(r.rotation_, from_spec("rotate:seed=5").fit(D).rotation_)
+
+
+def test_itq_lowers_the_quantization_loss(data):
+    """Each iteration solves the Procrustes step exactly, so the loss never rises, and it ends
+    below the loss of the random rotation it started from and of other random rotations."""
+    D, _ = data
+    itq = from_spec("itq:iters=50").fit(D)
+    loss = itq.loss_
+    assert np.all(np.diff(loss) <= 1e-6) and loss[-1] < loss[0] - 0.01
+    np.testing.assert_allclose(itq.rotation_ @ itq.rotation_.T, np.eye(48), atol=1e-4)
+    V = D - itq.mean_
+    for seed in range(5):
+        Z = V @ from_spec(f"rotate:seed={seed}").fit(D).rotation_
+        assert loss[-1] < ((np.sign(Z) - Z) ** 2).mean()
+
+
+def test_itq_against_faiss_itq_transform(data):
+    """faiss ITQTransform (PCA to the same width, then ITQ) and ours reach a similar loss."""
+    D, _ = data
+    ours = from_spec("itq:iters=50").fit(D)
+    Z = ours.transform(D)
+    our_loss = float(((np.sign(Z) - Z * np.abs(Z).mean()) ** 2).mean())
+    ft = faiss.ITQTransform(48, 48, False)
+    ft.train(D)
+    F = ft.apply_py(D)
+    their_loss = float(((np.sign(F) - F * np.abs(F).mean()) ** 2).mean())
+    assert our_loss <= their_loss * 1.05, (our_loss, their_loss)
+
+
+# ---- binary levels, SQ ---------------------------------------------------------------------------
+def test_lloyd_levels_beat_uniform_levels():
+    X = np.random.default_rng(0).standard_normal((20000, 3)).astype(np.float32)
+    lv = lloyd_levels(X, 4, 200)
+    # the Lloyd-Max 2-bit quantizer of a standard normal: +-0.4528, +-1.510 (up to sampling noise)
+    for j in range(3):
+        np.testing.assert_allclose(np.sort(lv[j]), [-1.510, -0.4528, 0.4528, 1.510], atol=0.05)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 4])
+def test_sq_codes_pack_and_decode(bits, data):
+    D, Q = data
+    c = from_spec(f"sq:{bits}").fit(D)
+    codes = c.transform(D)
+    assert codes.shape == (len(D), 48 * bits // 8) and c.output_spec.kind == "codes"
+    dec = c.decode(codes)
+    assert dec.shape == D.shape
+    # every decoded value is its column's level nearest to the original value
+    nearest = np.abs(D[:, :, None] - c.levels_[None]).argmin(axis=2)
+    np.testing.assert_array_equal(dec, np.take_along_axis(c.levels_[None].repeat(len(D), 0), nearest[:, :, None], 2)[:, :, 0])
+    np.testing.assert_allclose(adc_scores(c.lookup_tables(Q), codes), Q @ dec.T, rtol=1e-4, atol=1e-5)
+
+
+def test_sq_bits_trade_size_for_recall(data):
+    D, Q = data
+    exact = float_search(Q, D, 10)[1]
+    r = [recall(Index(c.transform(D), compressor=c).search(Q, 10).rows, exact)
+         for c in (from_spec(f"sq:{b}").fit(D) for b in (1, 2, 4))]
+    assert r[0] < r[1] < r[2] and r[2] > 0.65, r
+
+
+# ---- PQ / OPQ against faiss ------------------------------------------------------------------------
+@pytest.mark.parametrize("spec,m,nbits", [("pq:8", 8, 8), ("pq:12:nbits=4", 12, 4), ("pq:3:nbits=4", 3, 4)])
+def test_pq_matches_faiss(spec, m, nbits, data):
+    D, Q = data
+    c = from_spec(spec).fit(D)
+    ref = faiss.ProductQuantizer(48, m, nbits)
+    faiss.copy_array_to_vector(c.centroids_.ravel(), ref.centroids)
+    codes = c.transform(D)
+    np.testing.assert_array_equal(codes, ref.compute_codes(D))
+    np.testing.assert_allclose(c.decode(codes), ref.decode(codes), atol=1e-6)
+    # ADC scan = faiss IndexPQ with inner product on the same codes
+    index = faiss.IndexPQ(48, m, nbits, faiss.METRIC_INNER_PRODUCT)
+    faiss.copy_array_to_vector(c.centroids_.ravel(), index.pq.centroids)
+    index.is_trained = True
+    index.add(D)
+    fs, fi = index.search(Q, 10)
+    ours = Index(codes, compressor=c).search(Q, 10)
+    np.testing.assert_allclose(ours.scores, fs, rtol=1e-4, atol=1e-5)
+    # the same documents up to exact ties (identical codes are common), which we break by row
+    true = Q @ ref.decode(codes).T
+    np.testing.assert_allclose(np.take_along_axis(true, ours.rows, 1), np.take_along_axis(true, fi, 1), rtol=1e-4, atol=1e-5)
+
+
+def test_opq_rotation_is_orthogonal_and_helps(data):
+    D, Q = data
+    opq = from_spec("opq:6").fit(D)
+    np.testing.assert_allclose(opq.rotation_ @ opq.rotation_.T, np.eye(48), atol=1e-4)
+    err = {s: float(((from_spec(s).fit(D).decode(from_spec(s).fit(D).transform(D)) - D) ** 2).sum()) for s in ("pq:6", "opq:6")}
+    assert err["opq:6"] < err["pq:6"], err
+
+
+# ---- RaBitQ ---------------------------------------------------------------------------------------
+def paper_estimate(q, o, c, P):
+    """RaBitQ's 1-bit inner-product estimator written plainly from the paper, one vector at a time:
+    x_bar = sign(P^T o')/sqrt(d), <q, o> ~ <q, c> + ||o - c|| <x_bar, P^T q> / <x_bar, P^T o'>."""
+    r = o - c
+    o_unit = r / np.linalg.norm(r)
+    rot_o, rot_q = P.T @ o_unit, P.T @ q
+    x_bar = np.where(rot_o > 0, 1.0, -1.0) / np.sqrt(len(o))
+    return q @ c + np.linalg.norm(r) * (x_bar @ rot_q) / (x_bar @ rot_o)
+
+
+def test_rabitq_estimator_matches_the_paper(data):
+    D, Q = data
+    c = from_spec("rabitq").fit(D)
+    rows = c.transform(D[:50])
+    ours = Q[:5] @ c.decode(rows).T
+    ref = np.array([[paper_estimate(q.astype(np.float64), o.astype(np.float64), c.center_.astype(np.float64),
+                                    c.rotation_.astype(np.float64)) for o in D[:50]] for q in Q[:5]])
+    np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-5)
+    # the table scan gives the same ranking signal: estimate minus the per-query <q, c>
+    codes, scale = c.adc_codes(rows)
+    np.testing.assert_allclose(adc_scores(c.lookup_tables(Q[:5]), codes, scale), ours - (Q[:5] @ c.center_)[:, None],
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_rabitq_estimator_is_unbiased():
+    """Over random rotations the estimate averages to the true inner product."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((400, 32)).astype(np.float32)
+    q = rng.standard_normal(32).astype(np.float32)
+    est = np.array([q @ from_spec(f"rabitq:seed={s}").fit(X).decode(from_spec(f"rabitq:seed={s}").fit(X).transform(X[:5])).T
+                    for s in range(300)])  # (300, 5)
+    true = X[:5] @ q
+    sem = est.std(axis=0) / np.sqrt(len(est))
+    assert np.all(np.abs(est.mean(axis=0) - true) < 4 * sem + 1e-3), (est.mean(axis=0), true, sem)
+
+
+def test_rabitq_more_bits_estimate_better_and_factor_counts(data):
+    D, Q = data
+    exact = float_search(Q, D, 10)[1]
+    r = []
+    for b in (1, 2, 3, 4):
+        c = from_spec(f"rabitq:{b}").fit(D)
+        assert c.output_spec.nbytes == b * 6 + 4  # codes plus one float32 factor per vector
+        r.append(recall(Index(c.transform(D), compressor=c).search(Q, 10).rows, exact))
+    assert r == sorted(r) and r[-1] > 0.8, r
+
+
+def test_rabitq_against_faiss_index_rabitq(data):
+    """Same bits, same data: our 1-bit estimator ranks about as well as faiss IndexRaBitQ."""
+    D, Q = data
+    exact = float_search(Q, D, 10)[1]
+    c = from_spec("rabitq").fit(D)
+    ours = recall(Index(c.transform(D), compressor=c).search(Q, 10).rows, exact)
+    index = faiss.IndexRaBitQ(48, faiss.METRIC_INNER_PRODUCT)
+    index.train(D)
+    index.add(D)
+    theirs = recall(index.search(Q, 10)[1], exact)
+    assert ours >= theirs - 0.05, (ours, theirs)
+
+
+# ---- the lookup-table scan -------------------------------------------------------------------------
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_adc_kernel_equals_reference_with_ties_by_row(threads):
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 4, (5000, 6)).astype(np.uint8)  # few values: many exact ties
+    tables = rng.integers(0, 3, (40, 6, 256)).astype(np.float32)
+    scale = np.where(rng.random(5000) < 0.5, 1.0, 2.0).astype(np.float32)
+    for sc in (None, scale):
+        s, i = scan_adc(tables, codes, 25, scale=sc, threads=threads)
+        rs, ri = topk_by_blocks(lambda q0, q1, d0, d1: adc_scores(tables[q0:q1], codes[d0:d1], None if sc is None else sc[d0:d1]),
+                                40, 5000, 25)
+        np.testing.assert_array_equal(i, ri)
+        np.testing.assert_array_equal(s, rs)
+    s, i = scan_adc(tables[:1], codes, 7000 // 1000, threads=threads)  # one query split by document range
+    assert i.shape == (1, 7)
+
+
+def test_adc_bad_inputs():
+    with pytest.raises(InputError, match="do not fit codes"):
+        adc_topk(np.zeros((2, 5, 256), np.float32), np.zeros((10, 4), np.uint8), 3)
+    with pytest.raises(InputError, match="one value per document"):
+        adc_topk(np.zeros((2, 4, 256), np.float32), np.zeros((10, 4), np.uint8), 3, scale=np.ones(9))
+
+
+# ---- bad input ---------------------------------------------------------------------------------------
+def test_code_families_refuse_bad_input(data):
+    D, _ = data
+    with pytest.raises(InputError, match="pq needs at least 256 rows to train 256 centroids per sub-quantizer"):
+        from_spec("pq:8").fit(D[:100])
+    with pytest.raises(InputError, match=r"pq:7 needs m to divide the width 48 .*allowed m: 1, 2, 3, 4, 6, 8, 12, 16, 24, 48"):
+        from_spec("pq:7").fit(D)
+    with pytest.raises(InputError, match="nbits must be 4 or 8"):
+        from_spec("opq:8:nbits=6").fit(D)
+    with pytest.raises(InputError, match="sq bits must be one of 1, 2, 4 per dimension, got 3"):
+        from_spec("sq:3").fit(D)
+    with pytest.raises(InputError, match="rabitq bits must be one of 1, 2, 3, 4 per dimension, got 9"):
+        from_spec("rabitq:bits=9").fit(D)
+    with pytest.raises(InputError, match="itq does not take dim"):
+        from_spec("itq:dim=5")
