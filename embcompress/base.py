@@ -364,6 +364,11 @@ class Compressor:
         ``Q`` is in the space of :meth:`float_prefix`."""
         raise NotImplementedError(f"{self.name} outputs {self.output_spec.kind}, which are not scored with lookup tables")
 
+    def adc_offset(self, Q: np.ndarray) -> np.ndarray:
+        """Per query, what the decoded vectors hold beyond the table sums (times the per-document
+        scale): ``<q, c>`` for RaBitQ's centroid ``c``, 0 for the others."""
+        return np.zeros(len(Q), dtype=np.float32)
+
     def adc_codes(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """For ``"codes"`` outputs: the part of each stored row the tables index, and a
         per-document scale (or None)."""
@@ -376,9 +381,39 @@ class Compressor:
 
     def float_prefix(self, X: Any) -> np.ndarray:
         """``X`` mapped into the float space that :attr:`last_stage` quantizes (``X`` itself for a
-        single compressor; every stage but the last for a chain). Float queries meet decoded codes there."""
+        single compressor; every stage but the last for a chain)."""
         self._check_fitted()
         return check_array(X, what="queries")
+
+    def query_prefix(self, X: Any) -> np.ndarray:
+        """Float queries mapped for inner products with decoded codes: like :meth:`float_prefix`
+        but through the *linear part* of each stage before the last. A stage ``z = A x + b`` (PCA,
+        ITQ and centred rotations subtract a mean) reconstructs ``x ~ A^T (z - b)``, so
+        ``<q, x> ~ <A q, z> - <A q, b>``: the last term is the same for every document, and
+        ranking by ``<A q, z_decoded>`` is ranking by the estimated inner product ``<q, x>``.
+        (Mapping the query through ``b`` too would add a per-document bias ``-<b, z>``.)"""
+        return self.float_prefix(X)
+
+    def inverse_transform(self, Z: Any) -> np.ndarray:
+        """Map outputs back to the input space (scikit-learn API): the decoded vectors for codes,
+        the least-squares preimage for linear maps. Raises NotImplementedError where there is none."""
+        self._check_fitted()
+        if self.output_spec.kind != "float":
+            return self.decode(Z)
+        return self._inverse(np.asarray(Z, dtype=np.float32))
+
+    def _inverse(self, Z: np.ndarray) -> np.ndarray:
+        raise NotImplementedError(f"{self.name} has no inverse_transform")
+
+    def prefix_inverse(self, Z: np.ndarray) -> np.ndarray:
+        """Vectors of the :meth:`float_prefix` space back in the input space (identity for a
+        single compressor)."""
+        return np.asarray(Z, dtype=np.float32)
+
+    def _linear(self, X: np.ndarray) -> np.ndarray:
+        """The linear part of ``_transform`` (the transform itself for linear stages; affine
+        stages override it to leave their offset out)."""
+        return self._transform(X)
 
     # ---- output ------------------------------------------------------------------------------
     @property

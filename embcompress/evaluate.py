@@ -26,13 +26,16 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .analysis import check_qrels, evaluate_run, knn_accuracy, neighbour_recall, preservation, retention
+from .analysis import check_qrels, evaluate_run, knn_accuracy, local_spearman, neighbour_recall, retention
 from .base import Compressor
 from .datasets import read_qrels
 from .errors import InputError
 from .io import read_all
 from .registry import from_spec, get
 from .search import DEFAULT_MULTIPLIER, Index, VectorStore
+
+#: neighbours per row over which the rank proxy is computed
+PROXY_TOP = 100
 
 _CONFIG = re.compile(r"^(?P<spec>[^@]+?)(?:@(?P<rerank>asym|asymmetric|float)(?:x(?P<mult>\d+))?)?$")
 
@@ -212,14 +215,27 @@ def evaluate_config(docs: np.ndarray, cfg: Config, task, *, doc_ids: Sequence, c
         "queries_per_second": m.queries / m.seconds if m.seconds > 0 else float("inf"), "candidates": m.candidates,
     }
     if proxy_rows is not None:
-        row["rank_proxy"] = 1.0 if comp is None else rank_proxy(comp, docs[proxy_rows])
+        row["rank_proxy"] = rank_proxy(comp, docs[proxy_rows], asymmetric=cfg.rerank == "asymmetric")
     return row
 
 
-def rank_proxy(comp: Compressor, X: np.ndarray) -> float:
-    """Local Spearman rank correlation of cosine similarities (Kalyfommatos et al., 2025) between
-    ``X`` and its compressed, decoded form."""
-    return preservation(X, comp.last_stage.decode(comp.transform(X))).spearman
+def rank_proxy(comp: Compressor | None, X: np.ndarray, *, asymmetric: bool = False, top: int | None = PROXY_TOP) -> float:
+    """How well the search ranks the rows of ``X`` against each other, compared with float
+    cosine: per row, the Spearman correlation between float cosine similarities and the scores
+    the search computes (Hamming similarity for bits, lookup-table or asymmetric scores, cosine of
+    decoded vectors), over the row's ``top`` nearest rows by cosine (all other rows with None),
+    averaged (Kalyfommatos et al., 2025, section 6, here computed in the search's own space)."""
+    if comp is None:
+        return 1.0
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    n = len(X)
+    U = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+    S_orig = U @ U.T
+    S_comp = Index(comp.transform(X), compressor=comp).score_matrix(X, asymmetric=asymmetric)
+    np.fill_diagonal(S_orig, -np.inf)  # a row's own similarity is left out
+    m = n - 1 if top is None else min(top, n - 1)
+    cols = np.argsort(-S_orig, axis=1, kind="stable")[:, :m]  # (n, m) nearest rows by cosine
+    return float(local_spearman(np.take_along_axis(S_orig, cols, 1), np.take_along_axis(S_comp, cols, 1)).mean())
 
 
 def run_configs(docs: np.ndarray, task, configs: Sequence[str | Config], *, doc_ids: Sequence | None = None,

@@ -101,15 +101,19 @@ def test_float_rerank_over_all_documents_is_exact(clustered):
 
 
 @pytest.mark.parametrize("decoder", ["levels", "sign"])
-def test_asymmetric_rerank_scores_are_float_query_dot_decoded_bits(clustered, decoder):
+def test_asymmetric_rerank_scores_are_cosines_with_the_reconstruction(clustered, decoder):
+    """The asymmetric score of a document is the cosine of the float query with the document
+    rebuilt in the original space: each bit's fitted level (the 1-bit Lloyd-Max quantizer, or
+    +-1), mapped back through PCA (mean + components)."""
     D, Q = clustered
     c = from_spec(f"pca:24+binary:decoder={decoder}").fit(D)
     idx = Index(c.transform(D), compressor=c)
     res = idx.search(Q, 5, rerank="asymmetric", multiplier=len(D))
-    above = c.stages_[0].transform(D) > 0
+    pca = c.stages_[0]
+    above = pca.transform(D) > 0
     lo, hi = (-1.0, 1.0) if decoder == "sign" else c.stages_[1].levels_
-    decoded = np.where(above, hi, lo)  # each bit's fitted level (the 1-bit Lloyd-Max quantizer), or +-1
-    ref = c.stages_[0].transform(Q) @ decoded.T
+    rebuilt = np.where(above, hi, lo) @ pca.components_ + pca.mean_
+    ref = (Q @ rebuilt.T) / np.linalg.norm(rebuilt, axis=1)[None, :]
     top = np.lexsort((np.broadcast_to(np.arange(len(D)), ref.shape), -ref), axis=1)[:, :5]
     np.testing.assert_allclose(res.scores, np.take_along_axis(ref, top, axis=1), rtol=1e-4, atol=1e-4)
     # the same documents, except where two scores are equal to float32 rounding

@@ -123,6 +123,9 @@ steps (more epochs over the same rows), still stopped early on the validation lo
     def _transform(self, X: np.ndarray) -> np.ndarray:
         return X @ self.components_.T
 
+    def _inverse(self, Z: np.ndarray) -> np.ndarray:
+        return (Z @ np.linalg.pinv(self.components_).T).astype(np.float32)  # least-squares preimage
+
     def _output_spec(self) -> OutputSpec:
         return float_spec(self.dim)
 

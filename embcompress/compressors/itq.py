@@ -66,5 +66,11 @@ class ITQ(Compressor):
     def _transform(self, X: np.ndarray) -> np.ndarray:
         return (X - self.mean_) @ self.rotation_
 
+    def _inverse(self, Z: np.ndarray) -> np.ndarray:
+        return Z @ self.rotation_.T + self.mean_
+
+    def _linear(self, X: np.ndarray) -> np.ndarray:
+        return X @ self.rotation_
+
     def _output_spec(self) -> OutputSpec:
         return float_spec(self.n_features_in_)

@@ -86,6 +86,12 @@ class PCA(Compressor):
     def _transform(self, X: np.ndarray) -> np.ndarray:
         return (X - self.mean_) @ self.components_.T
 
+    def _inverse(self, Z: np.ndarray) -> np.ndarray:
+        return Z @ self.components_ + self.mean_
+
+    def _linear(self, X: np.ndarray) -> np.ndarray:
+        return X @ self.components_.T
+
     def _output_spec(self) -> OutputSpec:
         return float_spec(len(self.components_))
 

@@ -107,6 +107,22 @@ class Pipeline(Compressor):
             X = s._transform(X)
         return X
 
+    def prefix_inverse(self, Z: np.ndarray) -> np.ndarray:
+        Z = np.asarray(Z, dtype=np.float32)
+        for s in reversed(self.stages_[:-1]):
+            Z = s.inverse_transform(Z)
+        return Z
+
+    def inverse_transform(self, Z) -> np.ndarray:
+        self._check_fitted()
+        return self.prefix_inverse(self.stages_[-1].inverse_transform(Z))
+
+    def query_prefix(self, X: np.ndarray) -> np.ndarray:
+        X = super().float_prefix(X)  # checks only
+        for s in self.stages_[:-1]:
+            X = s._linear(X)
+        return X
+
     def _output_spec(self) -> OutputSpec:
         return self.stages_[-1].output_spec
 

@@ -109,6 +109,9 @@ class RaBitQ(Compressor):
         nb = int(self.bits) * self._plane_bytes
         return rows[:, :nb], np.ascontiguousarray(rows[:, nb:nb + FACTOR_BYTES]).view("<f4").reshape(-1).astype(np.float32)
 
+    def adc_offset(self, Q: np.ndarray) -> np.ndarray:
+        return (np.asarray(Q, dtype=np.float32) @ self.center_).astype(np.float32)
+
     def grid(self, rows: np.ndarray) -> np.ndarray:
         """(n, d) the odd-integer grid vectors ``g`` of stored rows."""
         codes, _ = self.adc_codes(rows)

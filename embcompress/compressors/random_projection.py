@@ -41,5 +41,8 @@ class RandomProjection(Compressor):
     def _transform(self, X: np.ndarray) -> np.ndarray:
         return X @ self.components_
 
+    def _inverse(self, Z: np.ndarray) -> np.ndarray:
+        return (Z @ np.linalg.pinv(self.components_)).astype(np.float32)  # least-squares preimage
+
     def _output_spec(self) -> OutputSpec:
         return float_spec(self.dim)

@@ -35,5 +35,10 @@ class RandomSelect(Compressor):
     def _transform(self, X: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(X[:, self.indices_])
 
+    def _inverse(self, Z: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(Z), self.n_features_in_), dtype=np.float32)
+        out[:, self.indices_] = Z
+        return out
+
     def _output_spec(self) -> OutputSpec:
         return float_spec(self.dim)

@@ -53,5 +53,11 @@ class Rotate(Compressor):
     def _transform(self, X: np.ndarray) -> np.ndarray:
         return (X - self.mean_) @ self.rotation_ if self.center else X @ self.rotation_
 
+    def _inverse(self, Z: np.ndarray) -> np.ndarray:
+        return Z @ self.rotation_.T + self.mean_
+
+    def _linear(self, X: np.ndarray) -> np.ndarray:
+        return X @ self.rotation_
+
     def _output_spec(self) -> OutputSpec:
         return float_spec(self.n_features_in_)

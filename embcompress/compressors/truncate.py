@@ -38,5 +38,10 @@ class Truncate(Compressor):
         out = np.array(X[:, : self.dim], dtype=np.float32, order="C")
         return normalize_rows(out, copy=False) if self.renormalize else out
 
+    def _inverse(self, Z: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(Z), self.n_features_in_), dtype=np.float32)
+        out[:, : self.dim] = Z  # the dropped dimensions come back as 0 (a renormalized row keeps its direction)
+        return out
+
     def _output_spec(self) -> OutputSpec:
         return float_spec(self.dim)

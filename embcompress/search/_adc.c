@@ -2,12 +2,14 @@
  * Exact top-k search over byte codes scored with lookup tables (asymmetric distance
  * computation, ADC), for embcompress.search.
  *
- * topk(codes, tables, scale, nbytes, k, doc_start, doc_end, out_score, out_idx)
+ * topk(codes, tables, scale, bias, qconst, nbytes, k, doc_start, doc_end, out_score, out_idx)
  *   codes : bytes-like, nd * nbytes uint8       tables : float32, nq * nbytes * 256
- *   scale : float32 per document (nd values), or an empty buffer for none
+ *   scale, bias : float32 per document (nd values each), or empty buffers for none
+ *   qconst: float32 per query (nq values), used with bias
  *   out_score: writable float32, nq * k          out_idx: writable int64, nq * k
  * The score of document j for query q is  sum_b tables[q][b][codes[j][b]], times scale[j] when
- * given. For every query, the k documents of [doc_start, doc_end) with the highest score, sorted
+ * given, plus bias[j] * qconst[q] when given (a cosine with a reconstruction: the per-document
+ * inverse norm in both, the query's inner product with the reconstruction offset in qconst). For every query, the k documents of [doc_start, doc_end) with the highest score, sorted
  * by (score descending, index ascending). Documents are scanned in increasing index order and a
  * candidate only enters a full heap when its score is strictly higher than the worst kept, so
  * ties are broken by the lowest index without extra work.
@@ -54,7 +56,8 @@ static inline float adc_score(const float *T, const unsigned char *c, Py_ssize_t
     return (a0 + a1) + (a2 + a3);
 }
 
-static void scan(const unsigned char *D, const float *T, const float *scale, Py_ssize_t nq, Py_ssize_t nbytes,
+static void scan(const unsigned char *D, const float *T, const float *scale, const float *bias, const float *qconst,
+                 Py_ssize_t nq, Py_ssize_t nbytes,
                  Py_ssize_t k, Py_ssize_t doc_start, Py_ssize_t doc_end, float *score, int64_t *idx) {
     for (Py_ssize_t i = 0; i < nq * k; i++) {
         score[i] = -INFINITY;
@@ -69,9 +72,11 @@ static void scan(const unsigned char *D, const float *T, const float *scale, Py_
             float *hs = score + q * k;
             int64_t *hi = idx + q * k;
             float worst = hs[0];
+            float qc = bias ? qconst[q] : 0.0f;
             for (Py_ssize_t j = d0; j < d1; j++) {
                 float s = adc_score(Tq, D + j * nbytes, nbytes);
                 if (scale) s *= scale[j];
+                if (bias) s += bias[j] * qc;
                 if (s > worst) {
                     hs[0] = s;
                     hi[0] = j;
@@ -94,9 +99,9 @@ static void scan(const unsigned char *D, const float *T, const float *scale, Py_
 }
 
 static PyObject *py_topk(PyObject *self, PyObject *args) {
-    Py_buffer cb, tb, sb, osb, oib;
+    Py_buffer cb, tb, sb, bb, qb, osb, oib;
     Py_ssize_t nbytes, k, doc_start, doc_end;
-    if (!PyArg_ParseTuple(args, "y*y*y*nnnnw*w*", &cb, &tb, &sb, &nbytes, &k, &doc_start, &doc_end, &osb, &oib))
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*nnnnw*w*", &cb, &tb, &sb, &bb, &qb, &nbytes, &k, &doc_start, &doc_end, &osb, &oib))
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t nd = nbytes > 0 ? cb.len / nbytes : 0;
@@ -104,15 +109,18 @@ static PyObject *py_topk(PyObject *self, PyObject *args) {
     Py_ssize_t nq = nbytes > 0 ? tb.len / table_bytes : 0;
     if (nbytes <= 0 || cb.len % nbytes || tb.len % table_bytes) {
         PyErr_SetString(PyExc_ValueError, "codes must be nd * nbytes bytes and tables nq * nbytes * 256 float32");
-    } else if (sb.len != 0 && sb.len != (Py_ssize_t)(nd * sizeof(float))) {
-        PyErr_SetString(PyExc_ValueError, "scale must hold one float32 per document, or nothing");
+    } else if ((sb.len != 0 && sb.len != (Py_ssize_t)(nd * sizeof(float))) || (bb.len != 0 && bb.len != (Py_ssize_t)(nd * sizeof(float)))) {
+        PyErr_SetString(PyExc_ValueError, "scale and bias must hold one float32 per document, or nothing");
+    } else if (bb.len != 0 && qb.len != (Py_ssize_t)(nq * sizeof(float))) {
+        PyErr_SetString(PyExc_ValueError, "qconst must hold one float32 per query when bias is given");
     } else if (k < 1 || doc_start < 0 || doc_end > nd || doc_end - doc_start < k) {
         PyErr_SetString(PyExc_ValueError, "need 1 <= k <= doc_end - doc_start and a document range inside codes");
     } else if (osb.len != (Py_ssize_t)(nq * k * sizeof(float)) || oib.len != (Py_ssize_t)(nq * k * sizeof(int64_t))) {
         PyErr_SetString(PyExc_ValueError, "output buffers must hold nq * k float32 scores and int64 indices");
     } else {
         Py_BEGIN_ALLOW_THREADS
-        scan((const unsigned char *)cb.buf, (const float *)tb.buf, sb.len ? (const float *)sb.buf : NULL, nq, nbytes, k,
+        scan((const unsigned char *)cb.buf, (const float *)tb.buf, sb.len ? (const float *)sb.buf : NULL,
+             bb.len ? (const float *)bb.buf : NULL, bb.len ? (const float *)qb.buf : NULL, nq, nbytes, k,
              doc_start, doc_end, (float *)osb.buf, (int64_t *)oib.buf);
         Py_END_ALLOW_THREADS
         result = Py_None;
@@ -121,6 +129,8 @@ static PyObject *py_topk(PyObject *self, PyObject *args) {
     PyBuffer_Release(&cb);
     PyBuffer_Release(&tb);
     PyBuffer_Release(&sb);
+    PyBuffer_Release(&bb);
+    PyBuffer_Release(&qb);
     PyBuffer_Release(&osb);
     PyBuffer_Release(&oib);
     return result;

@@ -32,14 +32,18 @@ def kernel_available() -> bool:
     return _adc is not None
 
 
-def adc_scores(tables: np.ndarray, codes: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
-    """(queries, documents) float32 scores, in numpy (the reference for the kernel)."""
+def adc_scores(tables: np.ndarray, codes: np.ndarray, scale: np.ndarray | None = None,
+               bias: np.ndarray | None = None, qconst: np.ndarray | None = None) -> np.ndarray:
+    """(queries, documents) float32 scores ``sum_b tables[q, b, codes[j, b]] * scale[j] +
+    bias[j] * qconst[q]`` (scale and bias optional), in numpy: the reference for the kernel."""
     nq, nb, _ = tables.shape
     out = np.zeros((nq, len(codes)), dtype=np.float32)
     for b in range(nb):
         out += tables[:, b, :][:, codes[:, b]]
     if scale is not None:
         out *= scale[None, :]
+    if bias is not None:
+        out += bias[None, :] * np.asarray(qconst, dtype=np.float32)[:, None]
     return out
 
 
@@ -51,9 +55,11 @@ def _merge(parts: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarr
 
 
 def adc_topk(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray | None = None,
+             bias: np.ndarray | None = None, qconst: np.ndarray | None = None,
              threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """For each query's tables (queries, bytes, 256), the ``k`` best document rows of ``codes``
-    (documents, bytes). Returns (scores float32, indices int64), best first, ties by lower index."""
+    (documents, bytes) by the scores of :func:`adc_scores`. Returns (scores float32, indices
+    int64), best first, ties by lower index."""
     tables = np.ascontiguousarray(tables, dtype=np.float32)
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
     if tables.ndim != 3 or tables.shape[2] != 256 or codes.ndim != 2 or tables.shape[1] != codes.shape[1]:
@@ -62,36 +68,46 @@ def adc_topk(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray
         scale = np.ascontiguousarray(scale, dtype=np.float32)
         if scale.shape != (len(codes),):
             raise InputError(f"scale has shape {scale.shape}; expected one value per document ({len(codes)})")
-    return scan_adc(tables, codes, check_k(k, len(codes)), scale=scale, threads=threads)
+    if bias is not None:
+        bias = np.ascontiguousarray(bias, dtype=np.float32)
+        qconst = np.ascontiguousarray(qconst, dtype=np.float32)
+        if bias.shape != (len(codes),) or qconst.shape != (len(tables),):
+            raise InputError(f"bias needs one value per document ({len(codes)}) and qconst one per query ({len(tables)})")
+    return scan_adc(tables, codes, check_k(k, len(codes)), scale=scale, bias=bias, qconst=qconst, threads=threads)
 
 
 def scan_adc(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray | None = None,
+             bias: np.ndarray | None = None, qconst: np.ndarray | None = None,
              threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`adc_topk` on validated arrays and a ``k`` already in 1..len(codes)."""
     tables = np.ascontiguousarray(tables, dtype=np.float32)
     nq, nb, _ = tables.shape
     nd = len(codes)
+    if bias is not None:
+        qconst = np.ascontiguousarray(qconst, dtype=np.float32)
     if _adc is None:
-        return scan_blocks(lambda q0, q1, d0, d1: adc_scores(tables[q0:q1], codes[d0:d1], None if scale is None else scale[d0:d1]),
-                           nq, nd, k)
+        return scan_blocks(lambda q0, q1, d0, d1: adc_scores(
+            tables[q0:q1], codes[d0:d1], None if scale is None else scale[d0:d1],
+            None if bias is None else bias[d0:d1], None if bias is None else qconst[q0:q1]), nq, nd, k)
     sc = b"" if scale is None else scale
+    bi = b"" if bias is None else bias
 
-    def run(t: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+    def run(q0: int, q1: int, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         kk = min(k, end - start)
-        s = np.empty((len(t), kk), dtype=np.float32)
-        i = np.empty((len(t), kk), dtype=np.int64)
-        _adc.topk(codes, t, sc, nb, kk, start, end, s, i)
+        s = np.empty((q1 - q0, kk), dtype=np.float32)
+        i = np.empty((q1 - q0, kk), dtype=np.int64)
+        _adc.topk(codes, tables[q0:q1], sc, bi, b"" if bias is None else qconst[q0:q1], nb, kk, start, end, s, i)
         return s, i
 
     threads = threads or num_threads()
     if threads <= 1 or (nq < threads and nd < 2 * _MIN_DOCS_PER_THREAD):
-        return run(tables, 0, nd)
+        return run(0, nq, 0, nd)
     with ThreadPoolExecutor(threads) as pool:
         if nq >= threads:  # split queries: no merge needed
             bounds = np.linspace(0, nq, threads + 1).astype(int)
-            parts = list(pool.map(lambda j: run(tables[bounds[j]:bounds[j + 1]], 0, nd), range(threads)))
+            parts = list(pool.map(lambda j: run(bounds[j], bounds[j + 1], 0, nd), range(threads)))
             return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
         n_parts = max(1, min(threads, nd // _MIN_DOCS_PER_THREAD))
         bounds = np.linspace(0, nd, n_parts + 1).astype(int)
-        parts = list(pool.map(lambda j: run(tables, bounds[j], bounds[j + 1]), range(n_parts)))
+        parts = list(pool.map(lambda j: run(0, nq, bounds[j], bounds[j + 1]), range(n_parts)))
     return _merge(parts, k)

@@ -29,8 +29,8 @@ from .._parallel import run_blocks
 from .._util import check_positive_int, normalize_rows
 from ..base import Compressor, check_array
 from ..errors import InputError
-from .exact import check_k, scan_blocks
-from .adc import scan_adc
+from .adc import adc_scores, scan_adc
+from .exact import check_k, hamming_distances, scan_blocks
 from .hamming import scan_hamming
 from .stores import ArrayStore, VectorStore
 
@@ -82,6 +82,7 @@ class Index:
         self._unit_docs = None  # reduced floats compared by cosine: normalized once, on first search
         if self.kind == "float" and self.metric == "cosine":
             self.data = normalize_rows(data)
+        self._recon: tuple[np.ndarray, np.ndarray] | None | bool = False  # asymmetric cosine state, on first use
         if self.kind == "codes":  # the bytes the lookup tables index, and the per-document scale
             codes, scale = compressor.last_stage.adc_codes(data)
             self._adc_codes = np.ascontiguousarray(codes, dtype=np.uint8)
@@ -90,6 +91,51 @@ class Index:
             self._norms = np.concatenate([
                 np.linalg.norm(compressor.decode(data[s : s + 65536]), axis=1) for s in range(0, len(data), 65536)
             ]).astype(np.float32)
+
+    def _reconstruction(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """For codes scored asymmetrically: the inverse norm of each document's reconstruction in
+        the original space, and the original-space point the origin of the quantized space maps
+        to (``b0``). With them a float query's score is the cosine with the reconstruction,
+        ``(<q', z_decoded> + <q, b0>) / ||x_hat||``, which is what float search ranks by. None when
+        a stage has no inverse (then the score is the inner product in the quantized space)."""
+        if self._recon is False:
+            comp = self.compressor
+            try:
+                b0 = comp.prefix_inverse(np.zeros((1, comp.last_stage.n_features_in_), np.float32))[0]
+                norms = np.concatenate([np.linalg.norm(comp.inverse_transform(self.data[s : s + 16384]), axis=1)
+                                        for s in range(0, self.num_docs, 16384)])
+                inv = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0).astype(np.float32)
+                self._recon = (inv, b0.astype(np.float32))
+            except NotImplementedError:
+                self._recon = None
+        return self._recon
+
+    def _asymmetric_scores(self, Q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """(queries, candidates) scores of the decoded candidate ``rows`` for the float queries."""
+        comp = self.compressor
+        nq, nc = rows.shape
+        qf = comp.query_prefix(Q)  # (q, d') the space the codes quantize, linear part
+        dec = comp.last_stage.decode(self.data[rows.reshape(-1)])  # (q*c, d') decoded candidates
+        dots = np.matmul(dec.reshape(nq, nc, -1), qf[:, :, None])[..., 0]  # (q, c)
+        recon = self._reconstruction()
+        if recon is None:
+            return dots
+        inv, b0 = recon
+        return ((dots + (Q @ b0)[:, None]) * inv[rows]).astype(np.float32)
+
+    def _adc_args(self, Q: np.ndarray) -> dict:
+        """Lookup tables and per-document factors of the lookup-table scan (see :meth:`_reconstruction`)."""
+        comp = self.compressor
+        last = comp.last_stage
+        qf = comp.query_prefix(Q)
+        args = {"tables": last.lookup_tables(qf), "scale": self._adc_scale, "bias": None, "qconst": None}
+        recon = self._reconstruction()
+        if recon is not None:
+            inv, b0 = recon
+            args["scale"] = inv if self._adc_scale is None else self._adc_scale * inv
+            args["bias"] = inv
+            args["qconst"] = (Q @ b0 + last.adc_offset(qf)).astype(np.float32)
+        return args
 
     @property
     def nbytes_per_vector(self) -> int:
@@ -102,8 +148,8 @@ class Index:
             dist, rows = scan_hamming(comp.transform(Q), self.data, k)
             return (self.width - dist).astype(np.float32), rows
         if self.kind == "codes":
-            tables = comp.last_stage.lookup_tables(comp.float_prefix(Q))  # (q, bytes, 256)
-            return scan_adc(tables, self._adc_codes, k, scale=self._adc_scale)
+            a = self._adc_args(Q)
+            return scan_adc(a["tables"], self._adc_codes, k, scale=a["scale"], bias=a["bias"], qconst=a["qconst"])
         if self.kind == "int8":
             qf = normalize_rows(comp.float_prefix(Q))
             docs, norms, last = self.data, self._norms, comp.last_stage
@@ -119,6 +165,28 @@ class Index:
         docs = self.data if comp is None or self.metric != "cosine" else self._normalized_docs()
         return scan_blocks(lambda q0, q1, d0, d1: q[q0:q1] @ docs[d0:d1].T, len(q), self.num_docs, k)
 
+    def score_matrix(self, queries: np.ndarray, *, asymmetric: bool = False) -> np.ndarray:
+        """(queries, documents) float32: every document's score for each float query, as the
+        first stage computes it (cosine, Hamming similarity, int8 cosine, lookup-table scores), or
+        with ``asymmetric`` as the asymmetric rerank computes it. For small sets (rank proxies)."""
+        Q = check_array(queries, what="queries")
+        comp = self.compressor
+        if asymmetric:
+            if comp is None:
+                raise InputError("asymmetric scores need an index of codes; this one holds float vectors")
+            return self._asymmetric_scores(Q, np.broadcast_to(np.arange(self.num_docs), (len(Q), self.num_docs)))
+        if self.kind == "bits":
+            return (self.width - hamming_distances(comp.transform(Q), self.data)).astype(np.float32)
+        if self.kind == "codes":
+            a = self._adc_args(Q)
+            return adc_scores(a["tables"], self._adc_codes, a["scale"], a["bias"], a["qconst"])
+        if self.kind == "int8":
+            dec = comp.last_stage.decode(self.data)
+            return (normalize_rows(comp.float_prefix(Q)) @ dec.T) / np.where(self._norms > 0, self._norms, 1)
+        q = Q if comp is None else comp.transform(Q)
+        docs = self.data if comp is None else self._normalized_docs()
+        return (normalize_rows(q) @ docs.T).astype(np.float32) if self.metric == "cosine" else (q @ docs.T).astype(np.float32)
+
     def _normalized_docs(self) -> np.ndarray:
         if self._unit_docs is None:
             self._unit_docs = normalize_rows(self.data)
@@ -131,9 +199,7 @@ class Index:
         if how == "asymmetric":
             if self.compressor is None:
                 raise InputError("asymmetric rerank needs an index of codes; this one holds float vectors")
-            qf = self.compressor.float_prefix(Q)  # (q, d') the space the codes quantize
-            dec = self.compressor.last_stage.decode(self.data[rows.reshape(-1)])  # (q*c, d') decoded candidates
-            return np.matmul(dec.reshape(nq, nc, -1), qf[:, :, None])[..., 0]  # (q, c) inner products
+            return self._asymmetric_scores(Q, rows)
         if originals is None:
             raise InputError("float rerank needs the original document vectors (originals=...)")
         if originals.num_rows != self.num_docs:

@@ -1,0 +1,70 @@
+"""Which code configurations fit a byte budget: the candidates that ``recommend`` evaluates and
+the code families the report's grid shows at 16x, 32x, 64x and 128x. Every candidate is
+searched with the codes and the fitted model alone (no original vectors)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..compressors.rabitq import FACTOR_BYTES
+
+RATIOS = (16, 32, 64, 128)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    label: str  # shown in tables and plots
+    family: str  # itq+binary, sq, pq, opq, rabitq
+    config: str  # an evaluate configuration: SPEC or SPEC@asym
+
+
+def _prefix(width: int, dim: int) -> str:
+    return "" if width >= dim else f"pca:{width}+"
+
+
+def _largest_divisor(d: int, at_most: int) -> int | None:
+    best = [m for m in range(1, min(d, at_most) + 1) if d % m == 0]
+    return best[-1] if best else None
+
+
+def candidates(dim: int, budget: int, *, families: tuple[str, ...] | None = None, full: bool = True) -> list[Candidate]:
+    """Code configurations of at most ``budget`` bytes per vector for ``dim``-wide embeddings.
+    With ``full`` every variant (for ``recommend``); otherwise one headline configuration per
+    family (for the report's grid)."""
+    out: list[Candidate] = []
+    bits = 8 * budget
+    # 1 bit per dimension: ITQ-rotated sign bits (after PCA when the budget is below d bits),
+    # scored asymmetrically with the fitted 1-bit levels
+    w = min(bits, dim)
+    if w >= 8:
+        out.append(Candidate(f"{_prefix(w, dim)}itq+binary, asym", "itq+binary", f"{_prefix(w, dim)}itq+binary@asym"))
+        if full and w == dim:
+            out.append(Candidate("binary, asym", "binary", "binary@asym"))
+    # few-bit scalar codes: full width at the most bits that fit, or PCA then 4 or 2 bits
+    for b in (4, 2, 1):
+        if b * dim <= bits:
+            out.append(Candidate(f"sq:{b}", "sq", f"sq:{b}"))
+            break
+    for b in ((4, 2) if full else (4,)):
+        w = bits // b
+        if 8 <= w < dim:
+            out.append(Candidate(f"pca:{w}+sq:{b}", "sq", f"pca:{w}+sq:{b}"))
+    # product quantization, one byte per slice
+    m = _largest_divisor(dim, budget)
+    if m:
+        out.append(Candidate(f"opq:{m}", "opq", f"opq:{m}"))
+        if full:
+            out.append(Candidate(f"pq:{m}", "pq", f"pq:{m}"))
+    # RaBitQ: codes plus its float32 factor
+    for b in ((1, 2, 4) if full else (1,)):
+        w = min(dim, (8 * (budget - FACTOR_BYTES) // b) // 8 * 8)
+        if w >= 8:
+            out.append(Candidate(f"{_prefix(w, dim)}rabitq:{b}", "rabitq", f"{_prefix(w, dim)}rabitq:{b}"))
+    if families is not None:
+        out = [c for c in out if c.family in families]
+    return out
+
+
+def grid_budgets(dim: int) -> list[tuple[int, int]]:
+    """(ratio, bytes per vector) of the report's code grid: float32 size / 16, 32, 64, 128."""
+    return [(r, 4 * dim // r) for r in RATIOS if 4 * dim // r >= 2]

@@ -1,0 +1,81 @@
+"""``recommend``: the best code for a byte budget, chosen on a sample of the user's own vectors
+and then fitted on all of them, ready for ``apply``."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import InputError
+from ..evaluate import run_configs
+from ..io import read_all, read_sample
+from ..datasets import read_qrels
+from ..persist import check_model_path, save
+from ..registry import from_spec
+from ..stream import fit_file
+from .candidates import candidates
+from .grid import validate
+
+
+def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None, query_ids=None, qrels=None,
+                    labels=None, target: float | None = None, configs: Sequence[str] | None = None,
+                    progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """Evaluate every candidate of at most ``budget`` bytes per vector on ``docs`` (a sample) with
+    the task the data allows (qrels, labels or label-free). Returns the rows ranked by retention
+    (ties: fewer bytes first) and the winner: the best, or with ``target`` the smallest candidate
+    that reaches it (the best when none does)."""
+    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
+        raise InputError(f"budget must be a positive number of bytes per vector, got {budget!r}")
+    if target is not None and not 0 < target <= 1:
+        raise InputError(f"target must be a retention in (0, 1], e.g. 0.98, got {target!r}")
+    setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels)
+    dim = setup.docs.shape[1]
+    cands = {c.config: c.label for c in candidates(dim, int(budget))} if configs is None else {c: c for c in configs}
+    if not cands:
+        raise InputError(f"no code fits in {budget} bytes per vector for {dim}-dimensional embeddings; the smallest "
+                         "candidates need a few bytes (e.g. 8 bits of itq+binary)")
+    if labels is not None:  # kNN accuracy scores decoded vectors; the asymmetric suffix has no meaning there
+        cands = {k.replace("@asym", ""): v for k, v in cands.items()}
+    rows = run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, progress=progress)
+    ref, found = rows[0], rows[1:]
+    for r in found:
+        r["label"] = cands[r["config"]]
+    over = [r for r in found if r["bytes_per_vector"] > budget]
+    if over:  # candidates() sizes them to the budget; a mismatch is a bug, not user error
+        raise AssertionError(f"candidates over budget: {[r['config'] for r in over]}")
+    ranked = sorted(found, key=lambda r: (-r["retention"], r["bytes_per_vector"], r["config"]))
+    winner = ranked[0]
+    if target is not None:
+        reaching = [r for r in ranked if r["retention"] >= target]
+        if reaching:
+            winner = min(reaching, key=lambda r: (r["bytes_per_vector"], -r["retention"]))
+    return {"budget_bytes": int(budget), "target": target, "metric": setup.task.metric, "mode": setup.task.mode,
+            "sample": len(setup.docs), "float_score": ref["score"], "ranking": ranked, "winner": winner,
+            "target_reached": None if target is None else winner["retention"] >= target}
+
+
+def recommend_files(input: str | os.PathLike, model_dir: str | os.PathLike, budget: int, *, target: float | None = None,
+                    queries: str | os.PathLike | None = None, qrels: str | os.PathLike | None = None,
+                    labels: str | None = None, sample: int = 20_000, column: str | None = None,
+                    overwrite: bool = False, progress: Callable[[str, int, int], None] | None = None,
+                    fit_progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Rank the candidates on the first ``sample`` vectors of ``input`` (with queries and qrels,
+    or a label column, when given), fit the winner on the whole file (streaming) and save it to
+    ``model_dir``."""
+    check_model_path(model_dir, overwrite=overwrite)
+    if (queries is None) != (qrels is None):
+        raise InputError("queries and qrels go together: give --queries and --qrels, or neither")
+    D, ids, lab = read_sample(input, limit=None if qrels else sample, column=column, label_column=labels)
+    Q = qids = judged = None
+    if qrels:
+        Q, qids = read_all(queries)
+        judged = read_qrels(qrels)
+    res = rank_candidates(D, budget, doc_ids=ids, queries=Q, query_ids=qids, qrels=judged, labels=lab, target=target,
+                          progress=progress)
+    spec = res["winner"]["spec"]
+    comp = fit_file(from_spec(spec), input, column=column, progress=fit_progress)
+    save(comp, model_dir, overwrite=overwrite)
+    res.update({"model_dir": str(model_dir), "spec": spec, "search": "asymmetric" if res["winner"]["rerank"] else "codes"})
+    return res
