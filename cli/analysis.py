@@ -60,6 +60,7 @@ def report(
     labels: Optional[str] = typer.Option(None, "--labels", help="Column of class labels in INPUT: task retention as kNN accuracy."),
     widths: Optional[str] = typer.Option(None, "--widths", help="Comma-separated target widths (default: d/2, d/4, d/8)."),
     methods: Optional[str] = typer.Option(None, "--methods", help="Comma-separated: truncate, random_select, random_projection, pca, geopres, autoencoder."),
+    codes: Optional[str] = typer.Option(None, "--codes", help="Code families at 16x-128x, comma-separated: binary, sq, opq, pq, rabitq (default: binary,sq,opq,rabitq; 'none' for none)."),
     budget: Optional[int] = typer.Option(None, "--budget", min=1, help="Bytes per vector you can afford: the best configuration within it is highlighted."),
     sample: int = typer.Option(50_000, "--sample", min=50, help="Use the first N vectors (without qrels)."),
     geopres: str = typer.Option("", "--geopres-params", help="Extra GeoPres parameters, e.g. 'min_steps=100,batch_size=1024'."),
@@ -71,6 +72,7 @@ def report(
     with Bars() as bars:
         rep = report_files(input, out_dir, queries=queries, qrels=qrels, labels=labels, widths=split_list(widths, int, "--widths"),
                            methods=split_list(methods, str, "--methods"), budget=budget, sample=sample, geopres_params=geopres,
+                           codes=[] if codes == "none" else split_list(codes, str, "--codes"),
                            column=column, overwrite=overwrite, progress=bars.step)
     if json:
         emit(rep, True)
@@ -80,3 +82,45 @@ def report(
               f"intrinsic dimensionality {s['intrinsic_dimensionality']}; proxy/retention Spearman {s['proxy_retention_spearman']:.3f}")
     out.print(_report_table(rep))
     out.print(f"wrote {out_dir / 'report.html'} and {out_dir / 'report.json'}")
+
+
+def _ranking_table(res: dict) -> Table:
+    t = Table(title=f"candidates within {res['budget_bytes']} bytes/vector, {res['metric']} on {res['sample']:,} vectors",
+              title_justify="left")
+    for c in ("", "configuration", "bytes/vector", "score", "retention", "queries/s"):
+        t.add_column(c, justify="left" if c in ("", "configuration") else "right")
+    for i, r in enumerate(res["ranking"]):
+        t.add_row("*" if r is res["winner"] else str(i + 1), r["label"], str(r["bytes_per_vector"]), f"{r['score']:.4f}",
+                  f"{100 * r['retention']:.1f}%", f"{r['queries_per_second']:,.0f}")
+    return t
+
+
+@app.command()
+@guarded
+def recommend(
+    input: Path = typer.Argument(..., help="Float embeddings (.parquet/.npy): the candidates are ranked on a sample, the winner is fitted on all."),
+    model_dir: Path = typer.Argument(..., help="Directory to save the winning compressor in, ready for 'embcompress apply'."),
+    budget: int = typer.Option(..., "--budget", min=1, help="Bytes per vector you can afford (codes only, no original vectors)."),
+    target: Optional[float] = typer.Option(None, "--target", min=0.0, max=1.0, help="Retention to reach, e.g. 0.95: the smallest candidate that reaches it wins."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="Float query embeddings, with --qrels: rank by nDCG@10."),
+    qrels: Optional[Path] = typer.Option(None, "--qrels", help="BEIR qrels.tsv[.gz]."),
+    labels: Optional[str] = typer.Option(None, "--labels", help="Column of class labels in INPUT: rank by kNN accuracy."),
+    sample: int = typer.Option(20_000, "--sample", min=50, help="Rank on the first N vectors (without qrels)."),
+    column: Optional[str] = ColumnOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
+) -> None:
+    """Pick the code that keeps the most quality within a byte budget, on your own data, and save it."""
+    from embcompress.report.recommend import recommend_files
+
+    with Bars() as bars:
+        res = recommend_files(input, model_dir, budget, target=target, queries=queries, qrels=qrels, labels=labels,
+                              sample=sample, column=column, overwrite=overwrite, progress=bars.step,
+                              fit_progress=bars.stage("fitting the winner on all rows", None))
+    if json:
+        emit(res, True)
+        return
+    out.print(_ranking_table(res))
+    w = res["winner"]
+    note = "" if target is None else (" (reaches the target)" if res["target_reached"] else f" (no candidate reaches {100 * target:.1f}%; the best)")
+    out.print(f"winner: {w['label']} = {res['spec']}, {w['bytes_per_vector']} bytes/vector, retention {100 * w['retention']:.1f}%{note}")
+    out.print(f"saved to {model_dir}; compress with: embcompress apply {model_dir} {input} codes.parquet"
+              + ("; search with --rerank asymmetric" if res["search"] == "asymmetric" else ""))

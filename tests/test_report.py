@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 from embcompress import InputError
 from embcompress.report import build_report, render_html
 from embcompress.report.grid import pareto_front
+
+from conftest import write_parquet
 from embcompress_cli.main import app
 
 runner = CliRunner()
@@ -45,8 +47,16 @@ def test_label_free_report_grid_and_budget():
     assert all(rows[best]["retention"] >= r["retention"] for r in rep["rows"] if r["bytes_per_vector"] <= 4 and not r["extra_storage"])
     assert any(r.get("pareto") for r in rep["rows"])
     assert -1 <= rep["summary"]["proxy_retention_spearman"] <= 1
-    plain = [r for r in rep["rows"][1:] if "rerank" not in r["config"]]  # the proxy describes the codes alone
-    assert rep["summary"]["proxy_retention_configs"] == len(plain) == len(rep["rows"]) - 3
+    # the proxy is computed in each row's search space (asymmetric rows included); a float rerank
+    # scores with the originals, which no proxy of the codes describes
+    plain = [r for r in rep["rows"][1:] if r["rerank"] != "float"]
+    assert rep["summary"]["proxy_retention_configs"] == len(plain) == len(rep["rows"]) - 2
+    # the code families at 16x, 32x, 64x (128x would be 1 byte for 32 dims)
+    codes = [r for r in rep["rows"] if r["method"].startswith("codes: ")]
+    assert {r["method"] for r in codes} == {"codes: binary", "codes: sq", "codes: opq", "codes: rabitq"}
+    for ratio, nbytes in ((16, 8), (32, 4), (64, 2)):
+        at = [r for r in codes if r["config"].endswith(f"({ratio}x)")]
+        assert at and all(r["bytes_per_vector"] <= nbytes for r in at), (ratio, at)
     from scipy.stats import spearmanr
     expected = spearmanr([r["rank_proxy"] for r in plain], [r["retention"] for r in plain]).statistic
     assert rep["summary"]["proxy_retention_spearman"] == pytest.approx(expected)
@@ -58,12 +68,12 @@ def test_label_free_report_grid_and_budget():
 
 def test_labels_and_qrels_modes():
     X, labels = clustered()
-    rep = build_report(X, labels=labels, widths=[8], methods=["pca"])
+    rep = build_report(X, labels=labels, widths=[8], methods=["pca"], code_families=["sq"])
     assert rep["summary"]["metric"].startswith("kNN accuracy") and rep["rows"][0]["score"] > 0.9
     ids = [f"d{i}" for i in range(len(X))]
     Q = X[:50] + 0.05
     qrels = {f"q{i}": {f"d{i}": 1} for i in range(50)}
-    rep = build_report(X, doc_ids=ids, queries=Q, query_ids=[f"q{i}" for i in range(50)], qrels=qrels, widths=[8], methods=["pca"])
+    rep = build_report(X, doc_ids=ids, queries=Q, query_ids=[f"q{i}" for i in range(50)], qrels=qrels, widths=[8], methods=["pca"], code_families=())
     assert rep["summary"]["metric"] == "nDCG@10" and rep["rows"][0]["score"] > 0.5
 
 
@@ -100,11 +110,15 @@ def test_cli_analyze_and_report(tmp_path):
     d = json.loads(res.stdout)
     assert 1 <= d["intrinsic_dimensionality"] <= 32 and (tmp_path / "c.csv").read_text().startswith("component,")
     res = runner.invoke(app, ["report", str(tmp_path / "v.parquet"), str(tmp_path / "r"), "--labels", "topic",
-                              "--widths", "8,4", "--methods", "pca,geopres", "--geopres-params", FAST_GEOPRES, "--budget", "8"])
+                              "--widths", "8,4", "--methods", "pca,geopres", "--geopres-params", FAST_GEOPRES, "--budget", "8",
+                              "--codes", "binary,sq"])
     assert res.exit_code == 0, res.output
     assert "best within budget" in res.stdout
     rep = json.loads((tmp_path / "r" / "report.json").read_text())
     assert rep["summary"]["mode"] == "labels" and (tmp_path / "r" / "report.html").exists()
+    assert {r["method"] for r in rep["rows"]} >= {"codes: binary", "codes: sq"}
+    res = runner.invoke(app, ["report", str(tmp_path / "v.parquet"), str(tmp_path / "r3"), "--codes", "lsh"])
+    assert res.exit_code == 1 and "unknown code family ['lsh']; known: binary, sq, pq, opq, rabitq" in res.stderr
     res = runner.invoke(app, ["report", str(tmp_path / "v.parquet"), str(tmp_path / "r")])
     assert res.exit_code == 1 and "already exists" in res.stderr
     res = runner.invoke(app, ["report", str(tmp_path / "v.parquet"), str(tmp_path / "r2"), "--labels", "nope"])
@@ -112,3 +126,29 @@ def test_cli_analyze_and_report(tmp_path):
     res = runner.invoke(app, ["report", str(tmp_path / "v.parquet"), str(tmp_path / "r2"), "--widths", "64"])
     assert res.exit_code == 1 and "allowed is 1..31" in res.stderr
     assert not (tmp_path / "r2").exists()
+
+
+def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path):
+    from embcompress import load
+    from embcompress.report.recommend import rank_candidates
+
+    X, labels = clustered(n=800, d=32)
+    res = rank_candidates(X, 8)
+    assert res["mode"] == "label-free" and res["ranking"]
+    assert all(r["bytes_per_vector"] <= 8 for r in res["ranking"])
+    rets = [r["retention"] for r in res["ranking"]]
+    assert rets == sorted(rets, reverse=True) and res["winner"] is res["ranking"][0]
+    # a target picks the smallest candidate that reaches it
+    low = min(rets)
+    res_t = rank_candidates(X, 8, target=low)
+    assert res_t["target_reached"] and res_t["winner"]["bytes_per_vector"] == min(r["bytes_per_vector"] for r in res_t["ranking"])
+    write_parquet(tmp_path / "v.parquet", X, extra={"topic": [str(t) for t in labels]})
+    res = runner.invoke(app, ["recommend", str(tmp_path / "v.parquet"), str(tmp_path / "m"), "--budget", "4", "--labels", "topic", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["mode"] == "labels" and out["winner"]["bytes_per_vector"] <= 4
+    assert load(tmp_path / "m").output_spec.nbytes <= 4
+    res = runner.invoke(app, ["recommend", str(tmp_path / "v.parquet"), str(tmp_path / "m"), "--budget", "4"])
+    assert res.exit_code == 1 and "already exists" in res.stderr
+    res = runner.invoke(app, ["recommend", str(tmp_path / "v.parquet"), str(tmp_path / "m2"), "--budget", "4", "--target", "2"])
+    assert res.exit_code == 2  # a usage error: the target is a retention in (0, 1]

@@ -14,7 +14,7 @@ RATIOS = (16, 32, 64, 128)
 @dataclass(frozen=True)
 class Candidate:
     label: str  # shown in tables and plots
-    family: str  # itq+binary, sq, pq, opq, rabitq
+    family: str  # binary, sq, pq, opq, rabitq
     config: str  # an evaluate configuration: SPEC or SPEC@asym
 
 
@@ -33,13 +33,18 @@ def candidates(dim: int, budget: int, *, families: tuple[str, ...] | None = None
     family (for the report's grid)."""
     out: list[Candidate] = []
     bits = 8 * budget
-    # 1 bit per dimension: ITQ-rotated sign bits (after PCA when the budget is below d bits),
-    # scored asymmetrically with the fitted 1-bit levels
+    # 1 bit per dimension: sign bits of centred, randomly rotated vectors (after PCA when the
+    # budget is below d bits; PCA centres already), or ITQ-rotated, scored asymmetrically with the
+    # fitted 1-bit levels
     w = min(bits, dim)
     if w >= 8:
-        out.append(Candidate(f"{_prefix(w, dim)}itq+binary, asym", "itq+binary", f"{_prefix(w, dim)}itq+binary@asym"))
-        if full and w == dim:
-            out.append(Candidate("binary, asym", "binary", "binary@asym"))
+        p = _prefix(w, dim)
+        rot = "rotate" if p else "rotate:center=true"
+        out.append(Candidate(f"{p}{rot}+binary, asym", "binary", f"{p}{rot}+binary@asym"))
+        if full:
+            out.append(Candidate(f"{p}itq+binary, asym", "binary", f"{p}itq+binary@asym"))
+            if not p:
+                out.append(Candidate("binary, asym", "binary", "binary@asym"))
     # few-bit scalar codes: full width at the most bits that fit, or PCA then 4 or 2 bits
     for b in (4, 2, 1):
         if b * dim <= bits:

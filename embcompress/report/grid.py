@@ -24,9 +24,12 @@ from ..datasets import read_qrels
 from ..errors import InputError
 from ..evaluate import FLOAT, Config, LabelFreeTask, LabelTask, QrelsTask, parse_config, run_configs
 from ..io import read_all, read_sample
+from .candidates import candidates, grid_budgets
 from .html import write_report
 
 DEFAULT_METHODS = ("truncate", "random_select", "random_projection", "pca", "geopres")
+#: code families shown at 16x, 32x, 64x and 128x (see report.candidates)
+CODE_FAMILIES = ("binary", "sq", "opq", "rabitq")
 #: methods whose output is chained into binary in the grid
 CHAINED = ("pca", "geopres")
 K = 10
@@ -70,11 +73,13 @@ class Setup:
     budget: int | None
     proxy_sample: int
     geopres_params: str
+    code_families: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
 
 
 def validate(docs, *, doc_ids=None, queries=None, query_ids=None, qrels=None, labels=None, widths=None,
-             methods=DEFAULT_METHODS, chain_methods=CHAINED, budget=None, proxy_sample=2000, geopres_params="") -> Setup:
+             methods=DEFAULT_METHODS, chain_methods=CHAINED, budget=None, proxy_sample=2000, geopres_params="",
+             code_families=CODE_FAMILIES) -> Setup:
     """Check the request and choose the task: qrels (nDCG@10), labels (kNN accuracy) or
     label-free (recall@10 against float search, with held-out rows of the sample as queries)."""
     docs = np.ascontiguousarray(docs, dtype=np.float32)
@@ -88,6 +93,10 @@ def validate(docs, *, doc_ids=None, queries=None, query_ids=None, qrels=None, la
     unknown = sorted(set(methods) - set(DEFAULT_METHODS) - {"autoencoder"})
     if unknown:
         raise InputError(f"unknown report method(s) {unknown}; known: {', '.join(DEFAULT_METHODS)}, autoencoder")
+    known_codes = ("binary", "sq", "pq", "opq", "rabitq")
+    bad_codes = sorted(set(code_families) - set(known_codes))
+    if bad_codes:
+        raise InputError(f"unknown code famil{'ies' if len(bad_codes) > 1 else 'y'} {bad_codes}; known: {', '.join(known_codes)}")
     if (queries is None) != (qrels is None):
         raise InputError("task retention needs both queries and qrels (or neither)")
     if labels is not None and qrels is not None:
@@ -103,7 +112,8 @@ def validate(docs, *, doc_ids=None, queries=None, query_ids=None, qrels=None, la
         task = LabelFreeTask(docs[:n_q], K)
         docs, doc_ids = docs[n_q:], doc_ids[n_q:]
     info = task.check(docs, doc_ids)
-    return Setup(docs, doc_ids, task, widths, list(methods), list(chain_methods), budget, proxy_sample, geopres_params, info)
+    return Setup(docs, doc_ids, task, widths, list(methods), list(chain_methods), budget, proxy_sample, geopres_params,
+                 list(code_families), info)
 
 
 def plan(setup: Setup) -> list[PlanItem]:
@@ -122,6 +132,10 @@ def plan(setup: Setup) -> list[PlanItem]:
         items.append(PlanItem("binary + asymmetric rerank", "binary+rerank", dim, parse_config("binary@asym")))
         items.append(PlanItem("binary + float rerank", "binary+rerank", dim, parse_config("binary@float")))
     items.append(PlanItem("int8", "int8", dim, parse_config("int8")))
+    for ratio, nbytes in grid_budgets(dim) if setup.code_families else ():
+        for c in candidates(dim, nbytes, families=tuple(setup.code_families), full=False):
+            config = c.config.replace("@asym", "") if isinstance(setup.task, LabelTask) else c.config
+            items.append(PlanItem(f"{c.label} ({ratio}x)", f"codes: {c.family}", dim, parse_config(config)))
     return items
 
 
@@ -155,7 +169,7 @@ def summarize(setup: Setup, rows: list[dict[str, Any]], all_docs: np.ndarray) ->
     intr = intrinsic_dimensionality(all_docs)
     # The proxy describes the compressed vectors alone, so it is compared with the retention of
     # the plain compressed search: rows reranked with a float query score more than the codes hold.
-    scored = [r for r in rows[1:] if r["rerank"] is None]
+    scored = [r for r in rows[1:] if r["rerank"] != "float"]  # asymmetric rows: the proxy is in their own space
     corr = spearman([r["rank_proxy"] for r in scored], [r["retention"] for r in scored]) if len(scored) > 1 else float("nan")
     n, dim = all_docs.shape
     task = setup.task
@@ -187,20 +201,22 @@ def build_report(
     budget: int | None = None,
     proxy_sample: int = 2000,
     geopres_params: str = "",
+    code_families: Sequence[str] = CODE_FAMILIES,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Run the grid; returns the report as a JSON-able dict (see module docstring): validate, plan,
     run through the evaluation engine, summarize."""
     setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels,
                      widths=widths, methods=methods, chain_methods=chain_methods, budget=budget,
-                     proxy_sample=proxy_sample, geopres_params=geopres_params)
+                     proxy_sample=proxy_sample, geopres_params=geopres_params, code_families=code_families)
     rows = run(setup, plan(setup), progress)
     return summarize(setup, rows, np.ascontiguousarray(docs, dtype=np.float32))
 
 
 def report_files(input: str | os.PathLike, out_dir: str | os.PathLike, *, queries: str | os.PathLike | None = None,
                  qrels: str | os.PathLike | None = None, labels: str | None = None, widths: Sequence[int] | None = None,
-                 methods: Sequence[str] | None = None, budget: int | None = None, sample: int = 50_000,
+                 methods: Sequence[str] | None = None, codes: Sequence[str] | None = None,
+                 budget: int | None = None, sample: int = 50_000,
                  geopres_params: str = "", column: str | None = None, overwrite: bool = False,
                  progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """The report on files: documents from ``input`` (its first ``sample`` rows, all of them with
@@ -218,6 +234,6 @@ def report_files(input: str | os.PathLike, out_dir: str | os.PathLike, *, querie
         judged = read_qrels(qrels)
     rep = build_report(D, doc_ids=ids, queries=Q, query_ids=qids, qrels=judged, labels=lab, widths=widths,
                        methods=list(methods or DEFAULT_METHODS), budget=budget, geopres_params=geopres_params,
-                       progress=progress)
+                       code_families=CODE_FAMILIES if codes is None else list(codes), progress=progress)
     write_report(rep, out_dir, overwrite=overwrite)
     return rep

@@ -18,6 +18,9 @@ COLORS = {
     "random_select+binary": "#c6dbef", "random_projection": "#9467bd", "random_projection+binary": "#c5b0d5",
     "pca": "#2ca02c", "pca+binary": "#98df8a", "geopres": "#d62728", "geopres+binary": "#ff9896",
     "autoencoder": "#8c564b", "binary": "#ff7f0e", "binary+rerank": "#ffbb78", "int8": "#17becf",
+    # the code families (codes searched alone, at 16x to 128x)
+    "codes: binary": "#e377c2", "codes: sq": "#bcbd22", "codes: opq": "#7f7f7f", "codes: pq": "#c7c7c7",
+    "codes: rabitq": "#f7b6d2",
 }
 W, H, PAD = 640, 360, 56
 TOP = 16  # nothing is drawn above a plot: less margin there than beside and below it

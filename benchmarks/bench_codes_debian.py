@@ -1,0 +1,96 @@
+"""Which code keeps the most retrieval quality per byte, without the original vectors: every
+candidate code of embcompress at 96, 48, 24 and 12 bytes per vector (16x to 128x smaller than
+float32 for MiniLM's 384 dims), and, fitted on the same vectors in the same run, faiss's OPQ+PQ
+(``OPQMatrix`` + ``IndexPQ``, inner product) and ``IndexRaBitQ`` (1 and 4 bits). nDCG@10 on the
+whole Debian set (33,253 documents and queries); retention = nDCG@10 / float32 nDCG@10.
+
+    python benchmarks/embed_debian_ir.py        # once: caches the embeddings
+    python benchmarks/bench_codes_debian.py [--queries N] [--budgets 96,48,24,12] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from embcompress.analysis import evaluate_run
+from embcompress.datasets import read_qrels
+from embcompress.evaluate import QrelsTask, run_configs
+from embcompress.io import read_all
+from embcompress.report.candidates import candidates
+
+
+def faiss_rows(D, Q, qids, dids, qrels, budget, float_ndcg, threads):
+    import faiss
+
+    faiss.omp_set_num_threads(threads)
+    d = D.shape[1]
+    out = []
+    builds = []
+    if d % budget == 0:
+        def opq(m=budget):
+            pq = faiss.IndexPQ(d, m, 8, faiss.METRIC_INNER_PRODUCT)
+            return faiss.IndexPreTransform(faiss.OPQMatrix(d, m), pq)
+        builds.append((f"faiss OPQ{budget}+PQ{budget}", opq))
+    if budget == 48:
+        builds.append(("faiss IndexRaBitQ 1 bit", lambda: faiss.IndexRaBitQ(d, faiss.METRIC_INNER_PRODUCT)))
+    if budget == 96:
+        builds.append(("faiss IndexRaBitQ 4 bits", lambda: faiss.IndexRaBitQ(d, faiss.METRIC_INNER_PRODUCT, 4)))
+    for label, build in builds:
+        index = build()
+        t0 = time.perf_counter()
+        index.train(D)
+        index.add(D)
+        fit = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        _, I = index.search(Q, 10)
+        secs = time.perf_counter() - t1
+        nd = evaluate_run({q: [dids[j] for j in r] for q, r in zip(qids, I)}, qrels, 10).ndcg
+        size = index.sa_code_size() if hasattr(index, "sa_code_size") else index.code_size
+        out.append({"config": label, "bytes_per_vector": int(size), "score": nd, "retention": nd / float_ndcg,
+                    "fit_seconds": fit, "queries_per_second": len(Q) / secs})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--emb", default="bench-data/debian-ir")
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1].parent / "shared/data/debian-ir"))
+    ap.add_argument("--queries", type=int, default=None, help="a seeded sample of N queries (default: all)")
+    ap.add_argument("--budgets", default="96,48,24,12")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    emb = Path(args.emb)
+    D, dids = read_all(emb / "corpus.parquet")
+    Q, qids = read_all(emb / "queries.parquet")
+    qrels = read_qrels(Path(args.data) / "qrels.tsv.gz")
+    if args.queries:
+        sel = np.sort(np.random.default_rng(0).choice(len(Q), args.queries, replace=False))
+        Q, qids = Q[sel], [qids[i] for i in sel]
+    task = QrelsTask(Q, qids, qrels, 10)
+    ref = run_configs(D, task, ["float"], doc_ids=dids)[0]
+    print(f"Debian IR, {len(D):,} documents x {D.shape[1]} dims, {len(Q):,} queries; float32 nDCG@10 {ref['score']:.4f} "
+          f"({ref['queries_per_second']:,.0f} q/s); codes and fitted models only, no original vectors", flush=True)
+    results = {"float": ref, "budgets": {}}
+    for budget in (int(b) for b in args.budgets.split(",")):
+        cands = candidates(D.shape[1], budget)
+        rows = run_configs(D, task, ["float", *(c.config for c in cands)], doc_ids=dids)[1:]
+        rows += faiss_rows(D, Q, qids, dids, qrels, budget, ref["score"], args.threads)
+        rows.sort(key=lambda r: -r["retention"])
+        results["budgets"][budget] = rows
+        print(f"\n{budget} bytes per vector ({4 * D.shape[1] / budget:.0f}x smaller)")
+        print(f"  {'configuration':40s} {'bytes':>5s} {'nDCG@10':>8s} {'retention':>9s} {'fit s':>7s} {'q/s':>8s}")
+        for r in rows:
+            print(f"  {r['config']:40s} {r['bytes_per_vector']:5d} {r['score']:8.4f} {100 * r['retention']:8.2f}% "
+                  f"{r['fit_seconds']:7.1f} {r['queries_per_second']:8.0f}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2, default=float))
+
+
+if __name__ == "__main__":
+    main()

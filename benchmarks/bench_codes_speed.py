@@ -1,0 +1,93 @@
+"""Speed of the code families, each against a reference run in the same process:
+
+* the lookup-table (ADC) scan over 1M x 48-byte PQ codes against faiss ``IndexPQ.search`` on the
+  same codes and centroids (inner product), for 1 query and for 1,000 queries;
+* the Hamming first stage on rotated / ITQ bits against plain sign bits (the same kernel);
+* the asymmetric rerank's cost on 1M documents (first stage alone against first stage + rerank);
+* ITQ fitted on 100k x 384 (the issue's target: under 10 s on this machine).
+
+    python benchmarks/bench_codes_speed.py [--docs 1000000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _util import best_of  # noqa: E402
+
+from embcompress import from_spec  # noqa: E402
+from embcompress._parallel import num_threads  # noqa: E402
+from embcompress.search import Index  # noqa: E402
+from embcompress.search.adc import scan_adc  # noqa: E402
+
+
+def correlated(n: int, d: int, rng) -> np.ndarray:
+    """Unit vectors with a decaying spectrum and an offset, like sentence embeddings."""
+    X = rng.standard_normal((n, d)).astype(np.float32) * np.linspace(1, 0.05, d, dtype=np.float32) + 0.05
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--docs", type=int, default=1_000_000)
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--m", type=int, default=48)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    threads = num_threads()
+    faiss.omp_set_num_threads(threads)
+    d, m = args.dim, args.m
+    train = correlated(20_000, d, rng)
+    pq = from_spec(f"pq:{m}").fit(train)
+    codes = rng.integers(0, 256, (args.docs, m), dtype=np.uint8)
+    index = faiss.IndexPQ(d, m, 8, faiss.METRIC_INNER_PRODUCT)
+    faiss.copy_array_to_vector(pq.centroids_.ravel(), index.pq.centroids)
+    index.is_trained = True
+    index.add_sa_codes(codes)
+    Q = correlated(1000, d, rng)
+    print(f"ADC scan: {args.docs:,} PQ codes of {m} bytes ({d} dims), {threads} threads, top-10, best of {args.repeat}")
+    print(f"  {'queries':>8s} {'faiss IndexPQ q/s':>18s} {'ours q/s':>10s} {'ratio':>7s}   same top-10")
+    for nq in (1, 1000):
+        q = Q[:nq]
+        tables = pq.lookup_tables(q)
+        t_f = best_of(lambda: index.search(q, 10), args.repeat)
+        t_o = best_of(lambda: scan_adc(tables, codes, 10), args.repeat)
+        t_tab = best_of(lambda: pq.lookup_tables(q), args.repeat)
+        fi = index.search(q, 10)[1]
+        oi = scan_adc(tables, codes, 10)[1]
+        print(f"  {nq:8d} {nq / t_f:18,.1f} {nq / (t_o + t_tab):10,.1f} {t_f / (t_o + t_tab):6.2f}x   {(fi == oi).mean():.3f}"
+              f"   (tables {1000 * t_tab:.1f} ms included)")
+
+    X = correlated(200_000, d, rng)
+    print(f"\nHamming first stage, {args.docs:,} documents x {d} bits (codes tiled from 200k real-like vectors), 1000 queries, top-100")
+    tile = -(-args.docs // len(X))
+    base_s = None
+    for spec in ("binary", "rotate:center=true+binary", "itq+binary"):
+        c = from_spec(spec).fit(X[:50_000])
+        docs = np.tile(c.transform(X), (tile, 1))[: args.docs]
+        idx = Index(docs, compressor=c)
+        t = best_of(lambda: idx.search(Q, 100), args.repeat)
+        base_s = base_s or t
+        t_r = best_of(lambda: idx.search(Q, 10, rerank="asymmetric"), args.repeat)
+        t_1 = best_of(lambda: idx.search(Q, 100), args.repeat)
+        print(f"  {spec:28s} {1000 / t:8,.0f} q/s ({t / base_s:4.2f}x the time of plain sign bits); "
+              f"top-10 from 100 with the asymmetric rerank: {1000 / t_r:7,.0f} q/s, rerank adds {100 * (t_r - t_1) / t_1:4.1f}%")
+
+    Xi = correlated(100_000, d, rng)
+    t0 = time.perf_counter()
+    itq = from_spec("itq").fit(Xi)
+    t_itq = time.perf_counter() - t0
+    print(f"\nitq fitted on 100,000 x {d}: {t_itq:.1f} s ({len(itq.loss_) - 1} iterations on a {itq.max_rows:,}-row sample; "
+          f"loss {itq.loss_[0]:.4f} -> {itq.loss_[-1]:.4f}); target < 10 s")
+
+
+if __name__ == "__main__":
+    main()
