@@ -6,17 +6,17 @@ from __future__ import annotations
 import numpy as np
 
 from .._util import check_positive_int
-from ..base import Compressor, OutputSpec, float_spec, make_rng
+from ..base import make_rng
 from ..errors import InputError
 from ..registry import register
 from ._sample import reservoir
-from .rotate import random_orthogonal
+from .rotate import OrthogonalMap, random_orthogonal
 
 MIN_ROWS = 2
 
 
 @register
-class ITQ(Compressor):
+class ITQ(OrthogonalMap):
     """``x -> (x - mean) @ R``: ``R`` minimizes the quantization loss ``||sign(V R) - V R||^2``
     over the centred sample ``V`` (up to ``max_rows`` rows, drawn uniformly from the stream).
     Starting from a seeded random rotation, each of ``iters`` iterations fixes the codes
@@ -27,7 +27,7 @@ class ITQ(Compressor):
 
     name = "itq"
     _positional = "iters"
-    _state_arrays = ("rotation_", "mean_", "loss_")
+    _state_arrays = ("rotation_", "mean_", "loss_")  # the loss per iteration is kept with the model
 
     def __init__(self, iters: int = 50, max_rows: int = 25_000, seed: int = 0):
         self.iters = iters
@@ -62,15 +62,3 @@ class ITQ(Compressor):
         losses.append(float(((np.where(Z >= 0, 1.0, -1.0) - Z) ** 2).mean()))
         self.rotation_ = R
         self.loss_ = np.asarray(losses, dtype=np.float64)
-
-    def _transform(self, X: np.ndarray) -> np.ndarray:
-        return (X - self.mean_) @ self.rotation_
-
-    def _inverse(self, Z: np.ndarray) -> np.ndarray:
-        return Z @ self.rotation_.T + self.mean_
-
-    def _linear(self, X: np.ndarray) -> np.ndarray:
-        return X @ self.rotation_
-
-    def _output_spec(self) -> OutputSpec:
-        return float_spec(self.n_features_in_)

@@ -17,15 +17,33 @@ def random_orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
     return (q * np.sign(np.diag(r))).astype(np.float32)
 
 
+class OrthogonalMap(Compressor):
+    """``x -> (x - mean_) @ rotation_`` with an orthogonal ``rotation_``: the width is unchanged,
+    the inverse is the transpose. Subclasses choose the rotation (and whether to centre)."""
+
+    _state_arrays = ("rotation_", "mean_")
+
+    def _transform(self, X: np.ndarray) -> np.ndarray:
+        return (X - self.mean_) @ self.rotation_
+
+    def _inverse(self, Z: np.ndarray) -> np.ndarray:
+        return Z @ self.rotation_.T + self.mean_
+
+    def _linear(self, X: np.ndarray) -> np.ndarray:
+        return X @ self.rotation_
+
+    def _output_spec(self) -> OutputSpec:
+        return float_spec(self.n_features_in_)
+
+
 @register
-class Rotate(Compressor):
+class Rotate(OrthogonalMap):
     """``x -> (x - mean) @ R`` with ``R`` a seeded random orthogonal matrix (the mean is
     subtracted only with ``center=True``). Lengths and angles are kept (without centering),
     the width is unchanged; chain it before ``binary``: ``rotate+binary``."""
 
     name = "rotate"
     _positional = "seed"
-    _state_arrays = ("rotation_", "mean_")
 
     def __init__(self, seed: int = 0, center: bool = False):
         self.seed = seed
@@ -49,15 +67,3 @@ class Rotate(Compressor):
                 total += b.sum(axis=0, dtype=np.float64)
                 n += len(b)
             self.mean_ = (total / n).astype(np.float32)
-
-    def _transform(self, X: np.ndarray) -> np.ndarray:
-        return (X - self.mean_) @ self.rotation_ if self.center else X @ self.rotation_
-
-    def _inverse(self, Z: np.ndarray) -> np.ndarray:
-        return Z @ self.rotation_.T + self.mean_
-
-    def _linear(self, X: np.ndarray) -> np.ndarray:
-        return X @ self.rotation_
-
-    def _output_spec(self) -> OutputSpec:
-        return float_spec(self.n_features_in_)

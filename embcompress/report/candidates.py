@@ -4,11 +4,26 @@ searched with the codes and the fitted model alone (no original vectors)."""
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
 from ..compressors.rabitq import FACTOR_BYTES
 
 RATIOS = (16, 32, 64, 128)
+#: families whose compressors need an extra, and the module that extra provides
+NEEDS = {"pq": "faiss", "opq": "faiss"}
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def available_families(families) -> list[str]:
+    """``families`` without those whose extra is not installed (pq and opq need faiss)."""
+    return [f for f in families if f not in NEEDS or _installed(NEEDS[f])]
 
 
 @dataclass(frozen=True)
@@ -65,9 +80,8 @@ def candidates(dim: int, budget: int, *, families: tuple[str, ...] | None = None
         w = min(dim, (8 * (budget - FACTOR_BYTES) // b) // 8 * 8)
         if w >= 8:
             out.append(Candidate(f"{_prefix(w, dim)}rabitq:{b}", "rabitq", f"{_prefix(w, dim)}rabitq:{b}"))
-    if families is not None:
-        out = [c for c in out if c.family in families]
-    return out
+    allowed = families if families is not None else available_families({c.family for c in out})  # defaults: installed only
+    return [c for c in out if c.family in allowed]
 
 
 def grid_budgets(dim: int) -> list[tuple[int, int]]:

@@ -24,7 +24,7 @@ from ..datasets import read_qrels
 from ..errors import InputError
 from ..evaluate import FLOAT, Config, LabelFreeTask, LabelTask, QrelsTask, parse_config, run_configs
 from ..io import read_all, read_sample
-from .candidates import candidates, grid_budgets
+from .candidates import available_families, candidates, grid_budgets
 from .html import write_report
 
 DEFAULT_METHODS = ("truncate", "random_select", "random_projection", "pca", "geopres")
@@ -208,9 +208,27 @@ def build_report(
     run through the evaluation engine, summarize."""
     setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels,
                      widths=widths, methods=methods, chain_methods=chain_methods, budget=budget,
-                     proxy_sample=proxy_sample, geopres_params=geopres_params, code_families=code_families)
+                     proxy_sample=proxy_sample, geopres_params=geopres_params,
+                     code_families=available_families(code_families) if code_families == CODE_FAMILIES else code_families)
     rows = run(setup, plan(setup), progress)
     return summarize(setup, rows, np.ascontiguousarray(docs, dtype=np.float32))
+
+
+def load_task_files(input, *, queries=None, qrels=None, labels=None, sample: int | None = None,
+                    column: str | None = None) -> dict[str, Any]:
+    """What a report or ``recommend`` reads from files: documents (the first ``sample`` rows; all of
+    them with qrels, whose judged documents may be anywhere), their ids and labels, queries and
+    qrels. Keyword arguments for :func:`validate` / :func:`build_report` (``docs`` first)."""
+    if (queries is None) != (qrels is None):
+        raise InputError("queries and qrels go together (task retention needs both): give --queries and --qrels")
+    if labels and qrels:
+        raise InputError("give either --labels or --queries/--qrels, not both")
+    D, ids, lab = read_sample(input, limit=None if qrels else sample, column=column, label_column=labels)
+    Q = qids = judged = None
+    if qrels:
+        Q, qids = read_all(queries)
+        judged = read_qrels(qrels)
+    return {"docs": D, "doc_ids": ids, "queries": Q, "query_ids": qids, "qrels": judged, "labels": lab}
 
 
 def report_files(input: str | os.PathLike, out_dir: str | os.PathLike, *, queries: str | os.PathLike | None = None,
@@ -223,17 +241,9 @@ def report_files(input: str | os.PathLike, out_dir: str | os.PathLike, *, querie
     qrels), queries and BEIR qrels or a label column, written to ``out_dir`` as report.json and
     report.html. Outputs and inputs are checked before the grid runs."""
     check_output_dir(out_dir, overwrite=overwrite)
-    if (queries is None) != (qrels is None):
-        raise InputError("queries and qrels go together (task retention needs both): give --queries and --qrels")
-    if labels and qrels:
-        raise InputError("give either --labels or --queries/--qrels, not both")
-    D, ids, lab = read_sample(input, limit=None if qrels else sample, column=column, label_column=labels)
-    Q = qids = judged = None
-    if qrels:
-        Q, qids = read_all(queries)
-        judged = read_qrels(qrels)
-    rep = build_report(D, doc_ids=ids, queries=Q, query_ids=qids, qrels=judged, labels=lab, widths=widths,
+    data = load_task_files(input, queries=queries, qrels=qrels, labels=labels, sample=sample, column=column)
+    rep = build_report(data.pop("docs"), **data, widths=widths,
                        methods=list(methods or DEFAULT_METHODS), budget=budget, geopres_params=geopres_params,
-                       code_families=CODE_FAMILIES if codes is None else list(codes), progress=progress)
+                       code_families=available_families(CODE_FAMILIES) if codes is None else list(codes), progress=progress)
     write_report(rep, out_dir, overwrite=overwrite)
     return rep

@@ -10,13 +10,11 @@ import numpy as np
 
 from ..errors import InputError
 from ..evaluate import run_configs
-from ..io import read_all, read_sample
-from ..datasets import read_qrels
 from ..persist import check_model_path, save
 from ..registry import from_spec
 from ..stream import fit_file
 from .candidates import candidates
-from .grid import validate
+from .grid import load_task_files, validate
 
 
 def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None, query_ids=None, qrels=None,
@@ -65,15 +63,8 @@ def recommend_files(input: str | os.PathLike, model_dir: str | os.PathLike, budg
     or a label column, when given), fit the winner on the whole file (streaming) and save it to
     ``model_dir``."""
     check_model_path(model_dir, overwrite=overwrite)
-    if (queries is None) != (qrels is None):
-        raise InputError("queries and qrels go together: give --queries and --qrels, or neither")
-    D, ids, lab = read_sample(input, limit=None if qrels else sample, column=column, label_column=labels)
-    Q = qids = judged = None
-    if qrels:
-        Q, qids = read_all(queries)
-        judged = read_qrels(qrels)
-    res = rank_candidates(D, budget, doc_ids=ids, queries=Q, query_ids=qids, qrels=judged, labels=lab, target=target,
-                          progress=progress)
+    data = load_task_files(input, queries=queries, qrels=qrels, labels=labels, sample=sample, column=column)
+    res = rank_candidates(data.pop("docs"), budget, **data, target=target, progress=progress)
     spec = res["winner"]["spec"]
     comp = fit_file(from_spec(spec), input, column=column, progress=fit_progress)
     save(comp, model_dir, overwrite=overwrite)
