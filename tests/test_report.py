@@ -118,7 +118,7 @@ def test_cli_analyze_and_report(tmp_path):
     assert rep["summary"]["mode"] == "labels" and (tmp_path / "r" / "report.html").exists()
     assert {r["method"] for r in rep["rows"]} >= {"codes: binary", "codes: sq"}
     res = runner.invoke(app, ["report", str(tmp_path / "v.parquet"), str(tmp_path / "r3"), "--codes", "lsh"])
-    assert res.exit_code == 1 and "unknown code family ['lsh']; known: binary, sq, pq, opq, rabitq" in res.stderr
+    assert res.exit_code == 1 and "unknown code family ['lsh']; known: binary, sq, pq, opq, rq, rabitq" in res.stderr
     res = runner.invoke(app, ["report", str(tmp_path / "v.parquet"), str(tmp_path / "r")])
     assert res.exit_code == 1 and "already exists" in res.stderr
     res = runner.invoke(app, ["report", str(tmp_path / "v.parquet"), str(tmp_path / "r2"), "--labels", "nope"])

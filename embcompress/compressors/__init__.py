@@ -8,11 +8,12 @@ from .pca import PCA
 from .pipeline import Pipeline
 from .pq import OPQ, PQ
 from .rabitq import RaBitQ
+from .rq import RQ
 from .random_projection import RandomProjection
 from .random_select import RandomSelect
 from .rotate import Rotate
 from .sq import SQ
 from .truncate import Truncate
 
-__all__ = ["Autoencoder", "Binary", "GeoPres", "ITQ", "Int8", "OPQ", "PCA", "PQ", "Pipeline", "RaBitQ", "RandomProjection", "RandomSelect", "Rotate",
+__all__ = ["Autoencoder", "Binary", "GeoPres", "ITQ", "Int8", "OPQ", "PCA", "PQ", "Pipeline", "RaBitQ", "RandomProjection", "RandomSelect", "Rotate", "RQ",
            "SQ", "Truncate", "pack_bits", "unpack_signs"]

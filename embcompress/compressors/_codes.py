@@ -46,3 +46,20 @@ def byte_tables(Q: np.ndarray, levels: np.ndarray, bits: int) -> np.ndarray:
     # per dimension slot i in the byte: the level chosen by value v, (B, 256, per)
     chosen = np.stack([Lp[:, i, vals[:, i]] for i in range(per)], axis=2)
     return np.einsum("qbi,bvi->qbv", Qp, chosen, optimize=True).astype(np.float32)
+
+
+def nibble_indices(codes: np.ndarray, m: int) -> np.ndarray:
+    """(n, m) codebook indices from rows of 4-bit codes packed two per byte, the first in the low
+    half (as faiss packs product and residual quantizer codes)."""
+    codes = np.asarray(codes, dtype=np.uint8)
+    return np.stack([codes & 15, codes >> 4], axis=2).reshape(len(codes), -1)[:, :m]
+
+
+def nibble_tables(T: np.ndarray) -> np.ndarray:
+    """(nq, m, 16) tables of 4-bit codebooks -> (nq, ceil(m / 2), 256) byte tables: a byte's
+    entry adds its low half's and its high half's entries."""
+    nq, m, _ = T.shape
+    if m % 2:  # the last byte's high half holds no codebook
+        T = np.concatenate([T, np.zeros((nq, 1, T.shape[2]), np.float32)], axis=1)
+    v = np.arange(256)
+    return T[:, 0::2, :][:, :, v & 15] + T[:, 1::2, :][:, :, v >> 4]

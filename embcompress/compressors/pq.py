@@ -9,6 +9,7 @@ from .._util import check_positive_int, require
 from ..base import Compressor, OutputSpec, make_rng
 from ..errors import InputError
 from ..registry import register
+from ._codes import nibble_indices, nibble_tables
 from ._sample import reservoir
 
 NBITS = (4, 8)
@@ -101,10 +102,7 @@ class PQ(Compressor):
     def _indices(self, codes: np.ndarray) -> np.ndarray:
         """(n, m) centroid index per slice from stored rows."""
         codes = np.asarray(codes, dtype=np.uint8)
-        if self.nbits == 8:
-            return codes
-        both = np.stack([codes & 15, codes >> 4], axis=2).reshape(len(codes), -1)  # low nibble first
-        return both[:, : self.centroids_.shape[0]]
+        return codes if self.nbits == 8 else nibble_indices(codes, self.centroids_.shape[0])
 
     def _reconstruct(self, codes: np.ndarray) -> np.ndarray:
         idx = self._indices(codes)
@@ -123,12 +121,7 @@ class PQ(Compressor):
         Q = np.ascontiguousarray(self._rotate(np.asarray(Q, dtype=np.float32)))
         m, ksub, dsub = self.centroids_.shape
         T = np.einsum("qmd,mkd->qmk", Q.reshape(len(Q), m, dsub), self.centroids_, optimize=True).astype(np.float32)
-        if self.nbits == 8:
-            return T
-        if m % 2:  # the last byte's high half holds no slice
-            T = np.concatenate([T, np.zeros((len(Q), 1, ksub), np.float32)], axis=1)
-        v = np.arange(256)
-        return T[:, 0::2, :][:, :, v & 15] + T[:, 1::2, :][:, :, v >> 4]
+        return T if self.nbits == 8 else nibble_tables(T)
 
     def _output_spec(self) -> OutputSpec:
         nbytes = (int(self.m) * int(self.nbits) + 7) // 8

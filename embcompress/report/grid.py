@@ -93,7 +93,7 @@ def validate(docs, *, doc_ids=None, queries=None, query_ids=None, qrels=None, la
     unknown = sorted(set(methods) - set(DEFAULT_METHODS) - {"autoencoder"})
     if unknown:
         raise InputError(f"unknown report method(s) {unknown}; known: {', '.join(DEFAULT_METHODS)}, autoencoder")
-    known_codes = ("binary", "sq", "pq", "opq", "rabitq")
+    known_codes = ("binary", "sq", "pq", "opq", "rq", "rabitq")
     bad_codes = sorted(set(code_families) - set(known_codes))
     if bad_codes:
         raise InputError(f"unknown code famil{'ies' if len(bad_codes) > 1 else 'y'} {bad_codes}; known: {', '.join(known_codes)}")

@@ -35,6 +35,8 @@ from .hamming import scan_hamming
 from .stores import ArrayStore, VectorStore
 
 DEFAULT_MULTIPLIER = 10
+#: queries whose lookup tables are built and scanned at once
+ADC_QUERY_BLOCK = 1024
 RERANKS = ("asymmetric", "float")
 
 
@@ -147,9 +149,14 @@ class Index:
         if self.kind == "bits":
             dist, rows = scan_hamming(comp.transform(Q), self.data, k)
             return (self.width - dist).astype(np.float32), rows
-        if self.kind == "codes":
-            a = self._adc_args(Q)
-            return scan_adc(a["tables"], self._adc_codes, k, scale=a["scale"], bias=a["bias"], qconst=a["qconst"])
+        if self.kind == "codes":  # tables for a block of queries at a time bound the memory (each is bytes x 1 KiB)
+            scores = np.empty((len(Q), k), dtype=np.float32)
+            rows = np.empty((len(Q), k), dtype=np.int64)
+            for s in range(0, len(Q), ADC_QUERY_BLOCK):
+                a = self._adc_args(Q[s : s + ADC_QUERY_BLOCK])
+                scores[s : s + ADC_QUERY_BLOCK], rows[s : s + ADC_QUERY_BLOCK] = scan_adc(
+                    a["tables"], self._adc_codes, k, scale=a["scale"], bias=a["bias"], qconst=a["qconst"])
+            return scores, rows
         if self.kind == "int8":
             qf = normalize_rows(comp.float_prefix(Q))
             docs, norms, last = self.data, self._norms, comp.last_stage
