@@ -32,7 +32,7 @@ class RQ(Compressor):
     _positional = "m"
     _state_arrays = ("codebooks_", "mean_")
 
-    def __init__(self, m: int = 16, nbits: int = 8, beam: int = 1, max_rows: int = 20_000, seed: int = 0):
+    def __init__(self, m: int = 16, nbits: int = 8, beam: int = 1, max_rows: int = 50_000, seed: int = 0):
         self.m = m
         self.nbits = nbits
         self.beam = beam
