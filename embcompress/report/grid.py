@@ -132,10 +132,13 @@ def plan(setup: Setup) -> list[PlanItem]:
         items.append(PlanItem("binary + asymmetric rerank", "binary+rerank", dim, parse_config("binary@asym")))
         items.append(PlanItem("binary + float rerank", "binary+rerank", dim, parse_config("binary@float")))
     items.append(PlanItem("int8", "int8", dim, parse_config("int8")))
+    seen = set()
     for ratio, nbytes in grid_budgets(dim) if setup.code_families else ():
         for c in candidates(dim, nbytes, families=tuple(setup.code_families), full=False):
             config = c.config.replace("@asym", "") if isinstance(setup.task, LabelTask) else c.config
-            items.append(PlanItem(f"{c.label} ({ratio}x)", f"codes: {c.family}", dim, parse_config(config)))
+            if config not in seen:  # a code smaller than a budget can be the best fit of the next one too
+                seen.add(config)
+                items.append(PlanItem(f"{c.label} ({ratio}x)", f"codes: {c.family}", dim, parse_config(config)))
     return items
 
 

@@ -132,7 +132,7 @@ def render_html(report: dict[str, Any], title: str = "embcompress retention repo
         ("float32 score", _fmt(s["float_score"])),
         (f"intrinsic dimensionality ({100 * s['intrinsic_threshold']:.0f}% variance)", f"{s['intrinsic_dimensionality']} of {s['dim']}"),
         ("uniformity (Dinu et al., 2025; higher = more concentrated)", f"{s['uniformity']:.4f}"),
-        (f"Spearman correlation of rank proxy and retention ({s.get('proxy_retention_configs', '?')} configurations, no rerank)", _fmt(corr)),
+        (f"Spearman correlation of rank proxy and retention ({s.get('proxy_retention_configs', '?')} configurations; float reranks left out)", _fmt(corr)),
     ]
     facts_html = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in facts)
     return f"""<!doctype html>
@@ -148,7 +148,8 @@ small {{ color: #777; }}
 </style></head><body>
 <h1>{_esc(title)}</h1>
 <p>Which compression keeps how much of the task score on these embeddings. Retention = compressed score / float32 score.
-The rank proxy is the per-row Spearman correlation of cosine similarities before and after compression (Kalyfommatos et al., 2025):
+The rank proxy is the per-row Spearman correlation between float cosine similarities and the scores the compressed search itself
+computes (Hamming, lookup tables, asymmetric), over each row's 100 nearest rows (after Kalyfommatos et al., 2025):
 computed without labels, it predicts retention (the correlation for this data is shown below). ◆ marks the Pareto front
 (no other configuration is both smaller and better).</p>
 <table class="facts">{facts_html}</table>
