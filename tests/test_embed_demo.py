@@ -64,5 +64,8 @@ def test_demo_runs_on_builtin_corpus(tmp_path):
         assert (tmp_path / "d" / r["file"]).exists()
         assert 0.3 < r["recall_at_10"] <= 1.0
     assert rows["int8"]["recall_at_10"] > rows["binary"]["recall_at_10"]
+    ret = {r["config"]: r for r in d["retrieval"]}
+    assert ret["float"]["retention"] == 1.0 and ret["rotate:center=true+binary@asym"]["bytes_per_vector"] == 48
+    assert ret["sq:2"]["bytes_per_vector"] == 96 and all(0 < r["retention"] <= 1.05 for r in d["retrieval"])
     res = runner.invoke(app, ["demo", "--out", str(tmp_path / "d"), "--limit", "40"])
     assert res.exit_code == 1 and "already exists" in res.stderr
