@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from .._util import check_positive_int, require
-from ..base import Compressor, OutputSpec, make_rng
+from ..base import OutputSpec, make_rng
 from ..errors import InputError
 from ..registry import register
 from ._codes import nibble_indices, nibble_tables
+from ._faiss import FaissBacked
 from ._sample import reservoir
 
 NBITS = (4, 8)
@@ -20,7 +21,7 @@ def _divisors(d: int) -> list[int]:
 
 
 @register
-class PQ(Compressor):
+class PQ(FaissBacked):
     """``m`` sub-quantizers of ``2**nbits`` centroids each: the vector is cut into ``m`` equal
     slices and each slice is coded by its nearest centroid (one byte per slice at ``nbits=8``,
     two slices per byte at ``nbits=4``, the first in the low half as faiss packs them).
@@ -69,28 +70,13 @@ class PQ(Compressor):
         faiss, pq = self._new_faiss_pq(n_features)
         pq.train(np.ascontiguousarray(X))
         self.centroids_ = faiss.vector_to_array(pq.centroids).reshape(int(self.m), pq.ksub, pq.dsub).astype(np.float32)
-        self._faiss_pq = pq
+        self.__dict__["_faiss_obj"] = pq
 
-    def _set_state(self, scalars, arrays) -> None:
-        super()._set_state(scalars, arrays)
-        self._faiss_pq = None
-
-    def _faiss(self):
-        """The faiss ProductQuantizer holding the fitted centroids (rebuilt after loading)."""
-        if getattr(self, "_faiss_pq", None) is None:
-            faiss, pq = self._new_faiss_pq(self.centroids_.shape[0] * self.centroids_.shape[2])
-            faiss.copy_array_to_vector(np.ascontiguousarray(self.centroids_).ravel(), pq.centroids)
-            self.__dict__["_faiss_pq"] = pq
-        return self._faiss_pq
-
-    def __getstate__(self):  # faiss objects do not pickle; they are rebuilt from centroids_
-        state = dict(self.__dict__)
-        state.pop("_faiss_pq", None)
-        return state
-
-    def _clear_state(self) -> None:
-        super()._clear_state()
-        self.__dict__.pop("_faiss_pq", None)
+    def _build_faiss(self, d: int):
+        """The faiss ProductQuantizer holding the fitted centroids."""
+        faiss, pq = self._new_faiss_pq(self.centroids_.shape[0] * self.centroids_.shape[2])
+        faiss.copy_array_to_vector(np.ascontiguousarray(self.centroids_).ravel(), pq.centroids)
+        return pq
 
     # ---- coding -------------------------------------------------------------------------------
     def _rotate(self, X: np.ndarray) -> np.ndarray:
@@ -148,7 +134,7 @@ class OPQ(PQ):
         faiss, pq = self._new_faiss_pq(n_features)
         pq.train(np.ascontiguousarray(X @ self.rotation_.T))
         self.centroids_ = faiss.vector_to_array(pq.centroids).reshape(int(self.m), pq.ksub, pq.dsub).astype(np.float32)
-        self._faiss_pq = pq
+        self.__dict__["_faiss_obj"] = pq
 
     def _rotate(self, X: np.ndarray) -> np.ndarray:
         return X @ self.rotation_.T

@@ -7,17 +7,18 @@ from __future__ import annotations
 import numpy as np
 
 from .._util import check_positive_int, require
-from ..base import Compressor, OutputSpec, make_rng
+from ..base import OutputSpec, make_rng
 from ..errors import InputError
 from ..registry import register
 from ._codes import nibble_indices, nibble_tables
+from ._faiss import FaissBacked
 from ._sample import reservoir
 
 NBITS = (4, 8)
 
 
 @register
-class RQ(Compressor):
+class RQ(FaissBacked):
     """``x ~ mean + C_1[c_1] + ... + C_m[c_m]``: ``m`` codebooks of ``2**nbits`` full-width codewords,
     trained greedily on the centred sample (up to ``max_rows`` rows; each stage is k-means on the
     residuals the previous stages leave; ``beam`` > 1 keeps several partial codes while encoding,
@@ -71,30 +72,15 @@ class RQ(Compressor):
         self.codebooks_ = faiss.vector_to_array(rq.codebooks).reshape(int(self.m), k, n_features).astype(np.float32)
         # encode with a quantizer rebuilt from the codebooks, as after loading, so that the codes of
         # a fitted and a loaded model are the same (the trained one breaks near-ties differently)
-        self._faiss_rq = None
+        self.__dict__["_faiss_obj"] = None
         self._faiss(n_features)
 
-    def _set_state(self, scalars, arrays) -> None:
-        super()._set_state(scalars, arrays)
-        self._faiss_rq = None
-
-    def _faiss(self, d: int | None = None):
-        """The faiss ResidualQuantizer holding the fitted codebooks (rebuilt after loading)."""
-        if getattr(self, "_faiss_rq", None) is None:
-            faiss, rq = self._new_faiss_rq(d or self.n_features_in_)
-            faiss.copy_array_to_vector(np.ascontiguousarray(self.codebooks_).ravel(), rq.codebooks)
-            rq.is_trained = True
-            self.__dict__["_faiss_rq"] = rq
-        return self._faiss_rq
-
-    def __getstate__(self):  # faiss objects do not pickle; they are rebuilt from codebooks_
-        state = dict(self.__dict__)
-        state.pop("_faiss_rq", None)
-        return state
-
-    def _clear_state(self) -> None:
-        super()._clear_state()
-        self.__dict__.pop("_faiss_rq", None)
+    def _build_faiss(self, d: int):
+        """The faiss ResidualQuantizer holding the fitted codebooks."""
+        faiss, rq = self._new_faiss_rq(d)
+        faiss.copy_array_to_vector(np.ascontiguousarray(self.codebooks_).ravel(), rq.codebooks)
+        rq.is_trained = True
+        return rq
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         return self._faiss().compute_codes(np.ascontiguousarray(X - self.mean_, dtype=np.float32))

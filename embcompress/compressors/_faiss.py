@@ -1,0 +1,34 @@
+"""Compressors whose coding runs in a faiss object rebuilt from their saved arrays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..base import Compressor
+
+
+class FaissBacked(Compressor):
+    """Keeps the faiss quantizer in ``_faiss_obj``: built on first use from the fitted arrays
+    (:meth:`_build_faiss`), dropped when the compressor is refitted, loaded or pickled (faiss objects
+    do not pickle; the arrays are the state)."""
+
+    def _build_faiss(self, d: int) -> Any:
+        raise NotImplementedError
+
+    def _faiss(self, d: int | None = None) -> Any:
+        if self.__dict__.get("_faiss_obj") is None:
+            self.__dict__["_faiss_obj"] = self._build_faiss(d or self.n_features_in_)
+        return self.__dict__["_faiss_obj"]
+
+    def _set_state(self, scalars, arrays) -> None:
+        super()._set_state(scalars, arrays)
+        self.__dict__["_faiss_obj"] = None
+
+    def _clear_state(self) -> None:
+        super()._clear_state()
+        self.__dict__.pop("_faiss_obj", None)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_faiss_obj", None)
+        return state
