@@ -26,13 +26,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ._util import normalize_rows
 from .analysis import check_qrels, evaluate_run, knn_accuracy, local_spearman, neighbour_recall, retention
 from .base import Compressor
 from .datasets import read_qrels
 from .errors import InputError
 from .io import read_all
 from .registry import from_spec, get
-from .search import DEFAULT_MULTIPLIER, Index, VectorStore
+from .search import DEFAULT_MULTIPLIER, ArrayStore, Index, VectorStore
 
 #: neighbours per row over which the rank proxy is computed
 PROXY_TOP = 100
@@ -194,7 +195,7 @@ class FitCache:
 
 
 # ---- the engine ------------------------------------------------------------------------------------
-def evaluate_config(docs: np.ndarray, cfg: Config, task, *, doc_ids: Sequence, cache: FitCache,
+def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Sequence, cache: FitCache,
                     originals: VectorStore | np.ndarray | None = None, proxy_rows: np.ndarray | None = None) -> dict[str, Any]:
     """Fit (or reuse) the configuration's compressor, index ``docs``, search and score with ``task``.
     ``proxy_rows`` adds the rank proxy (local Spearman correlation of similarities, original vs
@@ -229,7 +230,7 @@ def rank_proxy(comp: Compressor | None, X: np.ndarray, *, asymmetric: bool = Fal
         return 1.0
     X = np.ascontiguousarray(X, dtype=np.float32)
     n = len(X)
-    U = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+    U = normalize_rows(X)
     S_orig = U @ U.T
     S_comp = Index(comp.transform(X), compressor=comp).score_matrix(X, asymmetric=asymmetric)
     np.fill_diagonal(S_orig, -np.inf)  # a row's own similarity is left out
@@ -238,7 +239,7 @@ def rank_proxy(comp: Compressor | None, X: np.ndarray, *, asymmetric: bool = Fal
     return float(local_spearman(np.take_along_axis(S_orig, cols, 1), np.take_along_axis(S_comp, cols, 1)).mean())
 
 
-def run_configs(docs: np.ndarray, task, configs: Sequence[str | Config], *, doc_ids: Sequence | None = None,
+def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *, doc_ids: Sequence | None = None,
                 originals: VectorStore | np.ndarray | None = None, fit_on: np.ndarray | None = None,
                 proxy_sample: int | None = None, progress: Callable[[str, int, int], None] | None = None) -> list[dict[str, Any]]:
     """Evaluate each configuration on ``docs`` with ``task`` (the float reference first, added
@@ -251,8 +252,6 @@ def run_configs(docs: np.ndarray, task, configs: Sequence[str | Config], *, doc_
     doc_ids = [str(i) for i in range(len(docs))] if doc_ids is None else [str(i) for i in doc_ids]
     originals = docs if originals is None else originals
     if isinstance(originals, np.ndarray):
-        from .search import ArrayStore
-
         originals = ArrayStore(originals)
     cache = FitCache(docs if fit_on is None else fit_on)
     proxy_rows = None

@@ -112,18 +112,43 @@ class Index:
                 self._recon = None
         return self._recon
 
-    def _asymmetric_scores(self, Q: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """(queries, candidates) scores of the decoded candidate ``rows`` for the float queries."""
+    def _asymmetric_scores(self, Q: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """(queries, candidates) scores of the decoded candidate ``rows`` (queries, candidates)
+        for the float queries; with ``rows=None``, of every document, each decoded once."""
         comp = self.compressor
-        nq, nc = rows.shape
         qf = comp.query_prefix(Q)  # (q, d') the space the codes quantize, linear part
-        dec = comp.last_stage.decode(self.data[rows.reshape(-1)])  # (q*c, d') decoded candidates
-        dots = np.matmul(dec.reshape(nq, nc, -1), qf[:, :, None])[..., 0]  # (q, c)
+        if rows is None:
+            dots = qf @ comp.last_stage.decode(self.data).T  # (q, n)
+            cols = slice(None)
+        else:
+            nq, nc = rows.shape
+            dec = comp.last_stage.decode(self.data[rows.reshape(-1)])  # (q*c, d') decoded candidates
+            dots = np.matmul(dec.reshape(nq, nc, -1), qf[:, :, None])[..., 0]  # (q, c)
+            cols = rows
         recon = self._reconstruction()
         if recon is None:
-            return dots
+            return dots.astype(np.float32)
         inv, b0 = recon
-        return ((dots + (Q @ b0)[:, None]) * inv[rows]).astype(np.float32)
+        return ((dots + (Q @ b0)[:, None]) * inv[cols]).astype(np.float32)
+
+    def _dense_scorer(self, Q: np.ndarray):
+        """For float and int8 indexes: ``score(q0, q1, d0, d1)``, the (queries x documents) block
+        of first-stage scores, shared by the scan and :meth:`score_matrix`."""
+        comp = self.compressor
+        if self.kind == "int8":
+            qf = normalize_rows(comp.float_prefix(Q))
+            docs, norms, last = self.data, self._norms, comp.last_stage
+
+            def score(q0, q1, d0, d1):
+                dec = last.decode(docs[d0:d1])  # (b, d) float32
+                return (qf[q0:q1] @ dec.T) / np.where(norms[d0:d1] > 0, norms[d0:d1], 1)
+
+            return score
+        q = Q if comp is None else comp.transform(Q)
+        if self.metric == "cosine":
+            q = normalize_rows(q)
+        docs = self.data if comp is None or self.metric != "cosine" else self._normalized_docs()
+        return lambda q0, q1, d0, d1: q[q0:q1] @ docs[d0:d1].T
 
     def _adc_args(self, Q: np.ndarray) -> dict:
         """Lookup tables and per-document factors of the lookup-table scan (see :meth:`_reconstruction`)."""
@@ -157,20 +182,7 @@ class Index:
                 scores[s : s + ADC_QUERY_BLOCK], rows[s : s + ADC_QUERY_BLOCK] = scan_adc(
                     a["tables"], self._adc_codes, k, scale=a["scale"], bias=a["bias"], qconst=a["qconst"])
             return scores, rows
-        if self.kind == "int8":
-            qf = normalize_rows(comp.float_prefix(Q))
-            docs, norms, last = self.data, self._norms, comp.last_stage
-
-            def score(q0, q1, d0, d1):
-                dec = last.decode(docs[d0:d1])  # (b, d) float32
-                return (qf[q0:q1] @ dec.T) / np.where(norms[d0:d1] > 0, norms[d0:d1], 1)
-
-            return scan_blocks(score, len(qf), self.num_docs, k)
-        q = Q if comp is None else comp.transform(Q)
-        if self.metric == "cosine":
-            q = normalize_rows(q)
-        docs = self.data if comp is None or self.metric != "cosine" else self._normalized_docs()
-        return scan_blocks(lambda q0, q1, d0, d1: q[q0:q1] @ docs[d0:d1].T, len(q), self.num_docs, k)
+        return scan_blocks(self._dense_scorer(Q), len(Q), self.num_docs, k)
 
     def score_matrix(self, queries: np.ndarray, *, asymmetric: bool = False) -> np.ndarray:
         """(queries, documents) float32: every document's score for each float query, as the
@@ -181,18 +193,13 @@ class Index:
         if asymmetric:
             if comp is None:
                 raise InputError("asymmetric scores need an index of codes; this one holds float vectors")
-            return self._asymmetric_scores(Q, np.broadcast_to(np.arange(self.num_docs), (len(Q), self.num_docs)))
+            return self._asymmetric_scores(Q)
         if self.kind == "bits":
             return (self.width - hamming_distances(comp.transform(Q), self.data)).astype(np.float32)
         if self.kind == "codes":
             a = self._adc_args(Q)
             return adc_scores(a["tables"], self._adc_codes, a["scale"], a["bias"], a["qconst"])
-        if self.kind == "int8":
-            dec = comp.last_stage.decode(self.data)
-            return (normalize_rows(comp.float_prefix(Q)) @ dec.T) / np.where(self._norms > 0, self._norms, 1)
-        q = Q if comp is None else comp.transform(Q)
-        docs = self.data if comp is None else self._normalized_docs()
-        return (normalize_rows(q) @ docs.T).astype(np.float32) if self.metric == "cosine" else (q @ docs.T).astype(np.float32)
+        return self._dense_scorer(Q)(0, len(Q), 0, self.num_docs).astype(np.float32)
 
     def _normalized_docs(self) -> np.ndarray:
         if self._unit_docs is None:
