@@ -38,20 +38,22 @@ def faiss_rows(D, Q, qids, dids, qrels, budget, float_ndcg, threads):
         builds.append((f"faiss OPQ{budget}+PQ{budget}", opq))
     if budget == d // 8:  # 1 bit per dimension (faiss adds its factors: more bytes than the budget)
         builds.append(("faiss IndexRaBitQ 1 bit", lambda: faiss.IndexRaBitQ(d, faiss.METRIC_INNER_PRODUCT)))
-    for label, build in builds:
-        index = build()
-        t0 = time.perf_counter()
-        index.train(D)
-        index.add(D)
-        fit = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        _, I = index.search(Q, 10)
-        secs = time.perf_counter() - t1
-        nd = evaluate_run({q: [dids[j] for j in r] for q, r in zip(qids, I)}, qrels, 10).ndcg
-        size = index.sa_code_size() if hasattr(index, "sa_code_size") else index.code_size
-        out.append({"config": label, "bytes_per_vector": int(size), "score": nd, "retention": nd / float_ndcg,
-                    "fit_seconds": fit, "queries_per_second": len(Q) / secs})
-    return out
+    return [faiss_row(label, build(), D, Q, qids, dids, qrels, float_ndcg) for label, build in builds]
+
+
+def faiss_row(label, index, D, Q, qids, dids, qrels, float_ndcg) -> dict:
+    """Train and fill a faiss index on the documents, search the queries: the row of the tables."""
+    t0 = time.perf_counter()
+    index.train(D)
+    index.add(D)
+    fit = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    _, I = index.search(Q, 10)
+    secs = time.perf_counter() - t1
+    nd = evaluate_run({q: [dids[j] for j in r] for q, r in zip(qids, I)}, qrels, 10).ndcg
+    size = index.sa_code_size() if hasattr(index, "sa_code_size") else index.code_size
+    return {"config": label, "bytes_per_vector": int(size), "score": nd, "retention": nd / float_ndcg,
+            "fit_seconds": fit, "queries_per_second": len(Q) / secs}
 
 
 def main() -> None:
@@ -99,17 +101,8 @@ def main() -> None:
     rows = run_configs(D, task, ["float", "rabitq:4"], doc_ids=dids)[1:]
     import faiss
 
-    index = faiss.IndexRaBitQ(D.shape[1], faiss.METRIC_INNER_PRODUCT, 4)
-    t0 = time.perf_counter()
-    index.train(D)
-    index.add(D)
-    fit = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    _, I = index.search(Q, 10)
-    secs = time.perf_counter() - t1
-    nd = evaluate_run({q: [dids[j] for j in r] for q, r in zip(qids, I)}, qrels, 10).ndcg
-    rows.append({"config": "faiss IndexRaBitQ 4 bits", "bytes_per_vector": int(index.code_size), "score": nd,
-                 "retention": nd / ref["score"], "fit_seconds": fit, "queries_per_second": len(Q) / secs})
+    rows.append(faiss_row("faiss IndexRaBitQ 4 bits", faiss.IndexRaBitQ(D.shape[1], faiss.METRIC_INNER_PRODUCT, 4),
+                          D, Q, qids, dids, qrels, ref["score"]))
     results["rabitq_4_bits"] = rows
     print("\nRaBitQ, 4 bits per dimension")
     for r in rows:
