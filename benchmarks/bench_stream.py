@@ -1,13 +1,16 @@
-"""Streaming binarization of a parquet file larger than you'd like to load.
+"""Streaming compression of a parquet file larger than you'd like to load, on one worker and on
+every core.
 
-Prints, for a >= 4 GB file of float32 embeddings: the time pyarrow alone needs to read the
-embedding column (with its defaults, and with the buffered reader settings embcompress uses), the
-wall time and peak RSS of `embcompress binarize` (a real CLI process) and of the library call
-in-process, their ratios, and the peak RSS on a file half the size (peak RSS should not grow). Half, not
-less: the writer gathers up to 64 MiB of codes per row group, so a file whose whole output is smaller
-than that (under ~520k rows of 1024 bits) shows a lower peak for that reason alone.
+Prints, for a >= 4 GB file of float32 embeddings, in one run: the time pyarrow alone needs to read
+the embedding column with one reader (its defaults, and the buffered settings embcompress uses,
+which is the reference of the ratios); `compress_file(Binary)` in-process with 1 worker thread and
+with one per core; `embcompress binarize --threads 1` and `--threads N` as real CLI processes, with
+their peak RSS on the file and on a file half its size (peak RSS must not grow with the file); and
+the streamed int8 fit (the statistics path) with 1 and N threads. Half, not less: the writer
+gathers up to 64 MiB of codes per row group, so a file whose whole output is smaller than that
+(under ~520k rows of 1024 bits) shows a lower peak for that reason alone.
 
-    python benchmarks/bench_stream.py [--rows 1100000] [--dim 1024] [--dir bench-data]
+    python benchmarks/bench_stream.py [--rows 1100000] [--dim 1024] [--dir bench-data] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import best_of, make_parquet, run_measured  # noqa: E402
 
-from embcompress import Binary  # noqa: E402
+from embcompress import Binary, Int8  # noqa: E402
+from embcompress._parallel import reader_threads  # noqa: E402
 from embcompress.io.readers import READ_BUFFER_BYTES, auto_batch_size  # noqa: E402
 from embcompress.stream import compress_file, fit_file  # noqa: E402
 
@@ -43,35 +47,52 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_100_000)
     ap.add_argument("--dim", type=int, default=1024)
     ap.add_argument("--dir", default="bench-data")
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     d = Path(args.dir)
     big = make_parquet(d / f"vec_{args.rows}x{args.dim}.parquet", args.rows, args.dim)
     small = make_parquet(d / f"vec_{args.rows // 2}x{args.dim}.parquet", args.rows // 2, args.dim, seed=1)
     size_gb = big.stat().st_size / 1e9
-    print(f"file: {big} ({args.rows:,} x {args.dim} float32, {size_gb:.2f} GB on disk)")
+    n = reader_threads()
+    groups = pq.ParquetFile(big).num_row_groups
+    print(f"file: {big} ({args.rows:,} x {args.dim} float32, {size_gb:.2f} GB on disk, {groups} row groups); "
+          f"{n} cores; best of {args.repeat}")
     exe = shutil.which("embcompress", path=str(Path(sys.executable).parent)) or shutil.which("embcompress") or "embcompress"
     out = d / "codes.parquet"
 
+    def cli(path: Path, threads: int) -> dict:
+        runs = [run_measured([exe, "binarize", str(path), str(out), "--overwrite", "--threads", str(threads)])
+                for _ in range(args.repeat)]
+        return min(runs, key=lambda r: r["seconds"])
+
     pyarrow_read(big, True)  # warm the page cache so every run reads from memory alike
     t_default = best_of(lambda: pyarrow_read(big, False), args.repeat)
-    t_tuned = best_of(lambda: pyarrow_read(big, True), args.repeat)
-    cli = [run_measured([exe, "binarize", str(big), str(out), "--overwrite"]) for _ in range(args.repeat)]
-    cli_best = min(cli, key=lambda r: r["seconds"])
-    comp = fit_file(Binary(), big)
-    t_lib = best_of(lambda: compress_file(comp, big, out, overwrite=True), args.repeat)
-    small_run = run_measured([exe, "binarize", str(small), str(out), "--overwrite"])
+    t_ref = best_of(lambda: pyarrow_read(big, True), args.repeat)
+    comp = fit_file(Binary(), big, max_rows=1024)
+    t_lib = {t: best_of(lambda: compress_file(comp, big, out, overwrite=True, threads=t), args.repeat) for t in (1, n)}
+    runs = {t: cli(big, t) for t in (1, n)}
+    halves = {t: run_measured([exe, "binarize", str(small), str(out), "--overwrite", "--threads", str(t)]) for t in (1, n)}
+    t_fit = {t: best_of(lambda: fit_file(Int8(), big, threads=t), args.repeat) for t in (1, n)}
     os.remove(out)
 
-    print(f"pyarrow read of the column, defaults          : {t_default:7.2f} s  ({size_gb / t_default:.2f} GB/s)")
-    print(f"pyarrow read of the column, buffered (ours)    : {t_tuned:7.2f} s  ({size_gb / t_tuned:.2f} GB/s)")
-    print(f"embcompress binarize (CLI process)             : {cli_best['seconds']:7.2f} s  peak RSS {cli_best['peak_rss_mb']:.0f} MiB")
-    print(f"compress_file(Binary) in-process               : {t_lib:7.2f} s")
-    print(f"ratio CLI / pyarrow defaults                   : {cli_best['seconds'] / t_default:7.2f}x  (target <= 1.2)")
-    print(f"ratio CLI / pyarrow buffered                   : {cli_best['seconds'] / t_tuned:7.2f}x")
-    print(f"ratio in-process / pyarrow buffered            : {t_lib / t_tuned:7.2f}x")
-    print(f"peak RSS, file half the size ({small.stat().st_size / 1e9:.2f} GB)       : {small_run['peak_rss_mb']:.0f} MiB "
-          f"(vs {cli_best['peak_rss_mb']:.0f} MiB on the big file; target < 1024 MiB, not growing)")
+    def line(label: str, seconds: float, extra: str = "") -> None:
+        print(f"{label:<52}: {seconds:6.2f} s  {size_gb / seconds:5.2f} GB/s  {t_ref / seconds:5.2f}x{extra}")
+
+    print(f"{'':<52}  {'time':>8}  {'input':>10}  {'vs ref':>6}")
+    line("pyarrow, one reader, defaults", t_default)
+    line("pyarrow, one reader, buffered (reference)", t_ref)
+    for t in (1, n):
+        line(f"compress_file(Binary), {t} thread(s), in-process", t_lib[t])
+    for t in (1, n):
+        line(f"embcompress binarize --threads {t} (CLI process)", runs[t]["seconds"], f"  peak RSS {runs[t]['peak_rss_mb']:.0f} MiB")
+    for t in (1, n):
+        line(f"fit_file(Int8) statistics, {t} thread(s)", t_fit[t])
+    print(f"speed-up of {n} threads over 1, in-process       : {t_lib[1] / t_lib[n]:.2f}x")
+    print(f"all cores against pyarrow's one buffered reader    : {t_ref / t_lib[n]:.2f}x in-process, "
+          f"{t_ref / runs[n]['seconds']:.2f}x CLI (target >= 1.8x on 2 cores)")
+    print(f"peak RSS on the half-size file ({small.stat().st_size / 1e9:.2f} GB)        : "
+          + ", ".join(f"{t} thread(s) {halves[t]['peak_rss_mb']:.0f} MiB (vs {runs[t]['peak_rss_mb']:.0f} on the big file)"
+                      for t in (1, n)))
 
 
 if __name__ == "__main__":

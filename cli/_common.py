@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import json
+import signal
 import sys
+import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -26,6 +28,7 @@ IdColumnOpt = typer.Option(None, "--id-column", help="Id column carried to the o
 KeepOpt = typer.Option([], "--keep", help="Other columns to carry to the output (repeatable).")
 BatchOpt = typer.Option(None, "--batch-size", "-b", min=1, help="Rows per batch (default: about 4 MiB of input per batch, which reads fastest).")
 OverwriteOpt = typer.Option(False, "--overwrite", help="Replace the output if it exists.")
+ThreadsOpt = typer.Option(None, "--threads", "-j", min=1, help="Worker threads that decode and compress row groups (default: every core; output is the same for any number).")
 JsonOpt = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
 
 
@@ -34,13 +37,25 @@ def fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like KeyboardInterrupt, so that every ``with`` block
+    (writers, worker threads) cleans up on the way out."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
 def guarded(fn: Callable) -> Callable:
     """Turn library errors into one line on stderr and exit code 1, without a traceback; library
     warnings become one 'warning:' line each on stderr. Usage errors (typer.BadParameter, exit 2)
-    pass through to Typer."""
+    pass through to Typer. Ctrl-C exits 130 and SIGTERM 143, after the temporary outputs are
+    removed and the worker threads stopped."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _on_sigterm)
         try:
             with warnings_to_stderr():
                 return fn(*args, **kwargs)
@@ -52,6 +67,8 @@ def guarded(fn: Callable) -> Callable:
             fail(f"{exc.strerror or exc}{': ' + str(exc.filename) if exc.filename else ''}")
         except KeyboardInterrupt:
             fail("interrupted; no output was written", code=130)
+        except Terminated:
+            fail("terminated (SIGTERM); no output was written", code=143)
 
     return wrapper
 

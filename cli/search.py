@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
-from ._common import Bars, ColumnOpt, IdColumnOpt, JsonOpt, OverwriteOpt, emit, err, guarded, kv_table, out
+from ._common import Bars, ColumnOpt, IdColumnOpt, JsonOpt, OverwriteOpt, ThreadsOpt, emit, err, guarded, kv_table, out
 
 app = typer.Typer()
 
@@ -24,7 +24,7 @@ def search(
     rerank: Optional[str] = typer.Option(None, "--rerank", help="asymmetric (float query vs the decoded codes) or float (vs --originals)."),
     multiplier: int = typer.Option(10, "--multiplier", min=1, help="Rerank the top k x multiplier candidates (10: the top 100 for k=10)."),
     originals: Optional[Path] = typer.Option(None, "--originals", help="Original float document vectors for --rerank float (.npy is fastest)."),
-    column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt,
+    column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, threads: Optional[int] = ThreadsOpt,
     overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
     """Exact search of float queries against float vectors or compressed codes, with optional rerank."""
@@ -33,7 +33,8 @@ def search(
     if rerank == "float" and originals is None:
         raise typer.BadParameter("--rerank float needs --originals FILE", param_hint="--rerank")
     s = search_files(index_file, queries, output, k=k, model=model, rerank=rerank, multiplier=multiplier,
-                     originals=originals, column=column, id_column=id_column, overwrite=overwrite)
+                     originals=originals, column=column, id_column=id_column, overwrite=overwrite,
+                     threads=threads)
     if s["k"] < k:
         err.print(f"note: k={k} is larger than the {s['documents']} documents; returning {s['documents']} per query")
     emit(s, json, kv_table(f"{queries.name} -> {output.name}", {

@@ -1,12 +1,19 @@
-"""Row-parallel execution of numpy kernels that release the GIL (comparisons, packbits, float
-arithmetic), for large in-memory arrays. Small inputs run inline: threads only pay off when each
-part is big enough to amortize the hand-off."""
+"""Threads for work that releases the GIL.
+
+* :func:`map_rows` and :func:`run_blocks`: row-parallel numpy kernels (comparisons, packbits,
+  float arithmetic) on large in-memory arrays; small inputs run inline, since threads only pay off
+  when each part is big enough to amortize the hand-off.
+* :func:`ordered_units`: units of streamed work (row groups of a file, decoded and compressed) on
+  worker threads, delivered in order, with bounded look-ahead.
+"""
 
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -58,3 +65,131 @@ def run_blocks(fn: Callable[[int], None], starts, *, threads: int | None = None)
         _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embcompress")
     for f in [_pool.submit(fn, s) for s in starts]:
         f.result()
+
+
+def reader_threads(threads: int | None = None) -> int:
+    """Workers for reading and compressing a file: ``threads`` if given (at least 1), else
+    ``EMBCOMPRESS_NUM_THREADS``, else every core this process may use (decoding parquet is
+    CPU-bound at about 0.5 GB/s per core, so it scales with cores until the disk caps it)."""
+    if threads is not None:
+        if int(threads) < 1:
+            from .errors import InputError
+
+            raise InputError(f"threads must be at least 1, got {threads}")
+        return int(threads)
+    env = os.environ.get("EMBCOMPRESS_NUM_THREADS")
+    if env and env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+Unit = Callable[[dict], Iterator]
+
+
+def ordered_units(units: Sequence[Unit], *, threads: int, window: int) -> Iterator:
+    """Run every unit of work on ``threads`` worker threads and yield all items of unit 0, then
+    all items of unit 1, and so on: the same items, in the same order, as running them one after
+    the other. A unit is a function of a worker-local dict (for per-thread file handles) that
+    returns an iterator; its items are produced on the worker while the consumer takes earlier
+    units' items. At most ``window`` units run or wait ahead of the consumer, which bounds memory.
+
+    The first error in any worker stops every worker (each after the item it is producing) and
+    is raised here; so does closing the generator (Ctrl-C, a failed write, a consumer that
+    stops early)."""
+    n = len(units)
+    window = max(1, min(int(window), n))
+    tasks: "queue.Queue[int | None]" = queue.Queue()
+    outs = [queue.Queue() for _ in range(n)]
+    stop = threading.Event()
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        local: dict = {}
+        while not stop.is_set():
+            try:
+                i = tasks.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if i is None:
+                return
+            try:
+                for item in units[i](local):
+                    outs[i].put(item)
+                    if stop.is_set():
+                        return
+                outs[i].put(_END)
+            except BaseException as exc:  # handed to the consumer
+                failure.append(exc)
+                stop.set()
+                return
+
+    workers = [threading.Thread(target=work, daemon=True, name=f"embcompress-reader-{k}") for k in range(min(threads, n))]
+    for t in workers:
+        t.start()
+    submitted = 0
+    try:
+        for i in range(n):
+            while submitted < min(n, i + window):
+                tasks.put(submitted)
+                submitted += 1
+            while True:
+                try:
+                    item = outs[i].get(timeout=0.05)
+                except queue.Empty:
+                    if failure:
+                        raise failure[0]
+                    continue
+                if item is _END:
+                    outs[i] = None  # free the unit's queue
+                    break
+                yield item
+        if failure:
+            raise failure[0]
+    finally:
+        stop.set()
+        for _ in workers:
+            tasks.put(None)
+
+
+_END = object()
+
+
+def prefetch(it: Iterator, depth: int = 2) -> Iterator:
+    """Run ``it`` in a background thread, ``depth`` items ahead, so that decoding the next batch
+    (pyarrow and numpy release the GIL) overlaps with compressing this one. Errors are re-raised
+    in the consumer; a consumer that stops early stops the thread."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for item in it:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("done", done))
+        except BaseException as exc:  # handed to the consumer
+            q.put(("error", exc))
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, value = q.get()
+            if kind == "item":
+                yield value
+            elif kind == "error":
+                raise value
+            else:
+                return
+    finally:
+        stop.set()

@@ -265,6 +265,12 @@ class Compressor:
         """False when fitting needs only the input width (one peek at the first batch)."""
         return True
 
+    @property
+    def fit_rows(self) -> int | None:
+        """Rows a fit reads at most, from the start (None: all of them); file readers stop
+        decoding there."""
+        return None
+
     def _validate_params(self, n_features: int) -> None:
         """Raise InputError for parameters that cannot work with ``n_features`` inputs."""
 

@@ -5,13 +5,12 @@ the CLI is a thin layer over them."""
 from __future__ import annotations
 
 import os
-import queue
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from ._parallel import prefetch
 from ._version import __version__
 from .base import Compressor
 from .errors import EmbcompressError, InputError
@@ -24,44 +23,6 @@ FILE_FORMAT_VERSION = 1
 Progress = Callable[[int], None]  # called with the number of rows just processed
 
 
-def prefetch(it: Iterator, depth: int = 2) -> Iterator:
-    """Run ``it`` in a background thread, ``depth`` items ahead, so that decoding the next batch
-    (pyarrow and numpy release the GIL) overlaps with compressing this one. Errors are re-raised
-    in the consumer; a consumer that stops early stops the thread."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    done = object()
-    stop = threading.Event()
-
-    def work() -> None:
-        try:
-            for item in it:
-                while not stop.is_set():
-                    try:
-                        q.put(("item", item), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put(("done", done))
-        except BaseException as exc:  # handed to the consumer
-            q.put(("error", exc))
-
-    t = threading.Thread(target=work, daemon=True)
-    t.start()
-    try:
-        while True:
-            kind, value = q.get()
-            if kind == "item":
-                yield value
-            elif kind == "error":
-                raise value
-            else:
-                return
-    finally:
-        stop.set()
-
-
 def fit_file(
     comp: Compressor,
     path: str | os.PathLike,
@@ -70,16 +31,18 @@ def fit_file(
     batch_size: int | None = DEFAULT_BATCH_SIZE,
     max_rows: int | None = None,
     progress: Progress | None = None,
+    threads: int | None = None,
 ) -> Compressor:
     """Fit ``comp`` on the vectors of a file, streaming (each learning stage reads the file once,
-    up to ``max_rows`` rows)."""
+    up to ``max_rows`` rows). Row groups are decoded on ``threads`` workers (None: every core)
+    and handed to the fit in file order, so the fitted state is the same for any ``threads``."""
     src = open_vectors(path, column=column)
     if src.num_rows == 0:
         raise InputError(f"{path} has no rows; there is nothing to fit or compress")
 
     def batches() -> Iterator:
         seen = 0
-        for b in prefetch(src.batches(batch_size)):
+        for b in src.batches(batch_size, threads=threads, max_rows=max_rows):
             x = b.vectors
             if max_rows is not None and seen + len(x) > max_rows:
                 x = x[: max_rows - seen]
@@ -137,8 +100,11 @@ def compress_file(
     batch_size: int | None = DEFAULT_BATCH_SIZE,
     overwrite: bool = False,
     progress: Progress | None = None,
+    threads: int | None = None,
 ) -> CompressResult:
     """Stream ``src_path`` through a fitted ``comp`` into ``dst_path`` (.parquet or .npy).
+    Row groups are decoded and compressed on ``threads`` workers (None: every core) and written
+    in file order: the output bytes do not depend on ``threads``.
 
     Parquet output keeps the id column (``id_column``, or a column named ``id`` if present) and
     ``keep_columns``; the embedding column keeps its name and holds the codes."""
@@ -161,8 +127,9 @@ def compress_file(
         dst_path, spec, column=src.column, carried_schema=carried_schema,
         metadata=file_metadata(comp, src, src_path), num_rows=src.num_rows, overwrite=overwrite,
     ) as out:
-        for b in prefetch(src.batches(batch_size)):
-            out.write(comp.transform(b.vectors, row_offset=b.offset), b.carried)
+        for b in src.batches(batch_size, threads=threads, transform=lambda X, offset: comp.transform(X, row_offset=offset),
+                             result_row_bytes=spec.nbytes):
+            out.write(b.vectors, b.carried)
             if progress:
                 progress(len(b.vectors))
     return CompressResult(
@@ -192,6 +159,7 @@ def fit_and_compress(
     overwrite: bool = False,
     save_model: str | os.PathLike | None = None,
     stage: Callable[[str, int], Progress | None] | None = None,
+    threads: int | None = None,
 ) -> dict[str, Any]:
     """The main job: fit ``comp`` on ``src_path`` (when ``fit``; a compressor that learns nothing
     from data only peeks at the first rows), stream the file through it into ``dst_path``, and
@@ -204,11 +172,13 @@ def fit_and_compress(
     rows = open_vectors(src_path, column=column).num_rows
     stage = stage or (lambda description, total: None)
     if fit and comp.learns_from_data:
-        fit_file(comp, src_path, column=column, batch_size=batch_size, progress=stage(f"fitting {comp.name}", rows))
+        fit_file(comp, src_path, column=column, batch_size=batch_size, max_rows=comp.fit_rows,
+                 progress=stage(f"fitting {comp.name}", min(rows, comp.fit_rows or rows)), threads=threads)
     elif fit:  # only the width is needed: a small first batch
-        fit_file(comp, src_path, column=column, batch_size=min(batch_size or 1024, 1024), max_rows=1024)
+        fit_file(comp, src_path, column=column, batch_size=min(batch_size or 1024, 1024), max_rows=1024, threads=1)
     res = compress_file(comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns,
-                        batch_size=batch_size, overwrite=overwrite, progress=stage(f"writing {Path(dst_path).name}", rows))
+                        batch_size=batch_size, overwrite=overwrite, progress=stage(f"writing {Path(dst_path).name}", rows),
+                       threads=threads)
     if save_model is not None:
         save(comp, save_model, overwrite=overwrite)
     return {**res.to_dict(), "compressor": comp.name, "compressor_repr": repr(comp),

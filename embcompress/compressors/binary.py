@@ -89,6 +89,10 @@ class Binary(Compressor):
     def learns_from_data(self) -> bool:
         return self.threshold != "zero" or self.decoder == "levels"
 
+    @property
+    def fit_rows(self) -> int | None:
+        return LEVEL_ROWS if self.threshold == "zero" else None
+
     def _validate_params(self, n_features: int) -> None:
         if self.threshold not in THRESHOLDS:
             raise InputError(f"binary threshold must be one of {', '.join(THRESHOLDS)}, got {self.threshold!r}")

@@ -42,6 +42,11 @@ class Pipeline(Compressor):
     def learns_from_data(self) -> bool:
         return any(s.learns_from_data for s in self.stages or [])
 
+    @property
+    def fit_rows(self) -> int | None:
+        rows = [s.fit_rows for s in self.stages or [] if s.learns_from_data]
+        return None if not rows or None in rows else max(rows)
+
     @classmethod
     def from_fitted(cls, stages: list[Compressor]) -> "Pipeline":
         """A fitted chain of stages that were fitted already, each on the previous one's output

@@ -9,17 +9,19 @@ are accepted; nulls, ragged rows and NaN/inf are errors that name the row.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .._parallel import ordered_units, prefetch, reader_threads
 from ..base import check_finite
 from ..errors import FormatError, InputError
 
@@ -32,6 +34,8 @@ READ_BUFFER_BYTES = 4 << 20
 #: target bytes of float values per batch: measured on pyarrow 26 with 1024-d float32, small
 #: batches read fastest and keep peak memory low (the list reader over-allocates per batch)
 BATCH_TARGET_BYTES = 4 << 20
+#: results of row groups decoded ahead of the consumer, at most (the parallel reader's look-ahead)
+READ_MEMORY_BYTES = 512 << 20
 
 
 def auto_batch_size(row_bytes: int) -> int:
@@ -178,27 +182,85 @@ class ParquetVectors:
             return t.byte_width
         return self.dim * t.value_type.bit_width // 8
 
-    def batches(self, batch_size: int | None = None) -> Iterator[Batch]:
+    @property
+    def num_row_groups(self) -> int:
+        return self._pf.num_row_groups
+
+    def _group_starts(self) -> np.ndarray:
+        md = self._pf.metadata
+        return np.concatenate([[0], np.cumsum([md.row_group(g).num_rows for g in range(md.num_row_groups)])]).astype(np.int64)
+
+    def batches(self, batch_size: int | None = None, *, threads: int | None = None, max_rows: int | None = None,
+                transform: Transform | None = None, result_row_bytes: int | None = None) -> Iterator[Batch]:
+        """The file's rows in order, in batches of ``batch_size`` rows (batches never span row
+        groups, so every reading path cuts the same batches). ``max_rows``: decode only the row
+        groups that hold the first ``max_rows`` rows. ``transform(vectors, offset)``, when given,
+        replaces each batch's vectors, runs where the batch was decoded, and must refuse
+        non-finite values itself (``Compressor.transform`` does; the reader then skips its own
+        check, one pass less over the data).
+
+        With ``threads`` > 1 (None: every core) and several row groups, row groups are decoded
+        (and transformed) on that many worker threads and delivered in order; at most
+        :data:`READ_MEMORY_BYTES` of results (``result_row_bytes`` per row; default: the input's
+        float32 width) wait ahead of the consumer. One row group, or row groups too big for that
+        budget, are read by a single reader one batch ahead of the consumer."""
         batch_size = _batch_size(batch_size, self.nbytes_per_row)
+        starts = self._group_starts()
+        units = [functools.partial(self._read_group, g=g, start=int(starts[g]), batch_size=batch_size,
+                                   transform=transform) for g in range(len(starts) - 1)
+                 if max_rows is None or starts[g] < max_rows]
+        row_bytes = (result_row_bytes or 4 * self.dim) + 16 * len(self.carried_columns)
+        largest = int(np.diff(starts).max()) if len(starts) > 1 else 0
+        yield from run_units(units, threads=threads, unit_bytes=largest * row_bytes)
+
+    def _read_group(self, local: dict, *, g: int, start: int, batch_size: int, transform) -> Iterator[Batch]:
+        pf = local.get(self.path)
+        if pf is None:  # one file handle per worker thread
+            pf = local[self.path] = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
         columns = [self.column, *self.carried_columns]
-        offset = 0
-        it = self._pf.iter_batches(batch_size=batch_size, columns=columns, use_threads=True)
-        while True:
-            try:
-                rb = next(it)
-            except StopIteration:
-                return
-            except (pa.ArrowException, OSError) as exc:
-                raise FormatError(f"{self.path} is corrupt or truncated near row {offset}: {_first_line(exc)}") from None
-            vectors = column_to_numpy(rb.column(0), self.dim, offset=offset, column=self.column)
-            carried = rb.select(self.carried_columns) if self.carried_columns else None
-            yield Batch(vectors, carried, offset)
-            offset += rb.num_rows
+        offset = start
+        try:
+            it = pf.iter_batches(batch_size=batch_size, row_groups=[g], columns=columns, use_threads=False)
+            while True:
+                try:
+                    rb = next(it)
+                except StopIteration:
+                    return
+                except (pa.ArrowException, OSError) as exc:
+                    raise FormatError(f"{self.path} is corrupt or truncated in row group {g} near row {offset}: "
+                                      f"{_first_line(exc)}") from None
+                vectors = column_to_numpy(rb.column(0), self.dim, offset=offset, column=self.column,
+                                          finite=transform is None)
+                if transform is not None:
+                    vectors = transform(vectors, offset)
+                yield Batch(vectors, rb.select(self.carried_columns) if self.carried_columns else None, offset)
+                offset += rb.num_rows
+        except InputError as exc:
+            raise InputError(f"{self.path}, row group {g}: {exc}") from None
 
 
-def column_to_numpy(arr: pa.Array, dim: int, *, offset: int = 0, column: str = "embedding") -> np.ndarray:
+Transform = Callable[[np.ndarray, int], np.ndarray]  # (vectors, row offset) -> codes
+
+
+def run_units(units: Sequence[Callable[[dict], Iterator[Batch]]], *, threads: int | None, unit_bytes: int,
+              ) -> Iterator[Batch]:
+    """Every unit's batches in order: on worker threads when there are several units and the
+    look-ahead (two units per worker) fits :data:`READ_MEMORY_BYTES`; else one unit after the
+    other on a single worker thread that stays two batches ahead of the consumer."""
+    threads = reader_threads(threads)
+    window = min(2 * threads, READ_MEMORY_BYTES // max(unit_bytes, 1))
+    if threads > 1 and len(units) > 1 and window >= 2:
+        yield from ordered_units(units, threads=threads, window=window)
+        return
+    local: dict = {}
+    yield from prefetch(b for unit in units for b in unit(local))
+
+
+def column_to_numpy(arr: pa.Array, dim: int, *, offset: int = 0, column: str = "embedding",
+                    finite: bool = True) -> np.ndarray:
     """A list / fixed_size_list / fixed_size_binary arrow array -> 2-D numpy array (float32 for
-    float lists, raw dtype for codes), refusing nulls, ragged rows and non-finite values."""
+    float lists, raw dtype for codes), refusing nulls, ragged rows and (unless ``finite`` is
+    False) non-finite values."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if arr.null_count:
@@ -228,7 +290,8 @@ def column_to_numpy(arr: pa.Array, dim: int, *, offset: int = 0, column: str = "
     if X.dtype.kind == "f":
         if X.dtype != np.float32:
             X = X.astype(np.float32)
-        check_finite(X, what=f"column {column!r}", row_offset=offset)
+        if finite:
+            check_finite(X, what=f"column {column!r}", row_offset=offset)
     return X
 
 
@@ -260,14 +323,29 @@ class NpyVectors:
         self.nbytes_per_row = self.dim * kind.itemsize
         self.type = kind
 
-    def batches(self, batch_size: int | None = None) -> Iterator[Batch]:
+    def batches(self, batch_size: int | None = None, *, threads: int | None = None, max_rows: int | None = None,
+                transform: Transform | None = None, result_row_bytes: int | None = None) -> Iterator[Batch]:
+        """As :meth:`ParquetVectors.batches`; the units of parallel work are runs of 16 batches."""
         batch_size = _batch_size(batch_size, self.nbytes_per_row)
-        for start in range(0, self.num_rows, batch_size):
-            block = np.asarray(self._arr[start : start + batch_size])
+        span = 16 * batch_size
+        end = self.num_rows if max_rows is None else min(self.num_rows, int(max_rows))
+        units = [functools.partial(self._read_span, start=s, stop=min(s + span, self.num_rows), batch_size=batch_size,
+                                   transform=transform) for s in range(0, end, span)]
+        yield from run_units(units, threads=threads, unit_bytes=span * (result_row_bytes or 4 * self.dim))
+
+    def _read_span(self, local: dict, *, start: int, stop: int, batch_size: int, transform) -> Iterator[Batch]:
+        for s in range(start, stop, batch_size):
+            block = np.asarray(self._arr[s : min(s + batch_size, stop)])
             if block.dtype.kind == "f":
                 block = block.astype(np.float32, copy=block.dtype != np.float32)
-                check_finite(block, what=str(self.path.name), row_offset=start)
-            yield Batch(block, None, start)
+                if transform is None:
+                    check_finite(block, what=str(self.path.name), row_offset=s)
+            if transform is not None:
+                try:
+                    block = transform(block, s)
+                except InputError as exc:
+                    raise InputError(f"{self.path}: {exc}") from None
+            yield Batch(block, None, s)
 
 
 def _batch_size(batch_size: int | None, row_bytes: int) -> int:
@@ -294,16 +372,16 @@ def _first_line(exc: BaseException) -> str:
 
 
 def read_all(path: str | os.PathLike, *, column: str | None = None, id_column: str | None = None,
-             codes: bool | None = False) -> tuple[np.ndarray, list | None]:
+             codes: bool | None = False, threads: int | None = None) -> tuple[np.ndarray, list | None]:
     """Load a whole (small) vector file: (vectors or codes, ids or None). For files that fit in
     memory; streaming code uses :func:`open_vectors`."""
-    X, ids, _ = read_sample(path, column=column, id_column=id_column, codes=codes)
+    X, ids, _ = read_sample(path, column=column, id_column=id_column, codes=codes, threads=threads)
     return X, ids
 
 
 def read_sample(path: str | os.PathLike, *, limit: int | None = None, column: str | None = None,
                 id_column: str | None = None, label_column: str | None = None,
-                codes: bool | None = False) -> tuple[np.ndarray, list | None, list | None]:
+                codes: bool | None = False, threads: int | None = None) -> tuple[np.ndarray, list | None, list | None]:
     """The first ``limit`` rows (all when None) of a vector file: (vectors, ids or None, labels
     or None). ``label_column`` names a column read beside the vectors (an error names the
     columns there are when it is missing)."""
@@ -311,7 +389,7 @@ def read_sample(path: str | os.PathLike, *, limit: int | None = None, column: st
                        keep_columns=[label_column] if label_column else ())
     parts, ids, labels = [], [], []
     seen = 0
-    for b in src.batches():
+    for b in src.batches(threads=threads):
         take = len(b.vectors) if limit is None else min(len(b.vectors), limit - seen)
         parts.append(np.array(b.vectors[:take]))
         if b.carried is not None:

@@ -45,14 +45,14 @@ def compressor_for(meta: dict | None, model_dir: str | os.PathLike | None, path)
 
 
 def load_index(path: str | os.PathLike, *, model: str | os.PathLike | None = None, column: str | None = None,
-               id_column: str | None = None) -> Index:
+               id_column: str | None = None, threads: int | None = None) -> Index:
     """An index over a vector file: float embeddings (exact cosine search) or codes written by
     ``binarize`` / ``truncate`` / ``apply``."""
     src = open_vectors(path, column=column, id_column=id_column, codes=None)
     if src.num_rows == 0:
         raise InputError(f"{path} has no rows; nothing to search")
     meta = src.metadata
-    data, ids = read_all(path, column=column, id_column=id_column, codes=None)
+    data, ids = read_all(path, column=column, id_column=id_column, codes=None, threads=threads)
     if meta and meta.get("format") == "embcompress.vectors":
         return Index(data, compressor=compressor_for(meta, model, path), ids=ids)
     if data.dtype.kind != "f":
@@ -108,17 +108,18 @@ def write_results(path: str | os.PathLike, query_ids: list, result: SearchResult
 def search_files(index_file: str | os.PathLike, queries: str | os.PathLike, output: str | os.PathLike, *, k: int = 10,
                  model: str | os.PathLike | None = None, rerank: str | None = None, multiplier: int = 10,
                  originals: str | os.PathLike | None = None, column: str | None = None, id_column: str | None = None,
-                 overwrite: bool = False) -> dict[str, Any]:
+                 overwrite: bool = False, threads: int | None = None) -> dict[str, Any]:
     """Search the documents of ``index_file`` (float vectors or codes) with the float queries of
     ``queries`` and write the ranked results to ``output``. Returns a summary (k is capped at the
-    number of documents)."""
+    number of documents). ``threads`` (None: every core) decode the index file's row groups and
+    run the rerank blocks, which decode the parquet originals' row groups in parallel."""
     from .stores import open_store
 
     check_output_path(output, overwrite=overwrite, inputs=(index_file, queries))
-    index = load_index(index_file, model=model, column=column, id_column=id_column)
+    index = load_index(index_file, model=model, column=column, id_column=id_column, threads=threads)
     Q, qids = load_queries(queries, index)
     store = open_store(originals) if originals is not None else None
-    res = index.search(Q, k, rerank=rerank, multiplier=multiplier, originals=store)
+    res = index.search(Q, k, rerank=rerank, multiplier=multiplier, originals=store, threads=threads)
     write_results(output, qids, res, overwrite=overwrite)
     return {"queries": len(Q), "documents": index.num_docs, "k": res.rows.shape[1], "index": index.kind,
             "bytes_per_vector": index.nbytes_per_vector, "rerank": rerank, "candidates": res.info["candidates"],

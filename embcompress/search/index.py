@@ -227,8 +227,9 @@ class Index:
 
     def search(self, queries: np.ndarray, k: int = 10, *, rerank: str | None = None,
                multiplier: int = DEFAULT_MULTIPLIER, originals: VectorStore | np.ndarray | None = None,
-               query_block: int = 32) -> SearchResult:
-        """Top-``k`` documents for each float query (original embedding space)."""
+               query_block: int = 32, threads: int | None = None) -> SearchResult:
+        """Top-``k`` documents for each float query (original embedding space). A rerank runs its
+        query blocks on ``threads`` threads (None: up to 8, or ``EMBCOMPRESS_NUM_THREADS``)."""
         t0 = time.perf_counter()
         Q = check_array(queries, what="queries")
         if len(Q) == 0:
@@ -261,7 +262,7 @@ class Index:
                 scores[s : s + len(c)] = np.take_along_axis(sc, order, axis=1)
                 rows[s : s + len(c)] = np.take_along_axis(c, order, axis=1)
 
-            run_blocks(rerank_block, range(0, len(Q), query_block))
+            run_blocks(rerank_block, range(0, len(Q), query_block), threads=threads)
             info = {"candidates": n_cand, "rerank": rerank, "first_stage_seconds": t_first,
                     "rerank_seconds": time.perf_counter() - t0 - t_first}
         ids = self.ids[rows] if self.ids is not None else None

@@ -2,10 +2,10 @@
 
 * :class:`ArrayStore`: an array in memory (or any numpy memmap);
 * :class:`NpyStore`: a ``.npy`` file, memory-mapped: reads touch only the candidates' pages;
-* :class:`ParquetStore`: a parquet file; decodes the row groups that hold candidates and keeps
-  the most recently used ones up to a memory budget (256 MiB by default), so a file that fits is
-  decoded once per search and a larger one never holds more than the budget (a ``.npy`` copy of
-  the originals reranks faster still);
+* :class:`ParquetStore`: a parquet file; decodes the row groups that hold candidates (on as many
+  threads as there are rerank blocks in flight) and keeps the most recently used ones up to a
+  memory budget (256 MiB by default), so a file that fits is decoded once per search and a larger
+  one never holds more than the budget (a ``.npy`` copy of the originals reranks faster still);
 * :class:`DecodedStore`: int8 (or other) codes decoded by their compressor on the fly.
 """
 
@@ -48,29 +48,52 @@ class NpyStore(ArrayStore):
 
 
 class ParquetStore:
+    """Row groups that hold candidates are decoded on demand; rerank blocks running on several
+    threads decode different row groups at the same time (one file handle per thread), and a row
+    group another thread is decoding is waited for, not decoded twice."""
+
     #: decoded row groups kept between calls (rerank blocks ask for candidates all over the file)
     DEFAULT_CACHE_BYTES = 256 << 20
 
     def __init__(self, path: str | os.PathLike, column: str | None = None, *, cache_bytes: int = DEFAULT_CACHE_BYTES):
         src = open_vectors(path, column=column)
         self.path, self.column, self.dim, self.num_rows = Path(path), src.column, src.dim, src.num_rows
-        self._pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
-        sizes = [self._pf.metadata.row_group(i).num_rows for i in range(self._pf.num_row_groups)]
-        self._starts = np.concatenate([[0], np.cumsum(sizes)])
+        self._starts = src._group_starts()
         self.cache_bytes = int(cache_bytes)
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()  # row group -> (rows, dim) float32
         self._cached_bytes = 0
-        self._lock = threading.Lock()  # rerank blocks run on threads; one reader of the file at a time
+        self._lock = threading.Lock()  # guards the cache and the in-progress table
+        self._decoding: dict[int, threading.Event] = {}  # row group -> set when its decode ends
+        self._local = threading.local()  # a ParquetFile per thread
         self.decoded_groups = 0  # how many row-group decodes this store has done (for tests and tuning)
 
-    def _group(self, g: int) -> np.ndarray:
+    def _claim(self, g: int) -> tuple[np.ndarray | None, threading.Event | None, bool]:
+        """(cached array, or the event of another thread's decode, or ours to decode)."""
         with self._lock:
             X = self._cache.get(g)
             if X is not None:
                 self._cache.move_to_end(g)
-                return X
-            col = self._pf.read_row_group(g, columns=[self.column]).column(0)
+                return X, None, False
+            if g in self._decoding:
+                return None, self._decoding[g], False
+            self._decoding[g] = threading.Event()
+            return None, None, True
+
+    def _decode(self, g: int) -> np.ndarray:
+        try:
+            pf = getattr(self._local, "pf", None)
+            if pf is None:
+                pf = self._local.pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
+            col = pf.read_row_group(g, columns=[self.column]).column(0)
             X = column_to_numpy(col, self.dim, offset=int(self._starts[g]), column=self.column)
+        except BaseException as exc:
+            with self._lock:
+                self._decoding.pop(g).set()  # waiters wake up and try for themselves
+            if isinstance(exc, InputError):
+                raise InputError(f"{self.path}, row group {g}: {exc}") from None
+            raise
+        with self._lock:
+            event = self._decoding.pop(g)
             self.decoded_groups += 1
             if X.nbytes <= self.cache_bytes:
                 self._cache[g] = X
@@ -78,15 +101,34 @@ class ParquetStore:
                 while self._cached_bytes > self.cache_bytes:
                     _, old = self._cache.popitem(last=False)
                     self._cached_bytes -= old.nbytes
-            return X
+        event.set()
+        return X
+
+    def _group(self, g: int) -> np.ndarray:
+        while True:
+            X, event, mine = self._claim(g)
+            if X is not None:
+                return X
+            if mine:
+                return self._decode(g)
+            event.wait()  # decoded by another thread (or it failed: then claim it again)
 
     def get(self, rows: np.ndarray) -> np.ndarray:
         rows = np.asarray(rows, dtype=np.int64)
         out = np.empty((len(rows), self.dim), dtype=np.float32)
         groups = np.searchsorted(self._starts, rows, side="right") - 1
-        for g in np.unique(groups):
+        waiting = []
+        for g in np.unique(groups):  # first what is cached or nobody decodes yet, then what others decode
+            X, event, mine = self._claim(int(g))
+            if event is not None:
+                waiting.append(int(g))
+                continue
+            X = X if X is not None else self._decode(int(g))
             sel = np.flatnonzero(groups == g)
-            out[sel] = self._group(int(g))[rows[sel] - self._starts[g]]
+            out[sel] = X[rows[sel] - self._starts[g]]
+        for g in waiting:
+            sel = np.flatnonzero(groups == g)
+            out[sel] = self._group(g)[rows[sel] - self._starts[g]]
         return out
 
 

@@ -1,0 +1,237 @@
+"""The local engine on several threads: row groups decoded and compressed on workers, delivered in
+order. The output bytes, the fitted state and the errors must not depend on the thread count."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from embcompress import InputError, from_spec
+from embcompress._parallel import ordered_units
+from embcompress.io import open_vectors, read_all
+from embcompress.io import writers
+from embcompress.search.stores import ParquetStore
+from embcompress.stream import compress_file, fit_and_compress, fit_file
+
+from conftest import make_vectors, write_parquet
+
+N, D = 2000, 32
+
+
+@pytest.fixture
+def multi(tmp_path):
+    """2,000 rows in 16 row groups of 128 (the last shorter), string ids and a kept column."""
+    X = make_vectors(N, D, seed=3)
+    return write_parquet(tmp_path / "multi.parquet", X, extra={"lang": ["en", "de"] * (N // 2)}, row_group_size=128), X
+
+
+def reader_threads_alive() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("embcompress-reader")]
+
+
+def wait_for_no_readers(timeout: float = 5.0) -> list[str]:
+    end = time.time() + timeout
+    while reader_threads_alive() and time.time() < end:
+        time.sleep(0.02)
+    return reader_threads_alive()
+
+
+@pytest.mark.parametrize("spec", ["binary", "int8", "truncate:16", "pca:8+binary", "sq:4", "itq+binary"])
+@pytest.mark.parametrize("suffix", [".parquet", ".npy"])
+def test_same_bytes_for_1_2_and_4_threads(tmp_path, multi, spec, suffix):
+    path, _ = multi
+    outputs = []
+    for threads in (1, 2, 4):
+        out = tmp_path / f"out{threads}{suffix}"
+        fit_and_compress(from_spec(spec), path, out, keep_columns=["lang"] if suffix == ".parquet" else (),
+                         batch_size=50, threads=threads)
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] == outputs[2]
+    if suffix == ".parquet":  # and the rows are in file order
+        codes, ids = read_all(tmp_path / "out4.parquet", codes=None)
+        assert ids == [f"doc{i}" for i in range(N)]
+
+
+@pytest.mark.parametrize("spec", ["pca:8", "int8", "binary:threshold=mean", "binary", "itq+binary", "pca:12+sq:2"])
+def test_fitted_state_does_not_depend_on_threads(multi, spec):
+    """Streamed statistics (PCA covariance, int8 ranges, means, 1-bit levels) and reservoir
+    samples (ITQ, scalar levels) see the same batches in the same order on any thread count."""
+    path, _ = multi
+    fits = [fit_file(from_spec(spec), path, batch_size=100, threads=t) for t in (1, 2, 4)]
+    for other in fits[1:]:
+        (sa, a), (sb, b) = fits[0]._get_state(), other._get_state()
+        assert sa == sb and a.keys() == b.keys() and a
+        for name in a:
+            np.testing.assert_allclose(np.asarray(a[name], dtype=np.float64), np.asarray(b[name], dtype=np.float64),
+                                       rtol=1e-6, atol=1e-7, err_msg=f"{spec}: {name}")
+
+
+def test_npy_input_same_codes_for_any_threads(tmp_path, multi):
+    _, X = multi
+    src = tmp_path / "x.npy"
+    np.save(src, X)
+    comp = fit_file(from_spec("pca:8+binary"), src, threads=1)
+    outs = []
+    for threads in (1, 3):
+        out = tmp_path / f"o{threads}.npy"
+        compress_file(comp, src, out, batch_size=30, threads=threads)
+        outs.append(np.load(out))
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], comp.transform(X))
+
+
+def test_single_row_group_file_works_on_one_reader(tmp_path):
+    X = make_vectors(700, D, seed=5)
+    path = write_parquet(tmp_path / "one.parquet", X)  # one row group
+    assert open_vectors(path).num_row_groups == 1
+    comp = fit_file(from_spec("binary"), path)
+    compress_file(comp, path, tmp_path / "a.parquet", batch_size=64, threads=4)
+    compress_file(comp, path, tmp_path / "b.parquet", batch_size=64, threads=1)
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
+    codes, _ = read_all(tmp_path / "a.parquet", codes=True)
+    np.testing.assert_array_equal(codes, comp.transform(X))
+
+
+def test_look_ahead_is_bounded_by_the_window():
+    started, taken = [], []
+
+    def unit(i):
+        def run(local):
+            started.append(i)
+            yield from range(i * 10, i * 10 + 3)
+        return run
+
+    it = ordered_units([unit(i) for i in range(50)], threads=3, window=4)
+    for _ in range(7):  # into the third unit
+        taken.append(next(it))
+    time.sleep(0.2)
+    assert taken == [0, 1, 2, 10, 11, 12, 20]
+    assert max(started) <= 2 + 4  # never more than `window` units beyond the one being consumed
+    assert taken + list(it) == [x for i in range(50) for x in range(i * 10, i * 10 + 3)]
+    assert wait_for_no_readers() == []
+
+
+def test_max_rows_decodes_only_the_row_groups_needed(multi, monkeypatch):
+    path, _ = multi
+    src = open_vectors(path)
+    read = []
+    original = type(src)._read_group
+
+    def spy(self, local, *, g, **kw):
+        read.append(g)
+        return original(self, local, g=g, **kw)
+
+    monkeypatch.setattr(type(src), "_read_group", spy)
+    rows = sum(len(b.vectors) for b in src.batches(100, threads=2, max_rows=300))
+    assert sorted(read) == [0, 1, 2] and rows == 3 * 128
+
+
+def test_bad_row_in_a_workers_row_group_names_file_group_and_row(tmp_path):
+    X = make_vectors(N, D, seed=4)
+    X[1500, 7] = np.nan  # row group 11 (rows 1408..1535)
+    path = write_parquet(tmp_path / "bad.parquet", X, row_group_size=128)
+    out = tmp_path / "out.parquet"
+    comp = fit_file(from_spec("binary"), path, max_rows=100)
+    for threads in (1, 4):
+        with pytest.raises(InputError) as e:
+            compress_file(comp, path, out, threads=threads)
+        msg = str(e.value)
+        assert str(path) in msg and "row group 11" in msg and "row 1500" in msg, msg
+        assert not out.exists() and os.listdir(tmp_path) == ["bad.parquet"]
+        assert wait_for_no_readers() == []
+    with pytest.raises(InputError, match="row group 11.*row 1500"):
+        fit_file(from_spec("int8"), path, threads=4)
+
+
+@pytest.mark.parametrize("fault", [KeyboardInterrupt, OSError(28, "No space left on device")])
+def test_interrupt_or_full_disk_stops_every_worker_and_leaves_nothing(tmp_path, multi, monkeypatch, fault):
+    path, _ = multi
+    out = tmp_path / "codes.parquet"
+    comp = fit_file(from_spec("binary"), path, max_rows=100)
+    calls, alive = [], []
+    real_write = writers.VectorWriter.write
+
+    def failing_write(self, codes, carried=None):
+        calls.append(len(codes))
+        if len(calls) == 3:
+            alive.extend(reader_threads_alive())
+            raise fault
+        return real_write(self, codes, carried)
+
+    monkeypatch.setattr(writers.VectorWriter, "write", failing_write)
+    expected = KeyboardInterrupt if fault is KeyboardInterrupt else OSError
+    with pytest.raises(expected):
+        compress_file(comp, path, out, batch_size=20, threads=4)
+    assert len(alive) == 4  # the workers were running when the write failed
+    assert sorted(os.listdir(tmp_path)) == ["multi.parquet"]  # no output, no temp file
+    assert wait_for_no_readers() == []
+
+
+def test_sigterm_stops_the_cli_with_143_and_removes_the_temp_file(tmp_path):
+    X = make_vectors(60_000, 64, seed=6)
+    path = write_parquet(tmp_path / "big.parquet", X, ids=False, row_group_size=2000)
+    out = tmp_path / "codes.parquet"
+    # batches of 1 row make the run long enough to be stopped half-way
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "binarize", str(path), str(out), "--batch-size", "1",
+                             "--threads", "2"], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(n.startswith(".codes.parquet.tmp-") for n in os.listdir(tmp_path)):
+        time.sleep(0.05)
+    assert any(n.startswith(".codes.parquet.tmp-") for n in os.listdir(tmp_path)), "the run never started writing"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "terminated" in err and "Traceback" not in err
+    assert sorted(os.listdir(tmp_path)) == ["big.parquet"]
+
+
+def test_parquet_originals_decode_row_groups_on_several_threads(tmp_path, multi):
+    path, X = multi
+    rng = np.random.default_rng(0)
+    rows = rng.integers(0, N, size=(64, 50))
+    results = []
+    for threads in (1, 4):
+        store = ParquetStore(path)
+        out = np.empty((64, 50, D), dtype=np.float32)
+
+        def block(i, store=store, out=out):
+            out[i] = store.get(rows[i])
+
+        ts = [threading.Thread(target=lambda k=k: [block(i) for i in range(k, 64, threads)]) for k in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        results.append(out)
+        assert store.decoded_groups == 16  # each row group decoded once, however many threads asked
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], X[rows])
+
+
+def test_search_with_parquet_originals_same_for_any_threads(tmp_path, multi):
+    from embcompress.search.files import search_files
+
+    path, X = multi
+    codes = tmp_path / "codes.parquet"
+    fit_and_compress(from_spec("binary"), path, codes)
+    q = tmp_path / "q.parquet"
+    write_parquet(q, make_vectors(40, D, seed=9))
+    outs = []
+    for threads in (1, 4):
+        o = tmp_path / f"r{threads}.parquet"
+        search_files(codes, q, o, k=5, rerank="float", originals=path, threads=threads)
+        outs.append(o.read_bytes())
+    assert outs[0] == outs[1]
+
+
+def test_threads_must_be_positive(multi):
+    path, _ = multi
+    with pytest.raises(InputError, match="threads must be at least 1"):
+        fit_file(from_spec("int8"), path, threads=0)
