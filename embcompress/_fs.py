@@ -1,16 +1,123 @@
-"""Output paths that never lose data: one guard for output directories and one atomic directory
-writer. Nothing here imports the rest of embcompress but the errors."""
+"""Output paths that never lose data. Every output is written under a hidden temporary name
+beside it (``.NAME.tmp-PID``, directories ``.NAME.tmp-PID-XXXX``) and put in place in one final
+step that never replaces a file that appeared meanwhile unless asked to; temporary files of
+processes that no longer run (after kill -9) are removed by the next run on the same output; a
+full disk is one clear error. Nothing here imports the rest of embcompress but the errors."""
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import shutil
 import tempfile
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .errors import InputError, OutputExistsError
+from .errors import EmbcompressError, InputError, OutputExistsError
+
+
+class StorageError(EmbcompressError, OSError):
+    """Writing an output failed for a reason of the storage (full disk, quota, I/O error)."""
+
+    def __str__(self) -> str:
+        return self.strerror or super().__str__()
+
+
+def storage_error(exc: OSError, path: str | os.PathLike) -> EmbcompressError:
+    """An OSError met while writing ``path`` as an error that names the path and the cause."""
+    if isinstance(exc, EmbcompressError):
+        return exc
+    code = getattr(exc, "errno", None)
+    text = str(exc)
+    if code == errno.ENOSPC or "No space left" in text:
+        return StorageError(errno.ENOSPC, f"no space left on device writing {path}")
+    if code == errno.EDQUOT or "quota exceeded" in text.lower():
+        return StorageError(errno.EDQUOT, f"disk quota exceeded writing {path}")
+    if isinstance(exc, PermissionError):
+        return StorageError(errno.EACCES, f"permission denied writing {path}")
+    return StorageError(code or errno.EIO, f"cannot write {path}: {exc.strerror or text}")
+
+
+def temp_name(path: str | os.PathLike) -> Path:
+    """The hidden temporary name an output is written under until it is complete."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def sweep_stale(path: str | os.PathLike) -> list[Path]:
+    """Remove the temporary outputs for ``path`` left by processes that no longer run (a run
+    killed with SIGKILL cannot clean up), with a warning naming each; returns them."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    pattern = re.compile(re.escape(f".{path.name}.tmp-") + r"(\d+)(?:-[A-Za-z0-9_]+)?$")
+    removed = []
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        m = pattern.match(entry.name)
+        if not m or int(m.group(1)) == os.getpid() or _alive(int(m.group(1))):
+            continue
+        try:
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        except OSError:
+            continue
+        warnings.warn(f"removed {entry}, a temporary output left by process {m.group(1)}, which no longer runs")
+        removed.append(entry)
+    return removed
+
+
+def commit_file(tmp: Path, path: Path, *, overwrite: bool) -> None:
+    """Put the complete ``tmp`` in place as ``path``. Without ``overwrite`` the step is exclusive:
+    if ``path`` appeared while we were writing (another run), it is kept and this fails."""
+    if overwrite:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)  # atomic, and fails if path exists
+    except FileExistsError:
+        raise OutputExistsError(f"{path} appeared while writing; pass --overwrite (overwrite=True) to replace it") from None
+    except OSError:  # no hard links on this file system: reserve the name, then rename over it
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            raise OutputExistsError(f"{path} appeared while writing; pass --overwrite (overwrite=True) to replace it") from None
+        os.replace(tmp, path)
+        return
+    tmp.unlink()
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike, *, overwrite: bool = False) -> Iterator[Path]:
+    """Yield the temporary path to write ``path`` under; it is put in place (exclusively unless
+    ``overwrite``) when the block ends without error and removed otherwise. Storage errors name
+    ``path``."""
+    path = Path(path)
+    sweep_stale(path)
+    tmp = temp_name(path)
+    try:
+        yield tmp
+        commit_file(tmp, path, overwrite=overwrite)
+    except OSError as exc:
+        if isinstance(exc, EmbcompressError):
+            raise
+        raise storage_error(exc, path) from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def check_output_dir(path: str | os.PathLike, *, overwrite: bool = False, allow_empty: bool = True) -> Path:
@@ -36,12 +143,24 @@ def atomic_dir(path: str | os.PathLike, *, overwrite: bool = False) -> Iterator[
     ``path`` in one rename, otherwise it is removed and ``path`` is untouched."""
     path = check_output_dir(path, overwrite=overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    sweep_stale(path)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=path.parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; outputs follow the umask like files
     try:
         yield tmp
         if path.exists():
+            if not overwrite and (not path.is_dir() or any(path.iterdir())):
+                raise OutputExistsError(f"{path} appeared while writing; pass --overwrite (overwrite=True) to replace it")
             shutil.rmtree(path) if path.is_dir() else path.unlink()
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError) and not isinstance(exc, EmbcompressError):
+            raise storage_error(exc, path) from None
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

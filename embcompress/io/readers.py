@@ -103,7 +103,8 @@ class ParquetVectors:
         try:
             # buffered column reads: without buffer_size, pyarrow loads a whole column chunk (a
             # whole row group, gigabytes in some dumps) before yielding the first batch
-            self._pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
+            self._pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
+                                                 page_checksum_verification=True)
             schema = self._pf.schema_arrow
         except (pa.ArrowException, OSError) as exc:
             raise FormatError(f"{self.path} is not a readable parquet file ({_first_line(exc)})") from None
@@ -216,7 +217,8 @@ class ParquetVectors:
     def _read_group(self, local: dict, *, g: int, start: int, batch_size: int, transform) -> Iterator[Batch]:
         pf = local.get(self.path)
         if pf is None:  # one file handle per worker thread
-            pf = local[self.path] = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
+            pf = local[self.path] = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
+                                                 page_checksum_verification=True)
         columns = [self.column, *self.carried_columns]
         offset = start
         try:

@@ -13,8 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._fs import commit_file, storage_error, sweep_stale, temp_name
 from ..base import OutputSpec
-from ..errors import InputError, OutputExistsError
+from ..errors import EmbcompressError, InputError, OutputExistsError
 from .readers import META_KEY, SIDECAR_SUFFIX, file_format
 
 #: bytes gathered before a parquet row group is written
@@ -78,28 +79,44 @@ class VectorWriter:
         self.spec = spec
         self.column = column
         self.metadata = metadata or {}
-        self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        self.overwrite = overwrite
+        sweep_stale(self.path)
+        self.tmp = temp_name(self.path)
         self.rows = 0
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0
         self._writer = None
         self._mm = None
-        if self.format == "npy":
-            if num_rows is None:
-                raise InputError("writing .npy needs the row count up front")
-            self._mm = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=np.dtype(spec.dtype), shape=(num_rows, spec.row_width))
-            self._expected = num_rows
-        else:
-            fields = list(carried_schema) if carried_schema is not None else []
-            fields.append(pa.field(column, arrow_type(spec), nullable=False))
-            schema = pa.schema(fields, metadata={META_KEY: json.dumps(self.metadata, sort_keys=True).encode()})
-            self.schema = schema
-            try:
-                self._writer = pq.ParquetWriter(self.tmp, schema, compression="zstd" if spec.kind != "float" else "snappy")
-            except OSError as exc:
-                raise InputError(f"cannot write {self.path}: {exc}") from None
+        try:
+            if self.format == "npy":
+                if num_rows is None:
+                    raise InputError("writing .npy needs the row count up front")
+                self._mm = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=np.dtype(spec.dtype),
+                                                     shape=(num_rows, spec.row_width))
+                self._expected = num_rows
+                reserve(self.tmp)
+            else:
+                fields = list(carried_schema) if carried_schema is not None else []
+                fields.append(pa.field(column, arrow_type(spec), nullable=False))
+                schema = pa.schema(fields, metadata={META_KEY: json.dumps(self.metadata, sort_keys=True).encode()})
+                self.schema = schema
+                self._writer = pq.ParquetWriter(self.tmp, schema, compression="zstd" if spec.kind != "float" else "snappy",
+                                                write_page_checksum=True)
+        except BaseException as exc:
+            self._discard()
+            if isinstance(exc, OSError) and not isinstance(exc, EmbcompressError):
+                raise storage_error(exc, self.path) from None
+            raise
 
     def write(self, codes: np.ndarray, carried: pa.RecordBatch | None = None) -> None:
+        try:
+            self._write(codes, carried)
+        except OSError as exc:
+            if isinstance(exc, EmbcompressError):
+                raise
+            raise storage_error(exc, self.path) from None
+
+    def _write(self, codes: np.ndarray, carried: pa.RecordBatch | None) -> None:
         n = len(codes)
         if self._mm is not None:
             self._mm[self.rows : self.rows + n] = codes
@@ -122,24 +139,50 @@ class VectorWriter:
     def __enter__(self) -> "VectorWriter":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def _discard(self) -> None:
+        """Close whatever is open and remove the temporary file (after any failure)."""
         try:
             if self._writer is not None:
-                if exc_type is None:
-                    self._flush()
                 self._writer.close()
+        except Exception:  # the failure being reported matters more than this one
+            self._writer.is_open = False  # or pyarrow tries to close it again when collected
+        self._writer = None
+        self._mm = None
+        self.tmp.unlink(missing_ok=True)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self._discard()
+            return
+        try:
+            if self._writer is not None:
+                self._flush()
+                self._writer.close()
+                self._writer = None
             if self._mm is not None:
                 self._mm.flush()
-                del self._mm
                 self._mm = None
+            if self.format == "npy" and self.rows != self._expected:
+                raise InputError(f"wrote {self.rows} rows but {self._expected} were announced")
+            commit_file(self.tmp, self.path, overwrite=self.overwrite)
+            if self.format == "npy":
+                Path(str(self.path) + SIDECAR_SUFFIX).write_text(json.dumps(self.metadata, indent=2, sort_keys=True) + "\n")
+        except BaseException as err:
+            self._discard()
+            if isinstance(err, OSError) and not isinstance(err, EmbcompressError):
+                raise storage_error(err, self.path) from None
+            raise
+
+
+def reserve(path: Path) -> None:
+    """Allocate a freshly created (sparse) file's blocks for real, so that a full disk is an
+    error now, not a SIGBUS when a memory-mapped write reaches a hole later."""
+    if not hasattr(os, "posix_fallocate"):  # not on this platform: writes find out later
+        return
+    size = path.stat().st_size
+    if size:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, 0, size)
         finally:
-            if exc_type is not None:
-                self.tmp.unlink(missing_ok=True)
-        if exc_type is not None:
-            return
-        if self.format == "npy" and self.rows != self._expected:
-            self.tmp.unlink(missing_ok=True)
-            raise InputError(f"wrote {self.rows} rows but {self._expected} were announced")
-        os.replace(self.tmp, self.path)
-        if self.format == "npy":
-            Path(str(self.path) + SIDECAR_SUFFIX).write_text(json.dumps(self.metadata, indent=2, sort_keys=True) + "\n")
+            os.close(fd)

@@ -13,6 +13,7 @@ import numpy as np
 from ..analysis import intrinsic_dimensionality
 from ..compressors import PCA
 from ..errors import InputError
+from .._fs import atomic_file
 from ..io import check_output_path, open_vectors
 from ..stream import fit_file
 
@@ -33,12 +34,8 @@ def write_curve(path: str | os.PathLike, ratio: np.ndarray, *, overwrite: bool =
             f"{i + 1},{r:.8f},{c:.8f}\n" for i, (r, c) in enumerate(zip(ratio, cum)))
     else:
         text = json.dumps({"explained_variance_ratio": ratio.tolist(), "cumulative": cum.tolist()})
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
+    with atomic_file(path, overwrite=overwrite) as tmp:
         tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 

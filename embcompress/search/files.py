@@ -4,13 +4,13 @@ compare codes from different compressors."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._fs import atomic_file
 from ..errors import FormatError, InputError
 from ..io import check_output_path, open_vectors, read_all
 from ..persist import arrays_from_json, describe, from_config, load
@@ -97,12 +97,8 @@ def write_results(path: str | os.PathLike, query_ids: list, result: SearchResult
         "row": pa.array(result.rows.reshape(-1)),
         "score": pa.array(result.scores.reshape(-1)),
     })
-    tmp = Path(path).with_name(f".{Path(path).name}.tmp-{os.getpid()}")
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_file(path, overwrite=overwrite) as tmp:
+        pq.write_table(table, tmp, write_page_checksum=True)
 
 
 def search_files(index_file: str | os.PathLike, queries: str | os.PathLike, output: str | os.PathLike, *, k: int = 10,

@@ -83,7 +83,8 @@ class ParquetStore:
         try:
             pf = getattr(self._local, "pf", None)
             if pf is None:
-                pf = self._local.pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
+                pf = self._local.pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
+                                                 page_checksum_verification=True)
             col = pf.read_row_group(g, columns=[self.column]).column(0)
             X = column_to_numpy(col, self.dim, offset=int(self._starts[g]), column=self.column)
         except BaseException as exc:

@@ -12,7 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from .._fs import check_output_dir
+from .._fs import atomic_file, check_output_dir
 from ..analysis import intrinsic_dimensionality
 from ..datasets import load_beir
 from ..embed import encode, load_model
@@ -93,10 +93,6 @@ def study_files(data: str | os.PathLike, eval_dir: str | os.PathLike, out_dir: s
     res["leaked_queries"] = leaked
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".study.json.tmp-{os.getpid()}"
-    try:
+    with atomic_file(out / "study.json", overwrite=True) as tmp:
         tmp.write_text(json.dumps(res, indent=2, default=str))
-        os.replace(tmp, out / "study.json")
-    finally:
-        tmp.unlink(missing_ok=True)
     return res
