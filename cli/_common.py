@@ -17,6 +17,14 @@ from rich.table import Table
 
 from embcompress.errors import EmbcompressError
 
+try:  # typer >= 0.2x prints a type beside every option, "<bool>" beside flags, which take no value
+    from typer.core import TyperOption
+
+    _display_type = TyperOption.display_type_rich
+    TyperOption.display_type_rich = lambda self, ctx: None if self.is_flag else _display_type(self, ctx)  # type: ignore[method-assign]
+except (ImportError, AttributeError):  # older typer: flags already show without a type
+    pass
+
 out = Console(soft_wrap=True)
 if not out.is_terminal:  # piped or captured: tables keep their full width instead of 80 columns
     out = Console(soft_wrap=True, width=160)

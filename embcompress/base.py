@@ -177,6 +177,8 @@ class Compressor:
 
     #: parameter set by a bare value in a spec string, e.g. ``dim`` for ``"truncate:256"``
     _positional: ClassVar[str | None] = None
+    #: parameters that take one of a few words: name -> the words
+    _choices: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     # ---- parameters -------------------------------------------------------------------------
     @classmethod
@@ -274,6 +276,77 @@ class Compressor:
     def _validate_params(self, n_features: int) -> None:
         """Raise InputError for parameters that cannot work with ``n_features`` inputs."""
 
+    def _check_params(self) -> None:
+        """Refuse parameter values of the wrong kind before anything runs: when a spec is parsed,
+        a saved model loaded, and at fit. The kind is the default's: a flag takes true or false
+        (``renormalize=maybe`` is refused, not read as true), a count an integer, a rate a number,
+        and a word one of :attr:`_choices`."""
+        sig = inspect.signature(type(self).__init__)
+        for name, p in sig.parameters.items():
+            default = p.default
+            if name == "self" or default is None or default is inspect.Parameter.empty:
+                continue
+            value = getattr(self, name, default)
+            if isinstance(default, bool):
+                ok, kind = isinstance(value, (bool, np.bool_)), "true or false"
+            elif isinstance(default, int):
+                ok, kind = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)), "an integer"
+            elif isinstance(default, float):
+                ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+                kind = "a number"
+            elif isinstance(default, str):
+                ok, kind = isinstance(value, str), "a word"
+            else:
+                continue
+            if not ok:
+                raise InputError(f"{self.name} parameter {name} must be {kind}, got {value!r}")
+        for name, words in self._choices.items():
+            value = getattr(self, name)
+            if value not in words:
+                raise InputError(f"{self.name} {name} must be one of {', '.join(words)}, got {value!r}")
+
+    def _state_shapes(self) -> dict[str, tuple[int | None, ...]]:
+        """The shape each fitted array must have (None: any length), from the parameters and
+        ``n_features_in_``; a loaded model is checked against it."""
+        return {}
+
+    def _check_loaded(self) -> None:
+        """Raise InputError when fitted arrays (from a saved model) do not fit the parameters:
+        wrong dtype (complex, text), NaN or inf, or a shape other than :meth:`_state_shapes`;
+        then one row goes through ``transform`` (and ``decode``) as a final check."""
+        d = self.n_features_in_
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+            raise InputError(f"n_features_in_ must be a positive integer, got {d!r}")
+        self._check_params()
+        self._validate_params(int(d))
+        shapes = self._state_shapes()
+        for name in self._state_arrays:
+            arr = self.__dict__.get(name)
+            if arr is None:
+                raise InputError(f"fitted array {name!r} is missing")
+            a = np.asarray(arr)
+            if a.dtype.kind not in "biuf":
+                raise InputError(f"fitted array {name!r} has dtype {a.dtype}; expected real numbers")
+            if a.dtype.kind == "f" and not np.isfinite(a).all():
+                raise InputError(f"fitted array {name!r} holds NaN or inf")
+            want = shapes.get(name)
+            if want is not None and (a.ndim != len(want) or any(w is not None and w != g for w, g in zip(want, a.shape))):
+                shown = "(" + ", ".join("any" if w is None else str(w) for w in want) + ")"
+                raise InputError(f"fitted array {name!r} has shape {a.shape}; expected {shown} for {self!r} "
+                                 f"on {d} input dimensions")
+        probe = np.linspace(-1, 1, 2 * d, dtype=np.float32).reshape(2, d)
+        try:
+            out = self.transform(probe)
+            if out.shape != (2, self.output_spec.row_width):
+                raise InputError(f"it produces rows of {out.shape[1]} values, but its output is declared as "
+                                 f"{self.output_spec.row_width}")
+            if hasattr(self, "decode"):
+                self.decode(out)
+        except InputError:
+            raise
+        except Exception as exc:  # a state that does not fit together fails in numpy or faiss
+            raise InputError(f"its fitted arrays do not fit together ({type(exc).__name__}: {exc})") from None
+
     # ---- fitting ----------------------------------------------------------------------------
     def fit(self, X: Any, y: Any = None) -> "Compressor":
         """Fit on an in-memory array (rows x dims). ``y`` is ignored (scikit-learn API). Returns self."""
@@ -307,6 +380,7 @@ class Compressor:
         if first is None:
             raise InputError("cannot fit on empty input (0 rows)")
         n_features = first.shape[1]
+        self._check_params()
         self._validate_params(n_features)
         self._clear_state()
         self._fit(checked, n_features)

@@ -18,7 +18,7 @@ import numpy as np
 
 from ._fs import atomic_dir, check_output_dir
 from ._version import __version__
-from .errors import FormatError
+from .errors import EmbcompressError, FormatError
 from .registry import get
 
 if TYPE_CHECKING:  # the persisted objects are Compressors; persist sits below base and does not import it
@@ -68,13 +68,26 @@ def describe(comp: "Compressor") -> dict[str, Any]:
     return {**config, "fingerprint": h.hexdigest()[:16]}
 
 
-def from_config(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> "Compressor":
+def from_config(config: dict[str, Any], arrays: dict[str, np.ndarray], *, where: str = "") -> "Compressor":
+    """Rebuild a fitted compressor from its config and arrays, checking both: parameters of the
+    right kind, every array real, finite and of the shape the parameters call for, and one row
+    through it. ``where`` (the model directory or file) goes into the error."""
+    if not isinstance(config, dict):
+        raise FormatError(f"{where or 'saved compressor'}: the config is not a JSON object")
     cls = get(config.get("name", "<missing>"))
+    what = f"{where}: saved {cls.name} compressor" if where else f"saved {cls.name} compressor"
+    params, fitted = config.get("params", {}), config.get("fitted", {})
+    if not isinstance(params, dict) or not isinstance(fitted, dict):
+        raise FormatError(f"{what} is corrupt: 'params' and 'fitted' must be JSON objects")
     try:
-        comp = cls.from_params(config.get("params", {}))
-        comp._set_state(config.get("fitted", {}), arrays)
-    except (KeyError, TypeError) as exc:
-        raise FormatError(f"saved {cls.name} compressor is incomplete or inconsistent: {exc}") from None
+        comp = cls.from_params(params)
+        comp._check_params()
+        comp._set_state(fitted, arrays)
+        comp._check_loaded()
+    except EmbcompressError as exc:
+        raise FormatError(f"{what} is inconsistent: {exc}") from None
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise FormatError(f"{what} is incomplete or inconsistent ({type(exc).__name__}: {exc})") from None
     return comp
 
 
@@ -160,6 +173,7 @@ def load(path: str | os.PathLike) -> "Compressor":
         try:
             with np.load(npz_file, allow_pickle=False) as npz:
                 arrays = {k: npz[k] for k in npz.files}
-        except (OSError, ValueError) as exc:
-            raise FormatError(f"{npz_file} cannot be read without pickle or is corrupt: {exc}") from None
-    return from_config(doc, arrays)
+        except Exception as exc:  # a cut or forged zip raises zipfile, EOF, OS and value errors
+            raise FormatError(f"{npz_file} is corrupt or cannot be read without pickle "
+                              f"({type(exc).__name__}: {exc})") from None
+    return from_config(doc, arrays, where=str(path))

@@ -73,7 +73,9 @@ def _parse_stage(text: str) -> "Compressor":
         raise InputError(
             f"{name} does not take {', '.join(unknown)}; its parameters are: {', '.join(allowed) or 'none'}"
         )
-    return cls(**kwargs)
+    comp = cls(**kwargs)
+    comp._check_params()
+    return comp
 
 
 def from_spec(spec: str) -> "Compressor":

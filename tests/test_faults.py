@@ -199,3 +199,94 @@ def test_checksums_of_other_writers_are_verified_too(tmp_path):
     r = run_cli("binarize", path, out)
     assert r.returncode == 1 and "row group 0" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not out.exists() and sorted(os.listdir(tmp_path)) == ["theirs.parquet"]
+
+
+# ---- saved models that do not hold together ---------------------------------------------------
+
+def _saved(tmp_path, spec="int8", d=16):
+    from embcompress import save
+
+    comp = from_spec(spec).fit(make_vectors(300, d, seed=7))
+    path = tmp_path / "model"
+    save(comp, path)
+    return path
+
+
+def _edit_config(path, fn):
+    import json
+
+    doc = json.loads((path / "config.json").read_text())
+    fn(doc)
+    (path / "config.json").write_text(json.dumps(doc))
+
+
+def _replace_array(path, name, value):
+    with np.load(path / "arrays.npz") as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    arrays[name] = value
+    np.savez(path / "arrays.npz", **arrays)
+
+
+MODEL_FAULTS = {
+    "int8 ranges of the wrong shape": ("int8", lambda p: _replace_array(p, "ranges_", np.zeros((3, 16), np.float32)),
+                                       r"ranges_.*shape \(3, 16\); expected \(2, 16\)"),
+    "complex array": ("int8", lambda p: _replace_array(p, "ranges_", np.zeros((2, 16), np.complex64)),
+                      "dtype complex64; expected real numbers"),
+    "text array": ("pca:4", lambda p: _replace_array(p, "mean_", np.array(["a"] * 16)), "dtype <U1; expected real numbers"),
+    "NaN in an array": ("pca:4", lambda p: _replace_array(p, "mean_", np.full(16, np.nan, np.float32)), "holds NaN or inf"),
+    "n_features_in_ not a number": ("int8", lambda p: _edit_config(p, lambda d: d["fitted"].update(n_features_in_="abc")),
+                                    "incomplete or inconsistent"),
+    "pca dim=5 beside 4 components": ("pca:4", lambda p: _edit_config(p, lambda d: d["params"].update(dim=5)),
+                                      r"components_.*shape \(4, 16\); expected \(5, 16\)"),
+    "threshold='foo'": ("binary", lambda p: _edit_config(p, lambda d: d["params"].update(threshold="foo")),
+                        "threshold must be one of zero, mean, got 'foo'"),
+    "renormalize='maybe'": ("truncate:8", lambda p: _edit_config(p, lambda d: d["params"].update(renormalize="maybe")),
+                            "renormalize must be true or false, got 'maybe'"),
+    "truncate wider than the input": ("truncate:8", lambda p: _edit_config(p, lambda d: d["params"].update(dim=40)),
+                                      "dim"),
+    "chain stages that do not connect": ("pca:4+binary", lambda p: _edit_config(
+        p, lambda d: d["fitted"]["stages"][1].update(n_features_in_=5)), "stage 2 .binary. takes 5 dimensions but is given 4"),
+    "truncated arrays.npz": ("pca:4", lambda p: (p / "arrays.npz").write_bytes((p / "arrays.npz").read_bytes()[:200]),
+                             "arrays.npz is corrupt"),
+    "arrays.npz only a zip header": ("pca:4", lambda p: (p / "arrays.npz").write_bytes(b"PK\x03\x04" + b"\0" * 26),
+                                     "arrays.npz is corrupt"),
+    "pq codebooks of the wrong shape": ("pq:4", lambda p: _replace_array(p, "centroids_", np.zeros((4, 256, 3), np.float32)),
+                                        r"centroids_.*expected \(4, 256, 4\)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MODEL_FAULTS))
+def test_broken_saved_models_are_refused_naming_file_and_array(tmp_path, case):
+    from embcompress import load
+
+    spec, damage, message = MODEL_FAULTS[case]
+    if spec.startswith("pq"):
+        pytest.importorskip("faiss")
+    path = _saved(tmp_path, spec)
+    damage(path)
+    with pytest.raises(FormatError, match=message) as e:
+        load(path)
+    assert str(path) in str(e.value)
+    for args in (["info", path], ["apply", path, tmp_path / "x.parquet", tmp_path / "o.parquet"]):
+        r = run_cli(*args)
+        assert r.returncode == 1 and "Traceback" not in r.stderr and str(path) in r.stderr, (case, r.stderr)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("truncate:96:renormalize=maybe", "renormalize must be true or false, got 'maybe'"),
+    ("binary:threshold=foo", "threshold must be one of zero, mean, got 'foo'"),
+    ("pq:8:nbits=4.5", "nbits must be an integer, got 4.5"),
+    ("rotate:center=1", "center must be true or false, got 1"),
+    ("geopres:8:loss=hinge", "loss must be one of positional, angular, rank, got 'hinge'"),
+])
+def test_nonsense_parameters_are_refused_when_the_spec_is_parsed(spec, message):
+    from embcompress import InputError
+
+    with pytest.raises(InputError, match=message):
+        from_spec(spec)
+
+
+def test_flags_show_as_flags_in_help():
+    for cmd in ("binarize", "search", "temperature-study"):
+        r = run_cli(cmd, "--help")
+        assert r.returncode == 0 and "--overwrite" in r.stdout and "<bool>" not in r.stdout, r.stdout

@@ -80,6 +80,7 @@ class Binary(Compressor):
     _positional = "threshold"
     _state_arrays = ("thresholds_", "levels_")
     _fused_finite_check = True
+    _choices = {"threshold": THRESHOLDS, "decoder": DECODERS}
 
     def __init__(self, threshold: str = "zero", decoder: str = "levels"):
         self.threshold = threshold
@@ -93,11 +94,9 @@ class Binary(Compressor):
     def fit_rows(self) -> int | None:
         return LEVEL_ROWS if self.threshold == "zero" else None
 
-    def _validate_params(self, n_features: int) -> None:
-        if self.threshold not in THRESHOLDS:
-            raise InputError(f"binary threshold must be one of {', '.join(THRESHOLDS)}, got {self.threshold!r}")
-        if self.decoder not in DECODERS:
-            raise InputError(f"binary decoder must be one of {', '.join(DECODERS)}, got {self.decoder!r}")
+    def _state_shapes(self):
+        d = self.n_features_in_
+        return {"thresholds_": (d,), "levels_": (2, d)}
 
     def _fit(self, batches, n_features: int) -> None:
         if self.threshold == "zero":

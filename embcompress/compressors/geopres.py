@@ -77,6 +77,7 @@ steps (more epochs over the same rows), still stopped early on the validation lo
     more)."""
 
     name = "geopres"
+    _choices = {"loss": LOSSES}
     _state_arrays = ("components_",)
 
     def __init__(self, dim: int = 128, loss: str = "positional", lr: float = 1e-2, weight_decay: float = 0.1,
@@ -98,8 +99,6 @@ steps (more epochs over the same rows), still stopped early on the validation lo
         self.device = device
 
     def _validate_params(self, n_features: int) -> None:
-        if self.loss not in LOSSES:
-            raise InputError(f"geopres loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
         self._validate_common(n_features)
 
     def _make_model(self, torch, n_features: int):
@@ -125,6 +124,9 @@ steps (more epochs over the same rows), still stopped early on the validation lo
 
     def _inverse(self, Z: np.ndarray) -> np.ndarray:
         return (Z @ np.linalg.pinv(self.components_).T).astype(np.float32)  # least-squares preimage
+
+    def _state_shapes(self):
+        return {"components_": (self.dim, self.n_features_in_)}
 
     def _output_spec(self) -> OutputSpec:
         return float_spec(self.dim)
@@ -173,6 +175,9 @@ class Autoencoder(LearnedMap):
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         return np.maximum(X @ self.weight_.T + self.bias_, 0)
+
+    def _state_shapes(self):
+        return {"weight_": (self.dim, self.n_features_in_), "bias_": (self.dim,)}
 
     def _output_spec(self) -> OutputSpec:
         return float_spec(self.dim)

@@ -68,6 +68,9 @@ class Int8(Compressor):
         starts, steps = self._steps()
         return (np.asarray(codes, dtype=np.float32) + 128) * steps + starts
 
+    def _state_shapes(self):
+        return {"ranges_": (2, self.n_features_in_)}
+
     def _output_spec(self) -> OutputSpec:
         d = self.n_features_in_
         return OutputSpec(kind="int8", dtype="int8", width=d, nbytes=d, metric="cosine")

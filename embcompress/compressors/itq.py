@@ -34,6 +34,9 @@ class ITQ(OrthogonalMap):
         self.max_rows = max_rows
         self.seed = seed
 
+    def _state_shapes(self):
+        return {**super()._state_shapes(), "loss_": (None,)}
+
     def _validate_params(self, n_features: int) -> None:
         check_positive_int("iters", self.iters, minimum=0)
         check_positive_int("max_rows", self.max_rows, minimum=MIN_ROWS)

@@ -92,6 +92,10 @@ class PCA(Compressor):
     def _linear(self, X: np.ndarray) -> np.ndarray:
         return X @ self.components_.T
 
+    def _state_shapes(self):
+        d = self.n_features_in_
+        return {"components_": (self.dim, d), "mean_": (d,), "eigenvalues_": (d,)}
+
     def _output_spec(self) -> OutputSpec:
         return float_spec(len(self.components_))
 

@@ -148,6 +148,18 @@ class Pipeline(Compressor):
         self.stages_ = stages
         self.n_features_in_ = int(scalars["n_features_in_"])
 
+    def _check_loaded(self) -> None:
+        width = self.n_features_in_
+        for i, s in enumerate(self.stages_):
+            if s.n_features_in_ != width:
+                raise InputError(f"stage {i + 1} ({s.name}) takes {s.n_features_in_} dimensions but is given {width}")
+            try:
+                s._check_loaded()
+            except InputError as exc:
+                raise InputError(f"stage {i + 1} ({s.name}): {exc}") from None
+            width = s.output_spec.width
+        super()._check_loaded()
+
     def _clear_state(self) -> None:
         super()._clear_state()
         self.__dict__.pop("stages_", None)

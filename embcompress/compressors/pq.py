@@ -109,6 +109,13 @@ class PQ(FaissBacked):
         T = np.einsum("qmd,mkd->qmk", Q.reshape(len(Q), m, dsub), self.centroids_, optimize=True).astype(np.float32)
         return T if self.nbits == 8 else nibble_tables(T)
 
+    def _state_shapes(self):
+        d, m = self.n_features_in_, int(self.m)
+        shapes = {"centroids_": (m, 2 ** int(self.nbits), d // m)}
+        if "rotation_" in self._state_arrays:
+            shapes["rotation_"] = (d, d)
+        return shapes
+
     def _output_spec(self) -> OutputSpec:
         nbytes = (int(self.m) * int(self.nbits) + 7) // 8
         return OutputSpec(kind="codes", dtype="uint8", width=nbytes, nbytes=nbytes, metric="adc")

@@ -141,6 +141,10 @@ class RaBitQ(Compressor):
             tables.append(byte_tables(Qr, levels, 1))
         return np.concatenate(tables, axis=1)
 
+    def _state_shapes(self):
+        d = self.n_features_in_
+        return {"center_": (d,), "rotation_": (d, d)}
+
     def _output_spec(self) -> OutputSpec:
         nbytes = int(self.bits) * self._plane_bytes + FACTOR_BYTES
         return OutputSpec(kind="codes", dtype="uint8", width=nbytes, nbytes=nbytes, metric="adc")

@@ -44,5 +44,8 @@ class RandomProjection(Compressor):
     def _inverse(self, Z: np.ndarray) -> np.ndarray:
         return (Z @ np.linalg.pinv(self.components_)).astype(np.float32)  # least-squares preimage
 
+    def _state_shapes(self):
+        return {"components_": (self.n_features_in_, self.dim)}
+
     def _output_spec(self) -> OutputSpec:
         return float_spec(self.dim)

@@ -40,5 +40,8 @@ class RandomSelect(Compressor):
         out[:, self.indices_] = Z
         return out
 
+    def _state_shapes(self):
+        return {"indices_": (self.dim,)}
+
     def _output_spec(self) -> OutputSpec:
         return float_spec(self.dim)

@@ -32,6 +32,10 @@ class OrthogonalMap(Compressor):
     def _linear(self, X: np.ndarray) -> np.ndarray:
         return X @ self.rotation_
 
+    def _state_shapes(self):
+        d = self.n_features_in_
+        return {"rotation_": (d, d), "mean_": (d,)}
+
     def _output_spec(self) -> OutputSpec:
         return float_spec(self.n_features_in_)
 

@@ -106,6 +106,10 @@ class RQ(FaissBacked):
     def adc_offset(self, Q: np.ndarray) -> np.ndarray:
         return (np.asarray(Q, dtype=np.float32) @ self.mean_).astype(np.float32)
 
+    def _state_shapes(self):
+        d = self.n_features_in_
+        return {"codebooks_": (int(self.m), 2 ** int(self.nbits), d), "mean_": (d,)}
+
     def _output_spec(self) -> OutputSpec:
         nbytes = (int(self.m) * int(self.nbits) + 7) // 8
         return OutputSpec(kind="codes", dtype="uint8", width=nbytes, nbytes=nbytes, metric="adc")

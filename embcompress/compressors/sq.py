@@ -93,6 +93,9 @@ class SQ(Compressor):
         self._check_fitted()
         return byte_tables(Q, self.levels_, self.bits)
 
+    def _state_shapes(self):
+        return {"levels_": (self.n_features_in_, 2 ** int(self.bits))}
+
     def _output_spec(self) -> OutputSpec:
         nbytes = (self.n_features_in_ * self.bits + 7) // 8
         return OutputSpec(kind="codes", dtype="uint8", width=nbytes, nbytes=nbytes, metric="adc")
