@@ -35,7 +35,8 @@ def analyze(
     emit(r, json, kv_table(f"{input} ({r['rows']:,} rows, {r['width']} dims)", {
         f"intrinsic dimensionality ({100 * threshold:.0f}% variance)":
             f"{r['intrinsic_dimensionality']} components ({100 * r['ratio_of_width']:.1f}% of the width)",
-        **marks, "first 5 components explain": f"{100 * r['first_5_components_explain']:.1f}%"}))
+        **marks, "first 5 components explain": f"{100 * r['first_5_components_explain']:.1f}%",
+        **({"note": r["note"]} if "note" in r else {})}))
 
 
 def _report_table(rep: dict) -> Table:

@@ -105,35 +105,57 @@ def check_array(X: Any, *, what: str = "X", row_offset: int = 0, finite: bool = 
     if arr.shape[1] == 0:
         raise InputError(f"{what} has 0 feature(s) (shape=({arr.shape[0]}, 0)) while a minimum of 1 is required: "
                          "embeddings need at least 1 dimension")
+    if finite and arr.dtype == np.float64:  # before the cast, where 1e300 is still 1e300, not inf
+        check_values(arr, what=what, row_offset=row_offset)
     arr = np.ascontiguousarray(arr, dtype=np.float32)
     if finite:
-        check_finite(arr, what=what, row_offset=row_offset)
+        check_values(arr, what=what, row_offset=row_offset)
     return arr
 
 
-def all_finite(arr: np.ndarray) -> bool:
-    """True when every value is finite. The float32 total is NaN or inf whenever a value is;
-    a total that overflows on huge finite values falls back to the exact test."""
+#: largest magnitude accepted in an embedding: squares, norms, dot products and covariance sums
+#: of such values stay far inside float32 (larger finite values, such as 1e38, would overflow to
+#: inf in the first product and turn every score and component into 0 or NaN)
+MAX_ABS = 1e15
+
+
+def values_ok(arr: np.ndarray) -> bool:
+    """True when every value is finite and at most :data:`MAX_ABS` in magnitude. One pass: the
+    sum of squares is finite and at most MAX_ABS**2 exactly when that holds for the common case;
+    otherwise the exact test decides."""
+    flat = arr.reshape(-1)
     with np.errstate(over="ignore", invalid="ignore"):
-        if np.isfinite(arr.sum()):
-            return True
-    return bool(np.isfinite(arr).all())
+        total = np.dot(flat, flat)
+    if np.isfinite(total) and total <= MAX_ABS * MAX_ABS:
+        return True
+    return bool(np.isfinite(arr).all() and (arr.size == 0 or np.abs(arr).max() <= MAX_ABS))
 
 
 class NonFiniteChunk(Exception):
     """Raised inside a fused transform loop; the caller reports the row (see Compressor.transform)."""
 
 
-def check_finite(arr: np.ndarray, *, what: str = "X", row_offset: int = 0) -> None:
-    """Raise InputError naming the first row that holds NaN or +-inf."""
-    if all_finite(arr):
+def check_values(arr: np.ndarray, *, what: str = "X", row_offset: int = 0) -> None:
+    """Raise InputError naming the first row that holds NaN, +-inf or a value beyond
+    +-:data:`MAX_ABS` (checked in the input's own dtype, so float64 values beyond the float32
+    range are named as such, not as inf)."""
+    if values_ok(arr):
         return
-    bad_rows = np.flatnonzero(~np.isfinite(arr).all(axis=1))
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(arr) | (np.abs(arr) > MAX_ABS)
+    bad_rows = np.flatnonzero(bad.any(axis=1))
     row = int(bad_rows[0])
-    col = int(np.flatnonzero(~np.isfinite(arr[row]))[0])
+    col = int(np.flatnonzero(bad[row])[0])
+    value = arr[row, col]
+    where = f"{what} row {row + row_offset}"
+    tail = f"{len(bad_rows)} row(s) in this batch are affected"
+    if np.isfinite(value):
+        raise InputError(
+            f"{where} has the value {float(value):.6g} at dimension {col}, beyond the accepted range of "
+            f"+-{MAX_ABS:.0e} (embcompress computes in float32; scale the embeddings down); {tail}"
+        )
     raise InputError(
-        f"{what} row {row + row_offset} has a non-finite value ({arr[row, col]} at dimension {col}); "
-        f"{len(bad_rows)} row(s) in this batch are affected; embeddings must be finite (no NaN or inf)"
+        f"{where} has a non-finite value ({value} at dimension {col}); {tail}; embeddings must be finite (no NaN or inf)"
     )
 
 
@@ -419,8 +441,8 @@ class Compressor:
         try:
             return self._transform(arr)
         except NonFiniteChunk:
-            check_finite(arr, what="input", row_offset=row_offset)
-            raise  # unreachable: check_finite raised
+            check_values(arr, what="input", row_offset=row_offset)
+            raise  # unreachable: check_values raised
 
     def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
         """``fit(X).transform(X)``; ``y`` is ignored (scikit-learn API)."""

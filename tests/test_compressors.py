@@ -31,7 +31,8 @@ def test_pack_kernel_is_built():
 @pytest.mark.parametrize("d", [1, 7, 8, 9, 15, 16, 17, 97, 1024])
 def test_pack_kernel_equals_numpy_and_finds_non_finite(d, portable):
     """Both C paths (AVX2 where the CPU has it, and the portable loop) give numpy.packbits' bytes,
-    for the sign and for per-dimension thresholds, and report NaN/inf in any lane, tail included."""
+    for the sign and for per-dimension thresholds, and report NaN, inf and values beyond +-MAX_ABS
+    in any lane, tail included."""
     from embcompress.compressors.binary import _pack
 
     X = make_vectors(50, d, seed=d, normalize=False)
@@ -41,9 +42,12 @@ def test_pack_kernel_equals_numpy_and_finds_non_finite(d, portable):
         out = np.empty((50, (d + 7) // 8), np.uint8)
         assert _pack.pack(X, thr, d, out, portable)
         np.testing.assert_array_equal(out, np.packbits(X > thr, axis=-1))
-    huge = np.full((3, d), 3e38, np.float32)  # finite values whose sum overflows are still finite
-    assert _pack.pack(huge, t, d, np.empty((3, (d + 7) // 8), np.uint8), portable)
-    for bad in (np.nan, np.inf, -np.inf):
+    from embcompress.base import MAX_ABS
+
+    edge = np.full((3, d), MAX_ABS, np.float32) * np.float32(0.999999)  # the largest accepted magnitude
+    assert _pack.pack(edge, t, d, np.empty((3, (d + 7) // 8), np.uint8), portable)
+    assert _pack.pack(-edge, t, d, np.empty((3, (d + 7) // 8), np.uint8), portable)
+    for bad in (np.nan, np.inf, -np.inf, 3e38, -2 * MAX_ABS):
         for row, col in ((0, 0), (49, d - 1), (17, d // 2)):
             Y = X.copy()
             Y[row, col] = bad

@@ -290,3 +290,67 @@ def test_flags_show_as_flags_in_help():
     for cmd in ("binarize", "search", "temperature-study"):
         r = run_cli(cmd, "--help")
         assert r.returncode == 0 and "--overwrite" in r.stdout and "<bool>" not in r.stdout, r.stdout
+
+
+# ---- finite but extreme values ---------------------------------------------------------------
+
+@pytest.fixture
+def huge(tmp_path):
+    X = make_vectors(300, 24, seed=8) * np.float32(1e38)
+    return write_parquet(tmp_path / "huge.parquet", X)
+
+
+@pytest.mark.parametrize("args", [
+    ["fit", "pca:16", "{huge}", "{tmp}/m"],
+    ["analyze", "{huge}"],
+    ["search", "{huge}", "{huge}", "{tmp}/r.parquet"],
+    ["binarize", "{huge}", "{tmp}/b.parquet"],
+    ["evaluate", "{huge}", "{huge}"],
+])
+def test_values_beyond_the_range_are_refused_not_turned_into_garbage(tmp_path, huge, args):
+    r = run_cli(*[a.format(huge=huge, tmp=tmp_path) for a in args])
+    assert r.returncode == 1, r.stdout
+    assert "row 0" in r.stderr and "beyond the accepted range of +-1e+15" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["huge.parquet"]
+
+
+def test_float64_beyond_float32_is_named_as_such_not_as_inf(tmp_path):
+    import pyarrow as pa
+
+    X = make_vectors(100, 8, seed=1).astype(np.float64)
+    X[42, 3] = 1e300
+    path = write_parquet(tmp_path / "f64.parquet", X, dtype=pa.float64())
+    r = run_cli("binarize", path, tmp_path / "o.parquet")
+    assert r.returncode == 1 and "row 42 has the value 1e+300 at dimension 3, beyond the accepted range" in r.stderr, r.stderr
+    np.save(tmp_path / "f64.npy", X)
+    r = run_cli("binarize", tmp_path / "f64.npy", tmp_path / "o.npy")
+    assert r.returncode == 1 and "row 42 has the value 1e+300" in r.stderr and "inf" not in r.stderr, r.stderr
+    from embcompress import InputError
+
+    with pytest.raises(InputError, match="row 42 has the value 1e\\+300"):
+        from_spec("pca:4").fit(X)
+
+
+def test_large_values_inside_the_range_are_computed_safely():
+    """Values near the top of the accepted range give the same PCA and the same neighbours as the
+    same embeddings at unit scale: nothing overflows on the way."""
+    from embcompress.search import Index
+
+    X = make_vectors(400, 32, seed=3, normalize=False)
+    big = X * np.float32(1e14)
+    a, b = from_spec("pca:8").fit(X), from_spec("pca:8").fit(big)
+    np.testing.assert_allclose(np.abs(a.components_), np.abs(b.components_), atol=1e-4)
+    ra = Index(X).search(X[:20], 5)
+    rb = Index(big).search(big[:20], 5)
+    np.testing.assert_array_equal(ra.rows, rb.rows)
+    np.testing.assert_allclose(ra.scores, rb.scores, atol=1e-5)
+
+
+def test_analyze_on_vectors_that_do_not_vary_gives_no_impossible_counts(tmp_path):
+    from embcompress.report import analyze_file
+
+    path = write_parquet(tmp_path / "zeros.parquet", np.zeros((50, 12), np.float32))
+    r = analyze_file(path)
+    counts = [v for k, v in r.items() if k.startswith("components_for_")] + [r["intrinsic_dimensionality"]]
+    assert all(0 <= c <= 12 for c in counts) and counts == [0] * len(counts)
+    assert "do not vary" in r["note"]

@@ -7,7 +7,8 @@
  *   out        : writable, n * ceil(d / 8) bytes
  * Bit j of a row is 1 where X[j] > thresholds[j]; bits are packed most significant first and the
  * last byte of a row is zero-padded, exactly as numpy.packbits(X > t, axis=-1). Returns False when
- * any value is NaN or +-inf (the caller then finds and names the row); True otherwise.
+ * any value is NaN, +-inf or beyond +-MAX_ABS (embcompress.base.MAX_ABS; the caller then finds and
+ * names the row); True otherwise.
  *
  * One pass over the input: the comparison, the packing and the finiteness test read each value
  * once (numpy needs a pass for each). On x86-64 CPUs with AVX2 (checked at run time) eight values
@@ -25,6 +26,8 @@
 #include <immintrin.h>
 #endif
 
+#define MAX_ABS 1e15f /* embcompress.base.MAX_ABS */
+
 static unsigned char REVERSED[256]; /* REVERSED[b] = b with its 8 bits in reverse order */
 
 static void init_reversed(void) {
@@ -36,7 +39,7 @@ static void init_reversed(void) {
     }
 }
 
-/* bits [j0, d) of one row, portable; returns 0 if a value is not finite */
+/* bits [j0, d) of one row, portable; returns 0 if a value is NaN, +-inf or beyond +-MAX_ABS */
 static int pack_tail(const float *x, const float *t, int scalar_t, Py_ssize_t j0, Py_ssize_t d, unsigned char *o) {
     int finite = 1;
     for (Py_ssize_t j = j0; j < d; j += 8) {
@@ -44,7 +47,7 @@ static int pack_tail(const float *x, const float *t, int scalar_t, Py_ssize_t j0
         Py_ssize_t end = j + 8 < d ? j + 8 : d;
         for (Py_ssize_t i = j; i < end; i++) {
             float v = x[i];
-            finite &= isfinite(v) != 0;
+            finite &= fabsf(v) <= MAX_ABS; /* false for NaN too */
             byte |= (unsigned char)((v > (scalar_t ? t[0] : t[i])) << (7 - (i - j)));
         }
         o[j / 8] = byte;
@@ -63,8 +66,8 @@ static int pack_portable(const float *X, const float *t, int scalar_t, Py_ssize_
 __attribute__((target("avx2"))) static int pack_avx2(const float *X, const float *t, int scalar_t, Py_ssize_t n,
                                                      Py_ssize_t d, unsigned char *out) {
     Py_ssize_t nb = (d + 7) / 8, full = d / 8 * 8;
-    const __m256 zero = _mm256_setzero_ps();
-    __m256 poison = _mm256_setzero_ps(); /* v * 0 is NaN exactly when v is NaN or +-inf */
+    const __m256 sign = _mm256_set1_ps(-0.0f), limit = _mm256_set1_ps(MAX_ABS);
+    __m256 bad = _mm256_setzero_ps(); /* lanes that saw NaN, +-inf or |v| > MAX_ABS */
     int finite = 1;
     const __m256 tb = _mm256_set1_ps(t[0]);
     for (Py_ssize_t r = 0; r < n; r++) {
@@ -73,13 +76,13 @@ __attribute__((target("avx2"))) static int pack_avx2(const float *X, const float
         for (Py_ssize_t j = 0; j < full; j += 8) {
             __m256 v = _mm256_loadu_ps(x + j);
             __m256 th = scalar_t ? tb : _mm256_loadu_ps(t + j);
-            poison = _mm256_add_ps(poison, _mm256_mul_ps(v, zero));
+            bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_andnot_ps(sign, v), limit, _CMP_NLE_UQ));
             o[j / 8] = REVERSED[_mm256_movemask_ps(_mm256_cmp_ps(v, th, _CMP_GT_OQ))];
         }
         if (full < d) finite &= pack_tail(x, t, scalar_t, full, d, o);
     }
-    /* NaN is unordered with itself: any lane that saw a non-finite value fails this test */
-    return finite && _mm256_movemask_ps(_mm256_cmp_ps(poison, poison, _CMP_UNORD_Q)) == 0;
+    /* "not <= limit, or unordered" is true for NaN, +-inf and too large values */
+    return finite && _mm256_movemask_ps(bad) == 0;
 }
 #endif
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._parallel import map_rows
-from ..base import Compressor, NonFiniteChunk, OutputSpec, all_finite
+from ..base import Compressor, NonFiniteChunk, OutputSpec, values_ok
 from ..errors import InputError
 from ..registry import register
 
@@ -36,7 +36,7 @@ def pack_bits(X: np.ndarray, thresholds: np.ndarray | float = 0.0, *, check_fini
     mask = np.empty((min(n, _CHUNK), d), dtype=bool)
     for start in range(0, n, _CHUNK):
         block = X[start : start + _CHUNK]
-        if check_finite and not all_finite(block):
+        if check_finite and not values_ok(block):
             raise NonFiniteChunk
         m = mask[: len(block)]
         np.greater(block, thresholds, out=m)

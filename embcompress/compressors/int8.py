@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._parallel import map_rows
-from ..base import Compressor, NonFiniteChunk, OutputSpec, all_finite
+from ..base import Compressor, NonFiniteChunk, OutputSpec, values_ok
 from ..registry import register
 
 _CHUNK = 512
@@ -51,7 +51,7 @@ class Int8(Compressor):
         buf = np.empty((min(n, _CHUNK), d), dtype=np.float32)
         for start in range(0, n, _CHUNK):
             block = X[start : start + _CHUNK]
-            if not all_finite(block):
+            if not values_ok(block):
                 raise NonFiniteChunk
             t = buf[: len(block)]
             np.subtract(block, starts, out=t)

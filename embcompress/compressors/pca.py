@@ -72,7 +72,7 @@ class PCA(Compressor):
         # deterministic sign: largest-magnitude loading of each component is positive
         signs = np.sign(eigvecs[np.abs(eigvecs).argmax(axis=0), np.arange(n_features)])
         eigvecs *= np.where(signs == 0, 1, signs)
-        k = self.dim if self.dim is not None else components_for_variance(eigvals, float(self.variance))
+        k = self.dim if self.dim is not None else max(1, components_for_variance(eigvals, float(self.variance)))
         self.components_ = np.ascontiguousarray(eigvecs[:, :k].T, dtype=np.float32)  # (k, d)
         self.mean_ = (shift.astype(np.float64) + mean_shifted).astype(np.float32)
         self.eigenvalues_ = eigvals
@@ -101,9 +101,10 @@ class PCA(Compressor):
 
 
 def components_for_variance(eigenvalues: np.ndarray, fraction: float) -> int:
-    """Fewest leading components whose share of the total variance reaches ``fraction``."""
+    """Fewest leading components whose share of the total variance reaches ``fraction``; 0 when
+    the data do not vary at all (total variance 0: no component explains anything)."""
     total = float(np.sum(eigenvalues))
     if total <= 0:
-        return 1
+        return 0
     cumulative = np.cumsum(eigenvalues) / total
     return int(min(np.searchsorted(cumulative, fraction - 1e-12) + 1, len(eigenvalues)))

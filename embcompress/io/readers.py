@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .._parallel import ordered_units, prefetch, reader_threads
-from ..base import check_finite
+from ..base import check_values
 from ..errors import FormatError, InputError
 
 META_KEY = b"embcompress"
@@ -290,10 +290,12 @@ def column_to_numpy(arr: pa.Array, dim: int, *, offset: int = 0, column: str = "
     flat = values.to_numpy(zero_copy_only=False)
     X = flat.reshape(n, dim)
     if X.dtype.kind == "f":
+        if finite and X.dtype == np.float64:  # before the cast: 1e300 is out of range, not inf
+            check_values(X, what=f"column {column!r}", row_offset=offset)
         if X.dtype != np.float32:
             X = X.astype(np.float32)
         if finite:
-            check_finite(X, what=f"column {column!r}", row_offset=offset)
+            check_values(X, what=f"column {column!r}", row_offset=offset)
     return X
 
 
@@ -339,9 +341,11 @@ class NpyVectors:
         for s in range(start, stop, batch_size):
             block = np.asarray(self._arr[s : min(s + batch_size, stop)])
             if block.dtype.kind == "f":
+                if block.dtype == np.float64:  # before the cast: 1e300 is out of range, not inf
+                    check_values(block, what=str(self.path), row_offset=s)
                 block = block.astype(np.float32, copy=block.dtype != np.float32)
                 if transform is None:
-                    check_finite(block, what=str(self.path.name), row_offset=s)
+                    check_values(block, what=str(self.path), row_offset=s)
             if transform is not None:
                 try:
                     block = transform(block, s)

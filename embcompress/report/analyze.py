@@ -12,6 +12,7 @@ import numpy as np
 
 from ..analysis import intrinsic_dimensionality
 from ..compressors import PCA
+from ..compressors.pca import components_for_variance
 from ..errors import InputError
 from .._fs import atomic_file
 from ..io import check_output_path, open_vectors
@@ -53,11 +54,13 @@ def analyze_file(path: str | os.PathLike, *, threshold: float = 0.95, curve: str
     pca = fit_file(PCA(dim=src.dim), path, column=column, batch_size=batch_size, max_rows=max_rows, progress=progress)
     intr = intrinsic_dimensionality(None, threshold, eigenvalues=pca.eigenvalues_)
     cum = np.cumsum(intr.explained_variance_ratio)
-    marks = {f"components_for_{int(round(100 * t))}pct": int(np.searchsorted(cum, t - 1e-12) + 1) for t in MARKS}
+    marks = {f"components_for_{int(round(100 * t))}pct": components_for_variance(pca.eigenvalues_, t) for t in MARKS}
     result = {"path": str(path), "rows": rows, "width": src.dim, "threshold": threshold,
               "intrinsic_dimensionality": intr.components, "ratio_of_width": intr.components / src.dim, **marks,
               "first_5_components_explain": float(cum[min(4, len(cum) - 1)]),
               "top10_explained_variance": intr.explained_variance_ratio[:10].round(5).tolist()}
+    if not np.sum(pca.eigenvalues_) > 0:
+        result["note"] = "the vectors do not vary (total variance 0): no component explains anything, every count is 0"
     if curve is not None:
         result["curve"] = str(write_curve(curve, intr.explained_variance_ratio, overwrite=overwrite))
     return result
