@@ -50,7 +50,7 @@ def _table(res: dict, k: int) -> Table:
         t.add_column(col, justify="left" if col == "config" else "right")
     for r in res["rows"]:
         t.add_row(r["config"], str(r["bytes_per_vector"]), f"{r['compression']:.0f}x",
-                  *[f"{r[c]:.4f}" for c in metric_cols], f"{100 * r['retention']:.1f}%", f"{r['queries_per_second']:,.0f}")
+                  *[f"{r[c]:.4f}" for c in metric_cols], "n/a" if r["retention"] is None else f"{100 * r['retention']:.1f}%", f"{r['queries_per_second']:,.0f}")
     return t
 
 
@@ -76,3 +76,5 @@ def evaluate(
     s = res["summary"]
     out.print(f"{s['documents']:,} documents, {s['queries']:,} queries, {s['dim']} dims; {s['mode']}")
     out.print(_table(res, k))
+    if "note" in s:
+        err.print(f"note: {s['note']}", highlight=False)

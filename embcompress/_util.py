@@ -50,6 +50,12 @@ def pick_device(device: str | None) -> str:
         return "cuda" if torch.cuda.is_available() else "cpu"
     if not isinstance(device, str):
         raise InputError(f"device must be a string such as 'cpu' or 'cuda', got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError):
+        raise InputError(f"device {device!r} is not a torch device; use 'cpu', 'cuda', 'cuda:N', 'mps' or leave it unset") from None
+    if kind == "cuda" and not torch.cuda.is_available():
         raise InputError(f"device {device!r} was asked for but CUDA is not available; use 'cpu' or leave it unset")
+    if kind == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise InputError(f"device {device!r} was asked for but MPS is not available; use 'cpu' or leave it unset")
     return device

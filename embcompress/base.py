@@ -290,6 +290,11 @@ class Compressor:
         return True
 
     @property
+    def min_rows(self) -> int:
+        """Fewest rows a fit needs (a grid skips what the data are too small for)."""
+        return 1
+
+    @property
     def fit_rows(self) -> int | None:
         """Rows a fit reads at most, from the start (None: all of them); file readers stop
         decoding there."""

@@ -8,7 +8,10 @@ import csv
 import gzip
 import io
 import json
+import math
 import os
+import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -24,9 +27,24 @@ class Beir:
 
 
 def _open_text(path: Path):
+    if not path.is_file():
+        raise InputError(f"{path} does not exist or is not a file")
     if path.suffix == ".gz":
         return io.TextIOWrapper(gzip.open(path), encoding="utf-8")
     return open(path, encoding="utf-8")
+
+
+@contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Errors met while reading a text file as one InputError naming it: bytes that are not UTF-8,
+    a cut or corrupt .gz."""
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start} "
+                         "of a block); save it as UTF-8") from None
+    except (EOFError, OSError, zlib.error) as exc:
+        raise InputError(f"{path} cannot be read: {exc} (a cut or corrupt .gz?)") from None
 
 
 def _find(root: Path, stem: str) -> Path:
@@ -39,7 +57,7 @@ def _find(root: Path, stem: str) -> Path:
 def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
     """(line number, record) for each non-empty line of a ``.jsonl`` or ``.jsonl.gz`` file."""
     path = Path(path)
-    with _open_text(path) as fh:
+    with _reading(path), _open_text(path) as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
@@ -62,20 +80,28 @@ def read_jsonl_texts(path: str | os.PathLike) -> dict[str, str]:
     return out
 
 
+#: largest relevance grade accepted (BEIR uses 0-3; a larger value is almost surely another column)
+MAX_GRADE = 1000
+
+
 def read_qrels(path: str | os.PathLike) -> dict[str, dict[str, int]]:
     """``query-id  corpus-id  score`` lines (tab-separated, header optional)."""
     path = Path(path)
     qrels: dict[str, dict[str, int]] = {}
-    with _open_text(path) as fh:
+    with _reading(path), _open_text(path) as fh:
         for lineno, row in enumerate(csv.reader(fh, delimiter="\t"), 1):
             if not row or (lineno == 1 and row[0] in ("query-id", "query_id", "qid")):
                 continue
             if len(row) < 3:
                 raise InputError(f"{path} line {lineno} has {len(row)} fields; expected query-id, corpus-id, score")
             try:
-                grade = int(float(row[2]))
+                value = float(row[2])
             except ValueError:
                 raise InputError(f"{path} line {lineno}: score {row[2]!r} is not a number") from None
+            if not (math.isfinite(value) and abs(value) <= MAX_GRADE):
+                raise InputError(f"{path} line {lineno}: score {row[2]!r} is not a relevance grade "
+                                 f"(expected a finite number, at most {MAX_GRADE} in magnitude, such as 0, 1 or 2)")
+            grade = int(value)
             qrels.setdefault(row[0], {})[row[1]] = grade
     if not qrels:
         raise InputError(f"{path} holds no relevance judgements")

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._util import require
+from ._util import pick_device, require
 from ._version import __version__
 from .errors import InputError
 from .io import VectorWriter, check_output_path
@@ -56,6 +56,8 @@ def load_model(model: str | None = None, device: str | None = None):
     path = resolve_model_path(model)
     SentenceTransformer = require("sentence_transformers", "models", "embedding texts").SentenceTransformer  # heavy; on use only
 
+    if device is not None:
+        device = pick_device(device)  # a clear error for 'bogus' or CUDA on a machine without it
     try:
         return SentenceTransformer(path, device=device)
     except (OSError, ValueError) as exc:
@@ -71,7 +73,11 @@ def read_texts(path: str | os.PathLike, *, field: str | None = None, id_field: s
         raise InputError(f"{path} does not exist")
     name = path.name.lower()
     if name.endswith(".txt"):
-        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+        try:
+            lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+                             "save it as UTF-8") from None
         texts = [t for t in lines if t]
         ids = [str(i) for i in range(len(texts))]
     elif name.endswith((".jsonl", ".jsonl.gz")):
@@ -90,7 +96,10 @@ def read_texts(path: str | os.PathLike, *, field: str | None = None, id_field: s
             texts.append(text)
             ids.append(str(rec.get(id_field or "_id", rec.get("id", lineno - 1))))
     elif name.endswith((".parquet", ".pq")):
-        table = pq.read_table(path)
+        try:
+            table = pq.read_table(path, page_checksum_verification=True)
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(f"{path} is not a readable parquet file ({str(exc).strip().splitlines()[0]})") from None
         key = field or next((f for f in TEXT_FIELDS if f in table.column_names), None)
         if key is None or key not in table.column_names:
             raise InputError(f"{path} has no text column ({field or ' / '.join(TEXT_FIELDS)}); its columns: {', '.join(table.column_names)}; pass --text-field")

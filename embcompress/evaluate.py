@@ -21,13 +21,14 @@ from __future__ import annotations
 import os
 import re
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ._util import normalize_rows
-from .analysis import check_qrels, evaluate_run, knn_accuracy, local_spearman, neighbour_recall, retention
+from .analysis import check_qrels, check_unique_ids, evaluate_run, knn_accuracy, local_spearman, neighbour_recall, retention
 from .base import Compressor
 from .datasets import read_qrels
 from .errors import InputError
@@ -69,9 +70,18 @@ def parse_config(text: str | Config) -> Config:
     return Config(text, m.group("spec"), rerank, mult)
 
 
-def default_configs(dim: int) -> list[str]:
-    return ["float", "binary", "binary@asym", "binary@float", "int8", "int8@float", f"truncate:{dim // 2}",
-            f"pca:{dim // 4}", f"pca:{dim // 2}+binary"]
+def trainable(spec: str | None, rows: int) -> bool:
+    """Whether the compressor of ``spec`` (None: float) can be fitted on ``rows`` rows."""
+    return spec is None or from_spec(spec).min_rows <= rows
+
+
+def default_configs(dim: int, rows: int = 2) -> tuple[list[str], list[str]]:
+    """The standard grid for ``dim``-wide inputs and ``rows`` documents, and what of it was left
+    out because it cannot apply (a width below 1, a PCA fitted on fewer than 2 rows)."""
+    grid = {"float": True, "binary": True, "binary@asym": True, "binary@float": True, "int8": True,
+            "int8@float": True, f"truncate:{dim // 2}": dim // 2 >= 1,
+            f"pca:{dim // 4}": dim // 4 >= 1 and rows >= 2, f"pca:{dim // 2}+binary": dim // 2 >= 1 and rows >= 2}
+    return [c for c, ok in grid.items() if ok], [c for c, ok in grid.items() if not ok]
 
 
 def _search(index: Index, queries: np.ndarray, k: int, cfg: Config, originals):
@@ -297,8 +307,19 @@ def evaluate(
     summary: dict[str, Any] = {"documents": len(docs), "queries": len(queries), "dim": dim, "k": k,
                                "mode": "qrels" if qrels else "label-free (recall@k against exact float search)",
                                **task.check(docs, doc_ids)}
-    rows = run_configs(docs, task, configs or default_configs(dim), doc_ids=doc_ids, originals=originals,
+    if not configs:
+        configs, skipped = default_configs(dim, len(docs))
+        if skipped:
+            summary["skipped"] = skipped
+            warnings.warn(f"left out of the default grid, as they cannot apply to {len(docs)} document(s) of {dim} "
+                          f"dimension(s): {', '.join(skipped)}")
+    rows = run_configs(docs, task, configs, doc_ids=doc_ids, originals=originals,
                        fit_on=docs[:fit_sample] if fit_sample else None, progress=progress)
+    if any(r["retention"] != r["retention"] for r in rows):  # NaN: the float reference scored 0
+        summary["note"] = (f"retention is undefined (shown as n/a): exact float search scores 0 on this task ({task.metric}), "
+                           "so there is nothing for a compressed form to keep; check that the qrels match the ids")
+        for r in rows:
+            r["retention"] = None if r["retention"] != r["retention"] else r["retention"]
     return {"summary": summary, "rows": rows}
 
 
@@ -313,5 +334,8 @@ def evaluate_files(docs: str | os.PathLike, queries: str | os.PathLike, *, qrels
     if len(D) == 0:
         raise InputError(f"{docs} has no documents (0 rows)")
     judged = read_qrels(qrels) if qrels else None
+    if judged:
+        check_unique_ids(dids, str(docs))
+        check_unique_ids(qids, str(queries))
     return evaluate(D, Q, doc_ids=dids, query_ids=qids, qrels=judged, configs=configs, k=k, fit_sample=fit_sample,
                     progress=progress)

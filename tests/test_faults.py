@@ -354,3 +354,96 @@ def test_analyze_on_vectors_that_do_not_vary_gives_no_impossible_counts(tmp_path
     counts = [v for k, v in r.items() if k.startswith("components_for_")] + [r["intrinsic_dimensionality"]]
     assert all(0 <= c <= 12 for c in counts) and counts == [0] * len(counts)
     assert "do not vary" in r["note"]
+
+
+# ---- impossible metrics and inputs that used to raise tracebacks ----------------------------------
+
+@pytest.fixture
+def task_files(tmp_path):
+    write_parquet(tmp_path / "d.parquet", make_vectors(100, 32))
+    write_parquet(tmp_path / "q.parquet", make_vectors(10, 32, seed=5))
+    return tmp_path
+
+
+def test_duplicate_document_ids_with_qrels_are_refused(task_files):
+    import pyarrow as pa
+
+    X = make_vectors(100, 32)
+    pq.write_table(pa.table({"id": [f"doc{i % 50}" for i in range(100)],
+                             "embedding": pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), 32)}),
+                   task_files / "dup.parquet")
+    (task_files / "qrels.tsv").write_text("".join(f"doc{i}\tdoc{i}\t1\n" for i in range(10)))
+    for cmd in (["evaluate", task_files / "dup.parquet", task_files / "q.parquet", "--qrels", task_files / "qrels.tsv"],
+                ["report", task_files / "dup.parquet", task_files / "rep", "--queries", task_files / "q.parquet",
+                 "--qrels", task_files / "qrels.tsv"]):
+        r = run_cli(*cmd)
+        assert r.returncode == 1 and f"{task_files / 'dup.parquet'}: id 'doc0' is on rows 0 and 50" in r.stderr, r.stderr
+    assert not (task_files / "rep").exists()
+
+
+def test_retention_is_not_shown_as_nan_when_float_scores_zero(task_files):
+    (task_files / "qrels.tsv").write_text("".join(f"doc{i}\tno-such-doc\t1\n" for i in range(10)))
+    r = run_cli("evaluate", task_files / "d.parquet", task_files / "q.parquet", "--qrels", task_files / "qrels.tsv",
+                "--config", "float", "--config", "binary")
+    assert r.returncode == 0 and "nan" not in r.stdout.lower() and "n/a" in r.stdout, r.stdout
+    assert "retention is undefined" in r.stderr
+
+
+@pytest.mark.parametrize("content, message", [
+    ("doc0\tdoc1\tinf\n", "score 'inf' is not a relevance grade"),
+    ("doc0\tdoc1\t1e400\n", "score '1e400' is not a relevance grade"),
+    (b"doc0\tdoc\xff1\t1\n", "is not UTF-8 text"),
+])
+def test_bad_qrels_are_one_error_naming_the_file(task_files, content, message):
+    path = task_files / "qrels.tsv"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    r = run_cli("evaluate", task_files / "d.parquet", task_files / "q.parquet", "--qrels", path)
+    assert r.returncode == 1 and str(path) in r.stderr and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_cut_gz_qrels_name_the_file(task_files):
+    path = task_files / "qrels.tsv.gz"
+    path.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    r = run_cli("evaluate", task_files / "d.parquet", task_files / "q.parquet", "--qrels", path)
+    assert r.returncode == 1 and str(path) in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_id_or_kept_column_cannot_be_the_embedding_column(task_files):
+    for opt in (["--id-column", "embedding"], ["--keep", "embedding"]):
+        r = run_cli("binarize", task_files / "d.parquet", task_files / "b.parquet", *opt)
+        assert r.returncode == 1 and "embedding column" in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert not (task_files / "b.parquet").exists()
+
+
+def test_embed_refuses_bad_text_bad_parquet_and_bad_device(tmp_path):
+    pytest.importorskip("sentence_transformers")
+    (tmp_path / "bad.txt").write_bytes(b"hello\n\xff\xfe world\n")
+    (tmp_path / "rand.parquet").write_bytes(os.urandom(3000))
+    (tmp_path / "ok.jsonl").write_text('{"text": "hi"}\n')
+    for args, message in (([tmp_path / "bad.txt"], "is not UTF-8 text"),
+                          ([tmp_path / "rand.parquet"], "is not a readable parquet file"),
+                          ([tmp_path / "ok.jsonl", "--device", "bogus"], "device 'bogus' is not a torch device")):
+        r = run_cli("embed", args[0], tmp_path / "e.parquet", *args[1:])
+        assert r.returncode == 1 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "e.parquet").exists()
+
+
+def test_default_grids_skip_what_cannot_apply_and_say_so(tmp_path):
+    for n, d in ((50, 1), (1, 16)):
+        write_parquet(tmp_path / "d.parquet", make_vectors(n, d))
+        write_parquet(tmp_path / "q.parquet", make_vectors(5, d, seed=3))
+        r = run_cli("evaluate", tmp_path / "d.parquet", tmp_path / "q.parquet")
+        assert r.returncode == 0 and "left out of the default grid" in r.stderr, r.stderr
+    write_parquet(tmp_path / "d.parquet", make_vectors(100, 32))
+    r = run_cli("recommend", tmp_path / "d.parquet", tmp_path / "best", "--budget", "8")
+    assert r.returncode == 0 and "too few to train them: opq:8" in r.stderr, r.stderr
+
+
+def test_corrupt_originals_name_the_file_and_row_group(task_files):
+    codes = task_files / "b.parquet"
+    fit_and_compress(from_spec("binary"), task_files / "d.parquet", codes)
+    data = (task_files / "d.parquet").read_bytes()
+    (task_files / "cut.parquet").write_bytes(data[: len(data) // 2] + data[-2000:])
+    r = run_cli("search", codes, task_files / "q.parquet", task_files / "r.parquet", "--rerank", "float",
+                "--originals", task_files / "cut.parquet")
+    assert r.returncode == 1 and f"{task_files / 'cut.parquet'} is corrupt" in r.stderr and "row group 0" in r.stderr, r.stderr

@@ -80,12 +80,32 @@ def retention(compressed: float, full: float) -> float:
     return float(compressed / full) if full else float("nan")
 
 
+def check_unique_ids(ids: Sequence | None, what: str) -> None:
+    """Relevance judgements name documents and queries by id: refuse ids that repeat (a judged
+    document found twice would count twice, and nDCG could pass 1)."""
+    if ids is None:
+        return
+    first: dict[str, int] = {}
+    repeats = []
+    for row, i in enumerate(map(str, ids)):
+        if i in first:
+            repeats.append((i, first[i], row))
+        else:
+            first[i] = row
+    if repeats:
+        i, a, b = repeats[0]
+        raise InputError(f"{what}: id {i!r} is on rows {a} and {b} ({len(repeats)} repeated id(s)); relevance "
+                         "judgements name rows by id, so every id must be unique")
+
+
 def check_qrels(qrels: Mapping[str, Mapping[str, int]], query_ids: Sequence, doc_ids: Sequence) -> dict[str, int]:
-    """Check relevance judgements against the query and document ids: an InputError when no judged
-    query is known, a warning counting judgements that name unknown queries or documents (they are
-    ignored; unknown documents count as never retrieved). Returns the counts."""
+    """Check relevance judgements against the query and document ids: an InputError when an id
+    repeats or no judged query is known, a warning counting judgements that name unknown queries
+    or documents (they are ignored; unknown documents count as never retrieved). Returns the counts."""
     if not qrels:
         raise InputError("the qrels hold no judgements")
+    check_unique_ids(query_ids, "the queries")
+    check_unique_ids(doc_ids, "the documents")
     qset, dset = set(map(str, query_ids)), set(map(str, doc_ids))
     unknown_q = sum(1 for q in qrels if q not in qset)
     unknown_d = sum(1 for q, docs in qrels.items() if q in qset for d in docs if d not in dset)

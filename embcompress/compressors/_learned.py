@@ -24,6 +24,10 @@ class LearnedMap(Compressor):
     _positional = "dim"
     _state_scalars = ("history_", "best_step_", "device_used_")
 
+    @property
+    def min_rows(self) -> int:
+        return MIN_ROWS
+
     def _validate_common(self, n_features: int) -> None:
         check_dim("dim", self.dim, n_features, allow_equal=False)
         make_rng(self.seed)

@@ -29,6 +29,10 @@ class ITQ(OrthogonalMap):
     _positional = "iters"
     _state_arrays = ("rotation_", "mean_", "loss_")  # the loss per iteration is kept with the model
 
+    @property
+    def min_rows(self) -> int:
+        return MIN_ROWS
+
     def __init__(self, iters: int = 50, max_rows: int = 25_000, seed: int = 0):
         self.iters = iters
         self.max_rows = max_rows

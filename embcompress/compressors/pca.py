@@ -31,6 +31,10 @@ class PCA(Compressor):
     _state_arrays = ("components_", "mean_", "eigenvalues_")
     _state_scalars = ("n_samples_seen_",)
 
+    @property
+    def min_rows(self) -> int:
+        return 2
+
     def __init__(self, dim: int | None = None, variance: float | None = None):
         self.dim = dim
         self.variance = variance

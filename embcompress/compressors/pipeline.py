@@ -43,6 +43,10 @@ class Pipeline(Compressor):
         return any(s.learns_from_data for s in self.stages or [])
 
     @property
+    def min_rows(self) -> int:
+        return max([s.min_rows for s in self.stages or []], default=1)
+
+    @property
     def fit_rows(self) -> int | None:
         rows = [s.fit_rows for s in self.stages or [] if s.learns_from_data]
         return None if not rows or None in rows else max(rows)

@@ -33,6 +33,10 @@ class PQ(FaissBacked):
     _positional = "m"
     _state_arrays = ("centroids_",)
 
+    @property
+    def min_rows(self) -> int:
+        return 2 ** int(self.nbits)
+
     def __init__(self, m: int = 16, nbits: int = 8, max_rows: int = 100_000, seed: int = 0):
         self.m = m
         self.nbits = nbits

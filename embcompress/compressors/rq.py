@@ -33,6 +33,10 @@ class RQ(FaissBacked):
     _positional = "m"
     _state_arrays = ("codebooks_", "mean_")
 
+    @property
+    def min_rows(self) -> int:
+        return 2 ** int(self.nbits)
+
     def __init__(self, m: int = 16, nbits: int = 8, beam: int = 1, max_rows: int = 50_000, seed: int = 0):
         self.m = m
         self.nbits = nbits

@@ -59,6 +59,10 @@ class SQ(Compressor):
     _positional = "bits"
     _state_arrays = ("levels_",)
 
+    @property
+    def min_rows(self) -> int:
+        return 2 ** int(self.bits)
+
     def __init__(self, bits: int = 4, iters: int = 20, max_rows: int = 100_000, seed: int = 0):
         self.bits = bits
         self.iters = iters

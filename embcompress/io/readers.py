@@ -141,6 +141,12 @@ class ParquetVectors:
             id_column = next((n for n in DEFAULT_ID_NAMES if n in names and n != column), None)
         elif id_column not in names:
             raise InputError(f"{self.path} has no id column {id_column!r}; its columns are: {', '.join(names)}")
+        if id_column is not None and id_column == column:
+            raise InputError(f"the id column cannot be the embedding column {column!r} of {self.path}; "
+                             f"pick another with --id-column (columns: {', '.join(names)})")
+        if column in keep_columns:
+            raise InputError(f"--keep {column!r} names the embedding column of {self.path}, which becomes the codes; "
+                             "keep other columns only")
         self.id_column = id_column
         missing = [c for c in keep_columns if c not in names]
         if missing:

@@ -13,16 +13,17 @@ between the original and the compressed (decoded) vectors of a sample.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from .._fs import check_output_dir
-from ..analysis import intrinsic_dimensionality, spearman, uniformity
+from ..analysis import check_unique_ids, intrinsic_dimensionality, spearman, uniformity
 from ..datasets import read_qrels
 from ..errors import InputError
-from ..evaluate import FLOAT, Config, LabelFreeTask, LabelTask, QrelsTask, parse_config, run_configs
+from ..evaluate import FLOAT, Config, LabelFreeTask, LabelTask, QrelsTask, parse_config, run_configs, trainable
 from ..io import read_all, read_sample
 from .candidates import available_families, candidates, grid_budgets
 from .html import write_report
@@ -133,12 +134,20 @@ def plan(setup: Setup) -> list[PlanItem]:
         items.append(PlanItem("binary + float rerank", "binary+rerank", dim, parse_config("binary@float")))
     items.append(PlanItem("int8", "int8", dim, parse_config("int8")))
     seen = set()
+    too_small = []
     for ratio, nbytes in grid_budgets(dim) if setup.code_families else ():
         for c in candidates(dim, nbytes, families=tuple(setup.code_families), full=False):
             config = c.config.replace("@asym", "") if isinstance(setup.task, LabelTask) else c.config
             if config not in seen:  # a code smaller than a budget can be the best fit of the next one too
                 seen.add(config)
-                items.append(PlanItem(f"{c.label} ({ratio}x)", f"codes: {c.family}", dim, parse_config(config)))
+                item = PlanItem(f"{c.label} ({ratio}x)", f"codes: {c.family}", dim, parse_config(config))
+                if not trainable(item.config.spec, len(setup.docs)):
+                    too_small.append(item.label)
+                else:
+                    items.append(item)
+    if too_small:
+        warnings.warn(f"left out of the report, as {len(setup.docs)} document(s) are too few to train them: "
+                      f"{', '.join(too_small)}")
     return items
 
 
@@ -231,6 +240,8 @@ def load_task_files(input, *, queries=None, qrels=None, labels=None, sample: int
     if qrels:
         Q, qids = read_all(queries)
         judged = read_qrels(qrels)
+        check_unique_ids(ids, str(input))
+        check_unique_ids(qids, str(queries))
     return {"docs": D, "doc_ids": ids, "queries": Q, "query_ids": qids, "qrels": judged, "labels": lab}
 
 

@@ -4,12 +4,13 @@ and then fitted on all of them, ready for ``apply``."""
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..errors import InputError
-from ..evaluate import run_configs
+from ..evaluate import parse_config, run_configs, trainable
 from ..persist import check_model_path, save
 from ..registry import from_spec
 from ..stream import fit_file
@@ -36,6 +37,13 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
                          "candidates need a few bytes (e.g. 8 bits of itq+binary)")
     if labels is not None:  # kNN accuracy scores decoded vectors; the asymmetric suffix has no meaning there
         cands = {k.replace("@asym", ""): v for k, v in cands.items()}
+    if configs is None:  # the standard candidates: leave out what the sample is too small to train
+        too_small = [v for k, v in cands.items() if not trainable(parse_config(k).spec, len(setup.docs))]
+        cands = {k: v for k, v in cands.items() if v not in too_small}
+        if too_small:
+            warnings.warn(f"left out, as {len(setup.docs)} document(s) are too few to train them: {', '.join(too_small)}")
+        if not cands:
+            raise InputError(f"no code within {budget} bytes per vector can be trained on {len(setup.docs)} document(s)")
     rows = run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, progress=progress)
     ref, found = rows[0], rows[1:]
     for r in found:

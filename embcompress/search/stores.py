@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import InputError
+from ..errors import FormatError, InputError
 from ..io.readers import READ_BUFFER_BYTES, column_to_numpy, open_vectors
 
 
@@ -92,6 +93,9 @@ class ParquetStore:
                 self._decoding.pop(g).set()  # waiters wake up and try for themselves
             if isinstance(exc, InputError):
                 raise InputError(f"{self.path}, row group {g}: {exc}") from None
+            if isinstance(exc, (pa.ArrowException, OSError)):
+                raise FormatError(f"{self.path} is corrupt or truncated in row group {g}: "
+                                  f"{str(exc).strip().splitlines()[0]}") from None
             raise
         with self._lock:
             event = self._decoding.pop(g)
