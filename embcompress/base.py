@@ -327,6 +327,8 @@ class Compressor:
                 continue
             if not ok:
                 raise InputError(f"{self.name} parameter {name} must be {kind}, got {value!r}")
+            if name == "seed" and value < 0:
+                raise InputError(f"{self.name} seed must be a non-negative integer, got {value!r}")
         for name, words in self._choices.items():
             value = getattr(self, name)
             if value not in words:

@@ -49,6 +49,8 @@ def resolve_model_path(model: str | None) -> str:
 
 def load_model(model: str | None = None, device: str | None = None):
     """Load a sentence-transformers model from a local directory, offline."""
+    if device is not None:  # first: a clear error for 'bogus' or CUDA on a machine without it, before the heavy import
+        device = pick_device(device)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -56,8 +58,6 @@ def load_model(model: str | None = None, device: str | None = None):
     path = resolve_model_path(model)
     SentenceTransformer = require("sentence_transformers", "models", "embedding texts").SentenceTransformer  # heavy; on use only
 
-    if device is not None:
-        device = pick_device(device)  # a clear error for 'bogus' or CUDA on a machine without it
     try:
         return SentenceTransformer(path, device=device)
     except (OSError, ValueError) as exc:

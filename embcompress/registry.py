@@ -31,7 +31,7 @@ def available() -> list[str]:
 def get(name: str) -> type["Compressor"]:
     try:
         return _REGISTRY[name]
-    except KeyError:
+    except (KeyError, TypeError):
         raise InputError(f"unknown compressor {name!r}; known: {', '.join(available())}") from None
 
 

@@ -106,7 +106,7 @@ class ParquetVectors:
             self._pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
                                                  page_checksum_verification=True)
             schema = self._pf.schema_arrow
-        except (pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:  # ValueError: names that are not UTF-8
             raise FormatError(f"{self.path} is not a readable parquet file ({_first_line(exc)})") from None
         self.schema = schema
         self.num_rows = self._pf.metadata.num_rows
@@ -176,7 +176,11 @@ class ParquetVectors:
             return t.list_size
         if self.num_rows == 0:
             return 0
-        first = next(self._pf.iter_batches(batch_size=1, columns=[self.column]))
+        try:
+            first = next(self._pf.iter_batches(batch_size=1, columns=[self.column]))
+        except (pa.ArrowException, OSError, StopIteration) as exc:
+            raise FormatError(f"{self.path} is corrupt or truncated in row group 0 near row 0: "
+                              f"{_first_line(exc)}") from None
         value = first.column(0)[0]
         if not value.is_valid:
             raise InputError(f"column {self.column!r} row 0 is null; every row needs a vector")
@@ -195,7 +199,11 @@ class ParquetVectors:
 
     def _group_starts(self) -> np.ndarray:
         md = self._pf.metadata
-        return np.concatenate([[0], np.cumsum([md.row_group(g).num_rows for g in range(md.num_row_groups)])]).astype(np.int64)
+        try:
+            sizes = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
+        except (pa.ArrowException, OSError) as exc:
+            raise FormatError(f"{self.path} has corrupt row group metadata: {_first_line(exc)}") from None
+        return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
     def batches(self, batch_size: int | None = None, *, threads: int | None = None, max_rows: int | None = None,
                 transform: Transform | None = None, result_row_bytes: int | None = None) -> Iterator[Batch]:
@@ -315,7 +323,9 @@ class NpyVectors:
         self.path = Path(path)
         try:
             self._arr = np.load(self.path, mmap_mode="r", allow_pickle=False)
-        except (ValueError, OSError) as exc:
+        except Exception as exc:  # a damaged header raises value, OS, syntax and tokenize errors
+            if isinstance(exc, MemoryError):
+                raise
             raise FormatError(f"{self.path} is not a readable .npy file ({_first_line(exc)})") from None
         if self._arr.ndim != 2:
             raise InputError(f"{self.path} holds a {self._arr.ndim}-D array of shape {self._arr.shape}; expected 2-D (rows x dims)")
@@ -383,6 +393,14 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _pylist(col: pa.Array, take: int, path, name: str, offset: int) -> list:
+    try:
+        return col.slice(0, take).to_pylist()
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"column {name!r} of {path} holds bytes that are not UTF-8 text in rows {offset}.."
+                          f"{offset + take - 1} ({exc.reason}); the file is corrupt or was written with another encoding") from None
+
+
 def read_all(path: str | os.PathLike, *, column: str | None = None, id_column: str | None = None,
              codes: bool | None = False, threads: int | None = None) -> tuple[np.ndarray, list | None]:
     """Load a whole (small) vector file: (vectors or codes, ids or None). For files that fit in
@@ -406,9 +424,9 @@ def read_sample(path: str | os.PathLike, *, limit: int | None = None, column: st
         parts.append(np.array(b.vectors[:take]))
         if b.carried is not None:
             if src.id_column:
-                ids.extend(b.carried.column(src.id_column).to_pylist()[:take])
+                ids.extend(_pylist(b.carried.column(src.id_column), take, src.path, src.id_column, b.offset))
             if label_column:
-                labels.extend(b.carried.column(label_column).to_pylist()[:take])
+                labels.extend(_pylist(b.carried.column(label_column), take, src.path, label_column, b.offset))
         seen += take
         if limit is not None and seen >= limit:
             break
