@@ -447,3 +447,14 @@ def test_corrupt_originals_name_the_file_and_row_group(task_files):
     r = run_cli("search", codes, task_files / "q.parquet", task_files / "r.parquet", "--rerank", "float",
                 "--originals", task_files / "cut.parquet")
     assert r.returncode == 1 and f"{task_files / 'cut.parquet'} is corrupt" in r.stderr and "row group 0" in r.stderr, r.stderr
+
+
+def test_label_free_recall_with_fewer_documents_than_k_is_full_for_float(tmp_path):
+    from embcompress.evaluate import evaluate_files
+
+    write_parquet(tmp_path / "d.parquet", make_vectors(5, 16))
+    write_parquet(tmp_path / "q.parquet", make_vectors(4, 16, seed=2))
+    res = evaluate_files(tmp_path / "d.parquet", tmp_path / "q.parquet", configs=["float", "binary"], k=10)
+    float_row = res["rows"][0]
+    assert float_row["config"] == "float" and float_row["score"] == 1.0 and float_row["retention"] == 1.0
+    assert all(0 <= r["score"] <= 1 for r in res["rows"])
