@@ -458,3 +458,16 @@ def test_label_free_recall_with_fewer_documents_than_k_is_full_for_float(tmp_pat
     float_row = res["rows"][0]
     assert float_row["config"] == "float" and float_row["score"] == 1.0 and float_row["retention"] == 1.0
     assert all(0 <= r["score"] <= 1 for r in res["rows"])
+
+
+def test_full_disk_while_saving_a_model_or_search_results(small_fs, tmp_path):
+    src = write_parquet(tmp_path / "wide.parquet", make_vectors(300, 1024, seed=4))
+    r = run_cli("fit", "rotate", src, small_fs / "model")  # a 1024 x 1024 rotation: 4 MiB
+    assert r.returncode == 1 and r.stderr.strip() == f"error: no space left on device writing {small_fs / 'model'}", r.stderr
+    assert os.listdir(small_fs) == []
+    docs = write_parquet(tmp_path / "d.parquet", make_vectors(2000, 16))
+    queries = write_parquet(tmp_path / "q.parquet", make_vectors(3000, 16, seed=1))
+    out = small_fs / "results.parquet"
+    r = run_cli("search", docs, queries, out, "--k", "200")
+    assert r.returncode == 1 and r.stderr.strip() == f"error: no space left on device writing {out}", r.stderr
+    assert os.listdir(small_fs) == []
