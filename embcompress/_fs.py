@@ -132,9 +132,26 @@ def check_output_dir(path: str | os.PathLike, *, overwrite: bool = False, allow_
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
-    if not os.access(parent, os.W_OK):
+    if not writable(parent):
         raise InputError(f"cannot write {path}: {parent} is not writable")
     return path
+
+
+def writable(directory: str | os.PathLike) -> bool:
+    """Whether files can be created in ``directory``: permission bits, and then a real probe file
+    (root passes every permission check, but not a read-only mount)."""
+    directory = Path(directory)
+    if not os.access(directory, os.W_OK):
+        return False
+    probe = directory / f".embcompress-probe-{os.getpid()}"
+    try:
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return True
+    except OSError:
+        return False
+    probe.unlink(missing_ok=True)
+    return True
 
 
 @contextmanager

@@ -471,3 +471,15 @@ def test_full_disk_while_saving_a_model_or_search_results(small_fs, tmp_path):
     r = run_cli("search", docs, queries, out, "--k", "200")
     assert r.returncode == 1 and r.stderr.strip() == f"error: no space left on device writing {out}", r.stderr
     assert os.listdir(small_fs) == []
+
+
+def test_read_only_output_is_refused_before_any_work(small_fs, tmp_path):
+    """Even for root (who passes every permission check): a read-only mount is found up front."""
+    r = subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot remount read-only here: {r.stderr.strip()}")
+    src = write_parquet(tmp_path / "d.parquet", make_vectors(300, 16))
+    for args in (["report", src, small_fs / "rep"], ["recommend", src, small_fs / "best", "--budget", "4"],
+                 ["binarize", src, small_fs / "b.parquet"]):
+        r = run_cli(*args)
+        assert r.returncode == 1 and "is not writable" in r.stderr and "Traceback" not in r.stderr, r.stderr

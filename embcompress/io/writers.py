@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._fs import commit_file, storage_error, sweep_stale, temp_name
+from .._fs import commit_file, storage_error, sweep_stale, temp_name, writable
 from ..base import OutputSpec
 from ..errors import EmbcompressError, InputError, OutputExistsError
 from .readers import META_KEY, SIDECAR_SUFFIX, file_format
@@ -52,7 +52,7 @@ def check_output_path(path: str | os.PathLike, *, overwrite: bool, inputs: tuple
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(f"cannot write {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
+    if not writable(parent):
         raise InputError(f"cannot write {path}: directory {parent} is not writable")
     return path
 
