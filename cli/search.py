@@ -24,6 +24,8 @@ def search(
     rerank: Optional[str] = typer.Option(None, "--rerank", help="asymmetric (float query vs the decoded codes) or float (vs --originals)."),
     multiplier: int = typer.Option(10, "--multiplier", min=1, help="Rerank the top k x multiplier candidates (10: the top 100 for k=10)."),
     originals: Optional[Path] = typer.Option(None, "--originals", help="Original float document vectors for --rerank float (.npy is fastest)."),
+    index: str = typer.Option("exact", "--index", help="exact (scan every document) or hnsw (a faiss HNSW graph over bits or float vectors, built on the fly: approximate, faster on large sets)."),
+    ef: Optional[int] = typer.Option(None, "--ef", min=1, help="With --index hnsw: candidates explored per query (default 128; more: higher recall, slower)."),
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, threads: Optional[int] = ThreadsOpt,
     overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
@@ -34,12 +36,12 @@ def search(
         raise typer.BadParameter("--rerank float needs --originals FILE", param_hint="--rerank")
     s = search_files(index_file, queries, output, k=k, model=model, rerank=rerank, multiplier=multiplier,
                      originals=originals, column=column, id_column=id_column, overwrite=overwrite,
-                     threads=threads)
+                     threads=threads, index=index, ef_search=ef)
     if s["k"] < k:
         err.print(f"note: k={k} is larger than the {s['documents']} documents; returning {s['documents']} per query")
     emit(s, json, kv_table(f"{queries.name} -> {output.name}", {
         "queries x documents": f"{s['queries']:,} x {s['documents']:,} ({s['index']}, {s['bytes_per_vector']} bytes/vector)",
-        "k": s["k"], "rerank": f"{rerank} over {s['candidates']} candidates" if rerank else "none",
+        "k": s["k"], "index": s["structure"], "rerank": f"{rerank} over {s['candidates']} candidates" if rerank else "none",
         "search time": f"{s['seconds']:.3f} s ({s['queries_per_second']:,.0f} queries/s)"}))
 
 
@@ -78,3 +80,25 @@ def evaluate(
     out.print(_table(res, k))
     if "note" in s:
         err.print(f"note: {s['note']}", highlight=False)
+
+
+@app.command()
+@guarded
+def export(
+    codes: Path = typer.Argument(..., help="Codes or float vectors (.parquet/.npy) written by binarize/truncate/apply, or float embeddings."),
+    output: Path = typer.Argument(..., help="faiss / usearch: the index file (ids and the description go beside it); lancedb: a database directory."),
+    to: str = typer.Option(..., "--to", help="faiss, usearch or lancedb."),
+    structure: str = typer.Option("flat", "--structure", help="faiss only: flat (exact) or hnsw (a graph over bits or float vectors)."),
+    table: str = typer.Option("vectors", "--table", help="lancedb only: the table name."),
+    model: Optional[Path] = typer.Option(None, "--model", help="Saved compressor that made the codes (for learned maps and product codes)."),
+    column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt,
+    overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
+) -> None:
+    """Export codes or vectors to the index of a serving library: faiss, usearch or LanceDB."""
+    from embcompress.export import export as run_export
+
+    res = run_export(codes, output, to=to, model=model, structure=structure, table=table, column=column,
+                     id_column=id_column, overwrite=overwrite)
+    emit(res, json, kv_table(f"{codes.name} -> {output.name}", {
+        "target": f"{res['target']}" + (f" ({res['structure']})" if res.get("structure") else f", table {res.get('table')}"),
+        "rows": f"{res['rows']:,} ({res['kind']})", "written": ", ".join(res.get("files", [res["output"]]))}))

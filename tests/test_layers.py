@@ -22,7 +22,7 @@ LAYERS = [
     ("streaming", ["stream"]),
     ("search", ["search"]),
     ("analysis", ["analysis"]),
-    ("evaluation", ["evaluate", "embed"]),
+    ("evaluation", ["evaluate", "embed", "export"]),
     ("reports", ["report", "demo"]),
     ("training", ["train"]),
     ("facade", ["__init__"]),

@@ -45,7 +45,8 @@ def compressor_for(meta: dict | None, model_dir: str | os.PathLike | None, path)
 
 
 def load_index(path: str | os.PathLike, *, model: str | os.PathLike | None = None, column: str | None = None,
-               id_column: str | None = None, threads: int | None = None) -> Index:
+               id_column: str | None = None, threads: int | None = None, structure: str = "exact",
+               ef_search: int | None = None) -> Index:
     """An index over a vector file: float embeddings (exact cosine search) or codes written by
     ``binarize`` / ``truncate`` / ``apply``."""
     src = open_vectors(path, column=column, id_column=id_column, codes=None)
@@ -54,10 +55,10 @@ def load_index(path: str | os.PathLike, *, model: str | os.PathLike | None = Non
     meta = src.metadata
     data, ids = read_all(path, column=column, id_column=id_column, codes=None, threads=threads)
     if meta and meta.get("format") == "embcompress.vectors":
-        return Index(data, compressor=compressor_for(meta, model, path), ids=ids)
+        return Index(data, compressor=compressor_for(meta, model, path), ids=ids, structure=structure, ef_search=ef_search)
     if data.dtype.kind != "f":
         raise InputError(f"{path} holds {data.dtype} codes without embcompress metadata; cannot search them")
-    return Index(data, ids=ids)
+    return Index(data, ids=ids, structure=structure, ef_search=ef_search)
 
 
 def load_queries(path: str | os.PathLike, index: Index, *, column: str | None = None,
@@ -104,21 +105,26 @@ def write_results(path: str | os.PathLike, query_ids: list, result: SearchResult
 def search_files(index_file: str | os.PathLike, queries: str | os.PathLike, output: str | os.PathLike, *, k: int = 10,
                  model: str | os.PathLike | None = None, rerank: str | None = None, multiplier: int = 10,
                  originals: str | os.PathLike | None = None, column: str | None = None, id_column: str | None = None,
-                 overwrite: bool = False, threads: int | None = None) -> dict[str, Any]:
+                 overwrite: bool = False, threads: int | None = None, index: str = "exact",
+                 ef_search: int | None = None) -> dict[str, Any]:
     """Search the documents of ``index_file`` (float vectors or codes) with the float queries of
     ``queries`` and write the ranked results to ``output``. Returns a summary (k is capped at the
     number of documents). ``threads`` (None: every core) decode the index file's row groups and
-    run the rerank blocks, which decode the parquet originals' row groups in parallel."""
+    run the rerank blocks, which decode the parquet originals' row groups in parallel. ``index``
+    ``"hnsw"`` searches bits or float vectors through a faiss HNSW graph built on the fly
+    (``ef_search`` candidates per query, default 128) instead of the exact scan."""
     from .stores import open_store
 
     check_output_path(output, overwrite=overwrite, inputs=(index_file, queries))
-    index = load_index(index_file, model=model, column=column, id_column=id_column, threads=threads)
+    structure = index
+    index = load_index(index_file, model=model, column=column, id_column=id_column, threads=threads,
+                       structure=structure, ef_search=ef_search)
     Q, qids = load_queries(queries, index)
     store = open_store(originals) if originals is not None else None
     res = index.search(Q, k, rerank=rerank, multiplier=multiplier, originals=store, threads=threads)
     write_results(output, qids, res, overwrite=overwrite)
     return {"queries": len(Q), "documents": index.num_docs, "k": res.rows.shape[1], "index": index.kind,
-            "bytes_per_vector": index.nbytes_per_vector, "rerank": rerank, "candidates": res.info["candidates"],
+            "bytes_per_vector": index.nbytes_per_vector, "structure": structure, "rerank": rerank, "candidates": res.info["candidates"],
             "seconds": res.seconds, "queries_per_second": len(Q) / res.seconds, "output": str(output)}
 
 

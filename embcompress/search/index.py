@@ -38,6 +38,8 @@ DEFAULT_MULTIPLIER = 10
 #: queries whose lookup tables are built and scanned at once
 ADC_QUERY_BLOCK = 1024
 RERANKS = ("asymmetric", "float")
+#: first-stage structures: the exact scan, or an HNSW graph (faiss) over bits or float vectors
+STRUCTURES = ("exact", "hnsw")
 
 
 @dataclass
@@ -54,7 +56,12 @@ class Index:
     ``compressor``. ``ids`` are the user's document ids (any values), returned with results."""
 
     def __init__(self, data: np.ndarray, *, compressor: Compressor | None = None, ids: Sequence | None = None,
-                 metric: str = "cosine"):
+                 metric: str = "cosine", structure: str = "exact", ef_search: int | None = None):
+        if structure not in STRUCTURES:
+            raise InputError(f"index must be one of {', '.join(STRUCTURES)}, got {structure!r}")
+        self.structure = structure
+        self.ef_search = ef_search
+        self._graph = None  # the faiss HNSW graph, built on first search
         self.compressor = compressor
         if compressor is None:
             data = check_array(data, what="documents")
@@ -75,6 +82,9 @@ class Index:
                 )
         if len(data) == 0:
             raise InputError("cannot index an empty set of documents")
+        if structure == "hnsw" and self.kind not in ("bits", "float"):
+            raise InputError(f"an HNSW graph is built over bits or float vectors; these are {self.kind} codes "
+                             "(search them with the exact scan)")
         self.data = data
         self.num_docs = len(data)
         if ids is not None and len(ids) != len(data):
@@ -171,6 +181,12 @@ class Index:
     # ---- first stage --------------------------------------------------------------------------
     def _first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         comp = self.compressor
+        if self.structure == "hnsw":
+            from . import ann
+
+            if self._graph is None:
+                self._graph = ann.faiss_index(self, "hnsw")
+            return ann.hnsw_search(self, self._graph, Q, k, self.ef_search or ann.HNSW_EF_SEARCH)
         if self.kind == "bits":
             dist, rows = scan_hamming(comp.transform(Q), self.data, k)
             return (self.width - dist).astype(np.float32), rows

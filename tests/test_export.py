@@ -1,0 +1,172 @@
+"""Exports to faiss, usearch and LanceDB, and approximate search through faiss HNSW: exact indexes
+return the same top-k as embcompress search (ties aside), ids map back to the user's ids."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from embcompress import InputError, OutputExistsError, describe, from_spec, save
+from embcompress.export import export
+from embcompress.search.files import load_index
+from embcompress.stream import fit_and_compress
+
+from conftest import make_vectors, write_parquet
+
+faiss = pytest.importorskip("faiss")
+
+
+def clustered(n: int, d: int, seed: int = 0) -> np.ndarray:
+    """Embeddings with structure (40 clusters), as real ones have: HNSW recall means something."""
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((40, d)).astype(np.float32)
+    X = centers[rng.integers(0, 40, n)] + 0.6 * rng.standard_normal((n, d)).astype(np.float32)
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def files(tmp_path):
+    docs = write_parquet(tmp_path / "docs.parquet", clustered(3000, 128), extra={"lang": ["en", "de", "fr"] * 1000})
+    queries = clustered(40, 128, seed=9)
+    return tmp_path, docs, queries
+
+
+def _codes(tmp_path, docs, spec):
+    out = tmp_path / f"{spec.replace(':', '_')}.parquet"
+    comp = from_spec(spec)
+    fit_and_compress(comp, docs, out, keep_columns=["lang"])
+    save(comp, tmp_path / f"{spec.replace(':', '_')}-model")
+    return out, tmp_path / f"{spec.replace(':', '_')}-model"
+
+
+def _same_topk(ours_rows, ours_scores, their_rows, their_scores, atol=1e-5):
+    np.testing.assert_allclose(np.sort(ours_scores, axis=1), np.sort(their_scores, axis=1), atol=atol)
+    for q in range(len(ours_rows)):  # rows agree wherever the score is not tied with a neighbour's
+        s = ours_scores[q]
+        untied = [i for i in range(len(s) - 1) if (i == 0 or abs(s[i] - s[i - 1]) > atol) and abs(s[i] - s[i + 1]) > atol]
+        assert set(ours_rows[q][untied]) <= set(their_rows[q]), q
+
+
+def test_bits_to_faiss_flat_same_topk_and_ids_map_back(files):
+    tmp, docs, Q = files
+    codes, _ = _codes(tmp, docs, "binary")
+    res = export(codes, tmp / "bits.faiss", to="faiss")
+    index = load_index(codes)
+    ours = index.search(Q, 10)
+    fx = faiss.read_index_binary(str(tmp / "bits.faiss"))
+    dist, rows = fx.search(index.compressor.transform(Q), 10)
+    _same_topk(ours.rows, ours.scores, rows, (index.width - dist).astype(np.float32))
+    ids = pq.read_table(tmp / "bits.faiss.ids.parquet").column("id").to_pylist()
+    assert [ids[r] for r in rows[0]][:1] == list(ours.ids[0][:1])
+    meta = json.loads((tmp / "bits.faiss.embcompress.json").read_text())
+    assert meta["compressor"]["name"] == "binary" and meta["compressor"]["fingerprint"] == describe(index.compressor)["fingerprint"]
+    assert "Hamming" in meta["queries"] and res["rows"] == 3000
+
+
+def test_floats_to_faiss_flat_and_hnsw(files):
+    tmp, docs, Q = files
+    index = load_index(docs)
+    ours = index.search(Q, 10)
+    export(docs, tmp / "f.faiss", to="faiss")
+    fx = faiss.read_index(str(tmp / "f.faiss"))
+    sims, rows = fx.search(Q / np.linalg.norm(Q, axis=1, keepdims=True), 10)
+    _same_topk(ours.rows, ours.scores, rows, sims)
+    export(docs, tmp / "h.faiss", to="faiss", structure="hnsw")
+    hx = faiss.read_index(str(tmp / "h.faiss"))
+    hx.hnsw.efSearch = 128
+    _, hrows = hx.search(Q / np.linalg.norm(Q, axis=1, keepdims=True), 10)
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ours.rows, hrows)])
+    assert recall >= 0.9, recall
+
+
+def test_int8_and_pq_codes_become_faiss_code_indexes(files):
+    tmp, docs, Q = files
+    codes, _ = _codes(tmp, docs, "int8")
+    export(codes, tmp / "i8.faiss", to="faiss")
+    fx = faiss.read_index(str(tmp / "i8.faiss"))
+    index = load_index(codes)
+    comp = index.compressor
+    step = (comp.ranges_[1] - comp.ranges_[0]) / 255
+    np.testing.assert_allclose(fx.reconstruct_n(0, 50), comp.decode(index.data[:50]) + step / 2, atol=1e-5)
+    pq_codes, model = _codes(tmp, docs, "pq:16")
+    export(pq_codes, tmp / "pq.faiss", to="faiss", model=model)
+    px = faiss.read_index(str(tmp / "pq.faiss"))
+    pindex = load_index(pq_codes, model=model)
+    np.testing.assert_allclose(px.reconstruct_n(0, 50), pindex.compressor.decode(pindex.data[:50]), atol=1e-6)
+    sims, rows = px.search(Q, 10)
+    ours = pindex.search(Q, 10)
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ours.rows, rows)])
+    assert recall >= 0.7, recall  # faiss ranks by inner product, embcompress by cosine with the reconstruction
+
+
+def test_usearch_exact_search_matches_and_keys_are_rows(files):
+    usearch = pytest.importorskip("usearch.index")
+    tmp, docs, Q = files
+    codes, _ = _codes(tmp, docs, "binary")
+    export(codes, tmp / "bits.usearch", to="usearch")
+    ux = usearch.Index.restore(str(tmp / "bits.usearch"))
+    index = load_index(codes)
+    ours = index.search(Q, 10)
+    m = ux.search(index.compressor.transform(Q), 10, exact=True)
+    keys, dist = np.asarray(m.keys, dtype=np.int64), np.asarray(m.distances)  # distances: differing bits
+    _same_topk(ours.rows, ours.scores, keys, (index.width - dist).astype(np.float32))
+
+
+def test_lancedb_table_keeps_ids_columns_and_description(files):
+    lancedb = pytest.importorskip("lancedb")
+    tmp, docs, Q = files
+    codes, _ = _codes(tmp, docs, "binary")
+    export(codes, tmp / "db", to="lancedb", table="docs")
+    t = lancedb.connect(str(tmp / "db")).open_table("docs")
+    data = t.to_arrow()
+    assert data.column_names == ["id", "lang", "vector"] and data.num_rows == 3000
+    assert data.column("id").to_pylist()[:3] == ["doc0", "doc1", "doc2"]
+    assert json.loads(t.schema.metadata[b"embcompress"])["compressor"]["name"] == "binary"
+    index = load_index(codes)
+    q = index.compressor.transform(Q[:1])[0]
+    hits = t.search(q).distance_type("hamming").limit(10).to_arrow()
+    ours = index.search(Q[:1], 10)
+    _same_topk(ours.rows, ours.scores, np.array([[int(i[3:]) for i in hits.column("id").to_pylist()]]),
+               (index.width - np.array([hits.column("_distance").to_pylist()])).astype(np.float32))
+
+
+def test_search_index_hnsw_recall_against_the_exact_scan(files):
+    from embcompress.search.files import search_files
+
+    tmp, docs, Q = files
+    codes, _ = _codes(tmp, docs, "binary")
+    write_parquet(tmp / "q.parquet", Q)
+    search_files(codes, tmp / "q.parquet", tmp / "exact.parquet", k=10)
+    s = search_files(codes, tmp / "q.parquet", tmp / "hnsw.parquet", k=10, index="hnsw")
+    assert s["structure"] == "hnsw"
+    a = pq.read_table(tmp / "exact.parquet").column("row").to_numpy().reshape(-1, 10)
+    b = pq.read_table(tmp / "hnsw.parquet").column("row").to_numpy().reshape(-1, 10)
+    recall = np.mean([len(set(x) & set(y)) / 10 for x, y in zip(a, b)])
+    assert recall >= 0.9, recall
+
+
+def test_bad_exports_are_one_error_and_leave_nothing(files):
+    tmp, docs, Q = files
+    codes, _ = _codes(tmp, docs, "int8")
+    before = sorted(os.listdir(tmp))
+    with pytest.raises(InputError, match="no LanceDB vector type"):
+        export(codes, tmp / "db", to="lancedb")
+    with pytest.raises(InputError, match="HNSW graph is built over bits or float"):
+        export(codes, tmp / "x.faiss", to="faiss", structure="hnsw")
+    with pytest.raises(InputError, match="export target must be one of faiss, usearch, lancedb"):
+        export(codes, tmp / "x", to="milvus")
+    rq_codes, model = _codes(tmp, docs, "sq:2")
+    before = sorted(os.listdir(tmp))
+    with pytest.raises(InputError, match="no faiss index type"):
+        export(rq_codes, tmp / "x.faiss", to="faiss", model=model)
+    assert sorted(os.listdir(tmp)) == before
+    (tmp / "taken.faiss").write_text("mine")
+    with pytest.raises(OutputExistsError):
+        export(codes, tmp / "taken.faiss", to="faiss")
+    assert (tmp / "taken.faiss").read_text() == "mine"
+    with pytest.raises(InputError, match="HNSW graph is built over bits or float"):
+        load_index(codes, structure="hnsw")
