@@ -19,6 +19,12 @@ def _info_rows(d: dict) -> dict:
     if d["kind"] == "compressor":
         return {"compressor": d["name"], "params": d["params"], "input width": d["fitted"]["n_features_in_"],
                 "output": d["output"], "fingerprint": d["fingerprint"]}
+    if d["kind"] == "dataset":
+        return {"shards": f"{d['shards']:,} ({', '.join(d['first_shards'])}{', ...' if d['shards'] > 5 else ''})",
+                "rows": f"{d['rows']:,} ({d['rows_per_shard']['min']:,} to {d['rows_per_shard']['max']:,} per shard)",
+                "column": f"{d['column']} ({d['type']})", "id column": d["id_column"], "width": d["width"],
+                "bytes per vector": d["bytes_per_vector"], "size": human_bytes(d["bytes"]),
+                "produced by": f"{d['compressor']} (fingerprint {d['fingerprint']})" if d["compressor"] else "unknown (float embeddings)"}
     rows = {"rows": f"{d['rows']:,}", "column": f"{d['column']} ({d['type']})", "id column": d["id_column"],
             "width": d["width"], "bytes per vector": d["bytes_per_vector"], "file size": human_bytes(d["file_bytes"])}
     if d.get("compressor"):
@@ -36,7 +42,7 @@ def _info_rows(d: dict) -> dict:
 @app.command()
 @guarded
 def info(
-    path: Path = typer.Argument(..., help="A vector file (.parquet/.npy) or a saved compressor directory."),
+    path: Path = typer.Argument(..., help="A vector file (.parquet/.npy), a dataset (directory or glob of shards) or a saved compressor directory."),
     json: bool = JsonOpt,
 ) -> None:
     """Say what a file or saved compressor is: rows, width, dtype, which compressor made it."""

@@ -159,6 +159,13 @@ def check_values(arr: np.ndarray, *, what: str = "X", row_offset: int = 0) -> No
     )
 
 
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b) and type(a) is type(b)
+    except Exception:  # arrays and other values without a plain truth value
+        return a is b
+
+
 def _batch_factory(source: BatchSource) -> Callable[[], Iterator[np.ndarray]]:
     """Normalize an array, a re-iterable of arrays or a factory of iterators to a factory."""
     if isinstance(source, np.ndarray) or not (callable(source) or isinstance(source, Iterable)):
@@ -270,6 +277,18 @@ class Compressor:
         """The fitted stages in order: ``[self]`` for a single compressor."""
         self._check_fitted()
         return [self]
+
+    def __repr__(self) -> str:
+        """``Binary()``, ``PCA(dim=128)``: the class and the parameters that differ from the defaults."""
+        sig = inspect.signature(type(self).__init__)
+        shown = []
+        for name, p in sig.parameters.items():
+            if name == "self":
+                continue
+            value = getattr(self, name, p.default)
+            if p.default is inspect.Parameter.empty or not _same(value, p.default):
+                shown.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(shown)})"
 
     def __sklearn_is_fitted__(self) -> bool:
         return self.is_fitted

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import ExitStack, closing, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from ._fs import atomic_dir, check_output_dir
 from ._parallel import prefetch
 from ._version import __version__
 from .base import Compressor
 from .errors import EmbcompressError, InputError
 from .io import VectorWriter, check_output_path, open_vectors
+from .io.readers import is_dataset
 from .persist import check_model_path, codes_file_config, save
 
 DEFAULT_BATCH_SIZE = None  # automatic: about 4 MiB of input values per batch
@@ -54,6 +57,20 @@ def fit_file(
                 return
 
     return comp.fit_batches(batches)
+
+
+def check_destination(src_path, dst_path, *, overwrite: bool) -> None:
+    """Fail before any work if the output cannot be written: a file for a file input, a directory
+    of shards (outside the input dataset) for a dataset input."""
+    if not is_dataset(src_path):
+        check_output_path(dst_path, overwrite=overwrite, inputs=(src_path,))
+        return
+    if Path(dst_path).suffix.lower() in (".parquet", ".pq", ".npy"):
+        raise InputError(f"{src_path} is a dataset of shards; its output is a directory of shards, not {Path(dst_path).name}")
+    root = Path(src_path) if Path(src_path).is_dir() else None
+    if root is not None and Path(dst_path).resolve().is_relative_to(root.resolve()):
+        raise InputError(f"output {dst_path} is inside the input dataset {src_path}; write it elsewhere")
+    check_output_dir(dst_path, overwrite=overwrite, allow_empty=True)
 
 
 @dataclass
@@ -109,7 +126,7 @@ def compress_file(
     Parquet output keeps the id column (``id_column``, or a column named ``id`` if present) and
     ``keep_columns``; the embedding column keeps its name and holds the codes."""
     t0 = time.perf_counter()
-    check_output_path(dst_path, overwrite=overwrite, inputs=(src_path,))
+    check_destination(src_path, dst_path, overwrite=overwrite)
     src = open_vectors(src_path, column=column, id_column=id_column, keep_columns=keep_columns)
     if src.num_rows == 0:
         raise InputError(f"{src_path} has no rows; nothing to compress")
@@ -123,19 +140,45 @@ def compress_file(
     carried_schema = None
     if getattr(src, "carried_columns", None):
         carried_schema = src.schema.empty_table().select(src.carried_columns).schema.remove_metadata()
-    with VectorWriter(
-        dst_path, spec, column=src.column, carried_schema=carried_schema,
-        metadata=file_metadata(comp, src, src_path), num_rows=src.num_rows, overwrite=overwrite,
-    ) as out:
-        for b in src.batches(batch_size, threads=threads, transform=lambda X, offset: comp.transform(X, row_offset=offset),
-                             result_row_bytes=spec.nbytes):
+    shards = getattr(src, "shards", None)
+    targets = [Path(dst_path)] if shards is None else [Path(r) for r in src.rels]
+    sources = [src] if shards is None else shards
+
+    def writer(i: int, root: Path) -> VectorWriter:
+        return VectorWriter(root / targets[i] if shards is not None else targets[i], spec, column=src.column,
+                            carried_schema=carried_schema, metadata=file_metadata(comp, sources[i], sources[i].path),
+                            num_rows=sources[i].num_rows, overwrite=overwrite)
+
+    batches = src.batches(batch_size, threads=threads, transform=lambda X, offset: comp.transform(X, row_offset=offset),
+                          result_row_bytes=spec.nbytes)
+    # closing: an error stops the workers now, not when the traceback that holds this frame is freed
+    with closing(batches), (atomic_dir(dst_path, overwrite=overwrite) if shards is not None else nullcontext(None)) as root, \
+            ExitStack() as stack:
+        current, out = -1, None
+        for b in batches:
+            while current < b.shard:  # the next shard (and any empty ones before it): a file each
+                if out is not None:
+                    stack.close()
+                current += 1
+                if shards is not None:
+                    (root / targets[current]).parent.mkdir(parents=True, exist_ok=True)
+                out = stack.enter_context(writer(current, root))
             out.write(b.vectors, b.carried)
             if progress:
                 progress(len(b.vectors))
+        while current < len(sources) - 1:  # empty shards at the end
+            stack.close()
+            current += 1
+            if shards is not None:
+                (root / targets[current]).parent.mkdir(parents=True, exist_ok=True)
+            out = stack.enter_context(writer(current, root))
+        stack.close()
+    in_paths = [Path(src_path)] if shards is None else [src.root / r for r in src.rels]
+    out_paths = [Path(dst_path)] if shards is None else [Path(dst_path) / r for r in src.rels]
     return CompressResult(
         rows=src.num_rows,
-        input_bytes=os.path.getsize(src_path),
-        output_bytes=os.path.getsize(dst_path),
+        input_bytes=sum(os.path.getsize(p) for p in in_paths),
+        output_bytes=sum(os.path.getsize(p) for p in out_paths),
         bytes_per_vector_in=src.nbytes_per_row,
         bytes_per_vector_out=spec.nbytes,
         seconds=time.perf_counter() - t0,
@@ -166,7 +209,7 @@ def fit_and_compress(
     save the fitted compressor to ``save_model`` if given. Every output is checked before any
     work starts. ``stage(description, rows)`` may return a progress callback for each pass.
     Returns the sizes, the ratio and the time."""
-    check_output_path(dst_path, overwrite=overwrite, inputs=(src_path,))
+    check_destination(src_path, dst_path, overwrite=overwrite)
     if save_model is not None:
         check_model_path(save_model, overwrite=overwrite)
     rows = open_vectors(src_path, column=column).num_rows

@@ -3,6 +3,7 @@ order. The output bytes, the fitted state and the errors must not depend on the 
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -37,9 +38,14 @@ def reader_threads_alive() -> list[str]:
 
 
 def wait_for_no_readers(timeout: float = 5.0) -> list[str]:
+    """Reader threads still alive after ``timeout``. A reader whose consumer was abandoned without
+    closing stops when the generator is collected, so collect first (a traceback that pytest keeps
+    can hold a frame, and with it a generator, of an earlier test)."""
     end = time.time() + timeout
+    gc.collect()
     while reader_threads_alive() and time.time() < end:
         time.sleep(0.02)
+        gc.collect()
     return reader_threads_alive()
 
 
@@ -155,6 +161,7 @@ def test_interrupt_or_full_disk_stops_every_worker_and_leaves_nothing(tmp_path, 
     path, _ = multi
     out = tmp_path / "codes.parquet"
     comp = fit_file(from_spec("binary"), path, max_rows=100)
+    assert wait_for_no_readers() == []  # a clean start: the workers counted below are this run's
     calls, alive = [], []
     real_write = writers.VectorWriter.write
 

@@ -8,11 +8,13 @@ from typing import Any
 
 from ..errors import InputError
 from ..persist import describe, is_model_dir, load
-from .readers import open_vectors
+from .readers import is_dataset, open_vectors
 
 
 def describe_path(path: str | os.PathLike) -> dict[str, Any]:
     """Describe a vector file (rows, width, dtype, producer) or a saved compressor directory."""
+    if is_dataset(path):
+        return _describe_dataset(path)
     path = Path(path)
     if path.is_dir():
         if not is_model_dir(path):
@@ -48,3 +50,19 @@ def describe_path(path: str | os.PathLike) -> dict[str, Any]:
     else:
         result["compressor"] = None
     return result
+
+
+def _describe_dataset(path) -> dict[str, Any]:
+    """A dataset as a whole: rows, shards, width, and the compressor (the same in every shard)."""
+    src = open_vectors(path, codes=None)
+    meta = src.metadata or {}
+    comp = meta.get("compressor") if meta.get("format") == "embcompress.vectors" else None
+    return {
+        "kind": "dataset", "path": str(path), "shards": len(src.rels), "rows": src.num_rows,
+        "rows_per_shard": {"min": min(s.num_rows for s in src.shards), "max": max(s.num_rows for s in src.shards)},
+        "column": src.column, "id_column": src.id_column, "type": str(src.type),
+        "width": (meta.get("output") or {}).get("width", src.dim), "bytes_per_vector": src.nbytes_per_row,
+        "bytes": sum(os.path.getsize(src.root / r) for r in src.rels),
+        "compressor": comp["name"] if comp else None, "fingerprint": comp.get("fingerprint") if comp else None,
+        "first_shards": src.rels[:5],
+    }

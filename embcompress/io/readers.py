@@ -1,5 +1,5 @@
-"""Streaming readers for vector files: parquet (an embedding column plus ids and other columns)
-and ``.npy`` (memory-mapped).
+"""Streaming readers for vector files: parquet (an embedding column plus ids and other columns),
+``.npy`` (memory-mapped), and datasets of either (a directory, Hive partitions included, or a glob).
 
 Readers yield :class:`Batch` objects: a float32 ``(rows, dim)`` array, the carried columns of the
 same rows, and the row offset of the batch in the file. A ``fixed_size_list<float32>`` column is
@@ -10,8 +10,10 @@ are accepted; nulls, ragged rows and NaN/inf are errors that name the row.
 from __future__ import annotations
 
 import functools
+import glob as globlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -47,7 +49,8 @@ def auto_batch_size(row_bytes: int) -> int:
 class Batch:
     vectors: np.ndarray  # (rows, dim) float32, or the raw codes for code columns
     carried: pa.RecordBatch | None  # the id column and any kept columns, same rows
-    offset: int  # index of the first row in the file
+    offset: int  # index of the first row in the file (in the dataset, for a shard of one)
+    shard: int = 0  # which shard of a dataset the rows come from
 
 
 def _is_list(t: pa.DataType) -> bool:
@@ -82,11 +85,13 @@ def open_vectors(
 ) -> "ParquetVectors | NpyVectors":
     """Open a vector file for streaming. ``codes=True`` reads compressed code columns (packed
     bits or int8) instead of float embeddings; ``codes=None`` accepts either."""
+    if is_dataset(path):
+        return DatasetVectors(path, column=column, id_column=id_column, keep_columns=keep_columns, codes=codes)
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path} does not exist")
     if path.is_dir():
-        raise InputError(f"{path} is a directory; expected a .parquet or .npy file")
+        raise InputError(f"{path} is a saved compressor, not vectors; expected a .parquet or .npy file or a dataset directory")
     fmt = file_format(path)
     if fmt == "npy":
         if column or id_column or keep_columns:
@@ -219,16 +224,23 @@ class ParquetVectors:
         :data:`READ_MEMORY_BYTES` of results (``result_row_bytes`` per row; default: the input's
         float32 width) wait ahead of the consumer. One row group, or row groups too big for that
         budget, are read by a single reader one batch ahead of the consumer."""
+        units, unit_bytes = self.units(batch_size, max_rows=max_rows, transform=transform, result_row_bytes=result_row_bytes)
+        yield from run_units(units, threads=threads, unit_bytes=unit_bytes)
+
+    def units(self, batch_size: int | None = None, *, max_rows: int | None = None, transform: Transform | None = None,
+              result_row_bytes: int | None = None, base: int = 0, shard: int = 0) -> tuple[list, int]:
+        """The units of parallel work (one per row group) and the largest one's result bytes;
+        rows are numbered from ``base`` and batches tagged with ``shard`` (for datasets)."""
         batch_size = _batch_size(batch_size, self.nbytes_per_row)
         starts = self._group_starts()
-        units = [functools.partial(self._read_group, g=g, start=int(starts[g]), batch_size=batch_size,
-                                   transform=transform) for g in range(len(starts) - 1)
+        units = [functools.partial(self._read_group, g=g, start=base + int(starts[g]), batch_size=batch_size,
+                                   transform=transform, shard=shard) for g in range(len(starts) - 1)
                  if max_rows is None or starts[g] < max_rows]
         row_bytes = (result_row_bytes or 4 * self.dim) + 16 * len(self.carried_columns)
         largest = int(np.diff(starts).max()) if len(starts) > 1 else 0
-        yield from run_units(units, threads=threads, unit_bytes=largest * row_bytes)
+        return units, largest * row_bytes
 
-    def _read_group(self, local: dict, *, g: int, start: int, batch_size: int, transform) -> Iterator[Batch]:
+    def _read_group(self, local: dict, *, g: int, start: int, batch_size: int, transform, shard: int = 0) -> Iterator[Batch]:
         pf = local.get(self.path)
         if pf is None:  # one file handle per worker thread
             pf = local[self.path] = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
@@ -249,7 +261,7 @@ class ParquetVectors:
                                           finite=transform is None)
                 if transform is not None:
                     vectors = transform(vectors, offset)
-                yield Batch(vectors, rb.select(self.carried_columns) if self.carried_columns else None, offset)
+                yield Batch(vectors, rb.select(self.carried_columns) if self.carried_columns else None, offset, shard)
                 offset += rb.num_rows
         except InputError as exc:
             raise InputError(f"{self.path}, row group {g}: {exc}") from None
@@ -346,28 +358,129 @@ class NpyVectors:
     def batches(self, batch_size: int | None = None, *, threads: int | None = None, max_rows: int | None = None,
                 transform: Transform | None = None, result_row_bytes: int | None = None) -> Iterator[Batch]:
         """As :meth:`ParquetVectors.batches`; the units of parallel work are runs of 16 batches."""
+        units, unit_bytes = self.units(batch_size, max_rows=max_rows, transform=transform, result_row_bytes=result_row_bytes)
+        yield from run_units(units, threads=threads, unit_bytes=unit_bytes)
+
+    def units(self, batch_size: int | None = None, *, max_rows: int | None = None, transform: Transform | None = None,
+              result_row_bytes: int | None = None, base: int = 0, shard: int = 0) -> tuple[list, int]:
         batch_size = _batch_size(batch_size, self.nbytes_per_row)
         span = 16 * batch_size
         end = self.num_rows if max_rows is None else min(self.num_rows, int(max_rows))
         units = [functools.partial(self._read_span, start=s, stop=min(s + span, self.num_rows), batch_size=batch_size,
-                                   transform=transform) for s in range(0, end, span)]
-        yield from run_units(units, threads=threads, unit_bytes=span * (result_row_bytes or 4 * self.dim))
+                                   transform=transform, base=base, shard=shard) for s in range(0, end, span)]
+        return units, span * (result_row_bytes or 4 * self.dim)
 
-    def _read_span(self, local: dict, *, start: int, stop: int, batch_size: int, transform) -> Iterator[Batch]:
+    def _read_span(self, local: dict, *, start: int, stop: int, batch_size: int, transform, base: int = 0,
+                   shard: int = 0) -> Iterator[Batch]:
         for s in range(start, stop, batch_size):
             block = np.asarray(self._arr[s : min(s + batch_size, stop)])
             if block.dtype.kind == "f":
                 if block.dtype == np.float64:  # before the cast: 1e300 is out of range, not inf
-                    check_values(block, what=str(self.path), row_offset=s)
+                    check_values(block, what=str(self.path), row_offset=base + s)
                 block = block.astype(np.float32, copy=block.dtype != np.float32)
                 if transform is None:
-                    check_values(block, what=str(self.path), row_offset=s)
+                    check_values(block, what=str(self.path), row_offset=base + s)
             if transform is not None:
                 try:
-                    block = transform(block, s)
+                    block = transform(block, base + s)
                 except InputError as exc:
                     raise InputError(f"{self.path}: {exc}") from None
-            yield Batch(block, None, s)
+            yield Batch(block, None, base + s, shard)
+
+
+# ---- datasets: a directory (Hive partitions included) or a glob of shards ----------------------
+
+SHARD_SUFFIXES = (".parquet", ".pq", ".npy")
+
+
+def is_dataset(path: str | os.PathLike) -> bool:
+    """A directory that is not a saved compressor, or a glob pattern."""
+    p = Path(path)
+    if p.is_dir():
+        return not (p / "config.json").is_file()
+    return not p.exists() and bool(re.search(r"[*?\[]", str(path)))
+
+
+def find_shards(path: str | os.PathLike) -> tuple[Path, list[str]]:
+    """(root, relative paths of the shards, sorted). Hidden files and directories (temporary
+    outputs, ``_SUCCESS``-style markers) are skipped."""
+    text = str(path)
+    if Path(text).is_dir():
+        root = Path(text)
+        files = [f for f in root.rglob("*") if f.is_file() and f.suffix.lower() in SHARD_SUFFIXES]
+        what = f"directory {root}"
+    else:
+        matches = sorted(globlib.glob(text, recursive=True))
+        files = [Path(f) for f in matches if Path(f).is_file() and Path(f).suffix.lower() in SHARD_SUFFIXES]
+        root = Path(os.path.commonpath([str(f.parent) for f in files])) if files else Path(text).parent
+        what = f"pattern {text!r}"
+    rels = sorted(str(f.relative_to(root)) for f in files
+                  if not any(part.startswith((".", "_")) for part in f.relative_to(root).parts))
+    if not rels:
+        raise InputError(f"{what} holds no .parquet or .npy files" if "directory" in what
+                         else f"{what} matches no .parquet or .npy files")
+    return root, rels
+
+
+class DatasetVectors:
+    """Several vector files read as one: the interface of :class:`~embcompress.io.ParquetVectors`
+    (rows, width, columns, batches), plus ``shards`` and ``rels`` (relative paths)."""
+
+    def __init__(self, path: str | os.PathLike, *, column=None, id_column=None, keep_columns: Sequence[str] = (),
+                 codes=False):
+        self.path = Path(str(path))
+        self.root, self.rels = find_shards(path)
+        formats = {file_format(r) for r in self.rels}
+        if len(formats) > 1:
+            raise InputError(f"{path} mixes .parquet and .npy shards; a dataset is one or the other")
+        self.shards = []
+        for rel in self.rels:
+            self.shards.append(open_vectors(self.root / rel, column=column, id_column=id_column,
+                                            keep_columns=keep_columns, codes=codes))
+            self._check_alike(self.shards[0], self.shards[-1], rel)
+        first = self.shards[0]
+        self.column, self.id_column, self.type, self.dim = first.column, first.id_column, first.type, first.dim
+        self.carried_columns = list(first.carried_columns)
+        self.schema = getattr(first, "schema", None)
+        self.metadata = first.metadata
+        self.nbytes_per_row = first.nbytes_per_row
+        self.num_rows = sum(s.num_rows for s in self.shards)
+        self.starts = [0]
+        for s in self.shards:
+            self.starts.append(self.starts[-1] + s.num_rows)
+
+    def _check_alike(self, first, shard, rel: str) -> None:
+        if shard is first:
+            return
+        for name, a, b in (("embedding column", first.column, shard.column), ("type", str(first.type), str(shard.type)),
+                           ("width", first.dim, shard.dim), ("id column", first.id_column, shard.id_column),
+                           ("kept columns", first.carried_columns, shard.carried_columns)):
+            if a != b:
+                raise InputError(f"shard {self.root / rel} has {name} {b!r} but {self.root / self.rels[0]} has {a!r}; "
+                                 "every shard of a dataset needs the same columns")
+        fa = (first.metadata or {}).get("compressor", {}).get("fingerprint")
+        fb = (shard.metadata or {}).get("compressor", {}).get("fingerprint")
+        if fa != fb:
+            raise InputError(f"shard {self.root / rel} holds codes of compressor fingerprint {fb} but "
+                             f"{self.root / self.rels[0]} of {fa}; codes of different compressors cannot be mixed")
+
+    @property
+    def num_row_groups(self) -> int:
+        return sum(getattr(s, "num_row_groups", 1) for s in self.shards)
+
+    def batches(self, batch_size: int | None = None, *, threads: int | None = None, max_rows: int | None = None,
+                transform: Transform | None = None, result_row_bytes: int | None = None) -> Iterator[Batch]:
+        """Every shard's batches in order (tagged with the shard), one row numbering across shards;
+        the row groups of all shards are the units of the parallel reader."""
+        units, unit_bytes = [], 0
+        for i, shard in enumerate(self.shards):
+            if max_rows is not None and self.starts[i] >= max_rows:
+                break
+            u, b = shard.units(batch_size, max_rows=None if max_rows is None else max_rows - self.starts[i],
+                               transform=transform, result_row_bytes=result_row_bytes, base=self.starts[i], shard=i)
+            units += u
+            unit_bytes = max(unit_bytes, b)
+        yield from run_units(units, threads=threads, unit_bytes=unit_bytes)
 
 
 def _batch_size(batch_size: int | None, row_bytes: int) -> int:
