@@ -36,8 +36,23 @@ IdColumnOpt = typer.Option(None, "--id-column", help="Id column carried to the o
 KeepOpt = typer.Option([], "--keep", help="Other columns to carry to the output (repeatable).")
 BatchOpt = typer.Option(None, "--batch-size", "-b", min=1, help="Rows per batch (default: about 4 MiB of input per batch, which reads fastest).")
 OverwriteOpt = typer.Option(False, "--overwrite", help="Replace the output if it exists.")
+EngineOpt = typer.Option("local", "--engine", help="local (this process, every core) or ray (Ray Data; pip install 'embcompress[ray]'; parquet input).")
+AddressOpt = typer.Option(None, "--address", help="With --engine ray: the address of a running Ray cluster (default: start a local Ray).")
 ThreadsOpt = typer.Option(None, "--threads", "-j", min=1, help="Worker threads that decode and compress row groups (default: every core; output is the same for any number).")
 JsonOpt = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
+
+
+def engine_for(engine: str, address: str | None):
+    """None for the local engine, or the Ray engine (connected now, so a bad address fails first)."""
+    if engine == "local":
+        if address:
+            raise typer.BadParameter("--address is for --engine ray", param_hint="--address")
+        return None
+    if engine != "ray":
+        raise typer.BadParameter(f"engine must be local or ray, got {engine!r}", param_hint="--engine")
+    from embcompress.engine_ray import RayEngine
+
+    return RayEngine(address)
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -91,7 +106,9 @@ def warnings_to_stderr() -> Iterator[None]:
         try:
             yield
         finally:
-            for w in caught:
+            for w in caught:  # ours, not the deprecation notes of libraries (Ray, torch) about their own APIs
+                if "site-packages" in w.filename and "embcompress" not in w.filename:
+                    continue
                 err.print(f"warning: {w.message}", highlight=False)
 
 

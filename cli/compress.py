@@ -9,11 +9,12 @@ import typer
 
 from embcompress import Truncate, describe, from_spec, load
 from embcompress.persist import check_model_path, save
-from embcompress.stream import fit_and_compress, fit_file
+from embcompress import stream
+from embcompress.stream import fit_and_compress
 from embcompress.io import open_vectors
 
-from ._common import (Bars, BatchOpt, ColumnOpt, IdColumnOpt, JsonOpt, KeepOpt, OverwriteOpt, ThreadsOpt, emit, guarded,
-                      human_bytes, kv_table, progress_bar)
+from ._common import (AddressOpt, Bars, BatchOpt, ColumnOpt, EngineOpt, IdColumnOpt, JsonOpt, KeepOpt, OverwriteOpt, ThreadsOpt,
+                      emit, engine_for, guarded, human_bytes, kv_table, progress_bar)
 
 app = typer.Typer()
 
@@ -36,14 +37,15 @@ def binarize(
     threshold: str = typer.Option("zero", help="Bit is 1 where value > threshold: 'zero' (sign) or 'mean' (per-dimension mean, fitted in one extra pass)."),
     save_model: Optional[Path] = typer.Option(None, "--save-model", help="Also save the fitted compressor to this directory."),
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
-    batch_size: Optional[int] = BatchOpt, threads: Optional[int] = ThreadsOpt, overwrite: bool = OverwriteOpt,
-    json: bool = JsonOpt,
+    batch_size: Optional[int] = BatchOpt, threads: Optional[int] = ThreadsOpt, engine: str = EngineOpt,
+    address: Optional[str] = AddressOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
     """Sign-binarize embeddings to packed bits (32x smaller than float32), streaming."""
     with Bars() as bars:
         res = fit_and_compress(from_spec(f"binary:threshold={threshold}"), input, output, column=column,
                                id_column=id_column, keep_columns=keep, batch_size=batch_size, overwrite=overwrite,
-                               save_model=save_model, stage=bars.stage, threads=threads)
+                               save_model=save_model, stage=bars.stage, threads=threads,
+                               engine=engine_for(engine, address))
     _show(input, output, res, json)
 
 
@@ -55,14 +57,15 @@ def truncate(
     dim: int = typer.Option(..., "--dim", "-d", help="Keep the first DIM dimensions."),
     renormalize: bool = typer.Option(False, "--renormalize", help="Scale the kept part back to unit length."),
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
-    batch_size: Optional[int] = BatchOpt, threads: Optional[int] = ThreadsOpt, overwrite: bool = OverwriteOpt,
-    json: bool = JsonOpt,
+    batch_size: Optional[int] = BatchOpt, threads: Optional[int] = ThreadsOpt, engine: str = EngineOpt,
+    address: Optional[str] = AddressOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
     """Keep the first --dim dimensions of each embedding (Matryoshka truncation), streaming."""
     with Bars() as bars:
         res = fit_and_compress(Truncate(dim=dim, renormalize=renormalize), input, output, column=column,
                                id_column=id_column, keep_columns=keep, batch_size=batch_size, overwrite=overwrite,
-                               stage=bars.stage, threads=threads)
+                               stage=bars.stage, threads=threads,
+                               engine=engine_for(engine, address))
     _show(input, output, res, json)
 
 
@@ -74,15 +77,15 @@ def fit(
     model_dir: Path = typer.Argument(..., help="Directory to save the fitted compressor in."),
     max_rows: Optional[int] = typer.Option(None, "--max-rows", min=1, help="Fit on the first N rows only."),
     column: Optional[str] = ColumnOpt, batch_size: Optional[int] = BatchOpt, threads: Optional[int] = ThreadsOpt,
-    overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
+    engine: str = EngineOpt, address: Optional[str] = AddressOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
     """Fit a compressor (or a chain) on a vector file and save it (no pickle)."""
     check_model_path(model_dir, overwrite=overwrite)
     comp = from_spec(spec)
     rows = open_vectors(input, column=column).num_rows
     with progress_bar(f"fitting {spec}", min(rows, max_rows or rows)) as advance:
-        fit_file(comp, input, column=column, batch_size=batch_size, max_rows=max_rows, progress=advance,
-                 threads=threads)
+        (engine_for(engine, address) or stream).fit_file(comp, input, column=column, batch_size=batch_size,
+                                                         max_rows=max_rows, progress=advance, threads=threads)
     save(comp, model_dir, overwrite=overwrite)
     d = describe(comp)
     emit({**d, "model_dir": str(model_dir)}, json, kv_table(f"saved {model_dir}", {
@@ -100,12 +103,12 @@ def apply(
     input: Path = typer.Argument(..., help="Parquet or .npy file of float embeddings."),
     output: Path = typer.Argument(..., help="Output .parquet or .npy."),
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
-    batch_size: Optional[int] = BatchOpt, threads: Optional[int] = ThreadsOpt, overwrite: bool = OverwriteOpt,
-    json: bool = JsonOpt,
+    batch_size: Optional[int] = BatchOpt, threads: Optional[int] = ThreadsOpt, engine: str = EngineOpt,
+    address: Optional[str] = AddressOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
     """Compress a vector file with a saved compressor, streaming."""
     with Bars() as bars:
         res = fit_and_compress(load(model_dir), input, output, fit=False, column=column, id_column=id_column,
                                keep_columns=keep, batch_size=batch_size, overwrite=overwrite, stage=bars.stage,
-                               threads=threads)
+                               threads=threads, engine=engine_for(engine, address))
     _show(input, output, res, json)

@@ -152,6 +152,8 @@ def ordered_units(units: Sequence[Unit], *, threads: int, window: int) -> Iterat
         stop.set()
         for _ in workers:
             tasks.put(None)
+        for t in workers:  # each stops after its current item; none may be inside pyarrow when we return
+            t.join(timeout=30)
 
 
 _END = object()
@@ -165,20 +167,23 @@ def prefetch(it: Iterator, depth: int = 2) -> Iterator:
     done = object()
     stop = threading.Event()
 
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def work() -> None:
         try:
             for item in it:
-                while not stop.is_set():
-                    try:
-                        q.put(("item", item), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not put(("item", item)):
                     return
-            q.put(("done", done))
+            put(("done", done))
         except BaseException as exc:  # handed to the consumer
-            q.put(("error", exc))
+            put(("error", exc))
 
     t = threading.Thread(target=work, daemon=True)
     t.start()
@@ -193,3 +198,4 @@ def prefetch(it: Iterator, depth: int = 2) -> Iterator:
                 return
     finally:
         stop.set()
+        t.join(timeout=30)

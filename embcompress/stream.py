@@ -203,26 +203,38 @@ def fit_and_compress(
     save_model: str | os.PathLike | None = None,
     stage: Callable[[str, int], Progress | None] | None = None,
     threads: int | None = None,
+    engine: Any = None,
 ) -> dict[str, Any]:
     """The main job: fit ``comp`` on ``src_path`` (when ``fit``; a compressor that learns nothing
     from data only peeks at the first rows), stream the file through it into ``dst_path``, and
     save the fitted compressor to ``save_model`` if given. Every output is checked before any
     work starts. ``stage(description, rows)`` may return a progress callback for each pass.
+    ``engine`` runs the passes: None for this process (``threads`` workers), or an object with
+    ``fit_file`` and ``compress_file`` such as :class:`embcompress.engine_ray.RayEngine`.
     Returns the sizes, the ratio and the time."""
+    run = engine or _LOCAL
     check_destination(src_path, dst_path, overwrite=overwrite)
     if save_model is not None:
         check_model_path(save_model, overwrite=overwrite)
     rows = open_vectors(src_path, column=column).num_rows
     stage = stage or (lambda description, total: None)
     if fit and comp.learns_from_data:
-        fit_file(comp, src_path, column=column, batch_size=batch_size, max_rows=comp.fit_rows,
+        run.fit_file(comp, src_path, column=column, batch_size=batch_size, max_rows=comp.fit_rows,
                  progress=stage(f"fitting {comp.name}", min(rows, comp.fit_rows or rows)), threads=threads)
     elif fit:  # only the width is needed: a small first batch
         fit_file(comp, src_path, column=column, batch_size=min(batch_size or 1024, 1024), max_rows=1024, threads=1)
-    res = compress_file(comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns,
+    res = run.compress_file(comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns,
                         batch_size=batch_size, overwrite=overwrite, progress=stage(f"writing {Path(dst_path).name}", rows),
                        threads=threads)
     if save_model is not None:
         save(comp, save_model, overwrite=overwrite)
     return {**res.to_dict(), "compressor": comp.name, "compressor_repr": repr(comp),
             "output_spec": comp.output_spec.to_dict(), "ratio": res.bytes_per_vector_in / res.bytes_per_vector_out}
+
+
+class _LocalEngine:
+    fit_file = staticmethod(fit_file)
+    compress_file = staticmethod(compress_file)
+
+
+_LOCAL = _LocalEngine()

@@ -22,7 +22,7 @@ LAYERS = [
     ("streaming", ["stream"]),
     ("search", ["search"]),
     ("analysis", ["analysis"]),
-    ("evaluation", ["evaluate", "embed", "export"]),
+    ("evaluation", ["evaluate", "embed", "export", "engine_ray"]),
     ("reports", ["report", "demo"]),
     ("training", ["train"]),
     ("facade", ["__init__"]),

@@ -242,3 +242,21 @@ def test_threads_must_be_positive(multi):
     path, _ = multi
     with pytest.raises(InputError, match="threads must be at least 1"):
         fit_file(from_spec("int8"), path, threads=0)
+
+
+def test_output_bytes_do_not_depend_on_the_batch_size(tmp_path, multi, monkeypatch):
+    """Row groups of the output are cut by rows from the output's width, not by input batches."""
+    from embcompress.io import writers as w
+
+    monkeypatch.setattr(w, "ROW_GROUP_BYTES", 4096)  # several output row groups from 2,000 rows
+    path, _ = multi
+    comp = fit_file(from_spec("binary"), path)
+    outs = []
+    for bs in (7, 50, 333, 2000):
+        out = tmp_path / f"o{bs}.parquet"
+        compress_file(comp, path, out, batch_size=bs, keep_columns=["lang"])
+        outs.append(out.read_bytes())
+    assert len(set(outs)) == 1
+    import pyarrow.parquet as pq
+
+    assert pq.ParquetFile(tmp_path / "o7.parquet").num_row_groups == 2  # 2,000 rows in groups of 1,024

@@ -18,8 +18,17 @@ from ..base import OutputSpec
 from ..errors import EmbcompressError, InputError, OutputExistsError
 from .readers import META_KEY, SIDECAR_SUFFIX, file_format
 
-#: bytes gathered before a parquet row group is written
+#: about this many bytes of codes (plus carried columns) per parquet row group
 ROW_GROUP_BYTES = 64 << 20
+MAX_GROUP_ROWS = 1 << 20
+
+
+def group_rows(spec: OutputSpec, carried_columns: int) -> int:
+    """Rows per output row group, from the output's width alone (16 bytes counted per carried
+    column), so that row groups, and the file's bytes, do not depend on how the input was cut
+    into batches, by threads, shards or another engine."""
+    row_bytes = spec.nbytes + 16 * carried_columns
+    return int(min(MAX_GROUP_ROWS, max(1024, ROW_GROUP_BYTES // max(row_bytes, 1))))
 
 
 def arrow_type(spec: OutputSpec) -> pa.DataType:
@@ -84,7 +93,8 @@ class VectorWriter:
         self.tmp = temp_name(self.path)
         self.rows = 0
         self._pending: list[pa.RecordBatch] = []
-        self._pending_bytes = 0
+        self._pending_rows = 0
+        self._group_rows = group_rows(spec, len(carried_schema) if carried_schema is not None else 0)
         self._writer = None
         self._mm = None
         try:
@@ -126,15 +136,21 @@ class VectorWriter:
             rb = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
             # every write_table call makes at least one row group: gather small batches first
             self._pending.append(rb)
-            self._pending_bytes += rb.nbytes
-            if self._pending_bytes >= ROW_GROUP_BYTES:
-                self._flush()
+            self._pending_rows += n
+            while self._pending_rows >= self._group_rows:
+                self._flush(self._group_rows)
         self.rows += n
 
-    def _flush(self) -> None:
-        if self._pending:
-            self._writer.write_table(pa.Table.from_batches(self._pending, schema=self.schema))
-            self._pending, self._pending_bytes = [], 0
+    def _flush(self, rows: int | None = None) -> None:
+        """Write the first ``rows`` pending rows (all when None) as one row group."""
+        if not self._pending:
+            return
+        table = pa.Table.from_batches(self._pending, schema=self.schema)
+        rows = table.num_rows if rows is None else rows
+        self._writer.write_table(table.slice(0, rows), row_group_size=rows)
+        rest = table.slice(rows)
+        self._pending = rest.to_batches() if rest.num_rows else []
+        self._pending_rows = rest.num_rows
 
     def __enter__(self) -> "VectorWriter":
         return self

@@ -1,0 +1,65 @@
+"""--engine ray: Ray Data reads and compresses on a local Ray of 2 workers; the output must be
+byte-identical to the local engine's, and a fit's state identical."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from embcompress import InputError, from_spec  # noqa: E402
+from embcompress.engine_ray import RayEngine, connect  # noqa: E402
+from embcompress.stream import fit_and_compress, fit_file  # noqa: E402
+
+from conftest import make_vectors, write_parquet  # noqa: E402
+
+RELS = ["part=a/0.parquet", "part=b/0.parquet", "part=b/1.parquet"]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    connect(num_cpus=2)  # a local Ray with 2 worker processes' worth of CPUs
+    yield RayEngine()
+    ray.shutdown()
+
+
+@pytest.fixture
+def shards(tmp_path):
+    X = make_vectors(1500, 48, seed=21)
+    root = tmp_path / "ds"
+    for rel, (a, b) in zip(RELS, [(0, 400), (400, 1000), (1000, 1500)]):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        write_parquet(root / rel, X[a:b], extra={"tag": [f"t{i}" for i in range(a, b)]}, row_group_size=128)
+    return root
+
+
+@pytest.mark.parametrize("spec", ["pca:16+binary", "int8", "truncate:24"])
+def test_ray_output_is_byte_identical_to_the_local_engine(tmp_path, shards, local_ray, spec):
+    fit_and_compress(from_spec(spec), shards, tmp_path / "local", keep_columns=["tag"])
+    fit_and_compress(from_spec(spec), shards, tmp_path / "ray", keep_columns=["tag"], engine=local_ray)
+    for rel in RELS:
+        assert (tmp_path / "local" / rel).read_bytes() == (tmp_path / "ray" / rel).read_bytes(), rel
+
+
+@pytest.mark.parametrize("spec", ["pca:16", "itq+binary"])
+def test_ray_fit_state_equals_the_local_fit(shards, local_ray, spec):
+    a = fit_file(from_spec(spec), shards)
+    b = local_ray.fit_file(from_spec(spec), shards)
+    (sa, xa), (sb, xb) = a._get_state(), b._get_state()
+    assert sa == sb and xa.keys() == xb.keys()
+    for k in xa:
+        np.testing.assert_array_equal(xa[k], xb[k], err_msg=k)
+
+
+def test_ray_refuses_npy_and_an_address_that_does_not_answer(tmp_path, local_ray):
+    np.save(tmp_path / "x.npy", make_vectors(10, 8))
+    with pytest.raises(InputError, match="--engine ray reads parquet"):
+        fit_and_compress(from_spec("binary"), tmp_path / "x.npy", tmp_path / "o.npy", engine=local_ray)
+    r = subprocess.run([sys.executable, "-m", "cli", "binarize", str(tmp_path / "x.npy"), str(tmp_path / "o.npy"),
+                        "--engine", "ray", "--address", "127.0.0.1:1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "cannot connect to a Ray cluster at '127.0.0.1:1'" in r.stderr, r.stderr
+    assert not (tmp_path / "o.npy").exists()
