@@ -1,19 +1,21 @@
 """The main job on a Ray cluster (``--engine ray``; extra ``embcompress[ray]``), through Ray Data.
 
-Compressing: ``ray.data.read_parquet`` reads the shards (or the one file) as Arrow blocks on the
-cluster; ``map_batches`` with an actor class compresses them (each actor rebuilds the fitted
-compressor once from its saved config and arrays, no pickle, and keeps it); the compressed Arrow
-blocks come back in order (``preserve_order``) and the driver writes them with the same writer as
-the local engine, shard by shard, into a temporary directory renamed at the end. Output row groups
+The units of work are the local engine's: the row groups of every parquet shard. A Ray Data
+pipeline maps them (``map_batches``) onto actors that each rebuild the fitted compressor once from
+its saved config and arrays (no pickle), read their row group as Arrow, compress it and return an
+Arrow table of codes and carried columns tagged with the unit's sequence number. The driver takes
+the tables in sequence order, whatever order the workers finish in, and writes them with the local
+engine's writer, shard by shard, into a temporary directory renamed at the end. Output row groups
 are cut by rows from the output width, so the files are byte-identical to the local engine's.
 
-Fitting: the blocks are read and decoded on the cluster and handed to the fit on the driver in row
-order, so the fitted state is the local engine's exactly (the statistics themselves, a covariance
-or a reservoir sample, are computed on the driver; see the README for what that costs).
+Fitting reads the same units, decoded on the cluster, and hands them to the fit on the driver in row
+order and in the local engine's batches, so the fitted state is the local engine's exactly (the
+statistics themselves, a covariance or a reservoir sample, are computed on the driver).
 
-What crosses the network: the compressor's state once per actor, the codes and carried columns of
-every row once (workers -> driver). What the driver holds: a few blocks of codes in flight and the
-writer's current row group.
+What crosses the network: the compressor's state once per actor, a few bytes per unit of work
+(path, row group), the codes and carried columns of every row once (workers -> driver); the input
+vectors are read by the workers from shared storage. What the driver holds: the units that
+finished ahead of their turn, and the writer's current row group.
 """
 
 from __future__ import annotations
@@ -38,8 +40,6 @@ from .io.writers import to_arrow
 from .persist import arrays_from_json, arrays_to_json, from_config, to_config
 from .stream import CompressResult, check_destination, file_metadata
 
-SHARD = "__embcompress_shard"
-ROW = "__embcompress_row"
 
 
 def connect(address: str | None = None, num_cpus: int | None = None):
@@ -98,33 +98,69 @@ class RayEngine:
                             id_column=id_column, keep_columns=keep_columns, overwrite=overwrite, progress=progress)
 
 
-def _dataset(ray, src, column: str, carried: Sequence[str], shards: list[Path]):
-    if any(Path(p).suffix.lower() == ".npy" for p in shards):
-        raise InputError("--engine ray reads parquet; convert .npy input to parquet or use the local engine")
-    paths = [str(p) for p in shards]
-    ds = ray.data.read_parquet(paths, include_paths=True, shuffle=None).select_columns([column, *carried, "path"])
-    index = {p: i for i, p in enumerate(paths)}
-
-    def tag(batch: pa.Table) -> pa.Table:
-        shard = [index[p] for p in batch.column("path").to_pylist()]
-        return batch.drop_columns(["path"]).append_column(SHARD, pa.array(shard, type=pa.int32()))
-
-    return ds.map_batches(tag, batch_format="pyarrow")
+SEQ = "__embcompress_seq"
 
 
-class _Compress:
-    """A Ray Data actor: the fitted compressor, rebuilt once from its config and arrays."""
+def _units(src) -> tuple[list, list]:
+    """The local engine's units of work: (sequence number, shard, path, row group) for every row
+    group of every shard, in row order; and the shards."""
+    sources = src.shards if hasattr(src, "shards") else [src]
+    for s in sources:
+        if Path(s.path).suffix.lower() == ".npy":
+            raise InputError("--engine ray reads parquet; convert .npy input to parquet or use the local engine")
+    units = [(i, str(s.path), g) for i, s in enumerate(sources) for g in range(s.num_row_groups)]
+    return [{"seq": k, "shard": i, "path": p, "group": g} for k, (i, p, g) in enumerate(units)], sources
 
-    def __init__(self, config: dict, arrays: dict, column: str, dim: int, spec: Any):
-        self.comp = from_config(config, arrays_from_json(arrays))
-        self.column, self.dim, self.spec = column, dim, spec
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        col = batch.column(self.column)
-        X = column_to_numpy(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col, self.dim, column=self.column)
-        codes = self.comp.transform(X)
-        i = batch.schema.get_field_index(self.column)
-        return batch.set_column(i, self.column, to_arrow(codes, self.spec))
+class _Unit:
+    """A Ray Data actor that reads whole row groups (Arrow in), compresses them with the fitted
+    compressor it rebuilt once from its config and arrays (no pickle), and returns Arrow tables
+    tagged with their sequence number; without a compressor it returns the decoded vectors."""
+
+    def __init__(self, config: dict | None, arrays: dict | None, column: str, carried: list, dim: int, spec: Any):
+        self.comp = from_config(config, arrays_from_json(arrays)) if config is not None else None
+        self.column, self.carried, self.dim, self.spec = column, carried, dim, spec
+        self.files: dict = {}
+
+    def __call__(self, items: pa.Table) -> pa.Table:
+        import pyarrow.parquet as pq
+
+        out = []
+        for item in items.to_pylist():
+            pf = self.files.get(item["path"])
+            if pf is None:
+                pf = self.files[item["path"]] = pq.ParquetFile(item["path"], page_checksum_verification=True)
+            t = pf.read_row_group(item["group"], columns=[self.column, *self.carried])
+            try:
+                X = column_to_numpy(t.column(self.column).combine_chunks(), self.dim, column=self.column)
+                values = self.comp.transform(X) if self.comp is not None else X
+            except InputError as exc:
+                raise InputError(f"{item['path']}, row group {item['group']}: {exc}") from None
+            spec = self.spec if self.comp is not None else None
+            col = to_arrow(values, spec) if spec is not None else pa.FixedSizeListArray.from_arrays(
+                pa.array(values.reshape(-1)), self.dim)
+            cols = [t.column(c).combine_chunks() for c in self.carried] + [col, pa.array([item["seq"]] * len(X), pa.int64())]
+            out.append(pa.Table.from_arrays(cols, names=[*self.carried, self.column, SEQ]))
+        return pa.concat_tables(out)
+
+
+def _in_order(ray, units: list, actor_kwargs: dict, workers: int | None):
+    """(unit, table) for every unit, in sequence order, whatever order the cluster finishes them in."""
+    ds = ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
+        _Unit, fn_constructor_kwargs=actor_kwargs, batch_size=1, batch_format="pyarrow", num_cpus=1,
+        # an actor per core but one, which the read of the items needs: with every core held by an actor it never runs
+        concurrency=(1, workers or max(1, int(ray.cluster_resources().get("CPU", 2)) - 1)))
+    waiting: dict[int, pa.Table] = {}
+    nxt = 0
+    for block in ds.iter_batches(batch_format="pyarrow", batch_size=None):
+        seqs = block.column(SEQ).to_numpy()
+        for k in np.unique(seqs):
+            waiting[int(k)] = block.filter(pc.equal(block.column(SEQ), k)) if len(np.unique(seqs)) > 1 else block
+        while nxt in waiting:
+            yield units[nxt], waiting.pop(nxt)
+            nxt += 1
+    if nxt != len(units):
+        raise InputError(f"the Ray cluster returned {nxt} of {len(units)} row groups; nothing was written")
 
 
 def ray_compress(comp: Compressor, src_path, dst_path, *, address: str | None = None, num_cpus: int | None = None,
@@ -137,20 +173,15 @@ def ray_compress(comp: Compressor, src_path, dst_path, *, address: str | None = 
     comp._check_fitted()
     if src.dim != comp.n_features_in_:
         raise InputError(f"{src_path} has {src.dim} dimensions but the compressor was fitted on {comp.n_features_in_}")
+    units, sources = _units(src)
     ray = connect(address, num_cpus)
-    sources = src.shards if hasattr(src, "shards") else [src]
-    shards = [s.path for s in sources]
     rels = [Path(r) for r in src.rels] if hasattr(src, "rels") else None
     spec = comp.output_spec
     carried = list(src.carried_columns)
     carried_schema = src.schema.empty_table().select(carried).schema.remove_metadata() if carried else None
     config, arrays = to_config(comp)
-    ds = _dataset(ray, src, src.column, carried, shards).map_batches(
-        _Compress, fn_constructor_kwargs={"config": config, "arrays": arrays_to_json(arrays), "column": src.column,
-                                          "dim": src.dim, "spec": spec},
-        batch_format="pyarrow", num_cpus=1,
-        # an actor per core but one, which the read tasks need: with every core held by an actor they never run
-        concurrency=(1, workers or max(1, int(ray.cluster_resources().get("CPU", 2)) - 1)))
+    kwargs = {"config": config, "arrays": arrays_to_json(arrays), "column": src.column, "carried": carried,
+              "dim": src.dim, "spec": spec}
 
     def writer(i: int, root: Path | None) -> VectorWriter:
         target = (root / rels[i]) if rels is not None else Path(dst_path)
@@ -160,91 +191,62 @@ def ray_compress(comp: Compressor, src_path, dst_path, *, address: str | None = 
                             overwrite=overwrite)
 
     with (atomic_dir(dst_path, overwrite=overwrite) if rels is not None else _nothing()) as root, ExitStack() as stack:
-        current, out = -1, None
-        for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
-            shard_ids = batch.column(SHARD).to_numpy()
-            for s in np.unique(shard_ids):  # blocks come in order; a block may end one shard and start the next
-                sel = batch.filter(pc.equal(batch.column(SHARD), s)) if len(np.unique(shard_ids)) > 1 else batch
-                while current < s:
-                    stack.close()
-                    current += 1
-                    out = stack.enter_context(writer(current, root))
-                codes = sel.column(src.column).combine_chunks()
-                n = len(codes)
-                rows = np.frombuffer(codes.buffers()[1], dtype=np.uint8, count=(codes.offset + n) * spec.nbytes)[
-                    codes.offset * spec.nbytes:].reshape(n, spec.nbytes) if spec.packed else \
-                    column_to_numpy(codes, spec.row_width, column=src.column, finite=False)
-                kept = pa.RecordBatch.from_arrays([sel.column(c).combine_chunks() for c in carried], names=carried) if carried else None
-                out.write(rows if spec.kind != "int8" else rows.astype(np.int8), kept)
-                if progress:
-                    progress(n)
+        current = -1
+        out = None
+        for unit, table in _in_order(ray, units, kwargs, workers):
+            while current < unit["shard"]:  # the next shard (and any empty ones before it): a file each
+                stack.close()
+                current += 1
+                out = stack.enter_context(writer(current, root))
+            codes = table.column(src.column).combine_chunks()
+            rows = column_to_numpy(codes, spec.row_width, column=src.column, finite=False)
+            kept = pa.RecordBatch.from_arrays([table.column(c).combine_chunks() for c in carried], names=carried) if carried else None
+            out.write(rows, kept)
+            if progress:
+                progress(len(rows))
         while current < len(sources) - 1:
             stack.close()
             current += 1
             out = stack.enter_context(writer(current, root))
         stack.close()
     out_paths = [Path(dst_path)] if rels is None else [Path(dst_path) / r for r in rels]
-    return CompressResult(rows=src.num_rows, input_bytes=sum(os.path.getsize(p) for p in shards),
+    return CompressResult(rows=src.num_rows, input_bytes=sum(os.path.getsize(s.path) for s in sources),
                           output_bytes=sum(os.path.getsize(p) for p in out_paths), bytes_per_vector_in=src.nbytes_per_row,
                           bytes_per_vector_out=spec.nbytes, seconds=time.perf_counter() - t0, output=str(dst_path))
 
 
 def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus: int | None = None,
             column: str | None = None, max_rows: int | None = None, batch_size: int | None = None,
-            progress=None) -> Compressor:
-    """Fit on blocks decoded on the cluster and handed to the fit in row order: the state equals
-    the local engine's."""
+            progress=None, workers: int | None = None) -> Compressor:
+    """Fit on row groups decoded on the cluster and handed to the fit in row order, cut into the
+    local engine's batches: the state equals the local engine's."""
     src = open_vectors(src_path, column=column)
+    units, sources = _units(src)
+    if max_rows is not None:  # only the row groups that hold the first max_rows rows
+        sizes = [sources[u["shard"]]._pf.metadata.row_group(u["group"]).num_rows for u in units]
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        units = [u for u, st in zip(units, starts) if st < max_rows]
     ray = connect(address, num_cpus)
-    shards = [s.path for s in src.shards] if hasattr(src, "shards") else [src.path]
-    ds = _dataset(ray, src, src.column, [], shards)
-
-    sources = src.shards if hasattr(src, "shards") else [src]
     size = _batch_size(batch_size, src.nbytes_per_row)
-    cuts = [n for s in sources for g in range(s.num_row_groups)  # the local engine's batches, row group by row group
-            for n in _split(s._pf.metadata.row_group(g).num_rows, size)]
-
-    def blocks():
-        for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
-            col = batch.column(src.column)
-            yield column_to_numpy(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col, src.dim,
-                                  column=src.column)
+    kwargs = {"config": None, "arrays": None, "column": src.column, "carried": [], "dim": src.dim, "spec": None}
 
     def batches():
         seen = 0
-        for X in _rechunk(blocks(), cuts):
-            if max_rows is not None:
-                X = X[: max_rows - seen]
-            seen += len(X)
-            if progress:
-                progress(len(X))
-            if len(X):
-                yield X
-            if max_rows is not None and seen >= max_rows:
-                return
+        for _, table in _in_order(ray, units, kwargs, None):
+            X = column_to_numpy(table.column(src.column).combine_chunks(), src.dim, column=src.column)
+            for start in range(0, len(X), size):  # the local engine's batches within a row group
+                part = X[start : start + size]
+                if max_rows is not None:
+                    part = part[: max_rows - seen]
+                seen += len(part)
+                if progress:
+                    progress(len(part))
+                if len(part):
+                    yield part
+                if max_rows is not None and seen >= max_rows:
+                    return
 
     return comp.fit_batches(batches)
-
-
-def _split(rows: int, size: int) -> list[int]:
-    return [min(size, rows - s) for s in range(0, rows, size)]
-
-
-def _rechunk(arrays, sizes: list[int]):
-    """The rows of ``arrays`` (in order) cut into pieces of ``sizes`` rows."""
-    pending: list[np.ndarray] = []
-    have = 0
-    it = iter(sizes)
-    want = next(it, None)
-    for a in arrays:
-        pending.append(a)
-        have += len(a)
-        while want is not None and have >= want:
-            buf = np.concatenate(pending) if len(pending) > 1 else pending[0]
-            yield buf[:want]
-            rest = buf[want:]
-            pending, have = ([rest] if len(rest) else []), len(rest)
-            want = next(it, None)
 
 
 class _nothing:

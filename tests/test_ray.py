@@ -63,3 +63,34 @@ def test_ray_refuses_npy_and_an_address_that_does_not_answer(tmp_path, local_ray
                         "--engine", "ray", "--address", "127.0.0.1:1"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "cannot connect to a Ray cluster at '127.0.0.1:1'" in r.stderr, r.stderr
     assert not (tmp_path / "o.npy").exists()
+
+
+def test_units_are_handed_on_in_order_whatever_order_the_cluster_finishes_them_in():
+    import pyarrow as pa
+
+    from embcompress import engine_ray
+
+    units = [{"seq": k, "shard": k // 4, "path": "p", "group": k % 4} for k in range(12)]
+    finished = [7, 0, 3, 1, 2, 11, 4, 6, 5, 9, 8, 10]  # as a cluster might return them
+
+    class FakeDataset:
+        def map_batches(self, *a, **kw):
+            return self
+
+        def iter_batches(self, **kw):
+            for k in finished[:6]:
+                yield pa.table({"x": [k, k], engine_ray.SEQ: [k, k]})
+            yield pa.table({"x": finished[6:], engine_ray.SEQ: finished[6:]})  # several units in one block
+
+    class FakeRay:
+        class data:
+            @staticmethod
+            def from_items(items, **kw):
+                return FakeDataset()
+
+        @staticmethod
+        def cluster_resources():
+            return {"CPU": 2}
+
+    order = [u["seq"] for u, t in engine_ray._in_order(FakeRay, units, {}, None)]
+    assert order == list(range(12))
