@@ -435,6 +435,32 @@ class Compressor:
         self.n_features_in_ = n_features
         return self
 
+    # ---- fits from statistics combined across blocks (the Ray engine) --------------------------
+    @property
+    def combines_blocks(self) -> bool:
+        """Whether this compressor can be fitted from per-block statistics computed anywhere and
+        merged in any order (:meth:`_block_stats`, :meth:`_merge_stats`, :meth:`_fit_stats`)."""
+        return type(self)._block_stats is not Compressor._block_stats
+
+    def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    @staticmethod
+    def _merge_stats(a: dict, b: dict) -> dict:
+        raise NotImplementedError
+
+    def _fit_stats(self, stats: dict, n_features: int) -> None:
+        raise NotImplementedError
+
+    def fit_from_stats(self, stats: dict[str, np.ndarray], n_features: int) -> "Compressor":
+        """Fit from merged block statistics (see :attr:`combines_blocks`). Returns self."""
+        self._check_params()
+        self._validate_params(n_features)
+        self._clear_state()
+        self._fit_stats(stats, n_features)
+        self.n_features_in_ = n_features
+        return self
+
     def _clear_state(self) -> None:
         for attr in (*self._state_arrays, *self._state_scalars, "n_features_in_"):
             if attr in self.__dict__:

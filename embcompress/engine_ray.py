@@ -8,9 +8,12 @@ the tables in sequence order, whatever order the workers finish in, and writes t
 engine's writer, shard by shard, into a temporary directory renamed at the end. Output row groups
 are cut by rows from the output width, so the files are byte-identical to the local engine's.
 
-Fitting reads the same units, decoded on the cluster, and hands them to the fit on the driver in row
-order and in the local engine's batches, so the fitted state is the local engine's exactly (the
-statistics themselves, a covariance or a reservoir sample, are computed on the driver).
+Fitting: a compressor whose fit is statistics that combine (PCA: count, mean and centred scatter,
+merged with Chan et al.'s pairwise update; int8: ranges) gets them computed per row group on the
+workers and merged on the driver, a few KB to MB per row group across the network. Any other fit
+(reservoir samples of the learned maps, chains) reads the same units, decoded on the cluster, and
+hands them to the fit on the driver in row order and in the local engine's batches, so its state is
+the local engine's exactly.
 
 What crosses the network: the compressor's state once per actor, a few bytes per unit of work
 (path, row group), the codes and carried columns of every row once (workers -> driver); the input
@@ -20,6 +23,7 @@ finished ahead of their turn, and the writer's current row group.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from contextlib import ExitStack
@@ -38,6 +42,7 @@ from .io import VectorWriter, open_vectors
 from .io.readers import _batch_size, column_to_numpy
 from .io.writers import to_arrow
 from .persist import arrays_from_json, arrays_to_json, from_config, to_config
+from .registry import get
 from .stream import CompressResult, check_destination, file_metadata
 
 
@@ -117,8 +122,11 @@ class _Unit:
     compressor it rebuilt once from its config and arrays (no pickle), and returns Arrow tables
     tagged with their sequence number; without a compressor it returns the decoded vectors."""
 
-    def __init__(self, config: dict | None, arrays: dict | None, column: str, carried: list, dim: int, spec: Any):
+    def __init__(self, config: dict | None, arrays: dict | None, column: str, carried: list, dim: int, spec: Any,
+                 stats_of: dict | None = None):
         self.comp = from_config(config, arrays_from_json(arrays)) if config is not None else None
+        # stats_of: {"name", "params"} of an unfitted compressor whose block statistics are returned
+        self.stats_of = get(stats_of["name"]).from_params(stats_of["params"]) if stats_of else None
         self.column, self.carried, self.dim, self.spec = column, carried, dim, spec
         self.files: dict = {}
 
@@ -133,6 +141,10 @@ class _Unit:
             t = pf.read_row_group(item["group"], columns=[self.column, *self.carried])
             try:
                 X = column_to_numpy(t.column(self.column).combine_chunks(), self.dim, column=self.column)
+                if self.stats_of is not None:  # one row: the block's statistics, as exact JSON arrays
+                    stats = json.dumps(arrays_to_json(self.stats_of._block_stats(X)))
+                    out.append(pa.table({"stats": [stats], SEQ: pa.array([item["seq"]], pa.int64())}))
+                    continue
                 values = self.comp.transform(X) if self.comp is not None else X
             except InputError as exc:
                 raise InputError(f"{item['path']}, row group {item['group']}: {exc}") from None
@@ -218,8 +230,12 @@ def ray_compress(comp: Compressor, src_path, dst_path, *, address: str | None = 
 def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus: int | None = None,
             column: str | None = None, max_rows: int | None = None, batch_size: int | None = None,
             progress=None, workers: int | None = None) -> Compressor:
-    """Fit on row groups decoded on the cluster and handed to the fit in row order, cut into the
-    local engine's batches: the state equals the local engine's."""
+    """Fit on the cluster. A compressor whose fit is a set of statistics that combine (PCA's count,
+    mean and centred scatter; int8's ranges: :attr:`~embcompress.base.Compressor.combines_blocks`)
+    gets them computed per row group on the workers and merged on the driver (state equal to the
+    local fit to float tolerance). Any other (reservoir samples, chains) gets the row groups decoded
+    on the cluster and handed to the fit in row order and in the local engine's batches (state
+    equal to the local engine's)."""
     src = open_vectors(src_path, column=column)
     units, sources = _units(src)
     if max_rows is not None:  # only the row groups that hold the first max_rows rows
@@ -229,10 +245,21 @@ def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus:
     ray = connect(address, num_cpus)
     size = _batch_size(batch_size, src.nbytes_per_row)
     kwargs = {"config": None, "arrays": None, "column": src.column, "carried": [], "dim": src.dim, "spec": None}
+    if comp.combines_blocks and max_rows is None:
+        comp._check_params()
+        comp._validate_params(src.dim)
+        merged = None
+        for unit, table in _in_order(ray, units, {**kwargs, "stats_of": {"name": comp.name, "params": comp.get_params(deep=False)}},
+                                     workers):
+            stats = arrays_from_json(json.loads(table.column("stats")[0].as_py()))
+            merged = stats if merged is None else comp._merge_stats(merged, stats)
+            if progress:
+                progress(sources[unit["shard"]]._pf.metadata.row_group(unit["group"]).num_rows)
+        return comp.fit_from_stats(merged, src.dim)
 
     def batches():
         seen = 0
-        for _, table in _in_order(ray, units, kwargs, None):
+        for _, table in _in_order(ray, units, kwargs, workers):
             X = column_to_numpy(table.column(src.column).combine_chunks(), src.dim, column=src.column)
             for start in range(0, len(X), size):  # the local engine's batches within a row group
                 part = X[start : start + size]

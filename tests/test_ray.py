@@ -45,14 +45,20 @@ def test_ray_output_is_byte_identical_to_the_local_engine(tmp_path, shards, loca
         assert (tmp_path / "local" / rel).read_bytes() == (tmp_path / "ray" / rel).read_bytes(), rel
 
 
-@pytest.mark.parametrize("spec", ["pca:16", "itq+binary"])
+@pytest.mark.parametrize("spec", ["pca:16", "int8", "itq+binary"])
 def test_ray_fit_state_equals_the_local_fit(shards, local_ray, spec):
+    """pca and int8 combine per-row-group statistics computed on the workers (equal to float
+    tolerance; int8's ranges exactly); itq+binary streams the rows to the driver in order (exact)."""
     a = fit_file(from_spec(spec), shards)
     b = local_ray.fit_file(from_spec(spec), shards)
+    assert from_spec(spec).combines_blocks == (spec != "itq+binary")
     (sa, xa), (sb, xb) = a._get_state(), b._get_state()
     assert sa == sb and xa.keys() == xb.keys()
     for k in xa:
-        np.testing.assert_array_equal(xa[k], xb[k], err_msg=k)
+        if spec == "pca:16":  # signs fixed by the largest loading: compare as they are
+            np.testing.assert_allclose(xa[k], xb[k], rtol=1e-4, atol=1e-5, err_msg=k)
+        else:
+            np.testing.assert_array_equal(xa[k], xb[k], err_msg=k)
 
 
 def test_ray_refuses_npy_and_an_address_that_does_not_answer(tmp_path, local_ray):

@@ -35,6 +35,17 @@ class Int8(Compressor):
             np.maximum(hi, batch.max(axis=0), out=hi)
         self.ranges_ = np.vstack([lo, hi])  # (2, d): row 0 min, row 1 max
 
+    # ---- statistics combined from blocks (a cluster's row groups) --------------------------------
+    def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        return {"lo": X.min(axis=0), "hi": X.max(axis=0)}
+
+    @staticmethod
+    def _merge_stats(a: dict, b: dict) -> dict:
+        return {"lo": np.minimum(a["lo"], b["lo"]), "hi": np.maximum(a["hi"], b["hi"])}
+
+    def _fit_stats(self, stats: dict, n_features: int) -> None:
+        self.ranges_ = np.vstack([stats["lo"], stats["hi"]]).astype(np.float32)
+
     def _steps(self) -> tuple[np.ndarray, np.ndarray]:
         starts = self.ranges_[0].astype(np.float32)
         steps = (self.ranges_[1].astype(np.float32) - starts) / np.float32(255)

@@ -70,6 +70,10 @@ class PCA(Compressor):
             raise InputError(f"pca needs at least 2 rows to fit, got {n} sample(s) (n_samples = {n})")
         mean_shifted = total / n
         cov = (scatter - n * np.outer(mean_shifted, mean_shifted)) / (n - 1)
+        self._from_covariance(cov, shift.astype(np.float64) + mean_shifted, n)
+
+    def _from_covariance(self, cov: np.ndarray, mean: np.ndarray, n: int) -> None:
+        n_features = len(cov)
         eigvals, eigvecs = np.linalg.eigh(cov)  # ascending
         eigvals = np.clip(eigvals[::-1], 0.0, None)
         eigvecs = eigvecs[:, ::-1]
@@ -78,9 +82,30 @@ class PCA(Compressor):
         eigvecs *= np.where(signs == 0, 1, signs)
         k = self.dim if self.dim is not None else max(1, components_for_variance(eigvals, float(self.variance)))
         self.components_ = np.ascontiguousarray(eigvecs[:, :k].T, dtype=np.float32)  # (k, d)
-        self.mean_ = (shift.astype(np.float64) + mean_shifted).astype(np.float32)
+        self.mean_ = mean.astype(np.float32)
         self.eigenvalues_ = eigvals
         self.n_samples_seen_ = int(n)
+
+    # ---- statistics combined from blocks (a cluster's row groups) --------------------------------
+    def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        mean = X.mean(axis=0, dtype=np.float64)
+        Xc = X - mean.astype(np.float32)
+        return {"n": np.array([len(X)], np.int64), "mean": mean, "m2": (Xc.T @ Xc).astype(np.float64)}
+
+    @staticmethod
+    def _merge_stats(a: dict, b: dict) -> dict:
+        """Chan et al.'s pairwise update of count, mean and centred scatter: exact in any order."""
+        na, nb = int(a["n"][0]), int(b["n"][0])
+        n = na + nb
+        delta = b["mean"] - a["mean"]
+        return {"n": np.array([n], np.int64), "mean": a["mean"] + delta * (nb / n),
+                "m2": a["m2"] + b["m2"] + np.outer(delta, delta) * (na * nb / n)}
+
+    def _fit_stats(self, stats: dict, n_features: int) -> None:
+        n = int(stats["n"][0])
+        if n < 2:
+            raise InputError(f"pca needs at least 2 rows to fit, got {n} sample(s) (n_samples = {n})")
+        self._from_covariance(stats["m2"] / (n - 1), stats["mean"], n)
 
     @property
     def explained_variance_ratio_(self) -> np.ndarray:
