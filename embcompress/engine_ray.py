@@ -141,6 +141,12 @@ class _Unit:
             t = pf.read_row_group(item["group"], columns=[self.column, *self.carried])
             try:
                 X = column_to_numpy(t.column(self.column).combine_chunks(), self.dim, column=self.column)
+                if "take" in item and item["take"] is not None:  # a uniform sample of `take` rows of the block
+                    rng = np.random.default_rng([int(item["sample_seed"]), int(item["seq"])])
+                    X = X[np.sort(rng.choice(len(X), size=int(item["take"]), replace=False))]
+                    out.append(pa.table({self.column: pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), self.dim),
+                                         SEQ: pa.array([item["seq"]] * len(X), pa.int64())}))
+                    continue
                 if self.stats_of is not None:  # one row: the block's statistics, as exact JSON arrays
                     stats = json.dumps(arrays_to_json(self.stats_of._block_stats(X)))
                     out.append(pa.table({"stats": [stats], SEQ: pa.array([item["seq"]], pa.int64())}))
@@ -154,6 +160,23 @@ class _Unit:
             cols = [t.column(c).combine_chunks() for c in self.carried] + [col, pa.array([item["seq"]] * len(X), pa.int64())]
             out.append(pa.Table.from_arrays(cols, names=[*self.carried, self.column, SEQ]))
         return pa.concat_tables(out)
+
+
+def _cluster_sample(ray, units: list, sources: list, kwargs: dict, m: int, comp, workers, progress) -> np.ndarray:
+    """A uniform sample of ``m`` rows (all rows when there are fewer) drawn on the cluster: the
+    driver splits ``m`` among the row groups by a multivariate hypergeometric draw over their row
+    counts (from the metadata, nothing read), and each worker sends that many rows of its row
+    group, chosen uniformly. Only the sample crosses the network."""
+    sizes = np.array([sources[u["shard"]]._pf.metadata.row_group(u["group"]).num_rows for u in units], dtype=np.int64)
+    seed = int(getattr(comp, "seed", 0) or 0)
+    takes = sizes if sizes.sum() <= m else np.random.default_rng(seed).multivariate_hypergeometric(sizes, m)
+    todo = [{**u, "take": int(t), "sample_seed": seed} for u, t in zip(units, takes) if t > 0]
+    parts = []
+    for unit, table in _in_order(ray, [{**u, "seq": k} for k, u in enumerate(todo)], kwargs, workers):
+        parts.append(column_to_numpy(table.column(kwargs["column"]).combine_chunks(), kwargs["dim"], column=kwargs["column"]))
+        if progress:
+            progress(len(parts[-1]))
+    return np.concatenate(parts) if parts else np.empty((0, kwargs["dim"]), np.float32)
 
 
 def _in_order(ray, units: list, actor_kwargs: dict, workers: int | None):
@@ -233,9 +256,12 @@ def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus:
     """Fit on the cluster. A compressor whose fit is a set of statistics that combine (PCA's count,
     mean and centred scatter; int8's ranges: :attr:`~embcompress.base.Compressor.combines_blocks`)
     gets them computed per row group on the workers and merged on the driver (state equal to the
-    local fit to float tolerance). Any other (reservoir samples, chains) gets the row groups decoded
-    on the cluster and handed to the fit in row order and in the local engine's batches (state
-    equal to the local engine's)."""
+    local fit to float tolerance). One that fits on a sample of ``max_rows`` rows (itq, sq, pq, opq,
+    rq, geopres, autoencoder) gets a uniform sample drawn on the cluster (equal to the local fit,
+    up to float tolerance, when the data hold at most ``max_rows`` rows; another uniform sample
+    otherwise). Any other (binary, rabitq, chains) gets the row groups decoded on the cluster and
+    handed to the fit in row order and in the local engine's batches (state equal to the local
+    engine's)."""
     src = open_vectors(src_path, column=column)
     units, sources = _units(src)
     if max_rows is not None:  # only the row groups that hold the first max_rows rows
@@ -245,6 +271,10 @@ def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus:
     ray = connect(address, num_cpus)
     size = _batch_size(batch_size, src.nbytes_per_row)
     kwargs = {"config": None, "arrays": None, "column": src.column, "carried": [], "dim": src.dim, "spec": None}
+    sample_rows = getattr(comp, "max_rows", None)
+    if max_rows is None and not comp.combines_blocks and isinstance(sample_rows, int) and sample_rows > 0 \
+            and comp.name != "pipeline":
+        return comp.fit(_cluster_sample(ray, units, sources, kwargs, int(sample_rows), comp, workers, progress))
     if comp.combines_blocks and max_rows is None:
         comp._check_params()
         comp._validate_params(src.dim)

@@ -45,20 +45,21 @@ def test_ray_output_is_byte_identical_to_the_local_engine(tmp_path, shards, loca
         assert (tmp_path / "local" / rel).read_bytes() == (tmp_path / "ray" / rel).read_bytes(), rel
 
 
-@pytest.mark.parametrize("spec", ["pca:16", "int8", "itq+binary"])
+@pytest.mark.parametrize("spec", ["pca:16", "int8", "rabitq:2", "binary:threshold=mean,decoder=sign", "itq+binary"])
 def test_ray_fit_state_equals_the_local_fit(shards, local_ray, spec):
-    """pca and int8 combine per-row-group statistics computed on the workers (equal to float
-    tolerance; int8's ranges exactly); itq+binary streams the rows to the driver in order (exact)."""
+    """pca, int8, rabitq and the mean threshold combine per-row-group statistics computed on the
+    workers (count, mean and centred scatter; ranges; sums): equal to float tolerance; a chain
+    (itq+binary) streams the rows to the driver in order: exactly equal."""
     a = fit_file(from_spec(spec), shards)
     b = local_ray.fit_file(from_spec(spec), shards)
     assert from_spec(spec).combines_blocks == (spec != "itq+binary")
     (sa, xa), (sb, xb) = a._get_state(), b._get_state()
     assert sa == sb and xa.keys() == xb.keys()
     for k in xa:
-        if spec == "pca:16":  # signs fixed by the largest loading: compare as they are
-            np.testing.assert_allclose(xa[k], xb[k], rtol=1e-4, atol=1e-5, err_msg=k)
-        else:
+        if spec == "itq+binary":
             np.testing.assert_array_equal(xa[k], xb[k], err_msg=k)
+        else:  # sums in another order
+            np.testing.assert_allclose(xa[k], xb[k], rtol=1e-4, atol=1e-5, err_msg=k)
 
 
 def test_ray_refuses_npy_and_an_address_that_does_not_answer(tmp_path, local_ray):
@@ -100,3 +101,29 @@ def test_units_are_handed_on_in_order_whatever_order_the_cluster_finishes_them_i
 
     order = [u["seq"] for u, t in engine_ray._in_order(FakeRay, units, {}, None)]
     assert order == list(range(12))
+
+
+def test_ray_fit_on_a_sample_drawn_on_the_cluster(shards, local_ray):
+    """itq fits on a sample: with fewer rows than max_rows the sample is every row (state equal to
+    the local fit to float tolerance); with more, exactly max_rows distinct rows of the data, drawn
+    from every shard, are sent, not the data."""
+    import pyarrow.parquet as pq
+
+    from embcompress import engine_ray
+    from embcompress.io import open_vectors, read_all
+
+    a = fit_file(from_spec("itq"), shards)
+    b = local_ray.fit_file(from_spec("itq"), shards)
+    np.testing.assert_allclose(a.rotation_, b.rotation_, atol=1e-4)
+    np.testing.assert_allclose(a.mean_, b.mean_, atol=1e-6)
+    X, _ = read_all(shards)
+    src = open_vectors(shards)
+    units, sources = engine_ray._units(src)
+    kwargs = {"config": None, "arrays": None, "column": "embedding", "carried": [], "dim": 48, "spec": None}
+    S = engine_ray._cluster_sample(ray, units, sources, kwargs, 500, from_spec("sq:2:max_rows=500"), None, None)
+    assert S.shape == (500, 48) and len(np.unique(S, axis=0)) == 500
+    rows = {r.tobytes(): i for i, r in enumerate(X)}
+    picked = np.array([rows[r.tobytes()] for r in S])  # every sampled row is a row of the data
+    assert (picked < 400).sum() > 50 and ((picked >= 400) & (picked < 1000)).sum() > 100 and (picked >= 1000).sum() > 80
+    sq = local_ray.fit_file(from_spec("sq:2:max_rows=500"), shards)
+    assert sq.levels_.shape == (48, 4) and pq.read_metadata(shards / RELS[0]).num_rows == 400

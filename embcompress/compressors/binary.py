@@ -113,6 +113,23 @@ class Binary(Compressor):
         else:
             self.levels_ = np.vstack([np.full(n_features, -1, np.float32), np.ones(n_features, np.float32)])
 
+    # ---- statistics combined from blocks: the mean threshold with the +-1 decoder (the fitted
+    # levels need the thresholds first and read the first rows in order) --------------------------
+    @property
+    def combines_blocks(self) -> bool:
+        return self.threshold == "mean" and self.decoder == "sign"
+
+    def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        return {"total": X.sum(axis=0, dtype=np.float64), "n": np.array([len(X)], np.int64)}
+
+    @staticmethod
+    def _merge_stats(a: dict, b: dict) -> dict:
+        return {"total": a["total"] + b["total"], "n": a["n"] + b["n"]}
+
+    def _fit_stats(self, stats: dict, n_features: int) -> None:
+        self.thresholds_ = (stats["total"] / int(stats["n"][0])).astype(np.float32)
+        self.levels_ = np.vstack([np.full(n_features, -1, np.float32), np.ones(n_features, np.float32)])
+
     def _transform(self, X: np.ndarray) -> np.ndarray:
         t = 0.0 if self.threshold == "zero" else self.thresholds_
         out = np.empty((len(X), (X.shape[1] + 7) // 8), dtype=np.uint8)

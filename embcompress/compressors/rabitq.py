@@ -88,6 +88,18 @@ class RaBitQ(Compressor):
         self.center_ = (total / n).astype(np.float32)
         self.rotation_ = random_orthogonal(n_features, make_rng(self.seed))
 
+    # ---- statistics combined from blocks (a cluster's row groups) --------------------------------
+    def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        return {"total": X.sum(axis=0, dtype=np.float64), "n": np.array([len(X)], np.int64)}
+
+    @staticmethod
+    def _merge_stats(a: dict, b: dict) -> dict:
+        return {"total": a["total"] + b["total"], "n": a["n"] + b["n"]}
+
+    def _fit_stats(self, stats: dict, n_features: int) -> None:
+        self.center_ = (stats["total"] / int(stats["n"][0])).astype(np.float32)
+        self.rotation_ = random_orthogonal(n_features, make_rng(self.seed))
+
     @property
     def _plane_bytes(self) -> int:
         return (self.n_features_in_ + 7) // 8
