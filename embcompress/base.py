@@ -452,6 +452,16 @@ class Compressor:
     def _fit_stats(self, stats: dict, n_features: int) -> None:
         raise NotImplementedError
 
+    @property
+    def rows_after_stats(self) -> int | None:
+        """Rows (from the start, in order) that a fit from statistics still reads afterwards, in
+        :meth:`_after_stats` (binary's decoding levels need the thresholds first); None: none."""
+        return None
+
+    def _after_stats(self, batches) -> None:
+        """The part of a fit that reads the first :attr:`rows_after_stats` rows after
+        :meth:`fit_from_stats`."""
+
     def fit_from_stats(self, stats: dict[str, np.ndarray], n_features: int) -> "Compressor":
         """Fit from merged block statistics (see :attr:`combines_blocks`). Returns self."""
         self._check_params()

@@ -162,6 +162,22 @@ class _Unit:
         return pa.concat_tables(out)
 
 
+def ray_fit_rows(ray, src, units, sources, kwargs, size: int, rows: int) -> list[np.ndarray]:
+    """The first ``rows`` rows, decoded on the cluster, in the local engine's batches."""
+    sizes = [sources[u["shard"]]._pf.metadata.row_group(u["group"]).num_rows for u in units]
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    needed = [u for u, st in zip(units, starts) if st < rows]
+    out, seen = [], 0
+    for _, table in _in_order(ray, needed, kwargs, None):
+        X = column_to_numpy(table.column(src.column).combine_chunks(), src.dim, column=src.column)
+        for start in range(0, len(X), size):
+            part = X[start : start + size][: rows - seen]
+            seen += len(part)
+            if len(part):
+                out.append(part)
+    return out
+
+
 def _cluster_sample(ray, units: list, sources: list, kwargs: dict, m: int, comp, workers, progress) -> np.ndarray:
     """A uniform sample of ``m`` rows (all rows when there are fewer) drawn on the cluster: the
     driver splits ``m`` among the row groups by a multivariate hypergeometric draw over their row
@@ -285,7 +301,11 @@ def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus:
             merged = stats if merged is None else comp._merge_stats(merged, stats)
             if progress:
                 progress(sources[unit["shard"]]._pf.metadata.row_group(unit["group"]).num_rows)
-        return comp.fit_from_stats(merged, src.dim)
+        comp.fit_from_stats(merged, src.dim)
+        if comp.rows_after_stats:  # e.g. binary's levels: the first rows, in order, after the thresholds
+            first = ray_fit_rows(ray, src, units, sources, kwargs, size, comp.rows_after_stats)
+            comp._after_stats(lambda: iter(first))
+        return comp
 
     def batches():
         seen = 0

@@ -122,3 +122,17 @@ def test_codes_of_different_compressors_cannot_be_one_dataset(tmp_path):
     fit_and_compress(from_spec("binary:threshold=mean"), src, mixed / "b.parquet")
     with pytest.raises(InputError, match="codes of different compressors cannot be mixed"):
         open_vectors(mixed, codes=None)
+
+
+def test_float_rerank_reads_originals_from_a_dataset(tmp_path, dataset):
+    from embcompress.search.files import search_files
+
+    root, whole, X = dataset
+    fit_and_compress(from_spec("binary"), whole, tmp_path / "codes.parquet")
+    q = write_parquet(tmp_path / "q.parquet", make_vectors(25, 32, seed=4))
+    for name, originals in (("ds", root), ("file", whole)):
+        search_files(tmp_path / "codes.parquet", q, tmp_path / f"r_{name}.parquet", k=5, rerank="float",
+                     originals=originals, threads=2)
+    a, b = pq.read_table(tmp_path / "r_ds.parquet"), pq.read_table(tmp_path / "r_file.parquet")
+    assert a.column("row").to_pylist() == b.column("row").to_pylist()
+    np.testing.assert_allclose(a.column("score").to_numpy(), b.column("score").to_numpy(), atol=1e-6)

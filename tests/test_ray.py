@@ -45,7 +45,7 @@ def test_ray_output_is_byte_identical_to_the_local_engine(tmp_path, shards, loca
         assert (tmp_path / "local" / rel).read_bytes() == (tmp_path / "ray" / rel).read_bytes(), rel
 
 
-@pytest.mark.parametrize("spec", ["pca:16", "int8", "rabitq:2", "binary:threshold=mean,decoder=sign", "itq+binary"])
+@pytest.mark.parametrize("spec", ["pca:16", "int8", "rabitq:2", "binary:threshold=mean", "itq+binary"])
 def test_ray_fit_state_equals_the_local_fit(shards, local_ray, spec):
     """pca, int8, rabitq and the mean threshold combine per-row-group statistics computed on the
     workers (count, mean and centred scatter; ranges; sums): equal to float tolerance; a chain

@@ -6,7 +6,6 @@ import numpy as np
 
 from .._parallel import map_rows
 from ..base import Compressor, NonFiniteChunk, OutputSpec, values_ok
-from ..errors import InputError
 from ..registry import register
 
 try:  # fused C kernel built at install; where no compiler was found the numpy path gives the same bytes
@@ -113,11 +112,18 @@ class Binary(Compressor):
         else:
             self.levels_ = np.vstack([np.full(n_features, -1, np.float32), np.ones(n_features, np.float32)])
 
-    # ---- statistics combined from blocks: the mean threshold with the +-1 decoder (the fitted
-    # levels need the thresholds first and read the first rows in order) --------------------------
+    # ---- statistics combined from blocks: the mean threshold; then the fitted levels, which need
+    # the thresholds first, from the first rows in order -------------------------------------------
     @property
     def combines_blocks(self) -> bool:
-        return self.threshold == "mean" and self.decoder == "sign"
+        return self.threshold == "mean"
+
+    @property
+    def rows_after_stats(self) -> int | None:
+        return LEVEL_ROWS if self.decoder == "levels" else None
+
+    def _after_stats(self, batches) -> None:
+        self.levels_ = fit_levels(batches, self.thresholds_, LEVEL_ROWS)
 
     def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
         return {"total": X.sum(axis=0, dtype=np.float64), "n": np.array([len(X)], np.int64)}

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import FormatError, InputError
-from ..io.readers import READ_BUFFER_BYTES, column_to_numpy, open_vectors
+from ..io.readers import READ_BUFFER_BYTES, column_to_numpy, is_dataset, open_vectors
 
 
 class VectorStore(Protocol):
@@ -59,7 +59,12 @@ class ParquetStore:
     def __init__(self, path: str | os.PathLike, column: str | None = None, *, cache_bytes: int = DEFAULT_CACHE_BYTES):
         src = open_vectors(path, column=column)
         self.path, self.column, self.dim, self.num_rows = Path(path), src.column, src.dim, src.num_rows
-        self._starts = src._group_starts()
+        shards = getattr(src, "shards", [src])  # a dataset's row groups are numbered across its shards
+        if any(not hasattr(s, "_group_starts") for s in shards):
+            raise InputError(f"originals in {path} are .npy shards; give parquet shards, or one .npy file")
+        self._groups = [(s.path, g) for s in shards for g in range(s.num_row_groups)]  # global group -> (file, group)
+        sizes = [int(n) for s in shards for n in np.diff(s._group_starts())]
+        self._starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.cache_bytes = int(cache_bytes)
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()  # row group -> (rows, dim) float32
         self._cached_bytes = 0
@@ -82,19 +87,22 @@ class ParquetStore:
 
     def _decode(self, g: int) -> np.ndarray:
         try:
-            pf = getattr(self._local, "pf", None)
+            path, local = self._groups[g]
+            files = self._local.__dict__.setdefault("files", {})
+            pf = files.get(path)
             if pf is None:
-                pf = self._local.pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
-                                                 page_checksum_verification=True)
-            col = pf.read_row_group(g, columns=[self.column]).column(0)
+                pf = files[path] = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
+                                                  page_checksum_verification=True)
+            col = pf.read_row_group(local, columns=[self.column]).column(0)
             X = column_to_numpy(col, self.dim, offset=int(self._starts[g]), column=self.column)
         except BaseException as exc:
             with self._lock:
                 self._decoding.pop(g).set()  # waiters wake up and try for themselves
+            where, local = self._groups[g]
             if isinstance(exc, InputError):
-                raise InputError(f"{self.path}, row group {g}: {exc}") from None
+                raise InputError(f"{where}, row group {local}: {exc}") from None
             if isinstance(exc, (pa.ArrowException, OSError)):
-                raise FormatError(f"{self.path} is corrupt or truncated in row group {g}: "
+                raise FormatError(f"{where} is corrupt or truncated in row group {local}: "
                                   f"{str(exc).strip().splitlines()[0]}") from None
             raise
         with self._lock:
@@ -154,6 +162,6 @@ def open_store(path: str | os.PathLike, *, column: str | None = None) -> VectorS
     suffix = Path(path).suffix.lower()
     if suffix == ".npy":
         return NpyStore(path)
-    if suffix in (".parquet", ".pq"):
+    if suffix in (".parquet", ".pq") or is_dataset(path):
         return ParquetStore(path, column=column)
     raise InputError(f"{path}: originals for a rerank must be .npy or .parquet float vectors")
