@@ -1,5 +1,6 @@
 """Bounded-memory samples of a stream of batches, for compressors that learn from a sample
-(learned maps, ITQ, scalar and product quantizers, RaBitQ)."""
+(learned maps, ITQ, scalar and product quantizers, RaBitQ), and the block statistics of a fit that
+needs only the mean."""
 
 from __future__ import annotations
 
@@ -27,3 +28,19 @@ def reservoir(batches: Callable, max_rows: int, rng: np.random.Generator) -> np.
                 sample[slot] = b[row]
         seen += n
     return sample[: min(seen, max_rows)]
+
+
+class MeanStats:
+    """Block statistics (see ``Compressor.combines_blocks``) of a fit that needs only the
+    per-dimension mean: sums and the count, merged by adding."""
+
+    def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        return {"total": X.sum(axis=0, dtype=np.float64), "n": np.array([len(X)], np.int64)}
+
+    @staticmethod
+    def _merge_stats(a: dict, b: dict) -> dict:
+        return {"total": a["total"] + b["total"], "n": a["n"] + b["n"]}
+
+    @staticmethod
+    def _stats_mean(stats: dict) -> np.ndarray:
+        return (stats["total"] / int(stats["n"][0])).astype(np.float32)

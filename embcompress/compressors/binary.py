@@ -7,6 +7,7 @@ import numpy as np
 from .._parallel import map_rows
 from ..base import Compressor, NonFiniteChunk, OutputSpec, values_ok
 from ..registry import register
+from ._sample import MeanStats
 
 try:  # fused C kernel built at install; where no compiler was found the numpy path gives the same bytes
     from . import _pack
@@ -63,7 +64,7 @@ DECODERS = ("levels", "sign")
 
 
 @register
-class Binary(Compressor):
+class Binary(MeanStats, Compressor):
     """One bit per dimension: 1 where the value is above the threshold, compared by Hamming
     distance (Dinu et al., 2025, section 4). ``threshold="zero"`` is the plain sign; ``"mean"`` fits a
     per-dimension threshold (the data's mean), which balances bits on uncentered embeddings.
@@ -125,15 +126,8 @@ class Binary(Compressor):
     def _after_stats(self, batches) -> None:
         self.levels_ = fit_levels(batches, self.thresholds_, LEVEL_ROWS)
 
-    def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
-        return {"total": X.sum(axis=0, dtype=np.float64), "n": np.array([len(X)], np.int64)}
-
-    @staticmethod
-    def _merge_stats(a: dict, b: dict) -> dict:
-        return {"total": a["total"] + b["total"], "n": a["n"] + b["n"]}
-
     def _fit_stats(self, stats: dict, n_features: int) -> None:
-        self.thresholds_ = (stats["total"] / int(stats["n"][0])).astype(np.float32)
+        self.thresholds_ = self._stats_mean(stats)
         self.levels_ = np.vstack([np.full(n_features, -1, np.float32), np.ones(n_features, np.float32)])
 
     def _transform(self, X: np.ndarray) -> np.ndarray:

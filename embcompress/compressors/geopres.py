@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import OutputSpec, float_spec
-from ..errors import InputError
 from ..registry import register
 from ._learned import LearnedMap
 

@@ -11,6 +11,7 @@ from ..base import Compressor, OutputSpec, make_rng
 from ..errors import InputError
 from ..registry import register
 from ._codes import byte_tables
+from ._sample import MeanStats
 from .rotate import random_orthogonal
 
 BITS = (1, 2, 3, 4)
@@ -55,7 +56,7 @@ def rowwise_matmul(X: np.ndarray, W: np.ndarray, block: int = 256) -> np.ndarray
 
 
 @register
-class RaBitQ(Compressor):
+class RaBitQ(MeanStats, Compressor):
     """``bits`` (1 to 4) per dimension plus one float32 per vector.
 
     Fitting takes the centroid ``c`` (the mean) and a seeded random rotation ``P``. A vector
@@ -89,15 +90,8 @@ class RaBitQ(Compressor):
         self.rotation_ = random_orthogonal(n_features, make_rng(self.seed))
 
     # ---- statistics combined from blocks (a cluster's row groups) --------------------------------
-    def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
-        return {"total": X.sum(axis=0, dtype=np.float64), "n": np.array([len(X)], np.int64)}
-
-    @staticmethod
-    def _merge_stats(a: dict, b: dict) -> dict:
-        return {"total": a["total"] + b["total"], "n": a["n"] + b["n"]}
-
     def _fit_stats(self, stats: dict, n_features: int) -> None:
-        self.center_ = (stats["total"] / int(stats["n"][0])).astype(np.float32)
+        self.center_ = self._stats_mean(stats)
         self.rotation_ = random_orthogonal(n_features, make_rng(self.seed))
 
     @property
