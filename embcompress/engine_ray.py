@@ -8,12 +8,10 @@ the tables in sequence order, whatever order the workers finish in, and writes t
 engine's writer, shard by shard, into a temporary directory renamed at the end. Output row groups
 are cut by rows from the output width, so the files are byte-identical to the local engine's.
 
-Fitting: a compressor whose fit is statistics that combine (PCA: count, mean and centred scatter,
-merged with Chan et al.'s pairwise update; int8: ranges) gets them computed per row group on the
-workers and merged on the driver, a few KB to MB per row group across the network. Any other fit
-(reservoir samples of the learned maps, chains) reads the same units, decoded on the cluster, and
-hands them to the fit on the driver in row order and in the local engine's batches, so its state is
-the local engine's exactly.
+Fitting (see :func:`ray_fit`): statistics that combine are computed per row group on the workers
+and merged on the driver (PCA, int8, RaBitQ, the binary mean threshold); learned maps receive a
+uniform sample drawn on the cluster; chains get the decoded rows in row order and the local
+engine's batches, so their state is the local engine's exactly.
 
 What crosses the network: the compressor's state once per actor, a few bytes per unit of work
 (path, row group), the codes and carried columns of every row once (workers -> driver); the input
@@ -24,26 +22,23 @@ finished ahead of their turn, and the writer's current row group.
 from __future__ import annotations
 
 import json
-import os
 import time
-from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._fs import atomic_dir
 from ._util import require
 from .base import Compressor
 from .errors import InputError
-from .io import VectorWriter, open_vectors
-from .io.readers import _batch_size, column_to_numpy
+from .io import open_vectors
+from .io.readers import Batch, _batch_size, column_to_numpy
 from .io.writers import to_arrow
 from .persist import arrays_from_json, arrays_to_json, from_config, to_config
 from .registry import get
-from .stream import CompressResult, check_destination, file_metadata
+from .stream import CompressResult, open_to_compress, write_codes
 
 
 
@@ -106,15 +101,21 @@ class RayEngine:
 SEQ = "__embcompress_seq"
 
 
-def _units(src) -> tuple[list, list]:
-    """The local engine's units of work: (sequence number, shard, path, row group) for every row
-    group of every shard, in row order; and the shards."""
+def _units(src) -> list[dict]:
+    """The local engine's units of work, in row order: sequence number, shard, path, row group and
+    its row count (from the metadata) for every row group of every shard."""
     sources = src.shards if hasattr(src, "shards") else [src]
     for s in sources:
         if Path(s.path).suffix.lower() == ".npy":
             raise InputError("--engine ray reads parquet; convert .npy input to parquet or use the local engine")
-    units = [(i, str(s.path), g) for i, s in enumerate(sources) for g in range(s.num_row_groups)]
-    return [{"seq": k, "shard": i, "path": p, "group": g} for k, (i, p, g) in enumerate(units)], sources
+    units = [(i, str(s.path), g, int(n)) for i, s in enumerate(sources) for g, n in enumerate(np.diff(s._group_starts()))]
+    return [{"seq": k, "shard": i, "path": p, "group": g, "rows": n} for k, (i, p, g, n) in enumerate(units)]
+
+
+def _first(units: list[dict], rows: int) -> list[dict]:
+    """The units that hold the first ``rows`` rows."""
+    starts = np.concatenate([[0], np.cumsum([u["rows"] for u in units])])
+    return [u for u, st in zip(units, starts) if st < rows]
 
 
 class _Unit:
@@ -141,12 +142,9 @@ class _Unit:
             t = pf.read_row_group(item["group"], columns=[self.column, *self.carried])
             try:
                 X = column_to_numpy(t.column(self.column).combine_chunks(), self.dim, column=self.column)
-                if "take" in item and item["take"] is not None:  # a uniform sample of `take` rows of the block
+                if item.get("take") is not None:  # a uniform sample of `take` rows of the block (no compressor)
                     rng = np.random.default_rng([int(item["sample_seed"]), int(item["seq"])])
                     X = X[np.sort(rng.choice(len(X), size=int(item["take"]), replace=False))]
-                    out.append(pa.table({self.column: pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), self.dim),
-                                         SEQ: pa.array([item["seq"]] * len(X), pa.int64())}))
-                    continue
                 if self.stats_of is not None:  # one row: the block's statistics, as exact JSON arrays
                     stats = json.dumps(arrays_to_json(self.stats_of._block_stats(X)))
                     out.append(pa.table({"stats": [stats], SEQ: pa.array([item["seq"]], pa.int64())}))
@@ -162,28 +160,31 @@ class _Unit:
         return pa.concat_tables(out)
 
 
-def ray_fit_rows(ray, src, units, sources, kwargs, size: int, rows: int) -> list[np.ndarray]:
-    """The first ``rows`` rows, decoded on the cluster, in the local engine's batches."""
-    sizes = [sources[u["shard"]]._pf.metadata.row_group(u["group"]).num_rows for u in units]
-    starts = np.concatenate([[0], np.cumsum(sizes)])
-    needed = [u for u, st in zip(units, starts) if st < rows]
-    out, seen = [], 0
-    for _, table in _in_order(ray, needed, kwargs, None):
-        X = column_to_numpy(table.column(src.column).combine_chunks(), src.dim, column=src.column)
+def _row_batches(ray, units, kwargs, size: int, limit: int | None, workers, progress) -> Iterator[np.ndarray]:
+    """The rows of ``units`` (up to ``limit``), decoded on the cluster, in row order and in the
+    local engine's batches (``size`` rows within each row group)."""
+    seen = 0
+    for _, table in _in_order(ray, units, kwargs, workers):
+        X = column_to_numpy(table.column(kwargs["column"]).combine_chunks(), kwargs["dim"], column=kwargs["column"])
         for start in range(0, len(X), size):
-            part = X[start : start + size][: rows - seen]
+            part = X[start : start + size]
+            if limit is not None:
+                part = part[: limit - seen]
             seen += len(part)
+            if progress:
+                progress(len(part))
             if len(part):
-                out.append(part)
-    return out
+                yield part
+            if limit is not None and seen >= limit:
+                return
 
 
-def _cluster_sample(ray, units: list, sources: list, kwargs: dict, m: int, comp, workers, progress) -> np.ndarray:
+def _cluster_sample(ray, units: list, kwargs: dict, m: int, comp, workers, progress) -> np.ndarray:
     """A uniform sample of ``m`` rows (all rows when there are fewer) drawn on the cluster: the
     driver splits ``m`` among the row groups by a multivariate hypergeometric draw over their row
     counts (from the metadata, nothing read), and each worker sends that many rows of its row
     group, chosen uniformly. Only the sample crosses the network."""
-    sizes = np.array([sources[u["shard"]]._pf.metadata.row_group(u["group"]).num_rows for u in units], dtype=np.int64)
+    sizes = np.array([u["rows"] for u in units], dtype=np.int64)
     seed = int(getattr(comp, "seed", 0) or 0)
     takes = sizes if sizes.sum() <= m else np.random.default_rng(seed).multivariate_hypergeometric(sizes, m)
     todo = [{**u, "take": int(t), "sample_seed": seed} for u, t in zip(units, takes) if t > 0]
@@ -219,51 +220,23 @@ def ray_compress(comp: Compressor, src_path, dst_path, *, address: str | None = 
                  overwrite: bool = False, workers: int | None = None, progress=None) -> CompressResult:
     """:func:`~embcompress.stream.compress_file` on Ray Data: the same output bytes."""
     t0 = time.perf_counter()
-    check_destination(src_path, dst_path, overwrite=overwrite)
-    src = open_vectors(src_path, column=column, id_column=id_column, keep_columns=keep_columns)
-    comp._check_fitted()
-    if src.dim != comp.n_features_in_:
-        raise InputError(f"{src_path} has {src.dim} dimensions but the compressor was fitted on {comp.n_features_in_}")
-    units, sources = _units(src)
+    src = open_to_compress(comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns,
+                           overwrite=overwrite)
+    units = _units(src)
     ray = connect(address, num_cpus)
-    rels = [Path(r) for r in src.rels] if hasattr(src, "rels") else None
     spec = comp.output_spec
     carried = list(src.carried_columns)
-    carried_schema = src.schema.empty_table().select(carried).schema.remove_metadata() if carried else None
     config, arrays = to_config(comp)
     kwargs = {"config": config, "arrays": arrays_to_json(arrays), "column": src.column, "carried": carried,
               "dim": src.dim, "spec": spec}
 
-    def writer(i: int, root: Path | None) -> VectorWriter:
-        target = (root / rels[i]) if rels is not None else Path(dst_path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        return VectorWriter(target, spec, column=src.column, carried_schema=carried_schema,
-                            metadata=file_metadata(comp, sources[i], sources[i].path), num_rows=sources[i].num_rows,
-                            overwrite=overwrite)
-
-    with (atomic_dir(dst_path, overwrite=overwrite) if rels is not None else _nothing()) as root, ExitStack() as stack:
-        current = -1
-        out = None
+    def batches() -> Iterator[Batch]:
         for unit, table in _in_order(ray, units, kwargs, workers):
-            while current < unit["shard"]:  # the next shard (and any empty ones before it): a file each
-                stack.close()
-                current += 1
-                out = stack.enter_context(writer(current, root))
-            codes = table.column(src.column).combine_chunks()
-            rows = column_to_numpy(codes, spec.row_width, column=src.column, finite=False)
+            codes = column_to_numpy(table.column(src.column).combine_chunks(), spec.row_width, column=src.column, finite=False)
             kept = pa.RecordBatch.from_arrays([table.column(c).combine_chunks() for c in carried], names=carried) if carried else None
-            out.write(rows, kept)
-            if progress:
-                progress(len(rows))
-        while current < len(sources) - 1:
-            stack.close()
-            current += 1
-            out = stack.enter_context(writer(current, root))
-        stack.close()
-    out_paths = [Path(dst_path)] if rels is None else [Path(dst_path) / r for r in rels]
-    return CompressResult(rows=src.num_rows, input_bytes=sum(os.path.getsize(s.path) for s in sources),
-                          output_bytes=sum(os.path.getsize(p) for p in out_paths), bytes_per_vector_in=src.nbytes_per_row,
-                          bytes_per_vector_out=spec.nbytes, seconds=time.perf_counter() - t0, output=str(dst_path))
+            yield Batch(codes, kept, 0, unit["shard"])
+
+    return write_codes(comp, src, src_path, dst_path, batches(), overwrite=overwrite, progress=progress, started=t0)
 
 
 def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus: int | None = None,
@@ -279,18 +252,16 @@ def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus:
     handed to the fit in row order and in the local engine's batches (state equal to the local
     engine's)."""
     src = open_vectors(src_path, column=column)
-    units, sources = _units(src)
-    if max_rows is not None:  # only the row groups that hold the first max_rows rows
-        sizes = [sources[u["shard"]]._pf.metadata.row_group(u["group"]).num_rows for u in units]
-        starts = np.concatenate([[0], np.cumsum(sizes)])
-        units = [u for u, st in zip(units, starts) if st < max_rows]
+    units = _units(src)
     ray = connect(address, num_cpus)
     size = _batch_size(batch_size, src.nbytes_per_row)
     kwargs = {"config": None, "arrays": None, "column": src.column, "carried": [], "dim": src.dim, "spec": None}
+    if max_rows is not None:
+        units = _first(units, max_rows)
     sample_rows = getattr(comp, "max_rows", None)
     if max_rows is None and not comp.combines_blocks and isinstance(sample_rows, int) and sample_rows > 0 \
             and comp.name != "pipeline":
-        return comp.fit(_cluster_sample(ray, units, sources, kwargs, int(sample_rows), comp, workers, progress))
+        return comp.fit(_cluster_sample(ray, units, kwargs, int(sample_rows), comp, workers, progress))
     if comp.combines_blocks and max_rows is None:
         comp._check_params()
         comp._validate_params(src.dim)
@@ -300,35 +271,15 @@ def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus:
             stats = arrays_from_json(json.loads(table.column("stats")[0].as_py()))
             merged = stats if merged is None else comp._merge_stats(merged, stats)
             if progress:
-                progress(sources[unit["shard"]]._pf.metadata.row_group(unit["group"]).num_rows)
+                progress(unit["rows"])
         comp.fit_from_stats(merged, src.dim)
         if comp.rows_after_stats:  # e.g. binary's levels: the first rows, in order, after the thresholds
-            first = ray_fit_rows(ray, src, units, sources, kwargs, size, comp.rows_after_stats)
+            first = list(_row_batches(ray, _first(units, comp.rows_after_stats), kwargs, size, comp.rows_after_stats,
+                                      workers, None))
             comp._after_stats(lambda: iter(first))
         return comp
 
     def batches():
-        seen = 0
-        for _, table in _in_order(ray, units, kwargs, workers):
-            X = column_to_numpy(table.column(src.column).combine_chunks(), src.dim, column=src.column)
-            for start in range(0, len(X), size):  # the local engine's batches within a row group
-                part = X[start : start + size]
-                if max_rows is not None:
-                    part = part[: max_rows - seen]
-                seen += len(part)
-                if progress:
-                    progress(len(part))
-                if len(part):
-                    yield part
-                if max_rows is not None and seen >= max_rows:
-                    return
+        return _row_batches(ray, units, kwargs, size, max_rows, workers, progress)
 
     return comp.fit_batches(batches)
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False

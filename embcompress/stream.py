@@ -126,6 +126,17 @@ def compress_file(
     Parquet output keeps the id column (``id_column``, or a column named ``id`` if present) and
     ``keep_columns``; the embedding column keeps its name and holds the codes."""
     t0 = time.perf_counter()
+    src = open_to_compress(comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns,
+                           overwrite=overwrite)
+    batches = src.batches(batch_size, threads=threads, transform=lambda X, offset: comp.transform(X, row_offset=offset),
+                          result_row_bytes=comp.output_spec.nbytes)
+    return write_codes(comp, src, src_path, dst_path, batches, overwrite=overwrite, progress=progress, started=t0)
+
+
+def open_to_compress(comp: Compressor, src_path, dst_path, *, column=None, id_column=None, keep_columns=(),
+                     overwrite: bool = False):
+    """The input of a compression, opened after every check that can fail before any work: the
+    output can be written, the input has rows, ``comp`` is fitted on inputs of its width."""
     check_destination(src_path, dst_path, overwrite=overwrite)
     src = open_vectors(src_path, column=column, id_column=id_column, keep_columns=keep_columns)
     if src.num_rows == 0:
@@ -136,49 +147,53 @@ def compress_file(
             f"{src_path} column {src.column!r} has {src.dim} dimensions but the {comp.name} compressor "
             f"was fitted on {comp.n_features_in_}"
         )
+    return src
+
+
+def write_codes(comp: Compressor, src, src_path, dst_path, batches: Iterator, *, overwrite: bool = False,
+                progress: Progress | None = None, started: float | None = None) -> CompressResult:
+    """Write the compressed ``batches`` of ``src`` (Batch objects in row order, each tagged with its
+    shard) to ``dst_path``: one file, or for a dataset a directory of shards with the input's
+    relative names (a file for every shard, empty ones too), put in place at the end. Any engine's
+    batches go through here, so every engine writes the same bytes."""
+    t0 = time.perf_counter() if started is None else started
     spec = comp.output_spec
     carried_schema = None
     if getattr(src, "carried_columns", None):
         carried_schema = src.schema.empty_table().select(src.carried_columns).schema.remove_metadata()
     shards = getattr(src, "shards", None)
-    targets = [Path(dst_path)] if shards is None else [Path(r) for r in src.rels]
     sources = [src] if shards is None else shards
+    targets = [Path(dst_path)] if shards is None else [Path(dst_path) / r for r in src.rels]
 
-    def writer(i: int, root: Path) -> VectorWriter:
-        return VectorWriter(root / targets[i] if shards is not None else targets[i], spec, column=src.column,
-                            carried_schema=carried_schema, metadata=file_metadata(comp, sources[i], sources[i].path),
-                            num_rows=sources[i].num_rows, overwrite=overwrite)
-
-    batches = src.batches(batch_size, threads=threads, transform=lambda X, offset: comp.transform(X, row_offset=offset),
-                          result_row_bytes=spec.nbytes)
     # closing: an error stops the workers now, not when the traceback that holds this frame is freed
     with closing(batches), (atomic_dir(dst_path, overwrite=overwrite) if shards is not None else nullcontext(None)) as root, \
             ExitStack() as stack:
-        current, out = -1, None
+        opened: list[VectorWriter] = []
+
+        def advance(shard: int) -> VectorWriter:
+            """The writer of ``shard``, after closing the current one and writing every shard before it."""
+            while len(opened) <= shard:
+                stack.close()
+                i = len(opened)
+                target = targets[i] if shards is None else root / src.rels[i]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                opened.append(stack.enter_context(VectorWriter(
+                    target, spec, column=src.column, carried_schema=carried_schema,
+                    metadata=file_metadata(comp, sources[i], sources[i].path), num_rows=sources[i].num_rows,
+                    overwrite=overwrite)))
+            return opened[shard]
+
+        advance(0)  # before the first batch: a full disk (npy space is reserved) fails before any work
         for b in batches:
-            while current < b.shard:  # the next shard (and any empty ones before it): a file each
-                if out is not None:
-                    stack.close()
-                current += 1
-                if shards is not None:
-                    (root / targets[current]).parent.mkdir(parents=True, exist_ok=True)
-                out = stack.enter_context(writer(current, root))
-            out.write(b.vectors, b.carried)
+            advance(b.shard).write(b.vectors, b.carried)
             if progress:
                 progress(len(b.vectors))
-        while current < len(sources) - 1:  # empty shards at the end
-            stack.close()
-            current += 1
-            if shards is not None:
-                (root / targets[current]).parent.mkdir(parents=True, exist_ok=True)
-            out = stack.enter_context(writer(current, root))
+        advance(len(sources) - 1)  # shards with no rows at the end get their (empty) files too
         stack.close()
-    in_paths = [Path(src_path)] if shards is None else [src.root / r for r in src.rels]
-    out_paths = [Path(dst_path)] if shards is None else [Path(dst_path) / r for r in src.rels]
     return CompressResult(
         rows=src.num_rows,
-        input_bytes=sum(os.path.getsize(p) for p in in_paths),
-        output_bytes=sum(os.path.getsize(p) for p in out_paths),
+        input_bytes=sum(os.path.getsize(s.path) for s in sources),
+        output_bytes=sum(os.path.getsize(p) for p in targets),
         bytes_per_vector_in=src.nbytes_per_row,
         bytes_per_vector_out=spec.nbytes,
         seconds=time.perf_counter() - t0,

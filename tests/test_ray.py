@@ -118,9 +118,9 @@ def test_ray_fit_on_a_sample_drawn_on_the_cluster(shards, local_ray):
     np.testing.assert_allclose(a.mean_, b.mean_, atol=1e-6)
     X, _ = read_all(shards)
     src = open_vectors(shards)
-    units, sources = engine_ray._units(src)
+    units = engine_ray._units(src)
     kwargs = {"config": None, "arrays": None, "column": "embedding", "carried": [], "dim": 48, "spec": None}
-    S = engine_ray._cluster_sample(ray, units, sources, kwargs, 500, from_spec("sq:2:max_rows=500"), None, None)
+    S = engine_ray._cluster_sample(ray, units, kwargs, 500, from_spec("sq:2:max_rows=500"), None, None)
     assert S.shape == (500, 48) and len(np.unique(S, axis=0)) == 500
     rows = {r.tobytes(): i for i, r in enumerate(X)}
     picked = np.array([rows[r.tobytes()] for r in S])  # every sampled row is a row of the data
