@@ -30,6 +30,16 @@ def reservoir(batches: Callable, max_rows: int, rng: np.random.Generator) -> np.
     return sample[: min(seen, max_rows)]
 
 
+def stream_mean(batches: Callable) -> np.ndarray:
+    """The per-dimension mean of every row of ``batches()`` (one pass, summed in float64), float32."""
+    total, n = None, 0
+    for b in batches():
+        part = b.sum(axis=0, dtype=np.float64)
+        total = part if total is None else total + part
+        n += len(b)
+    return (total / n).astype(np.float32)
+
+
 class MeanStats:
     """Block statistics (see ``Compressor.combines_blocks``) of a fit that needs only the
     per-dimension mean: sums and the count, merged by adding."""

@@ -7,7 +7,7 @@ import numpy as np
 from .._parallel import map_rows
 from ..base import Compressor, NonFiniteChunk, OutputSpec, values_ok
 from ..registry import register
-from ._sample import MeanStats
+from ._sample import MeanStats, stream_mean
 
 try:  # fused C kernel built at install; where no compiler was found the numpy path gives the same bytes
     from . import _pack
@@ -102,12 +102,7 @@ class Binary(MeanStats, Compressor):
         if self.threshold == "zero":
             self.thresholds_ = np.zeros(n_features, dtype=np.float32)
         else:
-            total = np.zeros(n_features, dtype=np.float64)
-            n = 0
-            for batch in batches():
-                total += batch.sum(axis=0, dtype=np.float64)
-                n += len(batch)
-            self.thresholds_ = (total / n).astype(np.float32)
+            self.thresholds_ = stream_mean(batches)
         if self.decoder == "levels":
             self.levels_ = fit_levels(batches, self.thresholds_, LEVEL_ROWS)
         else:

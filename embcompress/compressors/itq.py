@@ -9,7 +9,7 @@ from .._util import check_positive_int
 from ..base import make_rng
 from ..errors import InputError
 from ..registry import register
-from ._sample import reservoir
+from ._sample import reservoir, stream_mean
 from .rotate import OrthogonalMap, random_orthogonal
 
 MIN_ROWS = 2
@@ -48,11 +48,7 @@ class ITQ(OrthogonalMap):
 
     def _fit(self, batches, n_features: int) -> None:
         rng = make_rng(self.seed)
-        total, n = np.zeros(n_features), 0
-        for b in batches():  # the mean over all rows; the rotation is learned on a sample
-            total += b.sum(axis=0, dtype=np.float64)
-            n += len(b)
-        self.mean_ = (total / n).astype(np.float32)
+        self.mean_ = stream_mean(batches)  # the mean over all rows; the rotation is learned on a sample
         V = reservoir(batches, self.max_rows, rng)
         if len(V) < MIN_ROWS:
             raise InputError(f"itq needs at least {MIN_ROWS} rows to fit, got {len(V)} (n_samples = {len(V)})")

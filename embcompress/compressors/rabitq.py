@@ -11,7 +11,7 @@ from ..base import Compressor, OutputSpec, make_rng
 from ..errors import InputError
 from ..registry import register
 from ._codes import byte_tables
-from ._sample import MeanStats
+from ._sample import MeanStats, stream_mean
 from .rotate import random_orthogonal
 
 BITS = (1, 2, 3, 4)
@@ -82,11 +82,7 @@ class RaBitQ(MeanStats, Compressor):
         make_rng(self.seed)
 
     def _fit(self, batches, n_features: int) -> None:
-        total, n = np.zeros(n_features), 0
-        for b in batches():
-            total += b.sum(axis=0, dtype=np.float64)
-            n += len(b)
-        self.center_ = (total / n).astype(np.float32)
+        self.center_ = stream_mean(batches)
         self.rotation_ = random_orthogonal(n_features, make_rng(self.seed))
 
     # ---- statistics combined from blocks (a cluster's row groups) --------------------------------

@@ -8,6 +8,7 @@ import numpy as np
 from ..base import Compressor, OutputSpec, float_spec, make_rng
 from ..errors import InputError
 from ..registry import register
+from ._sample import stream_mean
 
 
 def random_orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
@@ -66,8 +67,4 @@ class Rotate(OrthogonalMap):
         self.rotation_ = random_orthogonal(n_features, make_rng(self.seed))
         self.mean_ = np.zeros(n_features, dtype=np.float32)
         if self.center:
-            total, n = np.zeros(n_features), 0
-            for b in batches():
-                total += b.sum(axis=0, dtype=np.float64)
-                n += len(b)
-            self.mean_ = (total / n).astype(np.float32)
+            self.mean_ = stream_mean(batches)

@@ -12,7 +12,7 @@ from ..errors import InputError
 from ..registry import register
 from ._codes import nibble_indices, nibble_tables
 from ._faiss import FaissBacked
-from ._sample import reservoir
+from ._sample import reservoir, stream_mean
 
 NBITS = (4, 8)
 
@@ -61,11 +61,7 @@ class RQ(FaissBacked):
         return faiss, rq
 
     def _fit(self, batches, n_features: int) -> None:
-        total, n = np.zeros(n_features), 0
-        for b in batches():
-            total += b.sum(axis=0, dtype=np.float64)
-            n += len(b)
-        self.mean_ = (total / n).astype(np.float32)
+        self.mean_ = stream_mean(batches)
         X = reservoir(batches, self.max_rows, make_rng(self.seed))
         k = 2 ** self.nbits
         if len(X) < k:
