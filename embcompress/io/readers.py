@@ -100,7 +100,28 @@ def open_vectors(
     return ParquetVectors(path, column=column, id_column=id_column, keep_columns=keep_columns, codes=codes)
 
 
-class ParquetVectors:
+class Streamed:
+    """What every reader shares: :meth:`batches` runs the reader's :meth:`units` of work."""
+
+    def batches(self, batch_size: int | None = None, *, threads: int | None = None, max_rows: int | None = None,
+                transform: Transform | None = None, result_row_bytes: int | None = None) -> Iterator[Batch]:
+        """The rows in order, in batches of ``batch_size`` rows (batches never span row
+        groups, so every reading path cuts the same batches). ``max_rows``: decode only the row
+        groups that hold the first ``max_rows`` rows. ``transform(vectors, offset)``, when given,
+        replaces each batch's vectors, runs where the batch was decoded, and must refuse
+        non-finite values itself (``Compressor.transform`` does; the reader then skips its own
+        check, one pass less over the data).
+
+        With ``threads`` > 1 (None: every core) and several row groups, row groups are decoded
+        (and transformed) on that many worker threads and delivered in order; at most
+        :data:`READ_MEMORY_BYTES` of results (``result_row_bytes`` per row; default: the input's
+        float32 width) wait ahead of the consumer. One row group, or row groups too big for that
+        budget, are read by a single reader two batches ahead of the consumer."""
+        units, unit_bytes = self.units(batch_size, max_rows=max_rows, transform=transform, result_row_bytes=result_row_bytes)
+        yield from run_units(units, threads=threads, unit_bytes=unit_bytes)
+
+
+class ParquetVectors(Streamed):
     """A parquet file with one embedding column, read in record batches."""
 
     def __init__(self, path: Path, *, column=None, id_column=None, keep_columns=(), codes=False):
@@ -210,23 +231,6 @@ class ParquetVectors:
             raise FormatError(f"{self.path} has corrupt row group metadata: {_first_line(exc)}") from None
         return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
-    def batches(self, batch_size: int | None = None, *, threads: int | None = None, max_rows: int | None = None,
-                transform: Transform | None = None, result_row_bytes: int | None = None) -> Iterator[Batch]:
-        """The file's rows in order, in batches of ``batch_size`` rows (batches never span row
-        groups, so every reading path cuts the same batches). ``max_rows``: decode only the row
-        groups that hold the first ``max_rows`` rows. ``transform(vectors, offset)``, when given,
-        replaces each batch's vectors, runs where the batch was decoded, and must refuse
-        non-finite values itself (``Compressor.transform`` does; the reader then skips its own
-        check, one pass less over the data).
-
-        With ``threads`` > 1 (None: every core) and several row groups, row groups are decoded
-        (and transformed) on that many worker threads and delivered in order; at most
-        :data:`READ_MEMORY_BYTES` of results (``result_row_bytes`` per row; default: the input's
-        float32 width) wait ahead of the consumer. One row group, or row groups too big for that
-        budget, are read by a single reader one batch ahead of the consumer."""
-        units, unit_bytes = self.units(batch_size, max_rows=max_rows, transform=transform, result_row_bytes=result_row_bytes)
-        yield from run_units(units, threads=threads, unit_bytes=unit_bytes)
-
     def units(self, batch_size: int | None = None, *, max_rows: int | None = None, transform: Transform | None = None,
               result_row_bytes: int | None = None, base: int = 0, shard: int = 0) -> tuple[list, int]:
         """The units of parallel work (one per row group) and the largest one's result bytes;
@@ -325,7 +329,7 @@ def column_to_numpy(arr: pa.Array, dim: int, *, offset: int = 0, column: str = "
     return X
 
 
-class NpyVectors:
+class NpyVectors(Streamed):
     """A 2-D ``.npy`` array, memory-mapped; metadata from a ``.embcompress.json`` sidecar."""
 
     id_column = None
@@ -355,14 +359,9 @@ class NpyVectors:
         self.nbytes_per_row = self.dim * kind.itemsize
         self.type = kind
 
-    def batches(self, batch_size: int | None = None, *, threads: int | None = None, max_rows: int | None = None,
-                transform: Transform | None = None, result_row_bytes: int | None = None) -> Iterator[Batch]:
-        """As :meth:`ParquetVectors.batches`; the units of parallel work are runs of 16 batches."""
-        units, unit_bytes = self.units(batch_size, max_rows=max_rows, transform=transform, result_row_bytes=result_row_bytes)
-        yield from run_units(units, threads=threads, unit_bytes=unit_bytes)
-
     def units(self, batch_size: int | None = None, *, max_rows: int | None = None, transform: Transform | None = None,
               result_row_bytes: int | None = None, base: int = 0, shard: int = 0) -> tuple[list, int]:
+        """As :meth:`ParquetVectors.units`; a unit is a run of 16 batches."""
         batch_size = _batch_size(batch_size, self.nbytes_per_row)
         span = 16 * batch_size
         end = self.num_rows if max_rows is None else min(self.num_rows, int(max_rows))
@@ -422,7 +421,7 @@ def find_shards(path: str | os.PathLike) -> tuple[Path, list[str]]:
     return root, rels
 
 
-class DatasetVectors:
+class DatasetVectors(Streamed):
     """Several vector files read as one: the interface of :class:`~embcompress.io.ParquetVectors`
     (rows, width, columns, batches), plus ``shards`` and ``rels`` (relative paths)."""
 
@@ -468,10 +467,10 @@ class DatasetVectors:
     def num_row_groups(self) -> int:
         return sum(getattr(s, "num_row_groups", 1) for s in self.shards)
 
-    def batches(self, batch_size: int | None = None, *, threads: int | None = None, max_rows: int | None = None,
-                transform: Transform | None = None, result_row_bytes: int | None = None) -> Iterator[Batch]:
-        """Every shard's batches in order (tagged with the shard), one row numbering across shards;
-        the row groups of all shards are the units of the parallel reader."""
+    def units(self, batch_size: int | None = None, *, max_rows: int | None = None, transform: Transform | None = None,
+              result_row_bytes: int | None = None) -> tuple[list, int]:
+        """Every shard's units in order, batches tagged with their shard, one row numbering across
+        shards: the row groups of all shards are the units of the parallel reader."""
         units, unit_bytes = [], 0
         for i, shard in enumerate(self.shards):
             if max_rows is not None and self.starts[i] >= max_rows:
@@ -480,7 +479,7 @@ class DatasetVectors:
                                transform=transform, result_row_bytes=result_row_bytes, base=self.starts[i], shard=i)
             units += u
             unit_bytes = max(unit_bytes, b)
-        yield from run_units(units, threads=threads, unit_bytes=unit_bytes)
+        return units, unit_bytes
 
 
 def _batch_size(batch_size: int | None, row_bytes: int) -> int:
