@@ -142,8 +142,11 @@ class Bars:
 
 
 @contextmanager
-def progress_bar(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
-    """One progress bar on stderr; yields an advance(n)."""
+def progress_bar(description: str, total: int | None, disable: bool = False) -> Iterator[Callable[[int], None]]:
+    """One progress bar on stderr; yields an advance(n) (a no-op when ``disable``)."""
+    if disable:
+        yield lambda n: None
+        return
     with Bars() as bars:
         yield bars.stage(description, total)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -24,6 +26,18 @@ def _tau_by_dim(text: Optional[str]) -> Optional[dict[int, float]]:
         raise typer.BadParameter(f"--tau-by-dim must look like 96:0.03,192:0.06,384:0.1, got {text!r}") from None
 
 
+def _without_nproc(argv: list[str]) -> list[str]:
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--nproc":
+            skip = True
+        elif not a.startswith("--nproc="):
+            out.append(a)
+    return out
+
+
 app = typer.Typer()
 ModelOpt = typer.Option(None, "--model", "-m", help="Local sentence-transformers model directory (default: packaged all-MiniLM-L6-v2).")
 
@@ -42,32 +56,51 @@ def train(
     negative_weight_beta: float = typer.Option(0.0, "--negative-weight-beta", help="Similarity-based weights on negatives (0: off)."),
     self_supervised: Optional[str] = typer.Option(None, "--self-supervised", help="Make pairs from raw texts: crop (two chunks of one document) or dropout (the same text twice)."),
     text_field: Optional[str] = typer.Option(None, "--text-field", help="Text field of raw texts (with --self-supervised)."),
-    steps: int = typer.Option(300, "--steps", min=1), batch_size: int = typer.Option(32, "--batch-size", min=2),
+    steps: int = typer.Option(300, "--steps", min=1),
+    batch_size: int = typer.Option(32, "--batch-size", min=2, help="Global batch (split over the processes)."),
+    mini_batch_size: Optional[int] = typer.Option(None, "--mini-batch-size", min=1, help="Gradient caching: embed in mini-batches of this size, so a large --batch-size fits in memory."),
     lr: float = typer.Option(2e-5, "--lr"), freeze_layers: int = typer.Option(0, "--freeze-layers", min=0),
     max_seq_length: int = typer.Option(128, "--max-seq-length", min=8),
     no_homogeneous: bool = typer.Option(False, "--no-homogeneous", help="Mix sources within a batch."),
+    small_sources: str = typer.Option("error", "--small-sources", help="Sources with fewer pairs than a batch: error, mix (pool them into one source) or drop."),
+    group_by_length: bool = typer.Option(False, "--group-by-length", help="Batches of similar text length within a source (less padding, faster on CPU)."),
     checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0, help="Save a resumable checkpoint every N steps."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from OUT_DIR/checkpoint."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in OUT_DIR/checkpoints."),
+    nproc: int = typer.Option(1, "--nproc", min=1, help="Data-parallel processes on this machine (runs this command under torchrun)."),
     device: Optional[str] = typer.Option(None, "--device"), seed: int = typer.Option(0, "--seed"),
     overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
-    """Fine-tune a sentence-transformers model with temperature-controlled contrastive losses."""
+    """Fine-tune a sentence-transformers model with temperature-controlled contrastive losses, on
+    sentence-transformers' trainer. Multi-process: --nproc N, or torchrun --nproc_per_node N."""
     from embcompress.train import LossConfig, TrainConfig, load_pairs
     from embcompress.train import train as run_train
+    from embcompress.train.trainer import check_distributed, process_world
 
     lc = LossConfig(kind=loss, tau=tau, taus=tuple(_floats(taus, "--taus") or (0.03, 0.06, 0.1)),
                     dims=[int(d) for d in _floats(dims, "--dims")] if dims else None,
                     tau_by_dim=_tau_by_dim(tau_by_dim), negative_weight_beta=negative_weight_beta)
     cfg = TrainConfig(model=model, loss=lc, steps=steps, batch_size=batch_size, lr=lr, freeze_layers=freeze_layers,
-                      max_seq_length=max_seq_length, homogeneous=not no_homogeneous, checkpoint_every=checkpoint_every,
+                      max_seq_length=max_seq_length, homogeneous=not no_homogeneous, small_sources=small_sources,
+                      group_by_length=group_by_length, mini_batch_size=mini_batch_size, checkpoint_every=checkpoint_every,
                       seed=seed, device=device)
     cfg.validate()
+    world, rank, _ = process_world()
+    if nproc > 1 and world == 1:  # relaunch this very command under torchrun
+        check_distributed(nproc, device)
+        if batch_size % nproc:
+            raise typer.BadParameter(f"--batch-size {batch_size} must be a multiple of --nproc {nproc}")
+        argv = _without_nproc(sys.argv[1:])
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "-m", "embcompress_cli", *argv]
+        raise typer.Exit(subprocess.call(cmd))
     pairs = load_pairs(data, self_supervised=self_supervised, text_field=text_field, seed=seed)
-    with progress_bar("training", steps) as advance:
+    with progress_bar("training", steps, disable=rank != 0) as advance:
         res = run_train(pairs, out_dir, cfg, resume=resume, overwrite=overwrite, progress=lambda step, loss_: advance(1))
+    if rank != 0:
+        return
     res.pop("config", None)
     emit(res, json, kv_table(f"trained {res['loss']} -> {res['output']}", {
-        "pairs": f"{len(pairs):,}", "steps": res["steps"], "device": f"{res['device']}{' (bf16)' if res['bf16'] else ''}",
+        "pairs": f"{len(pairs):,}", "steps": res["steps"],
+        "device": f"{res['device']}{' (bf16)' if res['bf16'] else ''}{f' x {world} processes' if world > 1 else ''}",
         "loss": f"{res['first_loss']:.4f} -> {res['last_loss']:.4f}",
         "throughput": f"{res['pairs_per_second']:.1f} pairs/s", "time": f"{res['seconds']:.0f} s"}))
 

@@ -1,6 +1,6 @@
 """Training data: (anchor, positive[, negative]) pairs from jsonl or parquet, self-supervised pairs
-from raw documents (crops, "Cropping outperforms dropout", 2025 section 3.1, or dropout: the same text twice, SimCSE), and
-homogeneous batches (every in-batch negative from the same source, Dinu et al., 2025 section 3.1)."""
+from raw documents (crops, "Cropping outperforms dropout", 2025 section 3.1, or dropout: the same text twice, SimCSE).
+Batching (homogeneous by source) is in :mod:`.sampling`."""
 
 from __future__ import annotations
 
@@ -99,30 +99,6 @@ def dropout_pairs(texts: Sequence[str]) -> list[Pair]:
     if not pairs:
         raise InputError("no non-empty text for dropout pairs")
     return pairs
-
-
-def batches(pairs: Sequence[Pair], batch_size: int, *, homogeneous: bool = True, seed: int = 0) -> Iterator[list[int]]:
-    """Endless shuffled batches of pair indices. With ``homogeneous`` and a source on the pairs,
-    every batch is drawn from one source, chosen in proportion to its size."""
-    if batch_size < 2:
-        raise InputError(f"batch size must be at least 2 (in-batch negatives), got {batch_size}")
-    rng = np.random.default_rng(seed)
-    groups: dict[str | None, list[int]] = {}
-    for i, p in enumerate(pairs):
-        groups.setdefault(p.source if homogeneous else None, []).append(i)
-    groups = {k: v for k, v in groups.items() if len(v) >= 2}
-    if not groups:
-        raise InputError("need at least 2 pairs (per source, for homogeneous batches)")
-    keys = list(groups)
-    sizes = np.array([len(groups[k]) for k in keys], dtype=float)
-    queues = {k: [] for k in keys}
-    while True:
-        k = keys[rng.choice(len(keys), p=sizes / sizes.sum())]
-        bs = min(batch_size, len(groups[k]))
-        if len(queues[k]) < bs:  # a fresh pass; the few left over are dropped so no batch repeats a pair
-            queues[k] = list(rng.permutation(groups[k]))
-        batch, queues[k] = queues[k][:bs], queues[k][bs:]
-        yield [int(i) for i in batch]
 
 
 SELF_SUPERVISED = ("crop", "dropout")

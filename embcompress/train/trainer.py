@@ -1,17 +1,21 @@
-"""Fine-tune a sentence-transformers model with the temperature-controlled contrastive losses.
+"""Fine-tune a sentence-transformers model with the temperature-controlled contrastive losses, on
+sentence-transformers' own ``SentenceTransformerTrainer`` (the Hugging Face Trainer underneath).
 
-Recipe (Dinu et al., 2025, appendix A, scaled for small models on small hardware): AdamW with weight decay
-0.1, cosine schedule with linear warm-up (2% of the steps, as 58 of 3,000 there) down to a minimum
-learning-rate ratio of 0.1, gradient clipping at 1.0. The paper's learning rate 5e-6 is for a 356M
-model at a global batch of 4,096; the default here is 2e-5 for MiniLM-sized models at batch 32-256.
-Optional freezing of the embeddings and first N transformer layers ("Cropping outperforms dropout", 2025: tuning the last
-layers is nearly as good), bf16 autocast on CUDA, checkpoints every N steps with resume.
+Recipe (Dinu et al., 2025, appendix A, scaled for small models on small hardware): AdamW with weight
+decay 0.1 (not on biases and LayerNorm weights), linear warm-up over 2% of the steps (58 of 3,000
+there) then cosine decay to 0.1 of the peak learning rate, gradient clipping at 1.0, homogeneous
+batches by source. The paper's learning rate 5e-6 is for a 356M model at a global batch of 4,096;
+the default here is 2e-5 for MiniLM-sized models. Optional freezing of the embeddings and the first
+N transformer layers ("Cropping outperforms dropout", 2025: tuning the last layers is nearly as
+good). The trainer provides checkpoints and resume, bf16 on CUDA, and data parallelism: run the same
+command under ``torchrun --nproc_per_node N`` (or ``embcompress train --nproc N``) and the loss
+gathers every process's embeddings, so N processes train on the same global batches, with the same
+loss, as one.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import time
@@ -19,15 +23,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
 import torch
 
 from .._fs import check_output_dir
 from .._util import check_positive_int, pick_device
 from ..embed import load_model, resolve_model_path
 from ..errors import InputError
-from . import losses
-from .data import Pair, batches
+from . import losses, modules
+from .data import Pair
+from .sampling import SMALL_SOURCES, FixedSampler, SourceBatchSampler
 
 LOSS_KINDS = ("infonce", "tempagg", "mrl", "tempaggmrl", "tempspecmrl")
 
@@ -67,6 +71,23 @@ class LossConfig:
             return f"TempAggMRL {list(self.taus)} {list(self.dims or [])}"
         return f"TempSpecMRL {self.tau_by_dim}"
 
+    def module(self, model, *, mini_batch_size: int | None = None, gather_across_devices: bool = False) -> torch.nn.Module:
+        """This loss as a sentence-transformers loss module on ``model``; with ``mini_batch_size``,
+        wrapped in gradient caching (:class:`~.modules.GradCacheLoss`)."""
+        self.validate(modules.model_width(model))
+        beta, g = self.negative_weight_beta, gather_across_devices
+        if self.kind == "infonce":
+            m = modules.InfoNCELoss(model, self.tau, negative_weight_beta=beta, gather_across_devices=g)
+        elif self.kind == "tempagg":
+            m = modules.TempAggLoss(model, self.taus, negative_weight_beta=beta, gather_across_devices=g)
+        elif self.kind == "mrl":
+            m = modules.MatryoshkaInfoNCELoss(model, self.dims, tau=self.tau, negative_weight_beta=beta, gather_across_devices=g)
+        elif self.kind == "tempaggmrl":
+            m = modules.TempAggMRLLoss(model, self.dims, self.taus, negative_weight_beta=beta, gather_across_devices=g)
+        else:
+            m = modules.TempSpecMRLLoss(model, self.tau_by_dim, negative_weight_beta=beta, gather_across_devices=g)
+        return modules.GradCacheLoss(m, mini_batch_size) if mini_batch_size else m
+
     def __call__(self, a: torch.Tensor, p: torch.Tensor, n: torch.Tensor | None) -> torch.Tensor:
         beta = self.negative_weight_beta
         if self.kind == "infonce":
@@ -94,6 +115,9 @@ class TrainConfig:
     freeze_layers: int = 0
     max_seq_length: int | None = 128
     homogeneous: bool = True
+    small_sources: str = "error"  # sources with fewer pairs than a batch: error, mix (pool them) or drop
+    group_by_length: bool = False  # batches of similar length within a source (less padding)
+    mini_batch_size: int | None = None  # gradient caching: embed in mini-batches of this size
     checkpoint_every: int = 0  # 0: only at the end
     seed: int = 0
     device: str | None = None
@@ -107,14 +131,10 @@ class TrainConfig:
             raise InputError("min_lr_ratio must be in [0, 1] and warmup_ratio in [0, 1)")
         if self.freeze_layers < 0:
             raise InputError(f"freeze_layers must be >= 0, got {self.freeze_layers}")
-
-
-def cosine_schedule(step: int, total: int, warmup: int, min_ratio: float) -> float:
-    """Learning-rate factor: linear warm-up to 1, then cosine decay to ``min_ratio``."""
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = min(1.0, (step - warmup) / max(1, total - warmup))
-    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+        if self.small_sources not in SMALL_SOURCES:
+            raise InputError(f"small_sources must be one of {', '.join(SMALL_SOURCES)}, got {self.small_sources!r}")
+        if self.mini_batch_size is not None:
+            check_positive_int("mini_batch_size", self.mini_batch_size)
 
 
 def _encoder_layers(model) -> tuple[Any, list]:
@@ -139,108 +159,151 @@ def freeze_first_layers(model, n: int) -> int:
     return len(layers)
 
 
+def process_world() -> tuple[int, int, int]:
+    """(world size, rank, local rank) of this process: from torchrun's environment, else (1, 0, 0)."""
+    env = os.environ
+    return int(env.get("WORLD_SIZE", "1")), int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0"))
+
+
+def _trainer_classes():
+    try:
+        from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+        from transformers import PrinterCallback, TrainerCallback
+        from transformers.utils import logging as hf_logging
+        __import__("datasets")  # the trainer needs it: a clear error here rather than deep inside
+    except ImportError as exc:
+        raise InputError(f"training needs sentence-transformers' trainer and its dependencies ({exc.name} is missing); "
+                         "pip install 'embcompress[train]'") from None
+    return SentenceTransformerTrainer, SentenceTransformerTrainingArguments, TrainerCallback, PrinterCallback, hf_logging
+
+
+def last_checkpoint(directory: Path) -> Path | None:
+    """The trainer checkpoint with the most steps in ``directory`` (``checkpoint-N``), if any."""
+    found = [(int(p.name.split("-")[1]), p) for p in directory.glob("checkpoint-*")
+             if p.name.split("-")[1].isdigit() and (p / "trainer_state.json").exists()] if directory.is_dir() else []
+    return max(found)[1] if found else None
+
+
+def train_dataset(pairs: Sequence[Pair]):
+    """A ``datasets.Dataset`` with columns anchor, positive[, negative] (a pair without a negative
+    reuses its positive there); no source column: the sampler holds the sources."""
+    from datasets import Dataset
+
+    cols = {"anchor": [p.anchor for p in pairs], "positive": [p.positive for p in pairs]}
+    if any(p.negative for p in pairs):
+        cols["negative"] = [p.negative or p.positive for p in pairs]
+    return Dataset.from_dict(cols)
+
 
 def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig, *, resume: bool = False,
           overwrite: bool = False, model=None, progress: Callable[[int, float], None] | None = None) -> dict[str, Any]:
-    """Fine-tune and save a sentence-transformers model directory in ``out_dir``.
+    """Fine-tune with ``SentenceTransformerTrainer`` and save the model directory ``out_dir/model``.
 
-    Checkpoints (model + optimizer + scheduler + step, loaded with ``weights_only=True``) go to
-    ``out_dir/checkpoint``; ``resume=True`` continues from there. Returns a summary with the loss
-    curve and the throughput (pairs/s)."""
+    Trainer checkpoints (model, optimizer, scheduler, sampler epoch) go to ``out_dir/checkpoints``
+    every ``config.checkpoint_every`` steps; ``resume=True`` continues from the latest. Under
+    ``torchrun`` every process runs this function; ``config.batch_size`` is the global batch, split
+    evenly, and only the first process writes the model and the summary. Returns a summary with the
+    loss curve and the throughput (pairs/s over the training steps)."""
+    Trainer, Args, Callback, PrinterCallback, hf_logging = _trainer_classes()
     config.validate()
+    world, rank, local_rank = process_world()
     out = Path(out_dir)
-    ckpt = out / "checkpoint"
-    if not resume:
+    ckpts = out / "checkpoints"
+    if resume:
+        latest = last_checkpoint(ckpts)
+        if latest is None:
+            raise InputError(f"nothing to resume: {ckpts} holds no trainer checkpoint (checkpoint-N); train with --checkpoint-every first")
+    else:
+        latest = None
         check_output_dir(out, overwrite=overwrite)
-    if resume and not (ckpt / "state.pt").exists():
-        raise InputError(f"nothing to resume: {ckpt / 'state.pt'} does not exist")
     if not pairs or len(pairs) < 2:
         raise InputError("training needs at least 2 pairs")
+    if config.batch_size % world:
+        raise InputError(f"the batch size {config.batch_size} must be a multiple of the {world} processes")
+    sampler = SourceBatchSampler([p.source for p in pairs], config.batch_size, world_size=world, seed=config.seed,
+                                 homogeneous=config.homogeneous, small_sources=config.small_sources,
+                                 lengths=[len(p.anchor) + len(p.positive) for p in pairs] if config.group_by_length else None)
     device = pick_device(config.device)
+    if device.startswith("cuda") and world > 1:
+        device = f"cuda:{local_rank}"
     if model is None:
         resolve_model_path(config.model)  # clear error before any loading
-        model = load_model(str(ckpt / "model") if resume else config.model, device=device)
+        model = load_model(config.model, device=device)
     model.to(device)
-    dim = (getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension)()
+    dim = modules.model_width(model)
     config.loss.validate(dim)
     if config.max_seq_length:
         model.max_seq_length = config.max_seq_length
     n_layers = freeze_first_layers(model, config.freeze_layers)
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.ndim >= 2]
-    no_decay = [p for p in params if p.ndim < 2]  # biases and LayerNorm weights
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=config.lr)
-    warm = int(round(config.warmup_ratio * config.steps))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_schedule(s, config.steps, warm, config.min_lr_ratio))
-    start, history = 0, []
-    if resume:
-        state = torch.load(ckpt / "state.pt", map_location=device, weights_only=True)
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        start = int(state["step"])
-        history = json.loads((ckpt / "history.json").read_text())
-    out.mkdir(parents=True, exist_ok=True)
+    loss = config.loss.module(model, mini_batch_size=config.mini_batch_size, gather_across_devices=world > 1)
     use_bf16 = device.startswith("cuda") and torch.cuda.is_bf16_supported()
-    torch.manual_seed(config.seed + start)
-    it = batches(pairs, config.batch_size, homogeneous=config.homogeneous, seed=config.seed)
-    for _ in range(start):  # the same batch order after a resume
-        next(it)
-    has_neg = any(p.negative for p in pairs)
-    model.train()
+    if rank == 0 and not resume and overwrite:
+        for old in (ckpts, out / "model"):
+            shutil.rmtree(old, ignore_errors=True)
+    history: list[dict[str, Any]] = []
+
+    class _Log(Callback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                history.append({"step": state.global_step, "loss": float(logs["loss"]),
+                                "lr": float(logs.get("learning_rate", float("nan")))})
+                if progress:
+                    progress(state.global_step, float(logs["loss"]))
+
+    args = Args(
+        output_dir=str(ckpts), max_steps=config.steps, per_device_train_batch_size=config.batch_size // world,
+        learning_rate=config.lr, weight_decay=config.weight_decay, max_grad_norm=config.grad_clip or 0.0,
+        warmup_steps=int(round(config.warmup_ratio * config.steps)),
+        lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr_rate": config.min_lr_ratio},
+        batch_sampler=FixedSampler(sampler), dataloader_drop_last=True, seed=config.seed,
+        bf16=use_bf16, use_cpu=device == "cpu", ddp_backend="gloo" if world > 1 and device == "cpu" else None,
+        save_strategy="steps" if config.checkpoint_every else "no", save_steps=config.checkpoint_every or config.steps,
+        save_total_limit=2, logging_steps=1, report_to="none", disable_tqdm=True,
+    )
+    trainer = Trainer(model=model, args=args, train_dataset=train_dataset(pairs), loss=loss, callbacks=[_Log()])
+    trainer.remove_callback(PrinterCallback)  # the summary and the progress callback report instead
+    hf_logging.disable_progress_bar()
     t0 = time.perf_counter()
-    n_pairs = 0
-
-    def embed(texts: list[str]) -> torch.Tensor:
-        prepare = getattr(model, "preprocess", None) or model.tokenize  # renamed in sentence-transformers 6
-        feats = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in prepare(texts).items()}
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_bf16):
-            return model(feats)["sentence_embedding"].float()  # (n, dim)
-
-    def save_checkpoint(step: int) -> None:
-        tmp = out / ".checkpoint.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        model.save(str(tmp / "model"))
-        torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "step": step}, tmp / "state.pt")
-        (tmp / "history.json").write_text(json.dumps(history))
-        shutil.rmtree(ckpt, ignore_errors=True)
-        os.replace(tmp, ckpt)
-
-    for step in range(start, config.steps):
-        idx = next(it)
-        batch = [pairs[i] for i in idx]
-        a = embed([p.anchor for p in batch])  # (B, dim)
-        pos = embed([p.positive for p in batch])  # (B, dim)
-        neg = None
-        if has_neg:
-            with_neg = [p.negative or p.positive for p in batch]  # pairs without one reuse their positive
-            neg = embed(with_neg)[:, None, :]  # (B, 1, dim)
-        loss = config.loss(a, pos, neg)
-        if not torch.isfinite(loss):
-            raise InputError(f"the loss became {float(loss)} at step {step}; lower the learning rate (now {config.lr})")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if config.grad_clip:
-            torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
-        opt.step()
-        sched.step()
-        n_pairs += len(batch)
-        history.append({"step": step + 1, "loss": float(loss.detach()), "lr": sched.get_last_lr()[0]})
-        if progress:
-            progress(step + 1, float(loss.detach()))
-        if config.checkpoint_every and (step + 1) % config.checkpoint_every == 0 and step + 1 < config.steps:
-            save_checkpoint(step + 1)
+    trainer.train(resume_from_checkpoint=str(latest) if latest else None)
     seconds = time.perf_counter() - t0
-    model.eval()
-    final = out / "model"
-    if final.exists():
-        shutil.rmtree(final)
-    model.save(str(final))
-    save_checkpoint(config.steps)
-    summary = {"output": str(final), "steps": config.steps, "resumed_from": start, "device": device, "bf16": use_bf16,
-               "layers": n_layers, "frozen_layers": config.freeze_layers, "loss": config.loss.label(),
-               "seconds": seconds, "pairs_per_second": n_pairs / seconds if seconds > 0 else float("nan"),
+    start = int(json.loads((latest / "trainer_state.json").read_text())["global_step"]) if latest else 0
+    n_pairs = (config.steps - start) * config.batch_size
+    summary = {"output": str(out / "model"), "steps": config.steps, "resumed_from": start, "device": device,
+               "bf16": use_bf16, "processes": world, "layers": n_layers, "frozen_layers": config.freeze_layers,
+               "loss": config.loss.label(), "seconds": seconds,
+               "pairs_per_second": n_pairs / seconds if seconds > 0 else float("nan"),
                "first_loss": history[0]["loss"] if history else None, "last_loss": history[-1]["loss"] if history else None,
                "config": {**asdict(config), "loss": {**asdict(config.loss), "taus": list(config.loss.taus)}}}
-    (out / "train_summary.json").write_text(json.dumps({**summary, "history": history}, indent=2, default=str))
+    if trainer.is_world_process_zero():
+        model.eval()
+        final = out / "model"
+        tmp = out / ".model.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        trainer.save_model(str(tmp))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        (out / "train_summary.json").write_text(json.dumps({**summary, "history": history}, indent=2, default=str))
     return summary
+
+
+def check_distributed(nproc: int, device: str | None = None) -> str:
+    """The torch.distributed backend that ``nproc`` processes on ``device`` would use (gloo on the
+    CPU, nccl on CUDA); an InputError naming what is missing when this machine cannot run them."""
+    import torch.distributed as dist
+
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise InputError(f"--nproc must be a positive whole number of processes, got {nproc!r}")
+    if not dist.is_available():
+        raise InputError(f"--nproc {nproc}: this torch build has no torch.distributed; run without --nproc")
+    dev = pick_device(device)
+    if dev.startswith("cuda"):
+        if not dist.is_nccl_available():
+            raise InputError(f"--nproc {nproc} on CUDA needs torch.distributed's nccl backend, which this torch build lacks; "
+                             "run without --nproc or with --device cpu")
+        if torch.cuda.device_count() < nproc:
+            raise InputError(f"--nproc {nproc} on CUDA needs {nproc} GPUs; this machine has {torch.cuda.device_count()}")
+        return "nccl"
+    if not dist.is_gloo_available():
+        raise InputError(f"--nproc {nproc} on the CPU needs torch.distributed's gloo backend, which this torch build lacks; "
+                         "run without --nproc")
+    return "gloo"
