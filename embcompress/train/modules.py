@@ -93,7 +93,7 @@ class TemperatureLoss(nn.Module):
             raise ValueError(f"a contrastive loss needs (anchor, positive[, negatives]) columns, got {len(reps)} column(s)")
         if self.gather_across_devices:
             reps = [gather_across_processes(r) for r in reps]
-        a, p, *neg = (r.float() for r in reps)
+        a, p, *neg = (r.float() if r.dtype in (torch.float16, torch.bfloat16) else r for r in reps)  # the loss in >= float32
         n = torch.stack(neg, dim=1) if neg else None  # (B, H, d)
         return self.compute(a, p, n)
 
@@ -322,8 +322,8 @@ class GradCacheLoss(nn.Module):
                 fork = st.replay()
                 try:
                     with torch.enable_grad():  # backward hooks run with gradients off
-                        emb = self.loss.embed(_slice(f, b, b + self.mini_batch_size)).float()
-                        surrogate = (emb * (g[b:b + emb.shape[0]] * grad_output)).sum()
+                        emb = self.loss.embed(_slice(f, b, b + self.mini_batch_size))
+                        surrogate = (emb.to(g.dtype) * (g[b:b + emb.shape[0]] * grad_output)).sum()
                 finally:
                     fork.__exit__(None, None, None)
                 surrogate.backward()

@@ -45,12 +45,19 @@ class LossConfig:
     tau_by_dim: dict[int, float] | None = None  # TempSpecMRL (default: d/4: 0.03, d/2: 0.06, d: 0.1)
     negative_weight_beta: float = 0.0
 
-    def validate(self, dim: int) -> "LossConfig":
+    def validate(self, dim: int | None) -> "LossConfig":
+        """Check the settings; with the model's width ``dim``, also fill in and check the widths."""
         if self.kind not in LOSS_KINDS:
             raise InputError(f"loss must be one of {', '.join(LOSS_KINDS)}, got {self.kind!r}")
         losses.check_tau(self.tau)
         for t in self.taus:
             losses.check_tau(t)
+        for t in (self.tau_by_dim or {}).values():
+            losses.check_tau(t)
+        if dim is None:
+            if self.dims is not None:
+                losses.check_dims(list(self.dims))
+            return self
         if self.kind in ("mrl", "tempaggmrl"):
             self.dims = losses.check_dims(list(self.dims or [dim // 4, dim // 2, dim]), dim)
         if self.kind == "tempspecmrl":
@@ -131,6 +138,7 @@ class TrainConfig:
             raise InputError("min_lr_ratio must be in [0, 1] and warmup_ratio in [0, 1)")
         if self.freeze_layers < 0:
             raise InputError(f"freeze_layers must be >= 0, got {self.freeze_layers}")
+        self.loss.validate(None)
         if self.small_sources not in SMALL_SOURCES:
             raise InputError(f"small_sources must be one of {', '.join(SMALL_SOURCES)}, got {self.small_sources!r}")
         if self.mini_batch_size is not None:
@@ -216,6 +224,8 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
     else:
         latest = None
         check_output_dir(out, overwrite=overwrite)
+    if model is None:
+        resolve_model_path(config.model)  # a clear error before anything is read or loaded
     if not pairs or len(pairs) < 2:
         raise InputError("training needs at least 2 pairs")
     if config.batch_size % world:
@@ -227,7 +237,6 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
     if device.startswith("cuda") and world > 1:
         device = f"cuda:{local_rank}"
     if model is None:
-        resolve_model_path(config.model)  # clear error before any loading
         model = load_model(config.model, device=device)
     model.to(device)
     dim = modules.model_width(model)
@@ -240,13 +249,12 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
     if rank == 0 and not resume and overwrite:
         for old in (ckpts, out / "model"):
             shutil.rmtree(old, ignore_errors=True)
-    history: list[dict[str, Any]] = []
+    seconds_at: dict[int, float] = {}
 
     class _Log(Callback):
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "loss" in logs:
-                history.append({"step": state.global_step, "loss": float(logs["loss"]),
-                                "lr": float(logs.get("learning_rate", float("nan")))})
+                seconds_at[state.global_step] = time.perf_counter() - t0
                 if progress:
                     progress(state.global_step, float(logs["loss"]))
 
@@ -263,10 +271,13 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
     trainer = Trainer(model=model, args=args, train_dataset=train_dataset(pairs), loss=loss, callbacks=[_Log()])
     trainer.remove_callback(PrinterCallback)  # the summary and the progress callback report instead
     hf_logging.disable_progress_bar()
-    t0 = time.perf_counter()
+    start = int(json.loads((latest / "trainer_state.json").read_text())["global_step"]) if latest else 0
+    t0 = time.perf_counter()  # the history's "seconds" count from here
     trainer.train(resume_from_checkpoint=str(latest) if latest else None)
     seconds = time.perf_counter() - t0
-    start = int(json.loads((latest / "trainer_state.json").read_text())["global_step"]) if latest else 0
+    history = [{"step": e["step"], "loss": float(e["loss"]), "lr": float(e.get("learning_rate", float("nan"))),
+                **({"seconds": seconds_at[e["step"]]} if e["step"] in seconds_at else {})}
+               for e in trainer.state.log_history if "loss" in e]  # with the steps before a resume
     n_pairs = (config.steps - start) * config.batch_size
     summary = {"output": str(out / "model"), "steps": config.steps, "resumed_from": start, "device": device,
                "bf16": use_bf16, "processes": world, "layers": n_layers, "frozen_layers": config.freeze_layers,
