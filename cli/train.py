@@ -131,21 +131,28 @@ def temperature_study(
     tempaggmrl: bool = typer.Option(False, "--tempaggmrl", help="Also TempAggMRL."),
     tempspecmrl: bool = typer.Option(False, "--tempspecmrl", help="Also TempSpecMRL."),
     steps: int = typer.Option(300, "--steps", min=1), batch_size: int = typer.Option(32, "--batch-size", min=2),
+    mini_batch_size: Optional[int] = typer.Option(None, "--mini-batch-size", min=1, help="Gradient caching for large batches."),
     lr: float = typer.Option(2e-5, "--lr"), max_seq_length: int = typer.Option(128, "--max-seq-length", min=8),
+    freeze_layers: int = typer.Option(0, "--freeze-layers", min=0, help="Freeze the embeddings and the first N layers."),
+    group_by_length: bool = typer.Option(False, "--group-by-length", help="Batches of similar text length (faster on CPU)."),
+    small_sources: str = typer.Option("error", "--small-sources", help="Sources with fewer pairs than a batch: error, mix or drop."),
     device: Optional[str] = typer.Option(None, "--device"), seed: int = typer.Option(0, "--seed"),
     overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
-    """Train one model per temperature (and aggregations) and compare quality and compressibility."""
+    """Train one model per temperature (and aggregations) and compare quality and compressibility;
+    writes OUT_DIR/study.json and the plot OUT_DIR/study.svg."""
     from embcompress.train import LossConfig, TrainConfig
     from embcompress.train.study import study_files
 
     losses = [LossConfig("infonce", tau=t) for t in _floats(taus, "--taus") or []]
     losses += [LossConfig(kind) for kind, on in (("tempagg", tempagg), ("tempaggmrl", tempaggmrl), ("tempspecmrl", tempspecmrl)) if on]
     base = TrainConfig(model=model, steps=steps, batch_size=batch_size, lr=lr, max_seq_length=max_seq_length,
-                       seed=seed, device=device)
+                       mini_batch_size=mini_batch_size, freeze_layers=freeze_layers, group_by_length=group_by_length,
+                       small_sources=small_sources, seed=seed, device=device)
     res = study_files(data, eval_dir, out_dir, losses=losses, base=base, overwrite=overwrite,
                       progress=lambda msg: err.print(f"[dim]{msg}[/dim]"))
     if json:
         emit(res, True)
         return
     out.print(_study_table(res))
+    out.print(f"plot: {out_dir / 'study.svg'}")

@@ -435,3 +435,48 @@ def test_cli_train_and_bad_input(tmp_path):
     res = runner.invoke(app, ["train", str(data), str(tmp_path / "o"), "--steps", "2", "--batch-size", "8", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["steps"] == 2 and (tmp_path / "o" / "model" / "modules.json").exists()
+
+
+def test_loss_modules_in_a_users_own_trainer_script(tmp_path):
+    """The README's script: an embcompress loss module in a user's SentenceTransformerTrainer."""
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+
+    model = tiny_model(tmp_path)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    pairs = Dataset.from_dict({"anchor": [p.anchor for p in toy_pairs(32)], "positive": [p.positive for p in toy_pairs(32)]})
+    loss = GradCacheLoss(TempAggLoss(model, taus=(0.03, 0.06, 0.1)), mini_batch_size=4)
+    args = SentenceTransformerTrainingArguments(output_dir=str(tmp_path / "run"), per_device_train_batch_size=16, max_steps=3,
+                                               learning_rate=1e-2, warmup_steps=1, weight_decay=0.1, max_grad_norm=1.0,
+                                               lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr_rate": 0.1},
+                                               report_to="none", use_cpu=True, save_strategy="no")
+    out = SentenceTransformerTrainer(model=model, args=args, train_dataset=pairs, loss=loss).train()
+    assert out.global_step == 3 and np.isfinite(out.training_loss)
+    after = model.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_temperature_study_files_and_plot(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    from embcompress.train.study import study_files
+
+    ev = tmp_path / "eval"
+    ev.mkdir()
+    docs = {f"d{i}": p.positive for i, p in enumerate(toy_pairs(64))}
+    (ev / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in docs.items()))
+    (ev / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"which {p.positive.split()[1]} is it"}) + "\n"
+                                              for i, p in enumerate(toy_pairs(64)) if i % 4 == 0))
+    (ev / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(0, 64, 4)))
+    data = _pairs_file(tmp_path / "pairs.jsonl", n=32, sources=1)
+    base = TrainConfig(model=str(tiny_model_dir(tmp_path)), steps=2, batch_size=8, lr=1e-3)
+    res = study_files(data, ev, tmp_path / "study", losses=[LossConfig("infonce", tau=0.05), LossConfig("infonce", tau=0.3),
+                                                             LossConfig("tempagg")], base=base)
+    assert [r["model"] for r in res["rows"]] == ["base (no training)", "InfoNCE tau=0.05", "InfoNCE tau=0.3", "TempAgg [0.03, 0.06, 0.1]"]
+    for r in res["rows"]:
+        assert 0 <= r["ndcg@10"] <= 1 and 1 <= r["intrinsic_dim"] <= 32 and "retention_trunc_8" in r
+    assert json.loads((tmp_path / "study" / "study.json").read_text())["rows"][1]["model"] == "InfoNCE tau=0.05"
+    svg = ET.fromstring((tmp_path / "study" / "study.svg").read_text())
+    polylines = [e for e in svg.iter() if e.tag.endswith("polyline")]
+    assert len(polylines) == 4  # the ID and three retentions, each against the two taus
+    assert all(len(p.get("points").split()) == 2 for p in polylines)

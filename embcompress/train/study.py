@@ -1,7 +1,8 @@
 """The temperature study (Dinu et al., 2025, Tables 1 and 2 in one run): train one model per loss
 configuration and measure, on a held-out retrieval set, full-size nDCG@10, the intrinsic
 dimensionality, and the retention under truncation to 1/4 and 1/2 of the width, binarization, and
-binarization with the float-query rerank of the top 100."""
+binarization with the float-query rerank of the top 100; :func:`study_svg` plots the intrinsic
+dimensionality and the retentions against tau."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
+
+import math
 
 from .._fs import atomic_file, check_output_dir
 from ..analysis import intrinsic_dimensionality
@@ -95,4 +98,73 @@ def study_files(data: str | os.PathLike, eval_dir: str | os.PathLike, out_dir: s
     out.mkdir(parents=True, exist_ok=True)
     with atomic_file(out / "study.json", overwrite=True) as tmp:
         tmp.write_text(json.dumps(res, indent=2, default=str))
+    with atomic_file(out / "study.svg", overwrite=True) as tmp:
+        tmp.write_text(study_svg(res))
     return res
+
+
+def _tau_of(label: str) -> float | None:
+    return float(label.split("tau=")[1].split()[0]) if label.startswith("InfoNCE tau=") else None
+
+
+def study_svg(res: Mapping[str, Any]) -> str:
+    """Two panels against tau (log scale): the intrinsic dimensionality, and the retention under
+    truncation to 1/4 width, binarization and binarization + rerank. InfoNCE models are the points
+    joined by lines; TempAgg and the base model are horizontal dashed lines."""
+    rows = list(res["rows"])
+    trunc = next((k for k in rows[-1] if k.startswith("retention_trunc_")), None)
+    widths = sorted(int(k.rsplit("_", 1)[1]) for k in rows[-1] if k.startswith("retention_trunc_"))
+    trunc = f"retention_trunc_{widths[0]}" if widths else trunc
+    series = [("intrinsic_dim", "intrinsic dimensionality (PCA, 95% variance)", [("intrinsic_dim", "#333")]),
+              ("retention", "nDCG@10 retention", [(trunc, "#1f77b4"), ("retention_binary", "#d62728"),
+                                                  ("retention_binary_rerank", "#2ca02c")])]
+    taus = [(t, r) for r in rows if (t := _tau_of(r["model"])) is not None]
+    others = [r for r in rows if _tau_of(r["model"]) is None]
+    W, H, left, right, top, bottom = 460, 300, 56, 16, 30, 44
+    lo, hi = (math.log10(min(t for t, _ in taus)), math.log10(max(t for t, _ in taus))) if taus else (-2, 0)
+    if hi - lo < 1e-9:
+        lo, hi = lo - 0.5, hi + 0.5
+
+    def x(t: float) -> float:
+        return left + (math.log10(t) - lo) / (hi - lo) * (W - left - right)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W}" height="{H + 40}" font-family="sans-serif" font-size="11">',
+             f'<text x="8" y="16" font-size="13">temperature study: {res.get("steps", "?")} steps x batch {res.get("batch_size", "?")}, '
+             f'{res.get("queries", "?")} held-out queries; dashed: ' + ", ".join(r["model"] for r in others) + "</text>"]
+    for panel, (name, title, keys) in enumerate(series):
+        ox = panel * W
+        vals = [r[k] for r in rows for k, _ in keys if k in r and r[k] is not None]
+        vmin, vmax = min(vals), max(vals)
+        pad = (vmax - vmin) * 0.1 or abs(vmax) * 0.01 or 1.0
+        vmin, vmax = vmin - pad, vmax + pad
+
+        def y(v: float) -> float:
+            return top + 20 + (vmax - v) / (vmax - vmin) * (H - top - bottom)
+
+        parts.append(f'<g transform="translate({ox},0)"><text x="{left}" y="{top + 10}" font-size="12">{title}</text>')
+        parts.append(f'<line x1="{left}" y1="{H - bottom + 20}" x2="{W - right}" y2="{H - bottom + 20}" stroke="#999"/>')
+        parts.append(f'<line x1="{left}" y1="{top + 20}" x2="{left}" y2="{H - bottom + 20}" stroke="#999"/>')
+        for frac in (0, 0.5, 1):
+            v = vmin + pad + frac * (vmax - vmin - 2 * pad)
+            label = f"{v:.0f}" if name == "intrinsic_dim" else f"{100 * v:.1f}%"
+            parts.append(f'<text x="{left - 4}" y="{y(v) + 4:.1f}" text-anchor="end">{label}</text>')
+        for t, _ in taus:
+            parts.append(f'<text x="{x(t):.1f}" y="{H - bottom + 34}" text-anchor="middle">{t:g}</text>')
+        parts.append(f'<text x="{(left + W - right) / 2}" y="{H + 30}" text-anchor="middle">tau (InfoNCE, log scale)</text>')
+        for k, color in keys:
+            pts = [(x(t), y(r[k])) for t, r in taus if r.get(k) is not None]
+            if pts:
+                parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="' +
+                             " ".join(f"{a:.1f},{b:.1f}" for a, b in pts) + '"/>')
+                parts.extend(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3" fill="{color}"/>' for a, b in pts)
+            for r in others:
+                if r.get(k) is not None:
+                    parts.append(f'<line x1="{left}" x2="{W - right}" y1="{y(r[k]):.1f}" y2="{y(r[k]):.1f}" stroke="{color}" '
+                                 f'stroke-dasharray="4 3" opacity="0.7"><title>{r["model"]}</title></line>')
+        if name == "retention":
+            for i, (k, color) in enumerate(keys):
+                label = {"retention_binary": "binary", "retention_binary_rerank": "binary + rerank"}.get(k, f"1/4 width ({k.rsplit('_', 1)[1]} dims)")
+                parts.append(f'<text x="{W - right - 110}" y="{top + 36 + 14 * i}" fill="{color}">{label}</text>')
+        parts.append("</g>")
+    parts.append("</svg>")
+    return "\n".join(parts)
