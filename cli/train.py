@@ -59,7 +59,8 @@ def train(
     steps: int = typer.Option(300, "--steps", min=1),
     batch_size: int = typer.Option(32, "--batch-size", min=2, help="Global batch (split over the processes)."),
     mini_batch_size: Optional[int] = typer.Option(None, "--mini-batch-size", min=1, help="Gradient caching: embed in mini-batches of this size, so a large --batch-size fits in memory."),
-    lr: float = typer.Option(2e-5, "--lr"), freeze_layers: int = typer.Option(0, "--freeze-layers", min=0),
+    lr: float = typer.Option(2e-5, "--lr"),
+    freeze_layers: int = typer.Option(0, "--freeze-layers", min=0, help="Freeze the embeddings and the first N transformer layers (faster; the top layers still train)."),
     max_seq_length: int = typer.Option(128, "--max-seq-length", min=8),
     no_homogeneous: bool = typer.Option(False, "--no-homogeneous", help="Mix sources within a batch."),
     small_sources: str = typer.Option("error", "--small-sources", help="Sources with fewer pairs than a batch: error, mix (pool them into one source) or drop."),
@@ -74,7 +75,8 @@ def train(
     sentence-transformers' trainer. Multi-process: --nproc N, or torchrun --nproc_per_node N."""
     from embcompress.train import LossConfig, TrainConfig, load_pairs
     from embcompress.train import train as run_train
-    from embcompress.train.trainer import check_distributed, process_world
+    from embcompress._fs import check_output_dir
+    from embcompress.train.trainer import check_distributed, make_sampler, process_world
 
     lc = LossConfig(kind=loss, tau=tau, taus=tuple(_floats(taus, "--taus") or (0.03, 0.06, 0.1)),
                     dims=[int(d) for d in _floats(dims, "--dims")] if dims else None,
@@ -85,10 +87,10 @@ def train(
                       seed=seed, device=device)
     cfg.validate()
     world, rank, _ = process_world()
-    if nproc > 1 and world == 1:  # relaunch this very command under torchrun
+    if nproc > 1 and world == 1:  # relaunch this very command under torchrun, once the cheap checks pass
         check_distributed(nproc, device)
-        if batch_size % nproc:
-            raise typer.BadParameter(f"--batch-size {batch_size} must be a multiple of --nproc {nproc}")
+        make_sampler(load_pairs(data, self_supervised=self_supervised, text_field=text_field, seed=seed), cfg, nproc)
+        check_output_dir(out_dir, overwrite=overwrite or resume)
         argv = _without_nproc(sys.argv[1:])
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "-m", "embcompress_cli", *argv]
         raise typer.Exit(subprocess.call(cmd))

@@ -419,6 +419,11 @@ def test_cli_train_and_bad_input(tmp_path):
     sourced = _pairs_file(tmp_path / "sourced.jsonl", n=24, sources=2)  # 12 pairs per source
     res = runner.invoke(app, ["train", str(sourced), str(tmp_path / "o"), "--steps", "1", "--batch-size", "16"])
     assert res.exit_code == 1 and "batch size 16 is larger than the pairs of 2 source(s): s0 (12), s1 (12)" in res.stderr
+    res = runner.invoke(app, ["train", str(sourced), str(tmp_path / "o"), "--steps", "1", "--batch-size", "16", "--nproc", "2"])
+    assert res.exit_code == 1 and len(res.stderr.strip().splitlines()) == 1  # checked before any process starts
+    assert "batch size 16 is larger than the pairs of 2 source(s)" in res.stderr
+    res = runner.invoke(app, ["train", str(sourced), str(tmp_path / "o"), "--steps", "1", "--batch-size", "6", "--nproc", "4"])
+    assert res.exit_code == 1 and "the batch size 6 must be a multiple of the 4 processes" in res.stderr
     res = runner.invoke(app, ["train", str(data), str(tmp_path / "o"), "--loss", "mrl", "--dims", "96,512", "--steps", "1", "--batch-size", "8"])
     assert res.exit_code == 1 and "Matryoshka width 512 is larger than the model's 384 dimensions" in res.stderr
     import torch.distributed as dist

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._util import check_positive_int
 from ..base import Compressor, OutputSpec, make_rng
 from ..errors import InputError
 from ..registry import register

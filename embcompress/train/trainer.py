@@ -203,6 +203,16 @@ def train_dataset(pairs: Sequence[Pair]):
     return Dataset.from_dict(cols)
 
 
+def make_sampler(pairs: Sequence[Pair], config: TrainConfig, world: int = 1) -> SourceBatchSampler:
+    """The batches ``config`` asks for over ``pairs`` on ``world`` processes (errors for sources
+    smaller than a batch, or a batch that does not split evenly, come from here)."""
+    if config.batch_size % world:
+        raise InputError(f"the batch size {config.batch_size} must be a multiple of the {world} processes")
+    return SourceBatchSampler([p.source for p in pairs], config.batch_size, world_size=world, seed=config.seed,
+                              homogeneous=config.homogeneous, small_sources=config.small_sources,
+                              lengths=[len(p.anchor) + len(p.positive) for p in pairs] if config.group_by_length else None)
+
+
 def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig, *, resume: bool = False,
           overwrite: bool = False, model=None, progress: Callable[[int, float], None] | None = None) -> dict[str, Any]:
     """Fine-tune with ``SentenceTransformerTrainer`` and save the model directory ``out_dir/model``.
@@ -228,11 +238,7 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
         resolve_model_path(config.model)  # a clear error before anything is read or loaded
     if not pairs or len(pairs) < 2:
         raise InputError("training needs at least 2 pairs")
-    if config.batch_size % world:
-        raise InputError(f"the batch size {config.batch_size} must be a multiple of the {world} processes")
-    sampler = SourceBatchSampler([p.source for p in pairs], config.batch_size, world_size=world, seed=config.seed,
-                                 homogeneous=config.homogeneous, small_sources=config.small_sources,
-                                 lengths=[len(p.anchor) + len(p.positive) for p in pairs] if config.group_by_length else None)
+    sampler = make_sampler(pairs, config, world)
     device = pick_device(config.device)
     if device.startswith("cuda") and world > 1:
         device = f"cuda:{local_rank}"
