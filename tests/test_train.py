@@ -483,5 +483,5 @@ def test_temperature_study_files_and_plot(tmp_path):
     assert json.loads((tmp_path / "study" / "study.json").read_text())["rows"][1]["model"] == "InfoNCE tau=0.05"
     svg = ET.fromstring((tmp_path / "study" / "study.svg").read_text())
     polylines = [e for e in svg.iter() if e.tag.endswith("polyline")]
-    assert len(polylines) == 4  # the ID and three retentions, each against the two taus
+    assert len(polylines) == 5  # nDCG@10, the ID and three retentions, each against the two taus
     assert all(len(p.get("points").split()) == 2 for p in polylines)

@@ -108,19 +108,22 @@ def _tau_of(label: str) -> float | None:
 
 
 def study_svg(res: Mapping[str, Any]) -> str:
-    """Two panels against tau (log scale): the intrinsic dimensionality, and the retention under
-    truncation to 1/4 width, binarization and binarization + rerank. InfoNCE models are the points
-    joined by lines; TempAgg and the base model are horizontal dashed lines."""
+    """Three panels against tau (log scale): full nDCG@10, the intrinsic dimensionality, and the
+    retention under truncation to 1/4 width, binarization and binarization + rerank. InfoNCE models
+    are points joined by lines; the base model (dotted) and TempAgg-like rows (dashed) are
+    horizontal lines."""
     rows = list(res["rows"])
-    trunc = next((k for k in rows[-1] if k.startswith("retention_trunc_")), None)
     widths = sorted(int(k.rsplit("_", 1)[1]) for k in rows[-1] if k.startswith("retention_trunc_"))
-    trunc = f"retention_trunc_{widths[0]}" if widths else trunc
-    series = [("intrinsic_dim", "intrinsic dimensionality (PCA, 95% variance)", [("intrinsic_dim", "#333")]),
-              ("retention", "nDCG@10 retention", [(trunc, "#1f77b4"), ("retention_binary", "#d62728"),
-                                                  ("retention_binary_rerank", "#2ca02c")])]
+    trunc = f"retention_trunc_{widths[0]}" if widths else "retention_binary"
+    panels = [("ndcg@10", "full nDCG@10", [("ndcg@10", "#333", "nDCG@10")]),
+              ("intrinsic_dim", "intrinsic dimensionality (PCA, 95% variance)", [("intrinsic_dim", "#333", "ID")]),
+              ("retention", "nDCG@10 retention", [(trunc, "#1f77b4", f"1/4 width ({trunc.rsplit('_', 1)[1]} dims)"),
+                                                  ("retention_binary", "#d62728", "binary"),
+                                                  ("retention_binary_rerank", "#2ca02c", "binary + rerank")])]
     taus = [(t, r) for r in rows if (t := _tau_of(r["model"])) is not None]
     others = [r for r in rows if _tau_of(r["model"]) is None]
-    W, H, left, right, top, bottom = 460, 300, 56, 16, 30, 44
+    dash = {r["model"]: ("1 3" if r["model"].startswith("base") else "6 3") for r in others}
+    W, H, left, right, top, bottom = 380, 300, 56, 16, 30, 44
     lo, hi = (math.log10(min(t for t, _ in taus)), math.log10(max(t for t, _ in taus))) if taus else (-2, 0)
     if hi - lo < 1e-9:
         lo, hi = lo - 0.5, hi + 0.5
@@ -128,12 +131,14 @@ def study_svg(res: Mapping[str, Any]) -> str:
     def x(t: float) -> float:
         return left + (math.log10(t) - lo) / (hi - lo) * (W - left - right)
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W}" height="{H + 40}" font-family="sans-serif" font-size="11">',
+    legend = "; ".join(f"{'dotted' if dash[r['model']] == '1 3' else 'dashed'}: {r['model']}" for r in others)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{3 * W}" height="{H + 60}" font-family="sans-serif" font-size="11">',
+             '<rect width="100%" height="100%" fill="white"/>',
              f'<text x="8" y="16" font-size="13">temperature study: {res.get("steps", "?")} steps x batch {res.get("batch_size", "?")}, '
-             f'{res.get("queries", "?")} held-out queries; dashed: ' + ", ".join(r["model"] for r in others) + "</text>"]
-    for panel, (name, title, keys) in enumerate(series):
+             f'{res.get("queries", "?")} held-out queries. Lines: InfoNCE at each tau; {legend}</text>']
+    for panel, (name, title, keys) in enumerate(panels):
         ox = panel * W
-        vals = [r[k] for r in rows for k, _ in keys if k in r and r[k] is not None]
+        vals = [r[k] for r in rows for k, _, _ in keys if r.get(k) is not None]
         vmin, vmax = min(vals), max(vals)
         pad = (vmax - vmin) * 0.1 or abs(vmax) * 0.01 or 1.0
         vmin, vmax = vmin - pad, vmax + pad
@@ -146,12 +151,12 @@ def study_svg(res: Mapping[str, Any]) -> str:
         parts.append(f'<line x1="{left}" y1="{top + 20}" x2="{left}" y2="{H - bottom + 20}" stroke="#999"/>')
         for frac in (0, 0.5, 1):
             v = vmin + pad + frac * (vmax - vmin - 2 * pad)
-            label = f"{v:.0f}" if name == "intrinsic_dim" else f"{100 * v:.1f}%"
+            label = f"{v:.0f}" if name == "intrinsic_dim" else f"{v:.3f}" if name == "ndcg@10" else f"{100 * v:.1f}%"
             parts.append(f'<text x="{left - 4}" y="{y(v) + 4:.1f}" text-anchor="end">{label}</text>')
         for t, _ in taus:
             parts.append(f'<text x="{x(t):.1f}" y="{H - bottom + 34}" text-anchor="middle">{t:g}</text>')
-        parts.append(f'<text x="{(left + W - right) / 2}" y="{H + 30}" text-anchor="middle">tau (InfoNCE, log scale)</text>')
-        for k, color in keys:
+        parts.append(f'<text x="{(left + W - right) / 2}" y="{H + 12}" text-anchor="middle">tau (log scale)</text>')
+        for k, color, _ in keys:
             pts = [(x(t), y(r[k])) for t, r in taus if r.get(k) is not None]
             if pts:
                 parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="' +
@@ -160,11 +165,13 @@ def study_svg(res: Mapping[str, Any]) -> str:
             for r in others:
                 if r.get(k) is not None:
                     parts.append(f'<line x1="{left}" x2="{W - right}" y1="{y(r[k]):.1f}" y2="{y(r[k]):.1f}" stroke="{color}" '
-                                 f'stroke-dasharray="4 3" opacity="0.7"><title>{r["model"]}</title></line>')
-        if name == "retention":
-            for i, (k, color) in enumerate(keys):
-                label = {"retention_binary": "binary", "retention_binary_rerank": "binary + rerank"}.get(k, f"1/4 width ({k.rsplit('_', 1)[1]} dims)")
-                parts.append(f'<text x="{W - right - 110}" y="{top + 36 + 14 * i}" fill="{color}">{label}</text>')
+                                 f'stroke-dasharray="{dash[r["model"]]}" opacity="0.8"><title>{r["model"]}</title></line>')
+        if len(keys) > 1:
+            lx = left
+            for k, color, label in keys:
+                parts.append(f'<line x1="{lx}" x2="{lx + 16}" y1="{H + 36}" y2="{H + 36}" stroke="{color}" stroke-width="2"/>'
+                             f'<text x="{lx + 20}" y="{H + 40}" fill="{color}">{label}</text>')
+                lx += 30 + 6 * len(label)
         parts.append("</g>")
     parts.append("</svg>")
     return "\n".join(parts)
