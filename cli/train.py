@@ -38,6 +38,20 @@ def _without_nproc(argv: list[str]) -> list[str]:
     return out
 
 
+def _relaunch(nproc: int, pairs, cfg, out_dir: Path, overwrite: bool) -> int:
+    """Run this very command under torchrun on ``nproc`` processes, once the cheap checks pass
+    (backend, data and batch split, output); returns its exit code."""
+    from embcompress._fs import check_output_dir
+    from embcompress.train.trainer import check_distributed, make_sampler
+
+    check_distributed(nproc, cfg.device)
+    make_sampler(pairs, cfg, nproc)
+    check_output_dir(out_dir, overwrite=overwrite)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "-m", "embcompress_cli",
+           *_without_nproc(sys.argv[1:])]
+    return subprocess.call(cmd)
+
+
 app = typer.Typer()
 ModelOpt = typer.Option(None, "--model", "-m", help="Local sentence-transformers model directory (default: packaged all-MiniLM-L6-v2).")
 
@@ -75,8 +89,7 @@ def train(
     sentence-transformers' trainer. Multi-process: --nproc N, or torchrun --nproc_per_node N."""
     from embcompress.train import LossConfig, TrainConfig, load_pairs
     from embcompress.train import train as run_train
-    from embcompress._fs import check_output_dir
-    from embcompress.train.trainer import check_distributed, make_sampler, process_world
+    from embcompress.train.trainer import process_world
 
     lc = LossConfig(kind=loss, tau=tau, taus=tuple(_floats(taus, "--taus") or (0.03, 0.06, 0.1)),
                     dims=[int(d) for d in _floats(dims, "--dims")] if dims else None,
@@ -87,14 +100,9 @@ def train(
                       seed=seed, device=device)
     cfg.validate()
     world, rank, _ = process_world()
-    if nproc > 1 and world == 1:  # relaunch this very command under torchrun, once the cheap checks pass
-        check_distributed(nproc, device)
-        make_sampler(load_pairs(data, self_supervised=self_supervised, text_field=text_field, seed=seed), cfg, nproc)
-        check_output_dir(out_dir, overwrite=overwrite or resume)
-        argv = _without_nproc(sys.argv[1:])
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "-m", "embcompress_cli", *argv]
-        raise typer.Exit(subprocess.call(cmd))
     pairs = load_pairs(data, self_supervised=self_supervised, text_field=text_field, seed=seed)
+    if nproc > 1 and world == 1:
+        raise typer.Exit(_relaunch(nproc, pairs, cfg, out_dir, overwrite or resume))
     with progress_bar("training", steps, disable=rank != 0) as advance:
         res = run_train(pairs, out_dir, cfg, resume=resume, overwrite=overwrite, progress=lambda step, loss_: advance(1))
     if rank != 0:
