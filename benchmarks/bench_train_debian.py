@@ -57,9 +57,9 @@ def main() -> None:
     print(f"\ntemperature study: {args.steps} steps x batch {args.batch_size}, lr {args.lr:g}, lower {args.freeze_layers} "
           f"layers frozen, {'length-grouped' if not args.no_group_by_length else 'random'} homogeneous batches; "
           f"wall time {res['wall_seconds'] / 60:.1f} min")
-    print(f"{'model':26s}" + "".join(f"{k.replace('retention_', 'kept ').replace('_', ' '):>15s}" for k in keys) + f"{'pairs/s':>9s}")
+    print(f"{'model':26s}" + "".join(f"{k.replace('retention_', 'kept ').replace('_', ' '):>20s}" for k in keys) + f"{'pairs/s':>9s}")
     for r in res["rows"]:
-        print(f"{r['model']:26s}" + "".join(f"{r[k]:15.0f}" if k == "intrinsic_dim" else f"{r[k]:15.4f}" for k in keys)
+        print(f"{r['model']:26s}" + "".join(f"{r[k]:20.0f}" if k == "intrinsic_dim" else f"{r[k]:20.4f}" for k in keys)
               + (f"{r['pairs_per_second']:9.1f}" if "pairs_per_second" in r else f"{'':9s}"))
     print(f"\nwrote {out / 'study.json'} and {out / 'study.svg'}")
 
