@@ -440,6 +440,8 @@ def test_cli_train_and_bad_input(tmp_path):
     res = runner.invoke(app, ["train", str(data), str(tmp_path / "o"), "--steps", "2", "--batch-size", "8", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["steps"] == 2 and (tmp_path / "o" / "model" / "modules.json").exists()
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["model", "train_summary.json"]  # no empty checkpoints/
+    assert not list((tmp_path / "o" / "model").glob("*.bin"))  # no pickle in the saved model
 
 
 def test_loss_modules_in_a_users_own_trainer_script(tmp_path):

@@ -297,8 +297,11 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
         tmp = out / ".model.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         trainer.save_model(str(tmp))
+        (tmp / "training_args.bin").unlink(missing_ok=True)  # a pickle of the trainer's arguments; train_summary.json has them
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
+        if ckpts.is_dir() and not any(ckpts.iterdir()):
+            ckpts.rmdir()  # no checkpoint was asked for
         (out / "train_summary.json").write_text(json.dumps({**summary, "history": history}, indent=2, default=str))
     return summary
 
