@@ -342,7 +342,7 @@ def test_two_processes_train_like_one(tmp_path):
     from safetensors.torch import load_file
 
     data = _pairs_file(tmp_path / "pairs.jsonl")
-    common = ["--model", str(tiny_model_dir(tmp_path)), "--steps", "3", "--batch-size", "8", "--lr", "1e-2",
+    common = ["--model", str(tiny_model_dir(tmp_path)), "--steps", "3", "--batch-size", "8", "--lr", "3e-3",
               "--loss", "tempagg", "--json"]
     runs = {}
     for name, extra in (("one", []), ("two", ["--nproc", "2"]), ("two_cached", ["--nproc", "2", "--mini-batch-size", "2"])):
@@ -355,10 +355,13 @@ def test_two_processes_train_like_one(tmp_path):
     a = load_file(tmp_path / "one" / "model" / "model.safetensors")
     b = load_file(tmp_path / "two" / "model" / "model.safetensors")
     start = load_file(tiny_model_dir(tmp_path) / "model.safetensors")
-    assert max(float((a[k] - start[k]).abs().max()) for k in a) > 1e-3
-    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-5  # measured 2e-7
     c = load_file(tmp_path / "two_cached" / "model" / "model.safetensors")  # gradient caching under DDP as well
-    assert max(float((a[k] - c[k]).abs().max()) for k in a) < 5e-5  # measured 9e-6 (float32 sums in another order)
+    update = max(float((a[k] - start[k]).abs().max()) for k in a)
+    gaps = [max(float((a[k] - other[k]).abs().max()) for k in a) for other in (b, c)]
+    print(f"update {update:.3g}, 2 processes {gaps[0]:.3g}, 2 processes cached {gaps[1]:.3g}")
+    assert update > 1e-3
+    # tolerance: 0.1% of the largest weight change (float32 sums in another order, amplified by Adam)
+    assert max(gaps) < 1e-3 * update, (gaps, update)
 
 
 def test_freezing_layers(tmp_path):
