@@ -427,11 +427,15 @@ class Compressor:
         first = next(checked(), None)
         if first is None:
             raise InputError("cannot fit on empty input (0 rows)")
-        n_features = first.shape[1]
+        return self._fitted(first.shape[1], lambda n_features: self._fit(checked, n_features))
+
+    def _fitted(self, n_features: int, fit: Callable[[int], None]) -> "Compressor":
+        """Check the parameters for ``n_features`` inputs, clear the old state, run ``fit`` and
+        mark the compressor fitted: the frame of every way to fit."""
         self._check_params()
         self._validate_params(n_features)
         self._clear_state()
-        self._fit(checked, n_features)
+        fit(n_features)
         self.n_features_in_ = n_features
         return self
 
@@ -464,12 +468,7 @@ class Compressor:
 
     def fit_from_stats(self, stats: dict[str, np.ndarray], n_features: int) -> "Compressor":
         """Fit from merged block statistics (see :attr:`combines_blocks`). Returns self."""
-        self._check_params()
-        self._validate_params(n_features)
-        self._clear_state()
-        self._fit_stats(stats, n_features)
-        self.n_features_in_ = n_features
-        return self
+        return self._fitted(n_features, lambda n: self._fit_stats(stats, n))
 
     def _clear_state(self) -> None:
         for attr in (*self._state_arrays, *self._state_scalars, "n_features_in_"):
