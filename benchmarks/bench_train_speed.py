@@ -28,7 +28,7 @@ from _util import DEBIAN, debian_training_split  # noqa: E402
 
 from embcompress.embed import load_model  # noqa: E402
 from embcompress.train import LossConfig, TrainConfig, train  # noqa: E402
-from embcompress.train.sampling import SourceBatchSampler  # noqa: E402
+from embcompress.train.trainer import make_sampler  # noqa: E402
 
 
 def matmul_flops(repeat: int = 10) -> tuple[float, str]:
@@ -55,8 +55,7 @@ def flops_per_pair(model, pairs, cfg: TrainConfig, n_batches: int = 40) -> tuple
     d = auto.config.hidden_size
     per_layer = sum(p.numel() for p in auto.encoder.layer[0].parameters())  # weights of one transformer layer
     trained = layers - cfg.freeze_layers
-    sampler = SourceBatchSampler([p.source for p in pairs], cfg.batch_size, homogeneous=cfg.homogeneous, small_sources=cfg.small_sources,
-                                 lengths=[len(p.anchor) + len(p.positive) for p in pairs] if cfg.group_by_length else None)
+    sampler = make_sampler(pairs, cfg)  # the batches `train` runs
     run = useful = 0.0
     n = 0
     for k, batch in enumerate(sampler):

@@ -21,6 +21,7 @@ embeds the columns, optionally gathers them from every process, and calls the fu
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from functools import partial
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -310,8 +311,6 @@ class GradCacheLoss(nn.Module):
         return torch.cat(reps), states
 
     def _replay(self, features, grads, states, grad_output: Tensor) -> None:
-        from contextlib import nullcontext
-
         model = self.model
         jobs = [(f, g, b, st) for f, g, s in zip(features, grads, states)
                 for b, st in zip(range(0, _rows(f), self.mini_batch_size), s)]

@@ -95,18 +95,6 @@ class LossConfig:
             m = modules.TempSpecMRLLoss(model, self.tau_by_dim, negative_weight_beta=beta, gather_across_devices=g)
         return modules.GradCacheLoss(m, mini_batch_size) if mini_batch_size else m
 
-    def __call__(self, a: torch.Tensor, p: torch.Tensor, n: torch.Tensor | None) -> torch.Tensor:
-        beta = self.negative_weight_beta
-        if self.kind == "infonce":
-            return losses.info_nce(a, p, n, tau=self.tau, negative_weight_beta=beta)
-        if self.kind == "tempagg":
-            return losses.temp_agg(a, p, n, taus=self.taus, negative_weight_beta=beta)
-        if self.kind == "mrl":
-            return losses.mrl(losses.info_nce, a, p, n, dims=self.dims, tau=self.tau, negative_weight_beta=beta)
-        if self.kind == "tempaggmrl":
-            return losses.temp_agg_mrl(a, p, n, dims=self.dims, taus=self.taus, negative_weight_beta=beta)
-        return losses.temp_spec_mrl(a, p, n, tau_by_dim=self.tau_by_dim, negative_weight_beta=beta)
-
 
 @dataclass
 class TrainConfig:
@@ -206,8 +194,6 @@ def train_dataset(pairs: Sequence[Pair]):
 def make_sampler(pairs: Sequence[Pair], config: TrainConfig, world: int = 1) -> SourceBatchSampler:
     """The batches ``config`` asks for over ``pairs`` on ``world`` processes (errors for sources
     smaller than a batch, or a batch that does not split evenly, come from here)."""
-    if config.batch_size % world:
-        raise InputError(f"the batch size {config.batch_size} must be a multiple of the {world} processes")
     return SourceBatchSampler([p.source for p in pairs], config.batch_size, world_size=world, seed=config.seed,
                               homogeneous=config.homogeneous, small_sources=config.small_sources,
                               lengths=[len(p.anchor) + len(p.positive) for p in pairs] if config.group_by_length else None)
@@ -245,12 +231,11 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
     if model is None:
         model = load_model(config.model, device=device)
     model.to(device)
-    dim = modules.model_width(model)
-    config.loss.validate(dim)
+    # the loss module checks the widths against the model, before the model is changed
+    loss = config.loss.module(model, mini_batch_size=config.mini_batch_size, gather_across_devices=world > 1)
     if config.max_seq_length:
         model.max_seq_length = config.max_seq_length
     n_layers = freeze_first_layers(model, config.freeze_layers)
-    loss = config.loss.module(model, mini_batch_size=config.mini_batch_size, gather_across_devices=world > 1)
     use_bf16 = device.startswith("cuda") and torch.cuda.is_bf16_supported()
     if rank == 0 and not resume and overwrite:
         for old in (ckpts, out / "model"):
