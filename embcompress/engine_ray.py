@@ -41,7 +41,6 @@ from .registry import get
 from .stream import CompressResult, open_to_compress, write_codes
 
 
-
 def connect(address: str | None = None, num_cpus: int | None = None):
     """Ray, started locally (``address`` None) or connected to a running cluster; an address
     that does not answer is an InputError."""
@@ -205,9 +204,9 @@ def _in_order(ray, units: list, actor_kwargs: dict, workers: int | None):
     waiting: dict[int, pa.Table] = {}
     nxt = 0
     for block in ds.iter_batches(batch_format="pyarrow", batch_size=None):
-        seqs = block.column(SEQ).to_numpy()
-        for k in np.unique(seqs):
-            waiting[int(k)] = block.filter(pc.equal(block.column(SEQ), k)) if len(np.unique(seqs)) > 1 else block
+        seqs = np.unique(block.column(SEQ).to_numpy())
+        for k in seqs:
+            waiting[int(k)] = block.filter(pc.equal(block.column(SEQ), k)) if len(seqs) > 1 else block
         while nxt in waiting:
             yield units[nxt], waiting.pop(nxt)
             nxt += 1
