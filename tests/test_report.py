@@ -47,10 +47,10 @@ def test_label_free_report_grid_and_budget():
     assert all(rows[best]["retention"] >= r["retention"] for r in rep["rows"] if r["bytes_per_vector"] <= 4 and not r["extra_storage"])
     assert any(r.get("pareto") for r in rep["rows"])
     assert -1 <= rep["summary"]["proxy_retention_spearman"] <= 1
-    # the proxy is computed in each row's search space (asymmetric rows included); a float rerank
-    # scores with the originals, which no proxy of the codes describes
-    plain = [r for r in rep["rows"][1:] if r["rerank"] != "float"]
-    assert rep["summary"]["proxy_retention_configs"] == len(plain) == len(rep["rows"]) - 2
+    # the proxy runs each row's own search (reranks included): every row but the float reference
+    plain = rep["rows"][1:]
+    assert rep["summary"]["proxy_retention_configs"] == len(plain)
+    assert rep["rows"][0]["rank_proxy"] == 1.0 and all(0 <= r["rank_proxy"] <= 1 for r in plain)
     # the code families at 16x, 32x, 64x (128x would be 1 byte for 32 dims)
     codes = [r for r in rep["rows"] if r["method"].startswith("codes: ")]
     assert {r["method"] for r in codes} == {"codes: binary", "codes: sq", "codes: opq", "codes: rabitq"}
@@ -64,6 +64,33 @@ def test_label_free_report_grid_and_budget():
     page = render_html(rep)
     assert page.count("<svg") == 2 and "<script" not in page and "http" not in page.replace("http-equiv", "")
     assert best in page
+
+
+def test_rank_proxy_equals_a_direct_computation():
+    """The proxy of sign bits, by hand: Hamming similarity over all documents (ties by row), the
+    query's own row left out, nDCG@10 against the 10 nearest rows by float cosine."""
+    from embcompress.evaluate import RankProxy, parse_config
+    from embcompress.registry import from_spec
+    from embcompress.search import Index
+
+    X, _ = clustered(n=300, d=32, seed=3)
+    rows = np.array([0, 7, 50, 299])
+    comp = from_spec("binary").fit(X)
+    got = RankProxy(X, rows)(Index(comp.transform(X), compressor=comp), parse_config("binary"), None)
+    U = X / np.linalg.norm(X, axis=1, keepdims=True)
+    bits = X > comp.last_stage.thresholds_
+    disc = 1 / np.log2(np.arange(2, 12))
+    want = []
+    for q in rows:
+        others = np.array([j for j in range(len(X)) if j != q])
+        cos = U[others] @ U[q]
+        near = set(others[np.argsort(-cos, kind="stable")[:10]])
+        sim = (bits[others] == bits[q]).sum(1)
+        ranked = others[np.lexsort((others, -sim))][:10]
+        want.append(sum(d for j, d in zip(ranked, disc) if j in near) / disc.sum())
+    assert got == pytest.approx(np.mean(want), abs=1e-12)
+    assert 0 < got < 1
+    assert RankProxy(X, rows)(Index(X), parse_config("float"), None) == 1.0
 
 
 def test_labels_and_qrels_modes():

@@ -6,8 +6,9 @@ Task score, by what the user has:
 * labels: kNN classification accuracy (k = 10, "Cropping outperforms dropout", 2025);
 * nothing: label-free recall@10 of the compressed search against exact float search, with held-out
   rows of the sample as queries.
-The proxy is the local Spearman rank correlation of cosine similarities (Kalyfommatos et al., 2025, section 6)
-between the original and the compressed (decoded) vectors of a sample.
+The rank proxy (:class:`embcompress.evaluate.RankProxy`) needs no labels: sampled documents are
+searched as queries with each configuration's own search, scored by nDCG@10 against their 10
+nearest documents by float cosine.
 """
 
 from __future__ import annotations
@@ -179,9 +180,8 @@ def summarize(setup: Setup, rows: list[dict[str, Any]], all_docs: np.ndarray) ->
         for r in rows:
             r["within_budget"] = r["bytes_per_vector"] <= setup.budget
     intr = intrinsic_dimensionality(all_docs)
-    # The proxy describes the compressed vectors alone, so it is compared with the retention of
-    # the plain compressed search: rows reranked with a float query score more than the codes hold.
-    scored = [r for r in rows[1:] if r["rerank"] != "float"]  # asymmetric rows: the proxy is in their own space
+    # every row's proxy runs that row's own search (reranks included), so all are compared
+    scored = rows[1:]
     corr = spearman([r["rank_proxy"] for r in scored], [r["retention"] for r in scored]) if len(scored) > 1 else float("nan")
     n, dim = all_docs.shape
     task = setup.task

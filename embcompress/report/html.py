@@ -112,7 +112,7 @@ def render_html(report: dict[str, Any], title: str = "embcompress retention repo
     s, rows = report["summary"], report["rows"]
     best = s.get("best_within_budget")
     head = "".join(f"<th>{h}</th>" for h in ("configuration", "bytes / vector", "smaller by", _esc(s["metric"]),
-                                              "retention", "rank proxy (local Spearman)", "fit s", "eval s"))
+                                              "retention", "rank proxy", "fit s", "eval s"))
     body = []
     full = 4 * s["dim"]
     for r in rows:
@@ -148,9 +148,10 @@ small {{ color: #777; }}
 </style></head><body>
 <h1>{_esc(title)}</h1>
 <p>Which compression keeps how much of the task score on these embeddings. Retention = compressed score / float32 score.
-The rank proxy is the per-row Spearman correlation between float cosine similarities and the scores the compressed search itself
-computes (Hamming, lookup tables, asymmetric), over each row's 100 nearest rows (after Kalyfommatos et al., 2025):
-computed without labels, it predicts retention (the correlation for this data is shown below). ◆ marks the Pareto front
+The rank proxy needs no labels: sampled documents are searched as queries, exactly as each configuration searches
+(Hamming, lookup tables, asymmetric or float rerank), and it is the mean nDCG@10 of those rankings with each query's
+10 nearest documents by float cosine as the relevant ones (after the rank statistics of Kalyfommatos et al., 2025);
+it predicts retention (the correlation for this data is shown below). ◆ marks the Pareto front
 (no other configuration is both smaller and better).</p>
 <table class="facts">{facts_html}</table>
 {budget_line}
