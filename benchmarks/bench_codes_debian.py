@@ -6,6 +6,11 @@ whole Debian set (33,253 documents and queries); retention = nDCG@10 / float32 n
 
     python benchmarks/embed_debian_ir.py        # once: caches the embeddings
     python benchmarks/bench_codes_debian.py [--queries N] [--budgets 96,48,24,12] [--json out.json]
+
+By default every code is fitted on all the documents it then encodes (as for a corpus that fits
+in the fit sample). ``--fit-rows N`` fits every code, ours and faiss's, on a seeded sample of N
+documents only and still encodes and searches all of them: the rows outside the sample measure
+how a code does on vectors it was not fitted on, as for a corpus larger than the fit sample.
 """
 
 from __future__ import annotations
@@ -24,12 +29,11 @@ from embcompress.io import read_all
 from embcompress.report.candidates import candidates
 
 
-def faiss_rows(D, Q, qids, dids, qrels, budget, float_ndcg, threads):
+def faiss_rows(D, Q, qids, dids, qrels, budget, float_ndcg, threads, fit_on=None):
     import faiss
 
     faiss.omp_set_num_threads(threads)
     d = D.shape[1]
-    out = []
     builds = []
     if d % budget == 0:
         def opq(m=budget):
@@ -38,13 +42,14 @@ def faiss_rows(D, Q, qids, dids, qrels, budget, float_ndcg, threads):
         builds.append((f"faiss OPQ{budget}+PQ{budget}", opq))
     if budget == d // 8:  # 1 bit per dimension (faiss adds its factors: more bytes than the budget)
         builds.append(("faiss IndexRaBitQ 1 bit", lambda: faiss.IndexRaBitQ(d, faiss.METRIC_INNER_PRODUCT)))
-    return [faiss_row(label, build(), D, Q, qids, dids, qrels, float_ndcg) for label, build in builds]
+    return [faiss_row(label, build(), D, Q, qids, dids, qrels, float_ndcg, fit_on) for label, build in builds]
 
 
-def faiss_row(label, index, D, Q, qids, dids, qrels, float_ndcg) -> dict:
-    """Train and fill a faiss index on the documents, search the queries: the row of the tables."""
+def faiss_row(label, index, D, Q, qids, dids, qrels, float_ndcg, fit_on=None) -> dict:
+    """Train a faiss index (on ``fit_on``, default the documents), fill it with the documents and
+    search the queries: the row of the tables."""
     t0 = time.perf_counter()
-    index.train(D)
+    index.train(D if fit_on is None else fit_on)
     index.add(D)
     fit = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -65,7 +70,9 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=None, help="a seeded sample of N queries (default: all)")
     ap.add_argument("--budgets", default="96,48,24,12")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--families", default=None, help="only these code families, comma-separated (e.g. rq); no faiss rows")
+    ap.add_argument("--families", default=None, help="only these code families, comma-separated (e.g. rq); faiss rows only with --faiss")
+    ap.add_argument("--faiss", action="store_true", help="with --families: the faiss rows as well")
+    ap.add_argument("--fit-rows", type=int, default=None, help="fit on a seeded sample of N documents (default: all)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     emb = Path(args.emb)
@@ -76,16 +83,20 @@ def main() -> None:
         sel = np.sort(np.random.default_rng(0).choice(len(Q), args.queries, replace=False))
         Q, qids = Q[sel], [qids[i] for i in sel]
     task = QrelsTask(Q, qids, qrels, 10)
+    fit_on = None
+    if args.fit_rows:
+        fit_on = D[np.sort(np.random.default_rng(1).choice(len(D), min(args.fit_rows, len(D)), replace=False))]
     ref = run_configs(D, task, ["float"], doc_ids=dids)[0]
     print(f"{args.name}, {len(D):,} documents x {D.shape[1]} dims, {len(Q):,} queries; float32 nDCG@10 {ref['score']:.4f} "
-          f"({ref['queries_per_second']:,.0f} q/s); codes and fitted models only, no original vectors", flush=True)
+          f"({ref['queries_per_second']:,.0f} q/s); codes and fitted models only, no original vectors; fitted on "
+          f"{'all documents' if fit_on is None else f'{len(fit_on):,} sampled documents'}", flush=True)
     results = {"float": ref, "budgets": {}}
     for budget in (int(b) for b in args.budgets.split(",")):
         fams = tuple(args.families.split(",")) if args.families else None
         cands = candidates(D.shape[1], budget, families=fams)
-        rows = run_configs(D, task, ["float", *(c.config for c in cands)], doc_ids=dids)[1:]
-        if not fams:
-            rows += faiss_rows(D, Q, qids, dids, qrels, budget, ref["score"], args.threads)
+        rows = run_configs(D, task, ["float", *(c.config for c in cands)], doc_ids=dids, fit_on=fit_on)[1:]
+        if not fams or args.faiss:
+            rows += faiss_rows(D, Q, qids, dids, qrels, budget, ref["score"], args.threads, fit_on)
         rows.sort(key=lambda r: -r["retention"])
         results["budgets"][budget] = rows
         print(f"\n{budget} bytes per vector ({4 * D.shape[1] / budget:.0f}x smaller)")
@@ -98,11 +109,11 @@ def main() -> None:
             Path(args.json).write_text(json.dumps(results, indent=2, default=float))
         return
     # RaBitQ at equal bits per dimension, ours against faiss (codes plus factors)
-    rows = run_configs(D, task, ["float", "rabitq:4"], doc_ids=dids)[1:]
+    rows = run_configs(D, task, ["float", "rabitq:4"], doc_ids=dids, fit_on=fit_on)[1:]
     import faiss
 
     rows.append(faiss_row("faiss IndexRaBitQ 4 bits", faiss.IndexRaBitQ(D.shape[1], faiss.METRIC_INNER_PRODUCT, 4),
-                          D, Q, qids, dids, qrels, ref["score"]))
+                          D, Q, qids, dids, qrels, ref["score"], fit_on))
     results["rabitq_4_bits"] = rows
     print("\nRaBitQ, 4 bits per dimension")
     for r in rows:
