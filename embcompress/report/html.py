@@ -132,7 +132,7 @@ def render_html(report: dict[str, Any], title: str = "embcompress retention repo
         ("float32 score", _fmt(s["float_score"])),
         (f"intrinsic dimensionality ({100 * s['intrinsic_threshold']:.0f}% variance)", f"{s['intrinsic_dimensionality']} of {s['dim']}"),
         ("uniformity (Dinu et al., 2025; higher = more concentrated)", f"{s['uniformity']:.4f}"),
-        (f"Spearman correlation of rank proxy and retention ({s.get('proxy_retention_configs', '?')} configurations; float reranks left out)", _fmt(corr)),
+        (f"Spearman correlation of rank proxy and retention ({s.get('proxy_retention_configs', '?')} configurations, reranks included)", _fmt(corr)),
     ]
     facts_html = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in facts)
     return f"""<!doctype html>
