@@ -86,7 +86,8 @@ def report(
 
 
 def _ranking_table(res: dict) -> Table:
-    t = Table(title=f"candidates within {res['budget_bytes']} bytes/vector, {res['metric']} on {res['sample']:,} vectors",
+    t = Table(title=f"candidates within {res['budget_bytes']} bytes/vector, {res['metric']} on {res['sample']:,} vectors "
+                    f"(fitted on {res['fit_rows']:,} of them: the others are new to each code, as most rows of a large file are)",
               title_justify="left")
     for c in ("", "configuration", "bytes/vector", "score", "retention", "queries/s"):
         t.add_column(c, justify="left" if c in ("", "configuration") else "right")

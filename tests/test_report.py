@@ -162,6 +162,11 @@ def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path):
     X, labels = clustered(n=800, d=32)
     res = rank_candidates(X, 8)
     assert res["mode"] == "label-free" and res["ranking"]
+    # fitted on half of the 720 indexed rows (80 are the label-free queries), scored on all of them
+    assert res["sample"] == 720 and res["fit_rows"] == 360
+    assert rank_candidates(X, 8, unseen=0, configs=["sq:2"])["fit_rows"] == 720
+    with pytest.raises(InputError, match=r"unseen must be a share in \[0, 1\)"):
+        rank_candidates(X, 8, unseen=1.0)
     assert all(r["bytes_per_vector"] <= 8 for r in res["ranking"])
     rets = [r["retention"] for r in res["ranking"]]
     assert rets == sorted(rets, reverse=True) and res["winner"] is res["ranking"][0]

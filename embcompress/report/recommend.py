@@ -20,17 +20,26 @@ from .grid import load_task_files, validate
 
 def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None, query_ids=None, qrels=None,
                     labels=None, target: float | None = None, configs: Sequence[str] | None = None,
-                    progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+                    unseen: float = 0.5, progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """Evaluate every candidate of at most ``budget`` bytes per vector on ``docs`` (a sample) with
     the task the data allows (qrels, labels or label-free). Returns the rows ranked by retention
     (ties: fewer bytes first) and the winner: the best, or with ``target`` the smallest candidate
-    that reaches it (the best when none does)."""
+    that reaches it (the best when none does).
+
+    The candidates are fitted on a seeded share ``1 - unseen`` of the sample and then encode all
+    of it, so that a share ``unseen`` of the scored documents was not seen by the fit, as most rows
+    of a file larger than the fit sample are not. Codes with many parameters (``rq``) score higher
+    on the rows they were fitted on than on new ones; ``unseen=0`` fits on the whole sample."""
     if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
         raise InputError(f"budget must be a positive number of bytes per vector, got {budget!r}")
     if target is not None and not 0 < target <= 1:
         raise InputError(f"target must be a retention in (0, 1], e.g. 0.98, got {target!r}")
+    if isinstance(unseen, bool) or not isinstance(unseen, (int, float)) or not 0 <= unseen < 1:
+        raise InputError(f"unseen must be a share in [0, 1), e.g. 0.5, got {unseen!r}")
     setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels)
     dim = setup.docs.shape[1]
+    n_fit = max(1, round(len(setup.docs) * (1 - unseen)))
+    fit_on = setup.docs[np.sort(np.random.default_rng(0).choice(len(setup.docs), n_fit, replace=False))]
     cands = {c.config: c.label for c in candidates(dim, int(budget))} if configs is None else {c: c for c in configs}
     if not cands:
         raise InputError(f"no code fits in {budget} bytes per vector for {dim}-dimensional embeddings; the smallest "
@@ -38,13 +47,13 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     if labels is not None:  # kNN accuracy scores decoded vectors; the asymmetric suffix has no meaning there
         cands = {k.replace("@asym", ""): v for k, v in cands.items()}
     if configs is None:  # the standard candidates: leave out what the sample is too small to train
-        too_small = [v for k, v in cands.items() if not trainable(parse_config(k).spec, len(setup.docs))]
+        too_small = [v for k, v in cands.items() if not trainable(parse_config(k).spec, n_fit)]
         cands = {k: v for k, v in cands.items() if v not in too_small}
         if too_small:
-            warnings.warn(f"left out, as {len(setup.docs)} document(s) are too few to train them: {', '.join(too_small)}")
+            warnings.warn(f"left out, as {n_fit} document(s) are too few to train them: {', '.join(too_small)}")
         if not cands:
-            raise InputError(f"no code within {budget} bytes per vector can be trained on {len(setup.docs)} document(s)")
-    rows = run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, progress=progress)
+            raise InputError(f"no code within {budget} bytes per vector can be trained on {n_fit} document(s)")
+    rows = run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, fit_on=fit_on, progress=progress)
     ref, found = rows[0], rows[1:]
     for r in found:
         r["label"] = cands[r["config"]]
@@ -58,7 +67,7 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
         if reaching:
             winner = min(reaching, key=lambda r: (r["bytes_per_vector"], -r["retention"]))
     return {"budget_bytes": int(budget), "target": target, "metric": setup.task.metric, "mode": setup.task.mode,
-            "sample": len(setup.docs), "float_score": ref["score"], "ranking": ranked, "winner": winner,
+            "sample": len(setup.docs), "fit_rows": n_fit, "float_score": ref["score"], "ranking": ranked, "winner": winner,
             "target_reached": None if target is None else winner["retention"] >= target}
 
 
