@@ -29,8 +29,8 @@ from .._parallel import run_blocks
 from .._util import check_positive_int, normalize_rows
 from ..base import Compressor, check_array
 from ..errors import InputError
-from .adc import adc_scores, scan_adc
-from .exact import check_k, hamming_distances, scan_blocks
+from .adc import scan_adc
+from .exact import check_k, scan_blocks
 from .hamming import scan_hamming
 from .stores import ArrayStore, VectorStore
 
@@ -122,28 +122,23 @@ class Index:
                 self._recon = None
         return self._recon
 
-    def _asymmetric_scores(self, Q: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    def _asymmetric_scores(self, Q: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """(queries, candidates) scores of the decoded candidate ``rows`` (queries, candidates)
-        for the float queries; with ``rows=None``, of every document, each decoded once."""
+        for the float queries."""
         comp = self.compressor
         qf = comp.query_prefix(Q)  # (q, d') the space the codes quantize, linear part
-        if rows is None:
-            dots = qf @ comp.last_stage.decode(self.data).T  # (q, n)
-            cols = slice(None)
-        else:
-            nq, nc = rows.shape
-            dec = comp.last_stage.decode(self.data[rows.reshape(-1)])  # (q*c, d') decoded candidates
-            dots = np.matmul(dec.reshape(nq, nc, -1), qf[:, :, None])[..., 0]  # (q, c)
-            cols = rows
+        nq, nc = rows.shape
+        dec = comp.last_stage.decode(self.data[rows.reshape(-1)])  # (q*c, d') decoded candidates
+        dots = np.matmul(dec.reshape(nq, nc, -1), qf[:, :, None])[..., 0]  # (q, c)
         recon = self._reconstruction()
         if recon is None:
             return dots.astype(np.float32)
         inv, b0 = recon
-        return ((dots + (Q @ b0)[:, None]) * inv[cols]).astype(np.float32)
+        return ((dots + (Q @ b0)[:, None]) * inv[rows]).astype(np.float32)
 
     def _dense_scorer(self, Q: np.ndarray):
         """For float and int8 indexes: ``score(q0, q1, d0, d1)``, the (queries x documents) block
-        of first-stage scores, shared by the scan and :meth:`score_matrix`."""
+        of first-stage scores."""
         comp = self.compressor
         if self.kind == "int8":
             qf = normalize_rows(comp.float_prefix(Q))
@@ -199,23 +194,6 @@ class Index:
                     a["tables"], self._adc_codes, k, scale=a["scale"], bias=a["bias"], qconst=a["qconst"])
             return scores, rows
         return scan_blocks(self._dense_scorer(Q), len(Q), self.num_docs, k)
-
-    def score_matrix(self, queries: np.ndarray, *, asymmetric: bool = False) -> np.ndarray:
-        """(queries, documents) float32: every document's score for each float query, as the
-        first stage computes it (cosine, Hamming similarity, int8 cosine, lookup-table scores), or
-        with ``asymmetric`` as the asymmetric rerank computes it. For small sets (rank proxies)."""
-        Q = check_array(queries, what="queries")
-        comp = self.compressor
-        if asymmetric:
-            if comp is None:
-                raise InputError("asymmetric scores need an index of codes; this one holds float vectors")
-            return self._asymmetric_scores(Q)
-        if self.kind == "bits":
-            return (self.width - hamming_distances(comp.transform(Q), self.data)).astype(np.float32)
-        if self.kind == "codes":
-            a = self._adc_args(Q)
-            return adc_scores(a["tables"], self._adc_codes, a["scale"], a["bias"], a["qconst"])
-        return self._dense_scorer(Q)(0, len(Q), 0, self.num_docs).astype(np.float32)
 
     def _normalized_docs(self) -> np.ndarray:
         if self._unit_docs is None:
