@@ -1,5 +1,5 @@
-"""Small helpers shared by every layer: argument checks, row normalization and the torch device
-choice. This module imports nothing from embcompress but the errors, so any module may use it."""
+"""Small helpers shared by every layer: argument checks, row normalization, seeded row samples
+and the torch device choice. This module imports nothing from embcompress but the errors, so any module may use it."""
 
 from __future__ import annotations
 
@@ -28,6 +28,14 @@ def normalize_rows(X: np.ndarray, *, copy: bool = True, dtype=np.float32) -> np.
     norms = np.linalg.norm(X, axis=1, keepdims=True)
     np.divide(X, norms, out=X, where=norms > 0)
     return X
+
+
+def sample_rows(n: int, size: int | None, seed: int) -> np.ndarray:
+    """Sorted row numbers of a seeded sample of ``size`` of ``n`` rows without repetition (all
+    ``n`` when ``size`` is None or not smaller)."""
+    if size is None or n <= size:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
 
 
 def require(module: str, extra: str, what: str):

@@ -10,7 +10,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+from ._util import sample_rows
 
 _SKIP_DIRS = {"test", "tests", "idlelib", "lib2to3", "site-packages", "dist-packages", "__pycache__", "turtledemo", "ensurepip", "venv"}
 
@@ -75,6 +75,5 @@ def stdlib_docstring_pairs(limit: int | None = 2000, *, seed: int = 0, min_body:
         seen_d.add(p.document)
         unique.append(p)
     if limit is not None and len(unique) > limit:
-        idx = np.sort(np.random.default_rng(seed).choice(len(unique), size=limit, replace=False))
-        unique = [unique[i] for i in idx]
+        unique = [unique[i] for i in sample_rows(len(unique), limit, seed)]
     return unique

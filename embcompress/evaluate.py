@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ._util import sample_rows
 from .analysis import check_qrels, check_unique_ids, evaluate_run, knn_accuracy, neighbour_recall, retention
 from .base import Compressor
 from .datasets import read_qrels
@@ -277,7 +278,7 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
     cache = FitCache(docs if fit_on is None else fit_on)
     proxy = None
     if proxy_sample:
-        proxy = RankProxy(docs, np.sort(np.random.default_rng(0).choice(len(docs), size=min(len(docs), proxy_sample), replace=False)))
+        proxy = RankProxy(docs, sample_rows(len(docs), proxy_sample, 0))
     rows: list[dict[str, Any]] = []
     for i, cfg in enumerate(cfgs):
         if progress:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._util import normalize_rows
+from .._util import normalize_rows, sample_rows
 from ..compressors.pca import PCA, components_for_variance
 from ..errors import InputError
 from ..search.exact import scan_blocks
@@ -39,12 +39,6 @@ def _as_float(X, what: str = "X") -> np.ndarray:
 
 def _unit(X: np.ndarray) -> np.ndarray:
     return normalize_rows(X, dtype=np.float64)
-
-
-def _sample(n: int, size: int | None, seed: int) -> np.ndarray:
-    if size is None or n <= size:
-        return np.arange(n)
-    return np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
 
 
 @dataclass
@@ -83,7 +77,7 @@ def uniformity(X, *, tau: float = 1.0, sample: int | None = 5000, seed: int = 0)
     """mean_i log mean_{j != i} exp(cos(x_i, x_j) / tau), on up to ``sample`` rows."""
     if tau <= 0:
         raise InputError(f"tau must be positive, got {tau}")
-    X = _unit(_as_float(X)[_sample(len(X), sample, seed)])
+    X = _unit(_as_float(X)[sample_rows(len(X), sample, seed)])
     if len(X) < 2:
         raise InputError("uniformity needs at least 2 rows")
     S = X @ X.T / tau  # (n, n)
@@ -166,7 +160,7 @@ def preservation(X, Z, *, sample: int | None = 2000, seed: int = 0) -> Preservat
     X, Z = _as_float(X, "original"), _as_float(Z, "compressed")
     if len(X) != len(Z):
         raise InputError(f"original has {len(X)} rows but compressed has {len(Z)}")
-    idx = _sample(len(X), sample, seed)
+    idx = sample_rows(len(X), sample, seed)
     X, Z = X[idx], Z[idx]
     n = len(X)
     if n < 3:

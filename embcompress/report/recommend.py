@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .._util import sample_rows
 from ..errors import InputError
 from ..evaluate import parse_config, run_configs, trainable
 from ..persist import check_model_path, save
@@ -39,7 +40,7 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels)
     dim = setup.docs.shape[1]
     n_fit = max(1, round(len(setup.docs) * (1 - unseen)))
-    fit_on = setup.docs[np.sort(np.random.default_rng(0).choice(len(setup.docs), n_fit, replace=False))]
+    fit_on = setup.docs[sample_rows(len(setup.docs), n_fit, 0)] if n_fit < len(setup.docs) else None
     cands = {c.config: c.label for c in candidates(dim, int(budget))} if configs is None else {c: c for c in configs}
     if not cands:
         raise InputError(f"no code fits in {budget} bytes per vector for {dim}-dimensional embeddings; the smallest "
