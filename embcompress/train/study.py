@@ -114,11 +114,10 @@ def study_svg(res: Mapping[str, Any]) -> str:
     horizontal lines."""
     rows = list(res["rows"])
     widths = sorted(int(k.rsplit("_", 1)[1]) for k in rows[-1] if k.startswith("retention_trunc_"))
-    trunc = f"retention_trunc_{widths[0]}" if widths else "retention_binary"
+    truncated = [(f"retention_trunc_{widths[0]}", "#1f77b4", f"1/4 width ({widths[0]} dims)")] if widths else []
     panels = [("ndcg@10", "full nDCG@10", [("ndcg@10", "#333", "nDCG@10")]),
               ("intrinsic_dim", "intrinsic dimensionality (PCA, 95% variance)", [("intrinsic_dim", "#333", "ID")]),
-              ("retention", "nDCG@10 retention", [(trunc, "#1f77b4", f"1/4 width ({trunc.rsplit('_', 1)[1]} dims)"),
-                                                  ("retention_binary", "#d62728", "binary"),
+              ("retention", "nDCG@10 retention", [*truncated, ("retention_binary", "#d62728", "binary"),
                                                   ("retention_binary_rerank", "#2ca02c", "binary + rerank")])]
     taus = [(t, r) for r in rows if (t := _tau_of(r["model"])) is not None]
     others = [r for r in rows if _tau_of(r["model"]) is None]
