@@ -2,9 +2,10 @@
 ``.npy`` (memory-mapped), and datasets of either (a directory, Hive partitions included, or a glob).
 
 Readers yield :class:`Batch` objects: a float32 ``(rows, dim)`` array, the carried columns of the
-same rows, and the row offset of the batch in the file. A ``fixed_size_list<float32>`` column is
-the fast path: its values buffer is reshaped without a copy. ``list<float>`` and float16/float64
-are accepted; nulls, ragged rows and NaN/inf are errors that name the row.
+same rows, and the row offset of the batch in the file. A ``list`` or ``fixed_size_list`` of
+float32 is the fast path: :mod:`.pages` decodes its pages directly (a decompression and a copy per
+page), and pyarrow takes over for every other layout and wherever a page surprises the fast path.
+float16/float64 are accepted; nulls, ragged rows and NaN/inf are errors that name the row.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pyarrow.parquet as pq
 from .._parallel import ordered_units, prefetch, reader_threads
 from ..base import check_values
 from ..errors import FormatError, InputError
+from . import pages
 
 META_KEY = b"embcompress"
 FLOAT_TYPES = (pa.float16(), pa.float32(), pa.float64())
@@ -181,6 +183,8 @@ class ParquetVectors(Streamed):
         carried += [c for c in keep_columns if c not in carried and c != column]
         self.carried_columns = carried
         self.dim = self._find_dim()
+        # the direct decoder of float32 list columns (io.pages), where it applies
+        self._direct = pages.find_column(self._pf, column) if is_vector_type(t) and t.value_type == pa.float32() else None
 
     def _guess_column(self, accept, wanted: str) -> str:
         candidates = [f.name for f in self.schema if accept(f.type)]
@@ -249,26 +253,75 @@ class ParquetVectors(Streamed):
         if pf is None:  # one file handle per worker thread
             pf = local[self.path] = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
                                                  page_checksum_verification=True)
-        columns = [self.column, *self.carried_columns]
         offset = start
         try:
-            it = pf.iter_batches(batch_size=batch_size, row_groups=[g], columns=columns, use_threads=False)
-            while True:
-                try:
-                    rb = next(it)
-                except StopIteration:
+            done = 0  # batches delivered by the direct decoder
+            if self._direct is not None:
+                for batch in self._read_group_direct(pf, g, offset, batch_size, transform, shard):
+                    yield batch
+                    offset += len(batch.vectors)
+                    done += 1
+                if offset - start == pf.metadata.row_group(g).num_rows:
                     return
-                except (pa.ArrowException, OSError) as exc:
-                    raise FormatError(f"{self.path} is corrupt or truncated in row group {g} near row {offset}: "
-                                      f"{_first_line(exc)}") from None
-                vectors = column_to_numpy(rb.column(0), self.dim, offset=offset, column=self.column,
-                                          finite=transform is None)
-                if transform is not None:
-                    vectors = transform(vectors, offset)
-                yield Batch(vectors, rb.select(self.carried_columns) if self.carried_columns else None, offset, shard)
-                offset += rb.num_rows
+            yield from self._read_group_arrow(pf, g, offset, batch_size, transform, shard, skip=done)
         except InputError as exc:
             raise InputError(f"{self.path}, row group {g}: {exc}") from None
+
+    def _read_group_direct(self, pf, g: int, offset: int, batch_size: int, transform,
+                           shard: int) -> Iterator[Batch]:
+        """Row group ``g`` through :mod:`.pages`, until it is done or hands over to pyarrow (then
+        this stops early and the caller goes on from the next batch)."""
+        with open(self.path, "rb", buffering=0) as f:  # closed when the row group is done or abandoned
+            yield from self._direct_batches(f.fileno(), pf, g, offset, batch_size, transform, shard)
+
+    def _direct_batches(self, fd: int, pf, g: int, offset: int, batch_size: int, transform, shard: int) -> Iterator[Batch]:
+        vectors_it = pages.decode_group(fd, pf.metadata, g, self._direct, self.dim, batch_size)
+        carried = None
+        if self.carried_columns:
+            carried = pf.iter_batches(batch_size=batch_size, row_groups=[g], columns=self.carried_columns, use_threads=False)
+        while True:
+            try:
+                vectors = next(vectors_it)
+            except StopIteration:
+                return
+            except (pages.Unsupported, OSError):  # pyarrow decodes it, or names the problem
+                return
+            rb = None
+            if carried is not None:
+                try:
+                    rb = next(carried)
+                except (StopIteration, pa.ArrowException, OSError):
+                    return
+                if rb.num_rows != len(vectors):
+                    return
+            if transform is None:
+                check_values(vectors, what=f"column {self.column!r}", row_offset=offset)
+            else:
+                vectors = transform(vectors, offset)
+            yield Batch(vectors, rb, offset, shard)
+            offset += rb.num_rows if rb is not None else len(vectors)
+
+    def _read_group_arrow(self, pf, g: int, offset: int, batch_size: int, transform, shard: int, *,
+                          skip: int = 0) -> Iterator[Batch]:
+        columns = [self.column, *self.carried_columns]
+        it = pf.iter_batches(batch_size=batch_size, row_groups=[g], columns=columns, use_threads=False)
+        while True:
+            try:
+                rb = next(it)
+            except StopIteration:
+                return
+            except (pa.ArrowException, OSError) as exc:
+                raise FormatError(f"{self.path} is corrupt or truncated in row group {g} near row {offset}: "
+                                  f"{_first_line(exc)}") from None
+            if skip:  # delivered by the direct decoder already
+                skip -= 1
+                continue
+            vectors = column_to_numpy(rb.column(0), self.dim, offset=offset, column=self.column,
+                                      finite=transform is None)
+            if transform is not None:
+                vectors = transform(vectors, offset)
+            yield Batch(vectors, rb.select(self.carried_columns) if self.carried_columns else None, offset, shard)
+            offset += rb.num_rows
 
 
 Transform = Callable[[np.ndarray, int], np.ndarray]  # (vectors, row offset) -> codes

@@ -1,0 +1,217 @@
+/*
+ * Parquet's RLE / bit-packing hybrid, for embcompress.io.pages (the direct decoder of float
+ * vector columns). The format is the one of the parquet specification ("Run Length Encoding /
+ * Bit-Packing Hybrid"): a sequence of runs, each introduced by a ULEB128 header h;
+ *   h & 1 == 0: h >> 1 copies of one value, stored little-endian in ceil(bit_width / 8) bytes;
+ *   h & 1 == 1: (h >> 1) groups of 8 values, bit-packed least significant bit first.
+ *
+ * check_levels(buf, bit_width, count, level, period, phase) -> (consumed, bad)
+ *   Reads `count` levels. period == 0: every level must equal `level` (definition levels of a
+ *   column without nulls). period > 0: the level at position i must be 0 where
+ *   (phase + i) % period == 0 and `level` elsewhere (repetition levels of lists that all have
+ *   `period` values). consumed: bytes read; bad: index of the first level that differs, or -1.
+ *
+ * decode_dict(buf, bit_width, count, dictionary, out) -> consumed
+ *   Dictionary indices to float32 values: out[i] = dictionary[index i].
+ *
+ * Both raise ValueError on a stream that ends early or an index beyond the dictionary. The GIL is
+ * released while they run, so worker threads decode pages in parallel.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    const uint8_t *p, *end;
+    int bw;            /* bit width, 0..32 */
+    uint64_t remaining; /* values left in the current run */
+    int packed;        /* current run is bit-packed */
+    uint32_t value;    /* value of the current RLE run */
+    uint64_t acc;      /* bit-packed: bits not yet used */
+    int nacc;
+} rle_t;
+
+/* 0 on success, -1 on a truncated stream */
+static int next_run(rle_t *r) {
+    uint64_t h = 0;
+    int shift = 0;
+    for (;;) {
+        if (r->p >= r->end || shift > 56) return -1;
+        uint8_t b = *r->p++;
+        h |= (uint64_t)(b & 0x7f) << shift;
+        shift += 7;
+        if (!(b & 0x80)) break;
+    }
+    if (h & 1) {
+        r->packed = 1;
+        r->remaining = (h >> 1) * 8;
+        r->acc = 0;
+        r->nacc = 0;
+        if (r->remaining == 0) return -1;
+    } else {
+        r->packed = 0;
+        r->remaining = h >> 1;
+        int nbytes = (r->bw + 7) / 8;
+        if (r->end - r->p < nbytes || r->remaining == 0) return -1;
+        uint32_t v = 0;
+        for (int i = 0; i < nbytes; i++) v |= (uint32_t)r->p[i] << (8 * i);
+        r->p += nbytes;
+        r->value = v;
+    }
+    return 0;
+}
+
+/* one value of a bit-packed run; -1 when the stream ends inside the run */
+static int packed_value(rle_t *r, uint32_t *out) {
+    while (r->nacc < r->bw) {
+        if (r->p >= r->end) return -1;
+        r->acc |= (uint64_t)(*r->p++) << r->nacc;
+        r->nacc += 8;
+    }
+    *out = (uint32_t)(r->acc & ((r->bw == 32) ? 0xffffffffu : ((1u << r->bw) - 1)));
+    r->acc >>= r->bw;
+    r->nacc -= r->bw;
+    r->remaining--;
+    return 0;
+}
+
+/* the bytes a bit-packed run still occupies after its last used value (runs are whole groups) */
+static void finish_packed(rle_t *r) {
+    uint64_t bits = r->remaining * (uint64_t)r->bw;
+    uint64_t skip = bits > (uint64_t)r->nacc ? (bits - (uint64_t)r->nacc + 7) / 8 : 0;
+    if ((uint64_t)(r->end - r->p) < skip) skip = (uint64_t)(r->end - r->p);
+    r->p += skip;
+    r->remaining = 0;
+    r->nacc = 0;
+}
+
+/* returns -2 on a truncated stream, -1 when every level is as expected, else the first bad index */
+static Py_ssize_t check(rle_t *r, Py_ssize_t count, uint32_t level, Py_ssize_t period, Py_ssize_t phase) {
+    Py_ssize_t i = 0;
+    Py_ssize_t pos = period ? phase % period : 0; /* (phase + i) % period */
+    while (i < count) {
+        if (r->remaining == 0 && next_run(r) < 0) return -2;
+        if (!r->packed) {
+            Py_ssize_t n = (Py_ssize_t)(r->remaining < (uint64_t)(count - i) ? r->remaining : (uint64_t)(count - i));
+            if (period == 0) {
+                if (r->value != level) return i;
+            } else if (r->value == 0) {
+                if (pos != 0) return i;
+                if (n > 1 && period > 1) return i + 1;
+            } else {
+                if (r->value != level || pos == 0) return i;
+                if (pos + n > period) return i + (period - pos); /* runs past the start of the next list */
+            }
+            i += n;
+            r->remaining -= (uint64_t)n;
+            if (period) pos = (pos + n) % period;
+        } else {
+            while (r->remaining && i < count) {
+                uint32_t v;
+                if (packed_value(r, &v) < 0) return -2;
+                uint32_t want = period == 0 ? level : (pos == 0 ? 0 : level);
+                if (v != want) return i;
+                i++;
+                if (period && ++pos == period) pos = 0;
+            }
+        }
+    }
+    if (r->packed && r->remaining) finish_packed(r);
+    return -1;
+}
+
+static PyObject *py_check_levels(PyObject *self, PyObject *args) {
+    Py_buffer b;
+    int bw;
+    Py_ssize_t count, period, phase;
+    unsigned int level;
+    if (!PyArg_ParseTuple(args, "y*inInn", &b, &bw, &count, &level, &period, &phase)) return NULL;
+    if (bw < 0 || bw > 32 || count < 0 || period < 0 || phase < 0) {
+        PyBuffer_Release(&b);
+        PyErr_SetString(PyExc_ValueError, "bad arguments to check_levels");
+        return NULL;
+    }
+    rle_t r = {(const uint8_t *)b.buf, (const uint8_t *)b.buf + b.len, bw, 0, 0, 0, 0, 0};
+    Py_ssize_t bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = check(&r, count, level, period, phase);
+    Py_END_ALLOW_THREADS
+    Py_ssize_t consumed = (Py_ssize_t)(r.p - (const uint8_t *)b.buf);
+    PyBuffer_Release(&b);
+    if (bad == -2) {
+        PyErr_SetString(PyExc_ValueError, "level stream ends early");
+        return NULL;
+    }
+    return Py_BuildValue("nn", consumed, bad);
+}
+
+static PyObject *py_decode_dict(PyObject *self, PyObject *args) {
+    Py_buffer b, db, ob;
+    int bw;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "y*iny*w*", &b, &bw, &count, &db, &ob)) return NULL;
+    const char *err = NULL;
+    Py_ssize_t consumed = 0;
+    if (bw < 0 || bw > 32 || count < 0 || ob.len < count * (Py_ssize_t)sizeof(float)) {
+        err = "bad arguments to decode_dict";
+    } else {
+        const float *dict = (const float *)db.buf;
+        uint64_t ndict = (uint64_t)db.len / sizeof(float);
+        float *out = (float *)ob.buf;
+        rle_t r = {(const uint8_t *)b.buf, (const uint8_t *)b.buf + b.len, bw, 0, 0, 0, 0, 0};
+        Py_BEGIN_ALLOW_THREADS
+        Py_ssize_t i = 0;
+        while (i < count && !err) {
+            if (r.remaining == 0 && next_run(&r) < 0) {
+                err = "dictionary index stream ends early";
+                break;
+            }
+            if (!r.packed) {
+                Py_ssize_t n = (Py_ssize_t)(r.remaining < (uint64_t)(count - i) ? r.remaining : (uint64_t)(count - i));
+                if (r.value >= ndict) {
+                    err = "dictionary index out of range";
+                    break;
+                }
+                float v = dict[r.value];
+                for (Py_ssize_t k = 0; k < n; k++) out[i + k] = v;
+                i += n;
+                r.remaining -= (uint64_t)n;
+            } else {
+                while (r.remaining && i < count) {
+                    uint32_t v;
+                    if (packed_value(&r, &v) < 0) {
+                        err = "dictionary index stream ends early";
+                        break;
+                    }
+                    if (v >= ndict) {
+                        err = "dictionary index out of range";
+                        break;
+                    }
+                    out[i++] = dict[v];
+                }
+            }
+        }
+        if (!err && r.packed && r.remaining) finish_packed(&r);
+        consumed = (Py_ssize_t)(r.p - (const uint8_t *)b.buf);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&db);
+    PyBuffer_Release(&ob);
+    if (err) {
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    return PyLong_FromSsize_t(consumed);
+}
+
+static PyMethodDef methods[] = {
+    {"check_levels", py_check_levels, METH_VARARGS, "Check RLE/bit-packed levels against a pattern (see the module source)."},
+    {"decode_dict", py_decode_dict, METH_VARARGS, "RLE/bit-packed dictionary indices to float32 values."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rle", "Parquet RLE/bit-packing hybrid streams.", -1, methods};
+
+PyMODINIT_FUNC PyInit__rle(void) { return PyModule_Create(&module); }

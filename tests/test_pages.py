@@ -1,0 +1,169 @@
+"""The direct decoder of float32 vector pages (embcompress.io.pages): the same batches as pyarrow
+for every layout it accepts, and a hand-over to pyarrow (same errors) for everything else."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from embcompress import FormatError, InputError
+from embcompress.io import open_vectors, pages
+
+from conftest import make_vectors
+
+pytestmark = pytest.mark.skipif(not pages.available(), reason="the C extension embcompress.io._rle is not built")
+
+
+def _write(path, X, *, kind="fixed", ids=True, **options):
+    values = pa.array(X.reshape(-1), type=pa.float32())
+    col = (pa.FixedSizeListArray.from_arrays(values, X.shape[1]) if kind == "fixed"
+           else pa.ListArray.from_arrays(pa.array(np.arange(len(X) + 1) * X.shape[1], type=pa.int32()), values))
+    table = pa.table({"id": pa.array(np.arange(len(X))), "embedding": col} if ids else {"embedding": col})
+    pq.write_table(table, path, **options)
+    return path
+
+
+def _direct(path, dim, batch_size):
+    """Every row group through the direct decoder alone (Unsupported propagates)."""
+    pf = pq.ParquetFile(path)
+    col = pages.find_column(pf, "embedding")
+    assert col is not None
+    with open(path, "rb", buffering=0) as f:
+        return [b for g in range(pf.num_row_groups)
+                for b in pages.decode_group(f.fileno(), pf.metadata, g, col, dim, batch_size)]
+
+
+def _arrow(path, batch_size):
+    pf = pq.ParquetFile(path)
+    return [np.asarray(b.column(0).flatten(), dtype=np.float32).reshape(b.num_rows, -1)
+            for g in range(pf.num_row_groups)
+            for b in pf.iter_batches(batch_size=batch_size, row_groups=[g], columns=["embedding"])]
+
+
+LAYOUTS = [
+    dict(compression="snappy"),
+    dict(compression="none", data_page_version="2.0"),
+    dict(compression="zstd", data_page_version="2.0", write_page_checksum=True),
+    dict(compression="lz4", use_dictionary=False, write_page_checksum=True),
+    dict(compression="gzip", use_dictionary=False),
+    dict(compression="brotli", data_page_version="1.0"),
+    # a dictionary page limit small enough that the chunk switches to PLAIN pages part-way
+    dict(compression="snappy", dictionary_pagesize_limit=4096, data_page_size=2048),
+]
+
+
+@pytest.mark.parametrize("options", LAYOUTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+@pytest.mark.parametrize("kind", ["fixed", "list"])
+@pytest.mark.parametrize("dim", [1, 3, 16, 100])
+def test_same_batches_as_pyarrow(tmp_path, options, kind, dim):
+    X = make_vectors(1000, dim)
+    X[::7] = X[0]  # repeated values: dictionary pages and RLE runs of indices
+    options = {"data_page_size": 1024, **options}
+    path = _write(tmp_path / "v.parquet", X, kind=kind, row_group_size=300, **options)
+    for batch_size in (64, 1000):
+        got, want = _direct(path, dim, batch_size), _arrow(path, batch_size)
+        assert [len(b) for b in got] == [len(b) for b in want]
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+    # and through the reader, with the ids carried alongside, on 1 and 3 threads
+    src = open_vectors(path)
+    assert src._direct is not None
+    for threads in (1, 3):
+        batches = list(src.batches(50, threads=threads))
+        np.testing.assert_array_equal(np.concatenate([b.vectors for b in batches]), X)
+        assert np.concatenate([b.carried.column("id").to_numpy() for b in batches]).tolist() == list(range(1000))
+
+
+def test_dictionary_pages_are_decoded_directly(tmp_path):
+    X = np.tile(make_vectors(5, 8), (200, 1))
+    path = _write(tmp_path / "v.parquet", X, compression="snappy")
+    md = pq.ParquetFile(path).metadata.row_group(0).column(1)
+    assert md.has_dictionary_page and "RLE_DICTIONARY" in md.encodings
+    np.testing.assert_array_equal(np.concatenate(_direct(path, 8, 128)), X)
+
+
+def test_level_checks_find_the_first_bad_level():
+    from embcompress.io import _rle
+
+    # RLE run of 6 ones (header 6 << 1 = 12, value 1), then a bit-packed group of 8 (header 3)
+    stream = bytes([12, 1, 3, 0b10101010])
+    assert _rle.check_levels(stream, 1, 14, 1, 0, 0) == (4, 6)  # the 7th level is 0
+    assert _rle.check_levels(stream, 1, 6, 1, 0, 0)[1] == -1
+    # repetition levels of lists of 2 values: 0,1,0,1,... bit-packed
+    assert _rle.check_levels(bytes([3, 0b10101010]), 1, 8, 1, 2, 0) == (2, -1)
+    assert _rle.check_levels(bytes([3, 0b10101010]), 1, 8, 1, 2, 1)[1] == 0  # shifted by one value
+    assert _rle.check_levels(bytes([3, 0b10101010]), 1, 8, 1, 4, 0)[1] == 2  # lists of 4 values: too short
+    with pytest.raises(ValueError, match="ends early"):
+        _rle.check_levels(bytes([12]), 1, 6, 1, 0, 0)
+    out = np.empty(5, dtype=np.float32)
+    dictionary = np.array([10, 20, 30], dtype=np.float32)
+    _rle.decode_dict(bytes([6, 2, 3, 0b100001]), 2, 5, dictionary, out)  # run of 3 x index 2, then 1, 0
+    np.testing.assert_array_equal(out, [30, 30, 30, 20, 10])
+    with pytest.raises(ValueError, match="out of range"):
+        _rle.decode_dict(bytes([2, 3]), 2, 1, dictionary, out)
+
+
+@pytest.mark.parametrize("col, message", [
+    (pa.array([[1.0, 2.0]] * 500 + [None] + [[3.0, 4.0]] * 99, type=pa.list_(pa.float32())), "row 500 is null"),
+    (pa.array([[1.0, 2.0]] * 400 + [[3.0]] + [[3.0, 4.0]] * 99, type=pa.list_(pa.float32())), "row 400 has 1 values, expected 2"),
+    (pa.array([[1.0, 2.0]] * 450 + [[1.0, None]], type=pa.list_(pa.float32())), "row 450 has a null value at dimension 1"),
+])
+def test_rows_pyarrow_must_judge_get_its_errors(tmp_path, col, message):
+    """Nulls and ragged rows part-way through a row group: the direct decoder hands over to pyarrow
+    at the batch where they are; the rows before it are delivered once, the error names the row."""
+    pq.write_table(pa.table({"embedding": col}), tmp_path / "bad.parquet", data_page_size=256)
+    src = open_vectors(tmp_path / "bad.parquet")
+    assert src._direct is not None
+    offsets = []
+    with pytest.raises(InputError, match=message):
+        for b in src.batches(100):
+            offsets.append(b.offset)
+    assert offsets == list(range(0, int(message.split()[1]) // 100 * 100, 100))
+
+
+def test_corrupt_page_fails_its_checksum(tmp_path):
+    X = make_vectors(2000, 16)
+    path = _write(tmp_path / "v.parquet", X, compression="none", use_dictionary=False, write_page_checksum=True,
+                  row_group_size=500, data_page_size=4096)
+    data = bytearray(path.read_bytes())
+    col = pq.ParquetFile(path).metadata.row_group(2).column(1)
+    data[col.data_page_offset + col.total_compressed_size // 2] ^= 0xFF  # one bit pattern inside a page's values
+    (tmp_path / "bad.parquet").write_bytes(bytes(data))
+    with pytest.raises(FormatError, match="row group 2"):
+        for _ in open_vectors(tmp_path / "bad.parquet").batches(100):
+            pass
+    pf = pq.ParquetFile(tmp_path / "bad.parquet")
+    with open(tmp_path / "bad.parquet", "rb") as f, pytest.raises(pages.Unsupported, match="checksum"):
+        list(pages.decode_group(f.fileno(), pf.metadata, 2, pages.find_column(pf, "embedding"), 16, 100))
+
+
+def test_nan_is_named_by_the_direct_path(tmp_path):
+    X = make_vectors(1000, 8)
+    X[612, 5] = np.inf
+    path = _write(tmp_path / "v.parquet", X, row_group_size=400)
+    with pytest.raises(InputError, match="row group 1: column 'embedding' row 612 has a non-finite value"):
+        for _ in open_vectors(path).batches(100):
+            pass
+
+
+def test_columns_it_leaves_to_pyarrow(tmp_path):
+    nested = pa.table({"embedding": pa.array([{"v": [1.0, 2.0]}], type=pa.struct([("v", pa.list_(pa.float32()))]))})
+    pq.write_table(nested, tmp_path / "s.parquet")
+    assert pages.find_column(pq.ParquetFile(tmp_path / "s.parquet"), "embedding") is None
+    X = make_vectors(10, 4)
+    pq.write_table(pa.table({"embedding": pa.array(list(X.astype(np.float64)), type=pa.list_(pa.float64()))}),
+                   tmp_path / "d.parquet")
+    src = open_vectors(tmp_path / "d.parquet")
+    assert src._direct is None
+    np.testing.assert_allclose(np.concatenate([b.vectors for b in src.batches()]), X, rtol=1e-6)
+    # byte-stream-split pages: the chunk's encodings exclude the direct decoder, pyarrow reads them
+    path = _write(tmp_path / "b.parquet", X, use_dictionary=False, use_byte_stream_split=True)
+    with open(path, "rb") as f, pytest.raises(pages.Unsupported, match="encodings"):
+        pf = pq.ParquetFile(path)
+        list(pages.decode_group(f.fileno(), pf.metadata, 0, pages.find_column(pf, "embedding"), 4, 10))
+    np.testing.assert_array_equal(np.concatenate([b.vectors for b in open_vectors(path).batches()]), X)
+    assert os.path.getsize(path) > 0
