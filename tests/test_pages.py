@@ -167,3 +167,21 @@ def test_columns_it_leaves_to_pyarrow(tmp_path):
         list(pages.decode_group(f.fileno(), pf.metadata, 0, pages.find_column(pf, "embedding"), 4, 10))
     np.testing.assert_array_equal(np.concatenate([b.vectors for b in open_vectors(path).batches()]), X)
     assert os.path.getsize(path) > 0
+
+
+def test_rerank_store_decodes_row_groups_directly(tmp_path, monkeypatch):
+    from embcompress.search.stores import ParquetStore
+
+    X = make_vectors(900, 24)
+    path = _write(tmp_path / "v.parquet", X, row_group_size=200)
+    used = []
+    real = pages.read_group
+    monkeypatch.setattr(pages, "read_group", lambda *a: used.append(a[2]) or real(*a))
+    store = ParquetStore(path)
+    rows = np.array([899, 3, 450, 201, 0])
+    np.testing.assert_array_equal(store.get(rows), X[rows])
+    assert sorted(used) == [0, 1, 2, 4]
+    X[333, 7] = np.nan
+    bad = _write(tmp_path / "nan.parquet", X, row_group_size=200)
+    with pytest.raises(InputError, match="row group 1: column 'embedding' row 333 has a non-finite value"):
+        ParquetStore(bad).get(np.array([300]))

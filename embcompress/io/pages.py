@@ -165,6 +165,19 @@ def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, ba
         raise Unsupported(f"{seen} values in the column chunk, expected {total}")
 
 
+def read_group(path, md: pq.FileMetaData, g: int, col: Column, dim: int) -> np.ndarray | None:
+    """Row group ``g`` as one ``(rows, dim)`` float32 array, or None where pyarrow must read it."""
+    rows = md.row_group(g).num_rows
+    if rows == 0:
+        return None
+    try:
+        with open(path, "rb", buffering=0) as f:
+            (X,) = decode_group(f.fileno(), md, g, col, dim, rows)
+    except (Unsupported, OSError):
+        return None
+    return X
+
+
 def _codec(compression: str):
     if compression == "UNCOMPRESSED":
         return None

@@ -22,6 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import FormatError, InputError
+from ..base import check_values
+from ..io import pages
 from ..io.readers import READ_BUFFER_BYTES, column_to_numpy, is_dataset, open_vectors
 
 
@@ -63,6 +65,7 @@ class ParquetStore:
         if any(not hasattr(s, "_group_starts") for s in shards):
             raise InputError(f"originals in {path} are .npy shards; give parquet shards, or one .npy file")
         self._groups = [(s.path, g) for s in shards for g in range(s.num_row_groups)]  # global group -> (file, group)
+        self._direct = {s.path: s._direct for s in shards}  # where io.pages decodes the column
         sizes = [int(n) for s in shards for n in np.diff(s._group_starts())]
         self._starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.cache_bytes = int(cache_bytes)
@@ -93,8 +96,13 @@ class ParquetStore:
             if pf is None:
                 pf = files[path] = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
                                                   page_checksum_verification=True)
-            col = pf.read_row_group(local, columns=[self.column]).column(0)
-            X = column_to_numpy(col, self.dim, offset=int(self._starts[g]), column=self.column)
+            direct = self._direct.get(path)
+            X = None if direct is None else pages.read_group(path, pf.metadata, local, direct, self.dim)
+            if X is not None:  # the direct page decoder (io.pages); pyarrow for every other layout
+                check_values(X, what=f"column {self.column!r}", row_offset=int(self._starts[g]))
+            else:
+                col = pf.read_row_group(local, columns=[self.column]).column(0)
+                X = column_to_numpy(col, self.dim, offset=int(self._starts[g]), column=self.column)
         except BaseException as exc:
             with self._lock:
                 self._decoding.pop(g).set()  # waiters wake up and try for themselves
