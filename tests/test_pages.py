@@ -185,3 +185,22 @@ def test_rerank_store_decodes_row_groups_directly(tmp_path, monkeypatch):
     bad = _write(tmp_path / "nan.parquet", X, row_group_size=200)
     with pytest.raises(InputError, match="row group 1: column 'embedding' row 333 has a non-finite value"):
         ParquetStore(bad).get(np.array([300]))
+
+
+def test_garbage_page_headers_hand_over(tmp_path):
+    """Random bytes where page headers should be: always a hand-over to pyarrow, never a hang or
+    another exception (and pyarrow then reports the corruption)."""
+    X = make_vectors(400, 8)
+    path = _write(tmp_path / "v.parquet", X, compression="none", use_dictionary=False)
+    pf = pq.ParquetFile(path)
+    chunk = pf.metadata.row_group(0).column(1)
+    data = bytearray(path.read_bytes())
+    rng = np.random.default_rng(0)
+    col = pages.find_column(pf, "embedding")
+    for trial in range(200):
+        garbage = bytearray(data)
+        start = chunk.data_page_offset
+        garbage[start : start + 64] = rng.integers(0, 256, 64, dtype=np.uint8).tobytes() if trial % 2 else bytes([0x1C]) * 64
+        (tmp_path / "g.parquet").write_bytes(bytes(garbage))
+        with open(tmp_path / "g.parquet", "rb") as f, pytest.raises(pages.Unsupported):
+            list(pages.decode_group(f.fileno(), pf.metadata, 0, col, 8, 100))

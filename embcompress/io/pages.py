@@ -252,6 +252,8 @@ def _page_header(fd: int, pos: int, end: int) -> tuple[dict, int]:
             if len(buf) < size or size >= 1 << 24:
                 raise Unsupported("truncated page header") from None
             size *= 16
+        except RecursionError:  # garbage nesting structs without end
+            raise Unsupported("page header nests too deep") from None
 
 
 # ---- Thrift compact protocol (the encoding of parquet's page headers) ---------------------------
@@ -299,24 +301,27 @@ def _read_value(buf: bytes, i: int, t: int):
             n, i = _varint(buf, i)
         items = []
         for _ in range(n):
-            if et in (1, 2):
-                items.append(buf[i] == 1)
-                i += 1
-            else:
-                v, i = _read_value(buf, i, et)
-                items.append(v)
+            v, i = _read_element(buf, i, et)
+            items.append(v)
         return items, i
     if t == 11:
         n, i = _varint(buf, i)
         if n:
             kv = buf[i]
             i += 1
-            for _ in range(2 * n):
-                _, i = _read_value(buf, i, kv >> 4 if _ % 2 == 0 else kv & 0x0F)
+            for k in range(2 * n):
+                _, i = _read_element(buf, i, kv >> 4 if k % 2 == 0 else kv & 0x0F)
         return None, i
     if t == 12:
         return _read_struct(buf, i)
     raise Unsupported(f"thrift type {t} in page header")
+
+
+def _read_element(buf: bytes, i: int, t: int):
+    """A list, set or map element: booleans take a byte there (every element consumes input)."""
+    if t in (1, 2):
+        return buf[i] == 1, i + 1
+    return _read_value(buf, i, t)
 
 
 def _read_struct(buf: bytes, i: int) -> tuple[dict, int]:
