@@ -204,3 +204,60 @@ def test_garbage_page_headers_hand_over(tmp_path):
         (tmp_path / "g.parquet").write_bytes(bytes(garbage))
         with open(tmp_path / "g.parquet", "rb") as f, pytest.raises(pages.Unsupported):
             list(pages.decode_group(f.fileno(), pf.metadata, 0, col, 8, 100))
+
+
+@pytest.mark.parametrize("options", [dict(compression="snappy"), dict(compression="zstd", data_page_version="2.0"),
+                                     dict(compression="none", use_dictionary=False, write_page_checksum=True)],
+                         ids=["snappy", "zstd-v2", "plain-crc"])
+def test_one_huge_row_group_is_split_among_workers(tmp_path, monkeypatch, options):
+    """A row group above SPLIT_BYTES becomes spans of whole batches, each decoded from the page
+    that holds its first row: the same batches, ids, fitted state and output bytes as one reader."""
+    from embcompress import from_spec
+    from embcompress.io import readers
+    from embcompress.stream import compress_file, fit_file
+
+    X = make_vectors(5000, 16)
+    X[::3] = X[1]  # dictionary-encoded pages all through the chunk (with snappy / zstd)
+    path = _write(tmp_path / "v.parquet", X, row_group_size=5000, data_page_size=1000, **options)
+    whole = [(b.offset, b.vectors.copy()) for b in open_vectors(path).batches(100, threads=1)]
+    monkeypatch.setattr(readers, "SPLIT_BYTES", 4096)
+    monkeypatch.setattr(readers, "SPAN_BYTES", 64 * 100 * 7)  # spans of 700 rows
+    src = open_vectors(path)
+    units, unit_bytes = src.units(100)
+    assert len(units) == 8 and unit_bytes == 700 * (64 + 16)
+    assert src._page_index(pq.ParquetFile(path), 0) is not None
+
+    def no_fallback(*args, **kwargs):
+        raise AssertionError("a span was handed over to pyarrow")
+        yield
+
+    monkeypatch.setattr(readers.ParquetVectors, "_read_group_arrow", no_fallback)
+    for threads in (1, 3):
+        batches = list(src.batches(100, threads=threads))
+        assert [b.offset for b in batches] == [o for o, _ in whole]
+        np.testing.assert_array_equal(np.concatenate([b.vectors for b in batches]), X)
+        assert np.concatenate([b.carried.column("id").to_numpy() for b in batches]).tolist() == list(range(5000))
+    a = fit_file(from_spec("pca:4"), path, batch_size=100, threads=1)
+    b = fit_file(from_spec("pca:4"), path, batch_size=100, threads=3)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    binary = fit_file(from_spec("binary"), path, batch_size=100)
+    compress_file(binary, path, tmp_path / "a.parquet", threads=3)
+    monkeypatch.setattr(readers, "SPLIT_BYTES", 1 << 40)
+    compress_file(binary, path, tmp_path / "b.parquet", threads=1)
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
+
+
+def test_a_bad_row_inside_a_span_is_named(tmp_path, monkeypatch):
+    from embcompress.io import readers
+
+    col = pa.array([[1.0, 2.0]] * 2345 + [None] + [[3.0, 4.0]] * 1654, type=pa.list_(pa.float32()))
+    pq.write_table(pa.table({"embedding": col}), tmp_path / "bad.parquet", data_page_size=256, row_group_size=4000)
+    monkeypatch.setattr(readers, "SPLIT_BYTES", 1024)
+    monkeypatch.setattr(readers, "SPAN_BYTES", 8 * 100 * 5)
+    src = open_vectors(tmp_path / "bad.parquet")
+    assert len(src.units(100)[0]) == 8
+    offsets = []
+    with pytest.raises(InputError, match="row group 0: column 'embedding' row 2345 is null"):
+        for b in src.batches(100, threads=2):
+            offsets.append(b.offset)
+    assert offsets == list(range(0, 2300, 100))

@@ -21,6 +21,7 @@ Without the C extension (no compiler at install time) the reader always uses pya
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 import zlib
@@ -78,46 +79,73 @@ def find_column(pf: pq.ParquetFile, name: str) -> Column | None:
     return Column(leaves[0], int(leaf.max_definition_level))
 
 
+@dataclass(frozen=True)
+class PageIndex:
+    """Where the data pages of one column chunk start: their file offsets and the index of their
+    first value in the row group (from a scan of the page headers, no page is read)."""
+
+    positions: list
+    first_values: list
+
+
+def scan_pages(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int) -> PageIndex:
+    """The page index of row group ``g``'s column chunk (about 10 us per page), so that workers can
+    start decoding at any row. Raises :class:`Unsupported` where :func:`decode_group` would."""
+    chunk, _, pos, end = _chunk(md, g, col)
+    positions, firsts = [], []
+    seen = 0
+    while pos < end:
+        header, hlen, csize = _page_header(fd, pos, end)
+        kind = header.get(1)
+        if kind in (DATA_PAGE, DATA_PAGE_V2):
+            n = (header.get(5 if kind == DATA_PAGE else 8) or {}).get(1, -1)
+            if not isinstance(n, int) or n < 0:
+                raise Unsupported("page value count")
+            positions.append(pos)
+            firsts.append(seen)
+            seen += n
+        elif kind not in (DICTIONARY_PAGE, INDEX_PAGE):
+            raise Unsupported(f"page type {kind}")
+        pos += hlen + csize
+    if seen != md.row_group(g).num_rows * dim:
+        raise Unsupported(f"{seen} values in the column chunk, expected {md.row_group(g).num_rows * dim}")
+    return PageIndex(positions, firsts)
+
+
 def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, batch_size: int, *,
+                 rows: tuple[int, int] | None = None, index: PageIndex | None = None,
                  verify_crc: bool = True) -> Iterator[np.ndarray]:
-    """The vectors of row group ``g`` as float32 ``(rows, dim)`` arrays of ``batch_size`` rows
-    (the last one shorter): the batches pyarrow's ``iter_batches`` cuts. Raises
-    :class:`Unsupported` (before the first batch or between batches) where pyarrow must take over."""
-    chunk = md.row_group(g).column(col.index)
-    codec = _codec(chunk.compression)
-    if not set(chunk.encodings) <= CHUNK_ENCODINGS:
-        raise Unsupported(f"encodings {chunk.encodings}")
+    """The vectors of row group ``g`` (or of its rows ``rows = (start, stop)``, ``start`` a multiple
+    of ``batch_size``) as float32 ``(rows, dim)`` arrays of ``batch_size`` rows (the last one
+    shorter): the batches pyarrow's ``iter_batches`` cuts. With ``index`` (:func:`scan_pages`)
+    decoding starts at the page that holds ``start``. Raises :class:`Unsupported` (before the first
+    batch or between batches) where pyarrow must take over."""
+    chunk, codec, pos, end = _chunk(md, g, col)
     nrows = md.row_group(g).num_rows
     total = nrows * dim
-    pos = chunk.data_page_offset
-    if chunk.has_dictionary_page and 0 < (chunk.dictionary_page_offset or 0) < pos:
-        pos = chunk.dictionary_page_offset
-    end = pos + chunk.total_compressed_size
+    first, stop = (0, nrows) if rows is None else rows
+    lo, hi = first * dim, stop * dim  # the values wanted
     def_width = int(col.max_def).bit_length()
     dictionary = None
-    seen = 0  # values decoded so far in the row group
-    out = np.empty(min(batch_size, nrows) * dim, dtype=np.float32)
+    seen = 0  # index in the row group of the next page's first value
+    if index is not None and lo > 0:
+        k = max(bisect.bisect_right(index.first_values, lo) - 1, 0)
+        if chunk.has_dictionary_page:  # read the dictionary page first, then jump
+            dictionary = _dictionary(fd, pos, end, codec, verify_crc)
+        pos, seen = index.positions[k], index.first_values[k]
+    done = lo  # values delivered
+    out = np.empty(min(batch_size, stop - first) * dim, dtype=np.float32)
     filled = 0
-    while pos < end and seen < total:
-        header, hlen = _page_header(fd, pos, end)
-        kind, usize, csize = header.get(1), header.get(2), header.get(3)
-        if not isinstance(usize, int) or not isinstance(csize, int) or usize < 0 or csize < 0 or pos + hlen + csize > end:
-            raise Unsupported("bad page header")
-        data = os.pread(fd, csize, pos + hlen)
+    while pos < end and seen < hi:
+        header, hlen, csize = _page_header(fd, pos, end)
+        kind, usize = header.get(1), header.get(2)
+        if kind == INDEX_PAGE:
+            pos += hlen + csize
+            continue
+        data = _page_data(fd, pos + hlen, csize, header, verify_crc)
         pos += hlen + csize
-        if len(data) != csize:
-            raise Unsupported("file ends inside a page")
-        if verify_crc and 4 in header and zlib.crc32(data) != header[4] & 0xFFFFFFFF:
-            raise Unsupported("page checksum mismatch")
         if kind == DICTIONARY_PAGE:
-            sub = header.get(7) or {}
-            if sub.get(2, PLAIN) not in (PLAIN, PLAIN_DICTIONARY):
-                raise Unsupported("dictionary page encoding")
-            raw = _decompress(codec, data, usize)
-            n = sub.get(1, -1)
-            if not isinstance(n, int) or n < 0 or 4 * n > len(raw):
-                raise Unsupported("dictionary page size")
-            dictionary = np.frombuffer(raw, dtype=np.float32, count=n)
+            dictionary = _dictionary_values(header, _decompress(codec, data, usize))
             continue
         if kind == DATA_PAGE:
             sub = header.get(5) or {}
@@ -142,27 +170,64 @@ def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, ba
             body = memoryview(data)[rep_len + def_len :]
             values = memoryview(_decompress(codec, body, usize - rep_len - def_len)) if sub.get(7, True) else body
             encoding = sub.get(4)
-        elif kind == INDEX_PAGE:
-            continue
         else:
             raise Unsupported(f"page type {kind}")
         if not isinstance(n, int) or n < 0 or seen + n > total:
             raise Unsupported("page value count")
         page = _page_values(values, encoding, n, dictionary)
+        i, j = max(lo - seen, 0), min(hi - seen, n)  # the part of this page that is wanted
         seen += n
-        i = 0
-        while i < n:  # copy into the batches, yielding each as it fills
-            take = min(n - i, len(out) - filled)
+        while i < j:  # copy into the batches, yielding each as it fills
+            take = min(j - i, len(out) - filled)
             out[filled : filled + take] = page[i : i + take]
             filled += take
             i += take
+            done += take
             if filled == len(out):
                 yield out.reshape(-1, dim)
-                left = min(batch_size, (total - seen + (n - i)) // dim)
-                out = np.empty(left * dim, dtype=np.float32)
+                out = np.empty(min(batch_size * dim, hi - done), dtype=np.float32)
                 filled = 0
-    if seen != total:
+    if done != hi or (rows is None and seen != total):
         raise Unsupported(f"{seen} values in the column chunk, expected {total}")
+
+
+def _chunk(md: pq.FileMetaData, g: int, col: Column):
+    """(column chunk metadata, codec, offset of its first page, its end)."""
+    chunk = md.row_group(g).column(col.index)
+    codec = _codec(chunk.compression)
+    if not set(chunk.encodings) <= CHUNK_ENCODINGS:
+        raise Unsupported(f"encodings {chunk.encodings}")
+    pos = chunk.data_page_offset
+    if chunk.has_dictionary_page and 0 < (chunk.dictionary_page_offset or 0) < pos:
+        pos = chunk.dictionary_page_offset
+    return chunk, codec, pos, pos + chunk.total_compressed_size
+
+
+def _page_data(fd: int, at: int, csize: int, header: dict, verify_crc: bool) -> bytes:
+    data = os.pread(fd, csize, at)
+    if len(data) != csize:
+        raise Unsupported("file ends inside a page")
+    if verify_crc and 4 in header and zlib.crc32(data) != header[4] & 0xFFFFFFFF:
+        raise Unsupported("page checksum mismatch")
+    return data
+
+
+def _dictionary(fd: int, pos: int, end: int, codec, verify_crc: bool) -> np.ndarray:
+    """The dictionary page at the start of a chunk."""
+    header, hlen, csize = _page_header(fd, pos, end)
+    if header.get(1) != DICTIONARY_PAGE:
+        raise Unsupported("no dictionary page where the metadata says")
+    return _dictionary_values(header, _decompress(codec, _page_data(fd, pos + hlen, csize, header, verify_crc), header.get(2)))
+
+
+def _dictionary_values(header: dict, raw) -> np.ndarray:
+    sub = header.get(7) or {}
+    if sub.get(2, PLAIN) not in (PLAIN, PLAIN_DICTIONARY):
+        raise Unsupported("dictionary page encoding")
+    n = sub.get(1, -1)
+    if not isinstance(n, int) or n < 0 or 4 * n > len(raw):
+        raise Unsupported("dictionary page size")
+    return np.frombuffer(raw, dtype=np.float32, count=n)
 
 
 def read_group(path, md: pq.FileMetaData, g: int, col: Column, dim: int) -> np.ndarray | None:
@@ -240,14 +305,19 @@ def _page_values(values: memoryview, encoding, n: int, dictionary) -> np.ndarray
     raise Unsupported(f"value encoding {encoding}")
 
 
-def _page_header(fd: int, pos: int, end: int) -> tuple[dict, int]:
-    """The Thrift-compact page header at ``pos``: (fields by id, its length in bytes)."""
+def _page_header(fd: int, pos: int, end: int) -> tuple[dict, int, int]:
+    """The Thrift-compact page header at ``pos``: (fields by id, its length in bytes, the length
+    of the page data after it)."""
     size = HEADER_READ
     while True:
         buf = os.pread(fd, min(size, end - pos), pos)
         try:
             fields, used = _read_struct(buf, 0)
-            return fields, used
+            usize, csize = fields.get(2), fields.get(3)
+            if not isinstance(usize, int) or not isinstance(csize, int) or usize < 0 or csize < 0 \
+                    or pos + used + csize > end:
+                raise Unsupported("bad page header")
+            return fields, used, csize
         except IndexError:  # header longer than what was read (large statistics)
             if len(buf) < size or size >= 1 << 24:
                 raise Unsupported("truncated page header") from None

@@ -15,6 +15,7 @@ import glob as globlib
 import json
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -40,6 +41,11 @@ READ_BUFFER_BYTES = 4 << 20
 BATCH_TARGET_BYTES = 4 << 20
 #: results of row groups decoded ahead of the consumer, at most (the parallel reader's look-ahead)
 READ_MEMORY_BYTES = 512 << 20
+#: row groups of more float bytes than this are split among the workers in spans of about
+#: SPAN_BYTES of values (where the direct page decoder reads them: pyarrow cannot start mid-group)
+SPLIT_BYTES = 256 << 20
+SPAN_BYTES = 64 << 20
+_INDEX_LOCK = threading.Lock()
 
 
 def auto_batch_size(row_bytes: int) -> int:
@@ -114,10 +120,11 @@ class Streamed:
         non-finite values itself (``Compressor.transform`` does; the reader then skips its own
         check, one pass less over the data).
 
-        With ``threads`` > 1 (None: every core) and several row groups, row groups are decoded
-        (and transformed) on that many worker threads and delivered in order; at most
+        With ``threads`` > 1 (None: every core) and several units of work (row groups, or spans
+        of large row groups where the direct page decoder applies; see :meth:`units`), units are
+        decoded (and transformed) on that many worker threads and delivered in order; at most
         :data:`READ_MEMORY_BYTES` of results (``result_row_bytes`` per row; default: the input's
-        float32 width) wait ahead of the consumer. One row group, or row groups too big for that
+        float32 width) wait ahead of the consumer. A single unit, or units too big for that
         budget, are read by a single reader two batches ahead of the consumer."""
         units, unit_bytes = self.units(batch_size, max_rows=max_rows, transform=transform, result_row_bytes=result_row_bytes)
         yield from run_units(units, threads=threads, unit_bytes=unit_bytes)
@@ -237,75 +244,108 @@ class ParquetVectors(Streamed):
 
     def units(self, batch_size: int | None = None, *, max_rows: int | None = None, transform: Transform | None = None,
               result_row_bytes: int | None = None, base: int = 0, shard: int = 0) -> tuple[list, int]:
-        """The units of parallel work (one per row group) and the largest one's result bytes;
-        rows are numbered from ``base`` and batches tagged with ``shard`` (for datasets)."""
+        """The units of parallel work and the largest one's result bytes; rows are numbered from
+        ``base`` and batches tagged with ``shard`` (for datasets). A unit is a row group, or,
+        where the direct page decoder reads a row group of more than :data:`SPLIT_BYTES`, a span
+        of whole batches of it (about :data:`SPAN_BYTES` of values), so that even a file of one
+        huge row group is decoded on every worker."""
         batch_size = _batch_size(batch_size, self.nbytes_per_row)
         starts = self._group_starts()
-        units = [functools.partial(self._read_group, g=g, start=base + int(starts[g]), batch_size=batch_size,
-                                   transform=transform, shard=shard) for g in range(len(starts) - 1)
-                 if max_rows is None or starts[g] < max_rows]
+        units, largest = [], 0
+        for g in range(len(starts) - 1):
+            n = int(starts[g + 1] - starts[g])
+            span = n
+            if self._direct is not None and n * self.nbytes_per_row > SPLIT_BYTES:
+                span = max(1, SPAN_BYTES // (self.nbytes_per_row * batch_size)) * batch_size
+            for r0 in range(0, max(n, 1), max(span, 1)):
+                if max_rows is not None and starts[g] + r0 >= max_rows:
+                    break
+                rows = None if span >= n else (r0, min(r0 + span, n))
+                units.append(functools.partial(self._read_group, g=g, start=base + int(starts[g]), batch_size=batch_size,
+                                               transform=transform, shard=shard, rows=rows))
+            largest = max(largest, min(span, n))
         row_bytes = (result_row_bytes or 4 * self.dim) + 16 * len(self.carried_columns)
-        largest = int(np.diff(starts).max()) if len(starts) > 1 else 0
         return units, largest * row_bytes
 
-    def _read_group(self, local: dict, *, g: int, start: int, batch_size: int, transform, shard: int = 0) -> Iterator[Batch]:
+    def _read_group(self, local: dict, *, g: int, start: int, batch_size: int, transform, shard: int = 0,
+                    rows: tuple[int, int] | None = None) -> Iterator[Batch]:
+        """Row group ``g`` (rows ``rows`` of it, when given), whose first row is row ``start``."""
         pf = local.get(self.path)
         if pf is None:  # one file handle per worker thread
             pf = local[self.path] = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
                                                  page_checksum_verification=True)
-        offset = start
+        first, stop = rows or (0, pf.metadata.row_group(g).num_rows)
+        offset = start + first
         try:
             done = 0  # batches delivered by the direct decoder
-            if self._direct is not None:
-                for batch in self._read_group_direct(pf, g, offset, batch_size, transform, shard):
+            index = self._page_index(pf, g) if rows is not None and self._direct is not None else None
+            if self._direct is not None and (rows is None or index is not None):
+                for batch in self._read_group_direct(pf, g, offset, batch_size, transform, shard, rows, index):
                     yield batch
                     offset += len(batch.vectors)
                     done += 1
-                if offset - start == pf.metadata.row_group(g).num_rows:
+                if offset == start + stop:
                     return
-            yield from self._read_group_arrow(pf, g, offset, batch_size, transform, shard, skip=done)
+            yield from self._read_group_arrow(pf, g, offset, batch_size, transform, shard, skip=first // batch_size + done,
+                                              end=start + stop)
         except InputError as exc:
             raise InputError(f"{self.path}, row group {g}: {exc}") from None
 
-    def _read_group_direct(self, pf, g: int, offset: int, batch_size: int, transform,
-                           shard: int) -> Iterator[Batch]:
-        """Row group ``g`` through :mod:`.pages`, until it is done or hands over to pyarrow (then
-        this stops early and the caller goes on from the next batch)."""
-        with open(self.path, "rb", buffering=0) as f:  # closed when the row group is done or abandoned
-            yield from self._direct_batches(f.fileno(), pf, g, offset, batch_size, transform, shard)
-
-    def _direct_batches(self, fd: int, pf, g: int, offset: int, batch_size: int, transform, shard: int) -> Iterator[Batch]:
-        vectors_it = pages.decode_group(fd, pf.metadata, g, self._direct, self.dim, batch_size)
-        carried = None
-        if self.carried_columns:
-            carried = pf.iter_batches(batch_size=batch_size, row_groups=[g], columns=self.carried_columns, use_threads=False)
-        while True:
-            try:
-                vectors = next(vectors_it)
-            except StopIteration:
-                return
-            except (pages.Unsupported, OSError):  # pyarrow decodes it, or names the problem
-                return
-            rb = None
-            if carried is not None:
+    def _page_index(self, pf, g: int) -> pages.PageIndex | None:
+        """Where row group ``g``'s pages start (scanned once, shared by the workers), or None
+        where the direct decoder does not apply."""
+        with _INDEX_LOCK:
+            cache = self.__dict__.setdefault("_page_indexes", {})
+            if g not in cache:
                 try:
-                    rb = next(carried)
-                except (StopIteration, pa.ArrowException, OSError):
+                    with open(self.path, "rb", buffering=0) as f:
+                        cache[g] = pages.scan_pages(f.fileno(), pf.metadata, g, self._direct, self.dim)
+                except (pages.Unsupported, OSError):
+                    cache[g] = None
+            return cache[g]
+
+    def _read_group_direct(self, pf, g: int, offset: int, batch_size: int, transform, shard: int,
+                           rows: tuple[int, int] | None, index) -> Iterator[Batch]:
+        """Row group ``g`` (or its ``rows``) through :mod:`.pages`, until it is done or hands over
+        to pyarrow (then this stops early and the caller goes on from the next batch)."""
+        with open(self.path, "rb", buffering=0) as f:  # closed when the row group is done or abandoned
+            vectors_it = pages.decode_group(f.fileno(), pf.metadata, g, self._direct, self.dim, batch_size,
+                                            rows=rows, index=index)
+            carried = None
+            if self.carried_columns:
+                carried = pf.iter_batches(batch_size=batch_size, row_groups=[g], columns=self.carried_columns,
+                                          use_threads=False)
+                for _ in range((rows or (0, 0))[0] // batch_size):  # the batches before the span
+                    next(carried, None)
+            while True:
+                try:
+                    vectors = next(vectors_it)
+                except StopIteration:
                     return
-                if rb.num_rows != len(vectors):
+                except (pages.Unsupported, OSError):  # pyarrow decodes it, or names the problem
                     return
-            if transform is None:
-                check_values(vectors, what=f"column {self.column!r}", row_offset=offset)
-            else:
-                vectors = transform(vectors, offset)
-            yield Batch(vectors, rb, offset, shard)
-            offset += rb.num_rows if rb is not None else len(vectors)
+                rb = None
+                if carried is not None:
+                    try:
+                        rb = next(carried)
+                    except (StopIteration, pa.ArrowException, OSError):
+                        return
+                    if rb.num_rows != len(vectors):
+                        return
+                if transform is None:
+                    check_values(vectors, what=f"column {self.column!r}", row_offset=offset)
+                else:
+                    vectors = transform(vectors, offset)
+                yield Batch(vectors, rb, offset, shard)
+                offset += len(vectors)
 
     def _read_group_arrow(self, pf, g: int, offset: int, batch_size: int, transform, shard: int, *,
-                          skip: int = 0) -> Iterator[Batch]:
+                          skip: int = 0, end: int | None = None) -> Iterator[Batch]:
+        """Row group ``g`` through pyarrow, from its batch ``skip`` (the earlier ones were
+        delivered already), up to the row numbered ``end``."""
         columns = [self.column, *self.carried_columns]
         it = pf.iter_batches(batch_size=batch_size, row_groups=[g], columns=columns, use_threads=False)
-        while True:
+        while end is None or offset < end:
             try:
                 rb = next(it)
             except StopIteration:
@@ -313,7 +353,7 @@ class ParquetVectors(Streamed):
             except (pa.ArrowException, OSError) as exc:
                 raise FormatError(f"{self.path} is corrupt or truncated in row group {g} near row {offset}: "
                                   f"{_first_line(exc)}") from None
-            if skip:  # delivered by the direct decoder already
+            if skip:  # delivered already
                 skip -= 1
                 continue
             vectors = column_to_numpy(rb.column(0), self.dim, offset=offset, column=self.column,
