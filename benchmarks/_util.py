@@ -30,25 +30,31 @@ def run_measured(cmd: list[str]) -> dict:
     return res
 
 
-def make_parquet(path: Path, rows: int, dim: int, *, seed: int = 0, chunk: int = 32768) -> Path:
+def make_parquet(path: Path, rows: int, dim: int, *, seed: int = 0, chunk: int = 32768, one_group: bool = False) -> Path:
     """Random unit-norm float32 vectors as fixed_size_list<float32>[dim] plus an int64 id column,
-    written in row groups of ``chunk`` rows; reused if it already exists with the right shape."""
+    written in row groups of ``chunk`` rows (``one_group``: a single row group of all the rows);
+    reused if it already exists with the right shape."""
     path = Path(path)
     if path.exists():
         md = pq.ParquetFile(path).metadata
-        if md.num_rows == rows:
+        if md.num_rows == rows and (md.num_row_groups == 1) == one_group:
             return path
     path.parent.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     schema = pa.schema([("id", pa.int64()), ("embedding", pa.list_(pa.float32(), dim))])
     tmp = path.with_suffix(".tmp")
     with pq.ParquetWriter(tmp, schema) as w:
+        parts = []
         for start in range(0, rows, chunk):
             n = min(chunk, rows - start)
             X = rng.standard_normal((n, dim), dtype=np.float32)
             X /= np.linalg.norm(X, axis=1, keepdims=True)
-            w.write_table(pa.table({"id": np.arange(start, start + n),
-                                    "embedding": pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), dim)}, schema=schema))
+            parts.append(pa.table({"id": np.arange(start, start + n),
+                                   "embedding": pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), dim)}, schema=schema))
+            if not one_group:
+                w.write_table(parts.pop())
+        if one_group:
+            w.write_table(pa.concat_tables(parts), row_group_size=rows)
     os.replace(tmp, path)
     return path
 

@@ -95,6 +95,12 @@ def main() -> None:
     runs = {t: best[("cli", t)] for t in (1, n)}
     halves = {t: run_measured([exe, "binarize", str(small), str(out), "--overwrite", "--threads", str(t)]) for t in (1, n)}
     t_fit = {t: best_of(lambda: fit_file(Int8(), big, threads=t), args.repeat) for t in (1, n)}
+    # one row group of 137,500 rows (0.56 GB of values): the direct decoder splits it into spans
+    one = make_parquet(d / f"vec_{args.rows // 8}x{args.dim}_one_group.parquet", args.rows // 8, args.dim, seed=2, one_group=True)
+    one_gb = one.stat().st_size / 1e9
+    pyarrow_read(one, True)
+    t_one_ref = best_of(lambda: pyarrow_read(one, True), args.repeat)
+    t_one = {t: best_of(lambda: compress_file(comp, one, out, overwrite=True, threads=t), args.repeat) for t in (1, n)}
     os.remove(out)
 
     def line(label: str, seconds: float, extra: str = "") -> None:
@@ -116,6 +122,8 @@ def main() -> None:
           f"{t_ref / runs[n]['seconds']:.2f}x CLI (target >= 1.8x on 2 cores)")
     print(f"reference read, slowest / fastest of its {args.repeat} runs  : "
           f"{max(results['ref']):.2f} / {min(results['ref']):.2f} s")
+    print(f"one row group of {args.rows // 8:,} rows ({one_gb:.2f} GB): pyarrow's buffered read {t_one_ref:.2f} s; "
+          + ", ".join(f"compress_file(Binary) {t} thread(s) {t_one[t]:.2f} s ({t_one_ref / t_one[t]:.2f}x)" for t in (1, n)))
     print(f"peak RSS on the half-size file ({small.stat().st_size / 1e9:.2f} GB)        : "
           + ", ".join(f"{t} thread(s) {halves[t]['peak_rss_mb']:.0f} MiB (vs {runs[t]['peak_rss_mb']:.0f} on the big file)"
                       for t in (1, n)))

@@ -31,9 +31,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ._util import require
-from .base import Compressor
+from .base import Compressor, check_values
 from .errors import InputError
-from .io import open_vectors
+from .io import open_vectors, pages
 from .io.readers import Batch, _batch_size, column_to_numpy
 from .io.writers import to_arrow
 from .persist import arrays_from_json, arrays_to_json, from_config, to_config
@@ -129,6 +129,7 @@ class _Unit:
         self.stats_of = get(stats_of["name"]).from_params(stats_of["params"]) if stats_of else None
         self.column, self.carried, self.dim, self.spec = column, carried, dim, spec
         self.files: dict = {}
+        self.direct: dict = {}  # path -> where io.pages decodes the column (None: pyarrow)
 
     def __call__(self, items: pa.Table) -> pa.Table:
         import pyarrow.parquet as pq
@@ -138,9 +139,16 @@ class _Unit:
             pf = self.files.get(item["path"])
             if pf is None:
                 pf = self.files[item["path"]] = pq.ParquetFile(item["path"], page_checksum_verification=True)
-            t = pf.read_row_group(item["group"], columns=[self.column, *self.carried])
+            if item["path"] not in self.direct:
+                self.direct[item["path"]] = pages.find_column(pf, self.column)
+            direct = self.direct[item["path"]]
+            X = None if direct is None else pages.read_group(item["path"], pf.metadata, item["group"], direct, self.dim)
+            t = pf.read_row_group(item["group"], columns=self.carried if X is not None else [self.column, *self.carried])
             try:
-                X = column_to_numpy(t.column(self.column).combine_chunks(), self.dim, column=self.column)
+                if X is not None:  # the direct page decoder (io.pages); pyarrow for every other layout
+                    check_values(X, what=f"column {self.column!r}")
+                else:
+                    X = column_to_numpy(t.column(self.column).combine_chunks(), self.dim, column=self.column)
                 if item.get("take") is not None:  # a uniform sample of `take` rows of the block (no compressor)
                     rng = np.random.default_rng([int(item["sample_seed"]), int(item["seq"])])
                     X = X[np.sort(rng.choice(len(X), size=int(item["take"]), replace=False))]
