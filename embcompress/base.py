@@ -446,6 +446,11 @@ class Compressor:
         merged in any order (:meth:`_block_stats`, :meth:`_merge_stats`, :meth:`_fit_stats`)."""
         return type(self)._block_stats is not Compressor._block_stats
 
+    #: block statistics cheap enough to compute for every batch on the reader's workers and merge
+    #: in file order (the local engine's fit; PCA's d x d merges are not, it fits on one thread
+    #: and its products run on BLAS's threads)
+    stats_per_batch = False
+
     def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
         raise NotImplementedError
 

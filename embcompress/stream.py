@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Sequence
 from ._fs import atomic_dir, check_output_dir
 from ._parallel import prefetch
 from ._version import __version__
-from .base import Compressor
+from .base import Compressor, check_values
 from .errors import EmbcompressError, InputError
 from .io import VectorWriter, check_output_path, open_vectors
 from .io.readers import is_dataset
@@ -43,7 +43,7 @@ def fit_file(
     if src.num_rows == 0:
         raise InputError(f"{path} has no rows; there is nothing to fit or compress")
 
-    def batches() -> Iterator:
+    def batches(max_rows: int | None = max_rows, progress: Progress | None = progress) -> Iterator:
         seen = 0
         for b in src.batches(batch_size, threads=threads, max_rows=max_rows):
             x = b.vectors
@@ -56,7 +56,31 @@ def fit_file(
             if max_rows is not None and seen >= max_rows:
                 return
 
+    if max_rows is None and comp.combines_blocks and comp.stats_per_batch:
+        return _fit_from_batch_stats(comp, src, batch_size, threads, progress, batches)
     return comp.fit_batches(batches)
+
+
+def _fit_from_batch_stats(comp: Compressor, src, batch_size, threads, progress, batches) -> Compressor:
+    """A fit from statistics (int8's ranges, a mean) computed batch by batch on the reader's
+    workers and merged in file order: the same state for any number of threads, and the same as
+    the sequential fit (the merges add in the order the sequential fit does)."""
+    what = f"column {src.column!r}"
+
+    def stats(X, offset: int):
+        check_values(X, what=what, row_offset=offset)  # a transform checks its input itself
+        return len(X), comp._block_stats(X)
+
+    merged = None
+    for b in src.batches(batch_size, threads=threads, transform=stats, result_row_bytes=1):
+        n, block = b.vectors
+        merged = block if merged is None else comp._merge_stats(merged, block)
+        if progress:
+            progress(n)
+    comp.fit_from_stats(merged, src.dim)
+    if comp.rows_after_stats:  # binary's levels: the first rows, in order, after the thresholds
+        comp._after_stats(lambda: batches(comp.rows_after_stats, None))
+    return comp
 
 
 def check_destination(src_path, dst_path, *, overwrite: bool) -> None:

@@ -79,6 +79,31 @@ def test_fitted_state_does_not_depend_on_threads(multi, spec):
                                        rtol=1e-6, atol=1e-7, err_msg=f"{spec}: {name}")
 
 
+@pytest.mark.parametrize("spec", ["int8", "binary:threshold=mean", "rabitq"])
+def test_batch_statistics_on_the_workers_equal_the_sequential_fit(multi, spec, monkeypatch):
+    """int8's ranges and the means are computed per batch on the reader's workers and merged in
+    file order: exactly the state of the sequential fit over the same batches."""
+    import embcompress.stream as stream
+
+    path, X = multi
+    used = []
+    real = stream._fit_from_batch_stats
+    monkeypatch.setattr(stream, "_fit_from_batch_stats", lambda *a: used.append(1) or real(*a))
+    want = from_spec(spec).fit_batches([b.vectors for b in open_vectors(path).batches(100, threads=1)])
+    for threads in (1, 3):
+        got = fit_file(from_spec(spec), path, batch_size=100, threads=threads)
+        (sa, a), (sb, b) = want._get_state(), got._get_state()
+        assert sa == sb and a.keys() == b.keys()
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=f"{spec}: {name}")
+    assert len(used) == 2
+    bad = X.copy()
+    bad[1234, 5] = np.nan
+    bad_path = write_parquet(path.parent / "nan.parquet", bad, row_group_size=128)
+    with pytest.raises(InputError, match="row group 9: column 'embedding' row 1234 has a non-finite value"):
+        fit_file(from_spec(spec), bad_path, batch_size=100, threads=2)
+
+
 def test_npy_input_same_codes_for_any_threads(tmp_path, multi):
     _, X = multi
     src = tmp_path / "x.npy"

@@ -44,6 +44,8 @@ class MeanStats:
     """Block statistics (see ``Compressor.combines_blocks``) of a fit that needs only the
     per-dimension mean: sums and the count, merged by adding."""
 
+    stats_per_batch = True
+
     def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
         return {"total": X.sum(axis=0, dtype=np.float64), "n": np.array([len(X)], np.int64)}
 

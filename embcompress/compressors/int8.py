@@ -35,7 +35,9 @@ class Int8(Compressor):
             np.maximum(hi, batch.max(axis=0), out=hi)
         self.ranges_ = np.vstack([lo, hi])  # (2, d): row 0 min, row 1 max
 
-    # ---- statistics combined from blocks (a cluster's row groups) --------------------------------
+    # ---- statistics combined from blocks (a cluster's row groups, or the reader's batches) -------
+    stats_per_batch = True
+
     def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
         return {"lo": X.min(axis=0), "hi": X.max(axis=0)}
 
