@@ -98,10 +98,19 @@ def test_batch_statistics_on_the_workers_equal_the_sequential_fit(multi, spec, m
             np.testing.assert_array_equal(a[name], b[name], err_msg=f"{spec}: {name}")
     assert len(used) == 2
     bad = X.copy()
-    bad[1234, 5] = np.nan
+    bad[1290, 5] = np.nan  # in the second batch of row group 10 (rows 1280..1407)
     bad_path = write_parquet(path.parent / "nan.parquet", bad, row_group_size=128)
-    with pytest.raises(InputError, match="row group 9: column 'embedding' row 1234 has a non-finite value"):
-        fit_file(from_spec(spec), bad_path, batch_size=100, threads=2)
+    with pytest.raises(InputError, match="row group 10: column 'embedding' row 1290 has a non-finite value"):
+        fit_file(from_spec(spec), bad_path, batch_size=10, threads=2)
+
+
+def test_batch_offsets_do_not_depend_on_what_a_transform_returns(multi):
+    path, _ = multi
+    src = open_vectors(path)
+    plain = [b.offset for b in src.batches(50, threads=1)]
+    for threads in (1, 3):
+        assert [b.offset for b in src.batches(50, threads=threads, transform=lambda X, offset: (len(X), offset))] == plain
+        assert all(b.vectors[1] == b.offset for b in src.batches(50, threads=threads, transform=lambda X, o: (len(X), o)))
 
 
 def test_npy_input_same_codes_for_any_threads(tmp_path, multi):

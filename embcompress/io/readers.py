@@ -280,9 +280,9 @@ class ParquetVectors(Streamed):
             done = 0  # batches delivered by the direct decoder
             index = self._page_index(pf, g) if rows is not None and self._direct is not None else None
             if self._direct is not None and (rows is None or index is not None):
-                for batch in self._read_group_direct(pf, g, offset, batch_size, transform, shard, rows, index):
+                for n, batch in self._read_group_direct(pf, g, offset, batch_size, transform, shard, rows, index):
                     yield batch
-                    offset += len(batch.vectors)
+                    offset += n  # rows (the batch may hold a transform's result of another length)
                     done += 1
                 if offset == start + stop:
                     return
@@ -305,9 +305,10 @@ class ParquetVectors(Streamed):
             return cache[g]
 
     def _read_group_direct(self, pf, g: int, offset: int, batch_size: int, transform, shard: int,
-                           rows: tuple[int, int] | None, index) -> Iterator[Batch]:
-        """Row group ``g`` (or its ``rows``) through :mod:`.pages`, until it is done or hands over
-        to pyarrow (then this stops early and the caller goes on from the next batch)."""
+                           rows: tuple[int, int] | None, index) -> Iterator[tuple[int, Batch]]:
+        """(rows, batch) of row group ``g`` (or of its ``rows``) through :mod:`.pages`, until it is
+        done or hands over to pyarrow (then this stops early and the caller goes on from the next
+        batch)."""
         with open(self.path, "rb", buffering=0) as f:  # closed when the row group is done or abandoned
             vectors_it = pages.decode_group(f.fileno(), pf.metadata, g, self._direct, self.dim, batch_size,
                                             rows=rows, index=index)
@@ -332,12 +333,13 @@ class ParquetVectors(Streamed):
                         return
                     if rb.num_rows != len(vectors):
                         return
+                n = len(vectors)
                 if transform is None:
                     check_values(vectors, what=f"column {self.column!r}", row_offset=offset)
                 else:
                     vectors = transform(vectors, offset)
-                yield Batch(vectors, rb, offset, shard)
-                offset += len(vectors)
+                yield n, Batch(vectors, rb, offset, shard)
+                offset += n
 
     def _read_group_arrow(self, pf, g: int, offset: int, batch_size: int, transform, shard: int, *,
                           skip: int = 0, end: int | None = None) -> Iterator[Batch]:
