@@ -269,7 +269,7 @@ def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus:
     if max_rows is None and not comp.combines_blocks and isinstance(sample_rows, int) and sample_rows > 0 \
             and comp.name != "pipeline":
         return comp.fit(_cluster_sample(ray, units, kwargs, int(sample_rows), comp, workers, progress))
-    if comp.combines_blocks and max_rows is None:
+    if comp.combines_blocks and max_rows is None and comp.fit_rows is None:  # fit_rows: the first rows, in order
         comp._check_params()
         comp._validate_params(src.dim)
         merged = None

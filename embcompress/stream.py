@@ -56,26 +56,31 @@ def fit_file(
             if max_rows is not None and seen >= max_rows:
                 return
 
-    if max_rows is None and comp.combines_blocks and comp.stats_per_batch:
-        return _fit_from_batch_stats(comp, src, batch_size, threads, progress, batches)
+    if comp.combines_blocks and comp.stats_per_batch:
+        limit = min((n for n in (max_rows, comp.fit_rows) if n is not None), default=None)
+        return _fit_from_batch_stats(comp, src, batch_size, threads, progress, batches, limit)
     return comp.fit_batches(batches)
 
 
-def _fit_from_batch_stats(comp: Compressor, src, batch_size, threads, progress, batches) -> Compressor:
-    """A fit from statistics (int8's ranges, a mean) computed batch by batch on the reader's
-    workers and merged in file order: the same state for any number of threads, and the same as
-    the sequential fit (the merges add in the order the sequential fit does)."""
+def _fit_from_batch_stats(comp: Compressor, src, batch_size, threads, progress, batches, limit) -> Compressor:
+    """A fit from statistics (int8's ranges, a mean, binary's level sums) of the first ``limit``
+    rows (None: all), computed batch by batch on the reader's workers and merged in file order:
+    the same state for any number of threads, and the same as the sequential fit (the merges add
+    in the order the sequential fit does)."""
     what = f"column {src.column!r}"
 
     def stats(X, offset: int):
+        if limit is not None:
+            X = X[: max(limit - offset, 0)]
         check_values(X, what=what, row_offset=offset)  # a transform checks its input itself
-        return len(X), comp._block_stats(X)
+        return len(X), comp._block_stats(X) if len(X) else None
 
     merged = None
-    for b in src.batches(batch_size, threads=threads, transform=stats, result_row_bytes=1):
+    for b in src.batches(batch_size, threads=threads, transform=stats, result_row_bytes=1, max_rows=limit):
         n, block = b.vectors
-        merged = block if merged is None else comp._merge_stats(merged, block)
-        if progress:
+        if block is not None:
+            merged = block if merged is None else comp._merge_stats(merged, block)
+        if progress and n:
             progress(n)
     comp.fit_from_stats(merged, src.dim)
     if comp.rows_after_stats:  # binary's levels: the first rows, in order, after the thresholds

@@ -79,10 +79,14 @@ def test_fitted_state_does_not_depend_on_threads(multi, spec):
                                        rtol=1e-6, atol=1e-7, err_msg=f"{spec}: {name}")
 
 
-@pytest.mark.parametrize("spec", ["int8", "binary:threshold=mean", "rabitq"])
+@pytest.mark.parametrize("spec", ["int8", "binary:threshold=mean", "rabitq", "binary"])
 def test_batch_statistics_on_the_workers_equal_the_sequential_fit(multi, spec, monkeypatch):
-    """int8's ranges and the means are computed per batch on the reader's workers and merged in
-    file order: exactly the state of the sequential fit over the same batches."""
+    """int8's ranges, the means and binary's level sums are computed per batch on the reader's
+    workers and merged in file order: exactly the state of the sequential fit over the same
+    batches (binary's levels: over its first fit_rows rows, here cut inside a batch)."""
+    from embcompress.compressors import binary
+
+    monkeypatch.setattr(binary, "LEVEL_ROWS", 1234)
     import embcompress.stream as stream
 
     path, X = multi
@@ -98,9 +102,9 @@ def test_batch_statistics_on_the_workers_equal_the_sequential_fit(multi, spec, m
             np.testing.assert_array_equal(a[name], b[name], err_msg=f"{spec}: {name}")
     assert len(used) == 2
     bad = X.copy()
-    bad[1290, 5] = np.nan  # in the second batch of row group 10 (rows 1280..1407)
+    bad[1190, 5] = np.nan  # in the fourth batch of row group 9 (rows 1152..1279), within binary's 1,234 rows
     bad_path = write_parquet(path.parent / "nan.parquet", bad, row_group_size=128)
-    with pytest.raises(InputError, match="row group 10: column 'embedding' row 1290 has a non-finite value"):
+    with pytest.raises(InputError, match="row group 9: column 'embedding' row 1190 has a non-finite value"):
         fit_file(from_spec(spec), bad_path, batch_size=10, threads=2)
 
 

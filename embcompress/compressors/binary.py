@@ -108,20 +108,35 @@ class Binary(MeanStats, Compressor):
         else:
             self.levels_ = np.vstack([np.full(n_features, -1, np.float32), np.ones(n_features, np.float32)])
 
-    # ---- statistics combined from blocks: the mean threshold; then the fitted levels, which need
-    # the thresholds first, from the first rows in order -------------------------------------------
+    # ---- statistics combined from blocks: the mean threshold, then the fitted levels, which need
+    # the thresholds first, from the first rows in order; with the zero threshold, the levels'
+    # per-side sums and counts themselves ---------------------------------------------------------
     @property
     def combines_blocks(self) -> bool:
-        return self.threshold == "mean"
+        return self.threshold == "mean" or self.decoder == "levels"
+
+    def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        if self.threshold == "mean":
+            return super()._block_stats(X)
+        sums, counts = level_sums(X, np.zeros(X.shape[1], dtype=np.float32))
+        return {"sums": sums, "counts": counts}
+
+    @staticmethod
+    def _merge_stats(a: dict, b: dict) -> dict:
+        return {k: a[k] + b[k] for k in a}
 
     @property
     def rows_after_stats(self) -> int | None:
-        return LEVEL_ROWS if self.decoder == "levels" else None
+        return LEVEL_ROWS if self.decoder == "levels" and self.threshold == "mean" else None
 
     def _after_stats(self, batches) -> None:
         self.levels_ = fit_levels(batches, self.thresholds_, LEVEL_ROWS)
 
     def _fit_stats(self, stats: dict, n_features: int) -> None:
+        if self.threshold == "zero":  # the levels' sums (of the first fit_rows rows)
+            self.thresholds_ = np.zeros(n_features, dtype=np.float32)
+            self.levels_ = levels_from(stats["sums"], stats["counts"], self.thresholds_)
+            return
         self.thresholds_ = self._stats_mean(stats)
         self.levels_ = np.vstack([np.full(n_features, -1, np.float32), np.ones(n_features, np.float32)])
 
@@ -164,15 +179,25 @@ def fit_levels(batches, thresholds: np.ndarray, max_rows: int) -> np.ndarray:
     seen = 0
     for batch in batches():
         b = batch[: max_rows - seen]
-        above = b > thresholds
-        hi_sum = np.where(above, b, 0).sum(axis=0, dtype=np.float64)
-        n_hi = above.sum(axis=0)
-        sums[1] += hi_sum
-        sums[0] += b.sum(axis=0, dtype=np.float64) - hi_sum
-        counts[1] += n_hi
-        counts[0] += len(b) - n_hi
+        s, c = level_sums(b, thresholds)
+        sums += s
+        counts += c
         seen += len(b)
         if seen >= max_rows:
             break
-    t = np.broadcast_to(thresholds.astype(np.float64), (2, d))
+    return levels_from(sums, counts, thresholds)
+
+
+def level_sums(b: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per dimension, the float64 sums and the counts of the values of ``b`` at or below the
+    threshold (row 0) and above it (row 1)."""
+    above = b > thresholds
+    hi_sum = np.where(above, b, 0).sum(axis=0, dtype=np.float64)
+    n_hi = above.sum(axis=0)
+    sums = np.vstack([b.sum(axis=0, dtype=np.float64) - hi_sum, hi_sum])
+    return sums, np.vstack([len(b) - n_hi, n_hi]).astype(np.int64)
+
+
+def levels_from(sums: np.ndarray, counts: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    t = np.broadcast_to(thresholds.astype(np.float64), sums.shape)
     return np.where(counts > 0, sums / np.maximum(counts, 1), t).astype(np.float32)

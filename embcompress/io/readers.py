@@ -415,7 +415,7 @@ def column_to_numpy(arr: pa.Array, dim: int, *, offset: int = 0, column: str = "
     flat = values.to_numpy(zero_copy_only=False)
     X = flat.reshape(n, dim)
     if X.dtype.kind == "f":
-        if finite and X.dtype == np.float64:  # before the cast: 1e300 is out of range, not inf
+        if X.dtype == np.float64:  # before the cast (even for a transform): 1e300 is out of range, not inf
             check_values(X, what=f"column {column!r}", row_offset=offset)
         if X.dtype != np.float32:
             X = X.astype(np.float32)
