@@ -7,7 +7,8 @@ which is the reference of the ratios); embcompress's own reader alone (the direc
 no compression) and `compress_file(Binary)` in-process, each with 1 worker thread and with one per
 core; `embcompress binarize --threads 1` and `--threads N` as real CLI processes, with
 their peak RSS on the file and on a file half its size (peak RSS must not grow with the file); and
-the streamed int8 fit (the statistics path) with 1 and N threads. Half, not less: the writer
+the streamed int8 fit (the statistics path) with 1 and N threads; a file of one row group; and
+`embcompress apply` with int8, whose list<int8> output goes through pyarrow's nested writer. Half, not less: the writer
 gathers up to 64 MiB of codes per row group, so a file whose whole output is smaller than that
 (under ~520k rows of 1024 bits) shows a lower peak for that reason alone.
 
@@ -31,6 +32,7 @@ from _util import best_of, make_parquet, run_measured  # noqa: E402
 from embcompress import Binary, Int8  # noqa: E402
 from embcompress._parallel import reader_threads  # noqa: E402
 from embcompress.io import open_vectors  # noqa: E402
+from embcompress.persist import save  # noqa: E402
 from embcompress.io.readers import READ_BUFFER_BYTES, auto_batch_size  # noqa: E402
 from embcompress.stream import compress_file, fit_file  # noqa: E402
 
@@ -101,6 +103,11 @@ def main() -> None:
     pyarrow_read(one, True)
     t_one_ref = best_of(lambda: pyarrow_read(one, True), args.repeat)
     t_one = {t: best_of(lambda: compress_file(comp, one, out, overwrite=True, threads=t), args.repeat) for t in (1, n)}
+    # a list-typed output (int8 codes, as wide as the input in values): pyarrow's nested writer sets the pace
+    model = d / "int8_model"
+    save(fit_file(Int8(), big, max_rows=65536), model, overwrite=True)
+    t_int8 = {t: run_measured([exe, "apply", str(model), str(big), str(out), "--overwrite", "--threads", str(t)]) for t in (1, n)}
+    int8_out = out.stat().st_size / 1e9
     os.remove(out)
 
     def line(label: str, seconds: float, extra: str = "") -> None:
@@ -124,6 +131,8 @@ def main() -> None:
           f"{max(results['ref']):.2f} / {min(results['ref']):.2f} s")
     print(f"one row group of {args.rows // 8:,} rows ({one_gb:.2f} GB): pyarrow's buffered read {t_one_ref:.2f} s; "
           + ", ".join(f"compress_file(Binary) {t} thread(s) {t_one[t]:.2f} s ({t_one_ref / t_one[t]:.2f}x)" for t in (1, n)))
+    print(f"embcompress apply (int8, {int8_out:.2f} GB of list<int8> written), one run each: "
+          + ", ".join(f"{t} thread(s) {t_int8[t]['seconds']:.2f} s ({size_gb / t_int8[t]['seconds']:.2f} GB/s of input)" for t in (1, n)))
     print(f"peak RSS on the half-size file ({small.stat().st_size / 1e9:.2f} GB)        : "
           + ", ".join(f"{t} thread(s) {halves[t]['peak_rss_mb']:.0f} MiB (vs {runs[t]['peak_rss_mb']:.0f} on the big file)"
                       for t in (1, n)))

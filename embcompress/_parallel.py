@@ -69,8 +69,8 @@ def run_blocks(fn: Callable[[int], None], starts, *, threads: int | None = None)
 
 def reader_threads(threads: int | None = None) -> int:
     """Workers for reading and compressing a file: ``threads`` if given (at least 1), else
-    ``EMBCOMPRESS_NUM_THREADS``, else every core this process may use (decoding parquet is
-    CPU-bound at about 0.5 GB/s per core, so it scales with cores until the disk caps it)."""
+    ``EMBCOMPRESS_NUM_THREADS``, else every core this process may use (reading and compressing
+    scale with the cores until the memory bandwidth or the disk caps them)."""
     if threads is not None:
         if int(threads) < 1:
             from .errors import InputError
