@@ -32,6 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from . import thrift
+
 try:
     from . import _rle
 except ImportError:  # pragma: no cover - the optional extension was not built
@@ -312,7 +314,8 @@ def _page_header(fd: int, pos: int, end: int) -> tuple[dict, int, int]:
     while True:
         buf = os.pread(fd, min(size, end - pos), pos)
         try:
-            fields, used = _read_struct(buf, 0)
+            typed, used = thrift.read_struct(buf, 0)
+            fields = thrift.plain(typed)
             usize, csize = fields.get(2), fields.get(3)
             if not isinstance(usize, int) or not isinstance(csize, int) or usize < 0 or csize < 0 \
                     or pos + used + csize > end:
@@ -324,89 +327,83 @@ def _page_header(fd: int, pos: int, end: int) -> tuple[dict, int, int]:
             size *= 16
         except RecursionError:  # garbage nesting structs without end
             raise Unsupported("page header nests too deep") from None
+        except thrift.ThriftError as exc:
+            raise Unsupported(f"page header: {exc}") from None
 
 
-# ---- Thrift compact protocol (the encoding of parquet's page headers) ---------------------------
+# ---- writing: the column chunk of a list column of codes ---------------------------------------
 
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        b = buf[i]
-        i += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, i
-        shift += 7
-        if shift > 70:
-            raise Unsupported("bad varint in page header")
+#: about this many bytes of values per data page (pyarrow's default page size)
+PAGE_VALUE_BYTES = 1 << 20
+CODEC_IDS = {None: 0, "snappy": 1, "gzip": 2, "brotli": 4, "zstd": 6, "lz4_raw": 7}
+INT32, FLOAT = 1, 4  # parquet physical types
 
 
-def _zigzag(v: int) -> int:
-    return (v >> 1) ^ -(v & 1)
+def encode_chunk(X: np.ndarray, offset: int, *, max_def: int, path: list[str], codec: str | None,
+                 checksum: bool = True) -> tuple[list[bytes], list[thrift.Field]]:
+    """The column chunk of a top-level list column whose rows are ``X`` ((n, d) int8 or float32,
+    no nulls), to be written at file ``offset``: (its parts, its ColumnMetaData). Data pages v1 of
+    whole rows; repetition levels as two RLE runs per row, definition levels as one run per page;
+    float32 values PLAIN; int8 values (physical INT32) through a dictionary of all 256 values,
+    whose indices bit-packed at 8 bits are the code bytes themselves."""
+    n, d = X.shape
+    pcodec = pa.Codec(codec) if codec else None
+    parts: list[bytes] = []
+    sizes = [0, 0]  # uncompressed, compressed (headers included)
+    pos = offset
+    dict_offset = None
+
+    def page(kind: int, raw: bytes, sub_id: int, sub: list) -> None:
+        nonlocal pos
+        body = raw if pcodec is None else pcodec.compress(raw, asbytes=True)
+        fields = [thrift.Field(1, thrift.I32, kind), thrift.Field(2, thrift.I32, len(raw)),
+                  thrift.Field(3, thrift.I32, len(body))]
+        if checksum:
+            crc = zlib.crc32(body)
+            fields.append(thrift.Field(4, thrift.I32, crc - (1 << 32) if crc >= 1 << 31 else crc))
+        fields.append(thrift.Field(sub_id, thrift.STRUCT, [thrift.Field(i, thrift.I32, v) for i, v in sub]))
+        header = thrift.write_struct(fields)
+        parts.extend((header, body))
+        sizes[0] += len(header) + len(raw)
+        sizes[1] += len(header) + len(body)
+        pos += len(header) + len(body)
+
+    if X.dtype == np.int8:
+        dict_offset = pos
+        page(DICTIONARY_PAGE, np.arange(-128, 128, dtype="<i4").tobytes(), 7, [(1, 256), (2, PLAIN)])
+        physical, encoding, encodings = INT32, RLE_DICTIONARY, [PLAIN, RLE, RLE_DICTIONARY]
+    elif X.dtype == np.float32:
+        physical, encoding, encodings = FLOAT, PLAIN, [PLAIN, RLE]
+    else:
+        raise ValueError(f"encode_chunk writes int8 or float32 values, not {X.dtype}")
+    data_offset = pos
+    rep_row = _rle_run(1, 0, 1) + (_rle_run(d - 1, 1, 1) if d > 1 else b"")
+    def_bytes = (int(max_def).bit_length() + 7) // 8
+    rows_per_page = max(1, PAGE_VALUE_BYTES // max(d * X.itemsize, 1))
+    for s in range(0, n, rows_per_page):
+        block = np.ascontiguousarray(X[s : s + rows_per_page])
+        k = block.size
+        rep = rep_row * len(block)
+        dfl = _rle_run(k, max_def, def_bytes)
+        if encoding == PLAIN:
+            values = block.astype("<f4", copy=False).tobytes()
+        else:  # dictionary index = value + 128 = the byte with its top bit flipped
+            groups = (k + 7) // 8
+            idx = np.zeros(groups * 8, dtype=np.uint8)
+            idx[:k] = block.reshape(-1).view(np.uint8) ^ 0x80
+            values = bytes([8]) + thrift.encode_uvarint(groups << 1 | 1) + idx.tobytes()
+        raw = struct.pack("<I", len(rep)) + rep + struct.pack("<I", len(dfl)) + dfl + values
+        page(DATA_PAGE, raw, 5, [(1, k), (2, encoding), (3, RLE), (4, RLE)])
+    meta = [thrift.Field(1, thrift.I32, physical), thrift.Field(2, thrift.LIST, thrift.List(thrift.I32, encodings)),
+            thrift.Field(3, thrift.LIST, thrift.List(thrift.BINARY, [p.encode() for p in path])),
+            thrift.Field(4, thrift.I32, CODEC_IDS[codec]), thrift.Field(5, thrift.I64, n * d),
+            thrift.Field(6, thrift.I64, sizes[0]), thrift.Field(7, thrift.I64, sizes[1]),
+            thrift.Field(9, thrift.I64, data_offset)]
+    if dict_offset is not None:
+        meta.append(thrift.Field(11, thrift.I64, dict_offset))
+    return parts, meta
 
 
-def _read_value(buf: bytes, i: int, t: int):
-    if t in (1, 2):  # booleans inside lists are one byte; as fields the type carries the value
-        return t == 1, i
-    if t == 3:
-        v = buf[i]
-        return v - 256 if v > 127 else v, i + 1
-    if t in (4, 5, 6):
-        v, i = _varint(buf, i)
-        return _zigzag(v), i
-    if t == 7:
-        if i + 8 > len(buf):
-            raise IndexError
-        return None, i + 8
-    if t == 8:
-        n, i = _varint(buf, i)
-        if i + n > len(buf):
-            raise IndexError
-        return bytes(buf[i : i + n]), i + n
-    if t in (9, 10):
-        head = buf[i]
-        i += 1
-        n, et = head >> 4, head & 0x0F
-        if n == 15:
-            n, i = _varint(buf, i)
-        items = []
-        for _ in range(n):
-            v, i = _read_element(buf, i, et)
-            items.append(v)
-        return items, i
-    if t == 11:
-        n, i = _varint(buf, i)
-        if n:
-            kv = buf[i]
-            i += 1
-            for k in range(2 * n):
-                _, i = _read_element(buf, i, kv >> 4 if k % 2 == 0 else kv & 0x0F)
-        return None, i
-    if t == 12:
-        return _read_struct(buf, i)
-    raise Unsupported(f"thrift type {t} in page header")
-
-
-def _read_element(buf: bytes, i: int, t: int):
-    """A list, set or map element: booleans take a byte there (every element consumes input)."""
-    if t in (1, 2):
-        return buf[i] == 1, i + 1
-    return _read_value(buf, i, t)
-
-
-def _read_struct(buf: bytes, i: int) -> tuple[dict, int]:
-    fields: dict = {}
-    last = 0
-    while True:
-        head = buf[i]
-        i += 1
-        if head == 0:
-            return fields, i
-        t, delta = head & 0x0F, head >> 4
-        if delta:
-            fid = last + delta
-        else:
-            v, i = _varint(buf, i)
-            fid = _zigzag(v)
-        fields[fid], i = _read_value(buf, i, t)
-        last = fid
+def _rle_run(count: int, value: int, width_bytes: int) -> bytes:
+    """One RLE run of the hybrid encoding: ``count`` copies of ``value``."""
+    return thrift.encode_uvarint(count << 1) + int(value).to_bytes(width_bytes, "little")
