@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._version import __version__
 from .._fs import commit_file, storage_error, sweep_stale, temp_name, writable
 from ..base import OutputSpec
 from ..errors import EmbcompressError, InputError, OutputExistsError
@@ -67,6 +68,8 @@ class PageWriter:
         leaf = pf.schema.column(len(pf.schema) - 1)
         self._path, self._max_def = leaf.path.split("."), int(leaf.max_definition_level)
         self._footer = _footer(template)
+        thrift.put(self._footer, 6, thrift.BINARY, f"embcompress version {__version__} (list codes; other columns by "
+                                                   f"parquet-cpp-arrow version {pa.__version__})".encode())
         self._row_groups: list = []
         self._rows = 0
         self._f = open(path, "wb")
@@ -109,8 +112,9 @@ class PageWriter:
             thrift.Field(3, thrift.I64, table.num_rows),
             thrift.Field(5, thrift.I64, start),
             thrift.Field(6, thrift.I64, sum(thrift.get(m, 7).value for m in metas)),
-            thrift.Field(7, thrift.I16, len(self._row_groups)),
         ])
+        if len(self._row_groups) <= 32767:  # the ordinal is an i16 (optional)
+            self._row_groups[-1].append(thrift.Field(7, thrift.I16, len(self._row_groups) - 1))
         self._rows += table.num_rows
 
     def _put(self, data) -> None:
