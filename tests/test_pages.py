@@ -176,7 +176,7 @@ def test_rerank_store_decodes_row_groups_directly(tmp_path, monkeypatch):
     path = _write(tmp_path / "v.parquet", X, row_group_size=200)
     used = []
     real = pages.read_group
-    monkeypatch.setattr(pages, "read_group", lambda *a: used.append(a[2]) or real(*a))
+    monkeypatch.setattr(pages, "read_group", lambda *a, **k: used.append(a[2]) or real(*a, **k))
     store = ParquetStore(path)
     rows = np.array([899, 3, 450, 201, 0])
     np.testing.assert_array_equal(store.get(rows), X[rows])
@@ -328,3 +328,31 @@ def test_zero_rows_and_a_failed_write_leave_nothing(tmp_path):
         w.write(np.zeros((10, 4), np.int8))
         raise RuntimeError("stop")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.parquet"]
+
+
+def test_rerank_store_decodes_spans_of_a_huge_row_group(tmp_path, monkeypatch):
+    """A row group the direct decoder splits is cached span by span, not as one array."""
+    from embcompress.io import readers
+    from embcompress.search.stores import ParquetStore
+
+    X = make_vectors(3000, 16)
+    X[::4] = X[2]  # dictionary pages all through
+    path = _write(tmp_path / "v.parquet", X, row_group_size=3000, data_page_size=1000)
+    monkeypatch.setattr(readers, "SPLIT_BYTES", 4096)
+    monkeypatch.setattr(readers, "SPAN_BYTES", 64 * 700)  # spans of 700 rows
+    store = ParquetStore(path)
+    assert [(g, r0, r1) for _, g, r0, r1 in store._groups] == [(0, 0, 700), (0, 700, 1400), (0, 1400, 2100),
+                                                              (0, 2100, 2800), (0, 2800, 3000)]
+    calls = []
+    real = pages.read_group
+    monkeypatch.setattr(pages, "read_group", lambda *a, **k: (lambda r: calls.append((k["rows"], r is not None)) or r)(
+        real(*a, **k)))
+    rows = np.array([2999, 5, 1500, 701, 699, 2800])
+    np.testing.assert_array_equal(store.get(rows), X[rows])
+    assert sorted(calls) == [((0, 700), True), ((700, 1400), True), ((1400, 2100), True), ((2800, 3000), True)]
+    assert store.decoded_groups == 4 and max(a.shape[0] for a in store._cache.values()) == 700  # spans 0, 1, 2, 4
+    X[2222, 3] = np.inf
+    bad = _write(tmp_path / "inf.parquet", X, row_group_size=3000, data_page_size=1000)
+    with pytest.raises(InputError, match="row group 0: column 'embedding' row 2222 has a non-finite value"):
+        ParquetStore(bad).get(np.array([2500]))
+    assert ParquetStore(bad).get(np.array([5]))[0].tolist() == X[5].tolist()  # other spans stay readable

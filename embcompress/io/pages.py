@@ -232,14 +232,16 @@ def _dictionary_values(header: dict, raw) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.float32, count=n)
 
 
-def read_group(path, md: pq.FileMetaData, g: int, col: Column, dim: int) -> np.ndarray | None:
-    """Row group ``g`` as one ``(rows, dim)`` float32 array, or None where pyarrow must read it."""
-    rows = md.row_group(g).num_rows
-    if rows == 0:
+def read_group(path, md: pq.FileMetaData, g: int, col: Column, dim: int, *, rows: tuple[int, int] | None = None,
+               index: PageIndex | None = None) -> np.ndarray | None:
+    """Row group ``g`` (or its rows ``rows``; ``index`` from :func:`scan_pages` to start at the
+    right page) as one ``(rows, dim)`` float32 array, or None where pyarrow must read it."""
+    first, stop = rows or (0, md.row_group(g).num_rows)
+    if stop <= first:
         return None
     try:
         with open(path, "rb", buffering=0) as f:
-            (X,) = decode_group(f.fileno(), md, g, col, dim, rows)
+            (X,) = decode_group(f.fileno(), md, g, col, dim, stop - first, rows=rows, index=index)
     except (Unsupported, OSError):
         return None
     return X

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from ..errors import FormatError, InputError
 from ..base import check_values
-from ..io import pages
+from ..io import pages, readers
 from ..io.readers import READ_BUFFER_BYTES, column_to_numpy, is_dataset, open_vectors
 
 
@@ -53,7 +53,9 @@ class NpyStore(ArrayStore):
 class ParquetStore:
     """Row groups that hold candidates are decoded on demand; rerank blocks running on several
     threads decode different row groups at the same time (one file handle per thread), and a row
-    group another thread is decoding is waited for, not decoded twice."""
+    group another thread is decoding is waited for, not decoded twice. Row groups that the direct
+    page decoder splits for the workers (over ``readers.SPLIT_BYTES``) are decoded and cached span
+    by span (about ``readers.SPAN_BYTES`` each), so a huge row group does not become one array."""
 
     #: decoded row groups kept between calls (rerank blocks ask for candidates all over the file)
     DEFAULT_CACHE_BYTES = 256 << 20
@@ -64,15 +66,23 @@ class ParquetStore:
         shards = getattr(src, "shards", [src])  # a dataset's row groups are numbered across its shards
         if any(not hasattr(s, "_group_starts") for s in shards):
             raise InputError(f"originals in {path} are .npy shards; give parquet shards, or one .npy file")
-        self._groups = [(s.path, g) for s in shards for g in range(s.num_row_groups)]  # global group -> (file, group)
-        self._direct = {s.path: s._direct for s in shards}  # where io.pages decodes the column
-        sizes = [int(n) for s in shards for n in np.diff(s._group_starts())]
+        # the units decoded and cached: row groups, or spans of the row groups the direct page
+        # decoder splits (a row group of pyarrow's default 1Mi rows is 4 GiB of 1024-d floats)
+        self._groups = []  # unit -> (file, row group, first row in it, end row in it)
+        for s in shards:
+            for g, n in enumerate(int(n) for n in np.diff(s._group_starts())):
+                span = n
+                if s._direct is not None and n * s.nbytes_per_row > readers.SPLIT_BYTES:
+                    span = max(1, readers.SPAN_BYTES // s.nbytes_per_row)
+                self._groups += [(s.path, g, r0, min(r0 + span, n)) for r0 in range(0, max(n, 1), max(span, 1))]
+        self._shards = {s.path: s for s in shards}
+        sizes = [r1 - r0 for _, _, r0, r1 in self._groups]
         self._starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.cache_bytes = int(cache_bytes)
-        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()  # row group -> (rows, dim) float32
+        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()  # unit -> (rows, dim) float32
         self._cached_bytes = 0
         self._lock = threading.Lock()  # guards the cache and the in-progress table
-        self._decoding: dict[int, threading.Event] = {}  # row group -> set when its decode ends
+        self._decoding: dict[int, threading.Event] = {}  # unit -> set when its decode ends
         self._local = threading.local()  # a ParquetFile per thread
         self.decoded_groups = 0  # how many row-group decodes this store has done (for tests and tuning)
 
@@ -90,23 +100,30 @@ class ParquetStore:
 
     def _decode(self, g: int) -> np.ndarray:
         try:
-            path, local = self._groups[g]
+            path, local, r0, r1 = self._groups[g]
             files = self._local.__dict__.setdefault("files", {})
             pf = files.get(path)
             if pf is None:
                 pf = files[path] = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
                                                   page_checksum_verification=True)
-            direct = self._direct.get(path)
-            X = None if direct is None else pages.read_group(path, pf.metadata, local, direct, self.dim)
-            if X is not None:  # the direct page decoder (io.pages); pyarrow for every other layout
+            shard, whole = self._shards[path], (r0, r1) == (0, pf.metadata.row_group(local).num_rows)
+            X = None
+            if shard._direct is not None:  # the direct page decoder (io.pages); pyarrow for every other layout
+                index = None if whole else shard._page_index(pf, local)
+                if whole or index is not None:
+                    X = pages.read_group(path, pf.metadata, local, shard._direct, self.dim,
+                                         rows=None if whole else (r0, r1), index=index)
+            if X is not None:
                 check_values(X, what=f"column {self.column!r}", row_offset=int(self._starts[g]))
             else:
                 col = pf.read_row_group(local, columns=[self.column]).column(0)
+                if not whole:
+                    col = col.slice(r0, r1 - r0)
                 X = column_to_numpy(col, self.dim, offset=int(self._starts[g]), column=self.column)
         except BaseException as exc:
             with self._lock:
                 self._decoding.pop(g).set()  # waiters wake up and try for themselves
-            where, local = self._groups[g]
+            where, local = self._groups[g][:2]
             if isinstance(exc, InputError):
                 raise InputError(f"{where}, row group {local}: {exc}") from None
             if isinstance(exc, (pa.ArrowException, OSError)):
