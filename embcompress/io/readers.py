@@ -253,19 +253,35 @@ class ParquetVectors(Streamed):
         starts = self._group_starts()
         units, largest = [], 0
         for g in range(len(starts) - 1):
-            n = int(starts[g + 1] - starts[g])
-            span = n
-            if self._direct is not None and n * self.nbytes_per_row > SPLIT_BYTES:
-                span = max(1, SPAN_BYTES // (self.nbytes_per_row * batch_size)) * batch_size
-            for r0 in range(0, max(n, 1), max(span, 1)):
+            spans = self.group_spans(int(starts[g + 1] - starts[g]), batch_size)
+            for r0, r1 in spans:
                 if max_rows is not None and starts[g] + r0 >= max_rows:
                     break
-                rows = None if span >= n else (r0, min(r0 + span, n))
                 units.append(functools.partial(self._read_group, g=g, start=base + int(starts[g]), batch_size=batch_size,
-                                               transform=transform, shard=shard, rows=rows))
-            largest = max(largest, min(span, n))
+                                               transform=transform, shard=shard, rows=None if len(spans) == 1 else (r0, r1)))
+                largest = max(largest, r1 - r0)
         row_bytes = (result_row_bytes or 4 * self.dim) + 16 * len(self.carried_columns)
         return units, largest * row_bytes
+
+    def group_spans(self, n: int, multiple: int = 1) -> list[tuple[int, int]]:
+        """How a row group of ``n`` rows is cut into units of work: ``[(0, n)]``, or where the
+        direct page decoder reads a row group of more than :data:`SPLIT_BYTES`, spans of about
+        :data:`SPAN_BYTES` of values, each a whole number of ``multiple`` rows (batches)."""
+        span = n
+        if self._direct is not None and n * self.nbytes_per_row > SPLIT_BYTES:
+            span = max(1, SPAN_BYTES // (self.nbytes_per_row * multiple)) * multiple
+        return [(r0, min(r0 + span, n)) for r0 in range(0, max(n, 1), max(span, 1))]
+
+    def read_direct(self, pf, g: int, rows: tuple[int, int]) -> np.ndarray | None:
+        """Rows ``rows`` of row group ``g`` as one float32 array through the direct page decoder
+        (from the page that holds the first of them), or None where pyarrow must read them."""
+        if self._direct is None:
+            return None
+        whole = rows == (0, pf.metadata.row_group(g).num_rows)
+        index = None if whole else self._page_index(pf, g)
+        if not whole and index is None:
+            return None
+        return pages.read_group(self.path, pf.metadata, g, self._direct, self.dim, rows=None if whole else rows, index=index)
 
     def _read_group(self, local: dict, *, g: int, start: int, batch_size: int, transform, shard: int = 0,
                     rows: tuple[int, int] | None = None) -> Iterator[Batch]:

@@ -23,7 +23,6 @@ import pyarrow.parquet as pq
 
 from ..errors import FormatError, InputError
 from ..base import check_values
-from ..io import pages, readers
 from ..io.readers import READ_BUFFER_BYTES, column_to_numpy, is_dataset, open_vectors
 
 
@@ -68,13 +67,9 @@ class ParquetStore:
             raise InputError(f"originals in {path} are .npy shards; give parquet shards, or one .npy file")
         # the units decoded and cached: row groups, or spans of the row groups the direct page
         # decoder splits (a row group of pyarrow's default 1Mi rows is 4 GiB of 1024-d floats)
-        self._groups = []  # unit -> (file, row group, first row in it, end row in it)
-        for s in shards:
-            for g, n in enumerate(int(n) for n in np.diff(s._group_starts())):
-                span = n
-                if s._direct is not None and n * s.nbytes_per_row > readers.SPLIT_BYTES:
-                    span = max(1, readers.SPAN_BYTES // s.nbytes_per_row)
-                self._groups += [(s.path, g, r0, min(r0 + span, n)) for r0 in range(0, max(n, 1), max(span, 1))]
+        self._groups = [(s.path, g, r0, r1)  # unit -> (file, row group, first row in it, end row in it)
+                        for s in shards for g, n in enumerate(np.diff(s._group_starts()))
+                        for r0, r1 in s.group_spans(int(n))]
         self._shards = {s.path: s for s in shards}
         sizes = [r1 - r0 for _, _, r0, r1 in self._groups]
         self._starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -106,19 +101,11 @@ class ParquetStore:
             if pf is None:
                 pf = files[path] = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
                                                   page_checksum_verification=True)
-            shard, whole = self._shards[path], (r0, r1) == (0, pf.metadata.row_group(local).num_rows)
-            X = None
-            if shard._direct is not None:  # the direct page decoder (io.pages); pyarrow for every other layout
-                index = None if whole else shard._page_index(pf, local)
-                if whole or index is not None:
-                    X = pages.read_group(path, pf.metadata, local, shard._direct, self.dim,
-                                         rows=None if whole else (r0, r1), index=index)
+            X = self._shards[path].read_direct(pf, local, (r0, r1))  # io.pages; pyarrow for every other layout
             if X is not None:
                 check_values(X, what=f"column {self.column!r}", row_offset=int(self._starts[g]))
             else:
-                col = pf.read_row_group(local, columns=[self.column]).column(0)
-                if not whole:
-                    col = col.slice(r0, r1 - r0)
+                col = pf.read_row_group(local, columns=[self.column]).column(0).slice(r0, r1 - r0)
                 X = column_to_numpy(col, self.dim, offset=int(self._starts[g]), column=self.column)
         except BaseException as exc:
             with self._lock:
