@@ -475,6 +475,19 @@ class Compressor:
         """Fit from merged block statistics (see :attr:`combines_blocks`). Returns self."""
         return self._fitted(n_features, lambda n: self._fit_stats(stats, n))
 
+    def fit_from_block_stats(self, blocks: Iterable[dict], n_features: int,
+                             first_rows: Callable[[], Iterator[np.ndarray]] | None = None) -> "Compressor":
+        """Fit from per-block statistics merged in the order given (see :attr:`combines_blocks`);
+        then, where :attr:`rows_after_stats` asks for them, from the first rows (``first_rows``: a
+        function returning a fresh iterator of their batches). Returns self."""
+        merged = None
+        for block in blocks:
+            merged = block if merged is None else self._merge_stats(merged, block)
+        self.fit_from_stats(merged, n_features)
+        if self.rows_after_stats:
+            self._after_stats(first_rows)
+        return self
+
     def _clear_state(self) -> None:
         for attr in (*self._state_arrays, *self._state_scalars, "n_features_in_"):
             if attr in self.__dict__:

@@ -272,19 +272,16 @@ def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus:
     if comp.combines_blocks and max_rows is None and comp.fit_rows is None:  # fit_rows: the first rows, in order
         comp._check_params()
         comp._validate_params(src.dim)
-        merged = None
-        for unit, table in _in_order(ray, units, {**kwargs, "stats_of": {"name": comp.name, "params": comp.get_params(deep=False)}},
-                                     workers):
-            stats = arrays_from_json(json.loads(table.column("stats")[0].as_py()))
-            merged = stats if merged is None else comp._merge_stats(merged, stats)
-            if progress:
-                progress(unit["rows"])
-        comp.fit_from_stats(merged, src.dim)
-        if comp.rows_after_stats:  # e.g. binary's levels: the first rows, in order, after the thresholds
-            first = list(_row_batches(ray, _first(units, comp.rows_after_stats), kwargs, size, comp.rows_after_stats,
-                                      workers, None))
-            comp._after_stats(lambda: iter(first))
-        return comp
+        def blocks():
+            stats_kwargs = {**kwargs, "stats_of": {"name": comp.name, "params": comp.get_params(deep=False)}}
+            for unit, table in _in_order(ray, units, stats_kwargs, workers):
+                if progress:
+                    progress(unit["rows"])
+                yield arrays_from_json(json.loads(table.column("stats")[0].as_py()))
+
+        # e.g. binary's levels: the first rows, in order, after the thresholds
+        return comp.fit_from_block_stats(blocks(), src.dim, lambda: _row_batches(
+            ray, _first(units, comp.rows_after_stats), kwargs, size, comp.rows_after_stats, workers, None))
 
     def batches():
         return _row_batches(ray, units, kwargs, size, max_rows, workers, progress)

@@ -75,17 +75,16 @@ def _fit_from_batch_stats(comp: Compressor, src, batch_size, threads, progress, 
         check_values(X, what=what, row_offset=offset)  # a transform checks its input itself
         return len(X), comp._block_stats(X) if len(X) else None
 
-    merged = None
-    for b in src.batches(batch_size, threads=threads, transform=stats, result_row_bytes=1, max_rows=limit):
-        n, block = b.vectors
-        if block is not None:
-            merged = block if merged is None else comp._merge_stats(merged, block)
-        if progress and n:
-            progress(n)
-    comp.fit_from_stats(merged, src.dim)
-    if comp.rows_after_stats:  # binary's levels: the first rows, in order, after the thresholds
-        comp._after_stats(lambda: batches(comp.rows_after_stats, None))
-    return comp
+    def blocks():
+        for b in src.batches(batch_size, threads=threads, transform=stats, result_row_bytes=1, max_rows=limit):
+            n, block = b.vectors
+            if progress and n:
+                progress(n)
+            if block is not None:
+                yield block
+
+    # binary's mean threshold, then its levels: the first rows, in order, after the thresholds
+    return comp.fit_from_block_stats(blocks(), src.dim, lambda: batches(comp.rows_after_stats, None))
 
 
 def check_destination(src_path, dst_path, *, overwrite: bool) -> None:
