@@ -117,9 +117,9 @@ def scan_pages(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int) -> P
 def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, batch_size: int, *,
                  rows: tuple[int, int] | None = None, index: PageIndex | None = None,
                  verify_crc: bool = True) -> Iterator[np.ndarray]:
-    """The vectors of row group ``g`` (or of its rows ``rows = (start, stop)``, ``start`` a multiple
-    of ``batch_size``) as float32 ``(rows, dim)`` arrays of ``batch_size`` rows (the last one
-    shorter): the batches pyarrow's ``iter_batches`` cuts. With ``index`` (:func:`scan_pages`)
+    """The vectors of row group ``g`` (or of its rows ``rows = (start, stop)``) as float32
+    ``(rows, dim)`` arrays of ``batch_size`` rows from ``start`` (the last one shorter): with
+    ``start`` a multiple of ``batch_size``, the batches pyarrow's ``iter_batches`` cuts. With ``index`` (:func:`scan_pages`)
     decoding starts at the page that holds ``start``. Raises :class:`Unsupported` (before the first
     batch or between batches) where pyarrow must take over."""
     chunk, codec, pos, end = _chunk(md, g, col)
@@ -155,8 +155,8 @@ def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, ba
             raw = memoryview(_decompress(codec, data, usize))
             if sub.get(3, RLE) != RLE or sub.get(4, RLE) != RLE:
                 raise Unsupported("level encoding")
-            at = _check_levels_v1(raw, 0, n, 1, dim, seen)
-            at = _check_levels_v1(raw, at, n, def_width, 0, col.max_def) if def_width else at
+            at = _check_levels_v1(raw, 0, 1, n, 1, dim, seen)
+            at = _check_levels_v1(raw, at, def_width, n, col.max_def, 0, 0) if def_width else at
             values = raw[at:]
             encoding = sub.get(2)
         elif kind == DATA_PAGE_V2:
@@ -267,23 +267,22 @@ def _decompress(codec, data, size: int):
         raise Unsupported(f"decompression: {exc}") from None
 
 
-def _check_levels_v1(raw: memoryview, at: int, n: int, width: int, period: int, expect: int) -> int:
-    """Levels of a v1 page (4-byte length, then the stream) starting at ``at``; returns where
-    they end. ``period`` > 0: repetition levels of lists of ``period`` values (``expect`` is the
-    index of the page's first value in the row group); else every level must be ``expect``."""
+def _check_levels_v1(raw: memoryview, at: int, width: int, n: int, level: int, period: int, phase: int) -> int:
+    """Levels of a v1 page (4-byte length, then the stream) starting at ``at``, checked as
+    :func:`_check_stream` does; returns where they end."""
     if at + 4 > len(raw):
         raise Unsupported("page ends in its levels")
     length = struct.unpack_from("<I", raw, at)[0]
     if at + 4 + length > len(raw):
         raise Unsupported("page ends in its levels")
-    if period:
-        _check_stream(raw[at + 4 : at + 4 + length], width, n, 1, period, expect)
-    else:
-        _check_stream(raw[at + 4 : at + 4 + length], width, n, expect, 0, 0)
+    _check_stream(raw[at + 4 : at + 4 + length], width, n, level, period, phase)
     return at + 4 + length
 
 
 def _check_stream(buf, width: int, n: int, level: int, period: int, phase: int) -> None:
+    """``n`` levels of ``width`` bits: with ``period`` > 0 the repetition levels of lists of
+    ``period`` values (0 where a list starts, ``level`` elsewhere; ``phase``: the index in the row
+    group of the first value), else every level equal to ``level``."""
     try:
         _, bad = _rle.check_levels(buf, width, n, level, period, phase)
     except ValueError as exc:
@@ -351,12 +350,10 @@ def encode_chunk(X: np.ndarray, offset: int, *, max_def: int, path: list[str], c
     n, d = X.shape
     pcodec = pa.Codec(codec) if codec else None
     parts: list[bytes] = []
-    sizes = [0, 0]  # uncompressed, compressed (headers included)
-    pos = offset
+    sizes = [0, 0]  # uncompressed, compressed (headers included): the next page starts at offset + sizes[1]
     dict_offset = None
 
     def page(kind: int, raw: bytes, sub_id: int, sub: list) -> None:
-        nonlocal pos
         body = raw if pcodec is None else pcodec.compress(raw, asbytes=True)
         fields = [thrift.Field(1, thrift.I32, kind), thrift.Field(2, thrift.I32, len(raw)),
                   thrift.Field(3, thrift.I32, len(body))]
@@ -368,17 +365,16 @@ def encode_chunk(X: np.ndarray, offset: int, *, max_def: int, path: list[str], c
         parts.extend((header, body))
         sizes[0] += len(header) + len(raw)
         sizes[1] += len(header) + len(body)
-        pos += len(header) + len(body)
 
     if X.dtype == np.int8:
-        dict_offset = pos
+        dict_offset = offset
         page(DICTIONARY_PAGE, np.arange(-128, 128, dtype="<i4").tobytes(), 7, [(1, 256), (2, PLAIN)])
         physical, encoding, encodings = INT32, RLE_DICTIONARY, [PLAIN, RLE, RLE_DICTIONARY]
     elif X.dtype == np.float32:
         physical, encoding, encodings = FLOAT, PLAIN, [PLAIN, RLE]
     else:
         raise ValueError(f"encode_chunk writes int8 or float32 values, not {X.dtype}")
-    data_offset = pos
+    data_offset = offset + sizes[1]
     rep_row = _rle_run(1, 0, 1) + (_rle_run(d - 1, 1, 1) if d > 1 else b"")
     def_bytes = (int(max_def).bit_length() + 7) // 8
     rows_per_page = max(1, PAGE_VALUE_BYTES // max(d * X.itemsize, 1))
