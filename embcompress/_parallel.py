@@ -96,15 +96,17 @@ def ordered_units(units: Sequence[Unit], *, threads: int, window: int) -> Iterat
     returns an iterator; its items are produced on the worker while the consumer takes earlier
     units' items. At most ``window`` units run or wait ahead of the consumer, which bounds memory.
 
-    The first error in any worker stops every worker (each after the item it is producing) and
-    is raised here; so does closing the generator (Ctrl-C, a failed write, a consumer that
-    stops early)."""
+    A unit's error is raised here when the consumer reaches that unit, after every earlier
+    unit's items, so the error reported is the first in order whatever the timing (the first bad
+    row of a file, not the first a worker came upon); units after a failed one are dropped.
+    Closing the generator (Ctrl-C, a failed write, a consumer that stops early) stops every
+    worker after the item it is producing."""
     n = len(units)
     window = max(1, min(int(window), n))
     tasks: "queue.Queue[int | None]" = queue.Queue()
     outs = [queue.Queue() for _ in range(n)]
     stop = threading.Event()
-    failure: list[BaseException] = []
+    first_failed = [n]  # the lowest unit that failed; the units after it are not needed
 
     def work() -> None:
         local: dict = {}
@@ -117,14 +119,16 @@ def ordered_units(units: Sequence[Unit], *, threads: int, window: int) -> Iterat
                 return
             try:
                 for item in units[i](local):
-                    outs[i].put(item)
                     if stop.is_set():
                         return
-                outs[i].put(_END)
-            except BaseException as exc:  # handed to the consumer
-                failure.append(exc)
-                stop.set()
-                return
+                    if i > first_failed[0]:
+                        break
+                    outs[i].put(item)
+                else:
+                    outs[i].put(_END)
+            except BaseException as exc:  # handed to the consumer when it reaches unit i
+                first_failed[0] = min(first_failed[0], i)
+                outs[i].put(_Failed(exc))
 
     workers = [threading.Thread(target=work, daemon=True, name=f"embcompress-reader-{k}") for k in range(min(threads, n))]
     for t in workers:
@@ -132,22 +136,20 @@ def ordered_units(units: Sequence[Unit], *, threads: int, window: int) -> Iterat
     submitted = 0
     try:
         for i in range(n):
-            while submitted < min(n, i + window):
+            while submitted < min(n, i + window, first_failed[0] + 1):
                 tasks.put(submitted)
                 submitted += 1
             while True:
                 try:
-                    item = outs[i].get(timeout=0.05)
+                    item = outs[i].get(timeout=0.05)  # a timed wait: Ctrl-C is seen at once
                 except queue.Empty:
-                    if failure:
-                        raise failure[0]
                     continue
                 if item is _END:
                     outs[i] = None  # free the unit's queue
                     break
+                if isinstance(item, _Failed):
+                    raise item.exc
                 yield item
-        if failure:
-            raise failure[0]
     finally:
         stop.set()
         for _ in workers:
@@ -157,6 +159,13 @@ def ordered_units(units: Sequence[Unit], *, threads: int, window: int) -> Iterat
 
 
 _END = object()
+
+
+class _Failed:
+    """A unit's error, queued after the items it produced."""
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
 
 
 def prefetch(it: Iterator, depth: int = 2) -> Iterator:

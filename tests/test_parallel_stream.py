@@ -162,6 +162,29 @@ def test_look_ahead_is_bounded_by_the_window():
     assert wait_for_no_readers() == []
 
 
+def test_errors_are_raised_in_unit_order_whatever_the_timing():
+    """Unit 3 fails at once; unit 1 fails after a delay, and unit 0 is slow: the consumer still
+    gets every item of unit 0 and of unit 1 before its error, and unit 1's error, not unit 3's."""
+    def unit(i):
+        def run(local):
+            if i == 0:
+                time.sleep(0.3)
+            yield from range(i * 10, i * 10 + 3)
+            if i == 1:
+                time.sleep(0.2)
+                raise ValueError("unit 1")
+            if i == 3:
+                raise ValueError("unit 3")
+        return run
+
+    taken = []
+    with pytest.raises(ValueError, match="unit 1"):
+        for x in ordered_units([unit(i) for i in range(6)], threads=4, window=6):
+            taken.append(x)
+    assert taken == [0, 1, 2, 10, 11, 12]
+    assert wait_for_no_readers() == []
+
+
 def test_max_rows_decodes_only_the_row_groups_needed(multi, monkeypatch):
     path, _ = multi
     src = open_vectors(path)
