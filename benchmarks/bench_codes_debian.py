@@ -73,6 +73,8 @@ def main() -> None:
     ap.add_argument("--families", default=None, help="only these code families, comma-separated (e.g. rq); faiss rows only with --faiss")
     ap.add_argument("--faiss", action="store_true", help="with --families: the faiss rows as well")
     ap.add_argument("--fit-rows", type=int, default=None, help="fit on a seeded sample of N documents (default: all)")
+    ap.add_argument("--norm-power", type=float, default=1.0,
+                    help="score codes by <q, x_hat> / |x_hat|^P (default 1: the cosine with the reconstruction)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     emb = Path(args.emb)
@@ -89,12 +91,13 @@ def main() -> None:
     ref = run_configs(D, task, ["float"], doc_ids=dids)[0]
     print(f"{args.name}, {len(D):,} documents x {D.shape[1]} dims, {len(Q):,} queries; float32 nDCG@10 {ref['score']:.4f} "
           f"({ref['queries_per_second']:,.0f} q/s); codes and fitted models only, no original vectors; fitted on "
-          f"{'all documents' if fit_on is None else f'{len(fit_on):,} sampled documents'}", flush=True)
+          f"{'all documents' if fit_on is None else f'{len(fit_on):,} sampled documents'}; codes scored by "
+          f"<q, x_hat> / |x_hat|^{args.norm_power:g}", flush=True)
     results = {"float": ref, "budgets": {}}
     for budget in (int(b) for b in args.budgets.split(",")):
         fams = tuple(args.families.split(",")) if args.families else None
         cands = candidates(D.shape[1], budget, families=fams)
-        rows = run_configs(D, task, ["float", *(c.config for c in cands)], doc_ids=dids, fit_on=fit_on)[1:]
+        rows = run_configs(D, task, ["float", *(c.config for c in cands)], doc_ids=dids, fit_on=fit_on, norm_power=args.norm_power)[1:]
         if not fams or args.faiss:
             rows += faiss_rows(D, Q, qids, dids, qrels, budget, ref["score"], args.threads, fit_on)
         rows.sort(key=lambda r: -r["retention"])
@@ -109,7 +112,7 @@ def main() -> None:
             Path(args.json).write_text(json.dumps(results, indent=2, default=float))
         return
     # RaBitQ at equal bits per dimension, ours against faiss (codes plus factors)
-    rows = run_configs(D, task, ["float", "rabitq:4"], doc_ids=dids, fit_on=fit_on)[1:]
+    rows = run_configs(D, task, ["float", "rabitq:4"], doc_ids=dids, fit_on=fit_on, norm_power=args.norm_power)[1:]
     import faiss
 
     rows.append(faiss_row("faiss IndexRaBitQ 4 bits", faiss.IndexRaBitQ(D.shape[1], faiss.METRIC_INNER_PRODUCT, 4),

@@ -4,6 +4,11 @@ its one relevant document), embedded with the packaged all-MiniLM-L6-v2 and cach
 bench_codes_debian.py reads (corpus.parquet, queries.parquet, qrels.tsv).
 
     python benchmarks/embed_docstrings.py [--limit 5000] [--out bench-data/docstrings]
+
+``--root DIR`` takes the docstrings of the Python sources under DIR instead, e.g. an environment's
+site-packages for a larger set (the standard library gives about 2,000 pairs):
+
+    python benchmarks/embed_docstrings.py --root "$(python -c 'import numpy, os; print(os.path.dirname(os.path.dirname(numpy.__file__)))')" --limit 30000 --out bench-data/docstrings-site
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--limit", type=int, default=5000)
     ap.add_argument("--out", default="bench-data/docstrings")
+    ap.add_argument("--root", default=None, help="Python sources to take docstrings from (default: the standard library)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    pairs = stdlib_docstring_pairs(args.limit)
+    pairs = stdlib_docstring_pairs(args.limit, root=args.root)
     model = load_model(None)
     ids = [p.id for p in pairs]
     for name, texts in (("corpus", [p.document for p in pairs]), ("queries", [p.query for p in pairs])):

@@ -12,6 +12,8 @@ from ._common import Bars, ColumnOpt, IdColumnOpt, JsonOpt, OverwriteOpt, Thread
 
 app = typer.Typer()
 
+NormPowerOpt = typer.Option(1.0, "--norm-power", min=0.0, max=4.0, help="Codes scored against float queries (lookup tables, asymmetric rerank) rank by <q, x_hat> / |x_hat|^P, x_hat the reconstruction; 1 (default) is its cosine. The best P depends on the data: measure it with evaluate --qrels before changing it.")
+
 
 @app.command()
 @guarded
@@ -26,6 +28,7 @@ def search(
     originals: Optional[Path] = typer.Option(None, "--originals", help="Original float document vectors for --rerank float (.npy is fastest)."),
     index: str = typer.Option("exact", "--index", help="exact (scan every document) or hnsw (a faiss HNSW graph over bits or float vectors, built on the fly: approximate, faster on large sets)."),
     ef: Optional[int] = typer.Option(None, "--ef", min=1, help="With --index hnsw: candidates explored per query (default 128; more: higher recall, slower)."),
+    norm_power: float = NormPowerOpt,
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, threads: Optional[int] = ThreadsOpt,
     overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
@@ -36,7 +39,7 @@ def search(
         raise typer.BadParameter("--rerank float needs --originals FILE", param_hint="--rerank")
     s = search_files(index_file, queries, output, k=k, model=model, rerank=rerank, multiplier=multiplier,
                      originals=originals, column=column, id_column=id_column, overwrite=overwrite,
-                     threads=threads, index=index, ef_search=ef)
+                     threads=threads, index=index, ef_search=ef, norm_power=norm_power)
     if s["k"] < k:
         err.print(f"note: k={k} is larger than the {s['documents']} documents; returning {s['documents']} per query")
     emit(s, json, kv_table(f"{queries.name} -> {output.name}", {
@@ -65,13 +68,15 @@ def evaluate(
     config: List[str] = typer.Option([], "--config", help="float, SPEC, SPEC@asym, SPEC@float, SPEC@floatxM (repeatable; default: a standard grid)."),
     k: int = typer.Option(10, "--k", "-k", min=1, help="Cut-off for nDCG/recall/MRR."),
     fit_sample: Optional[int] = typer.Option(None, "--fit-sample", min=2, help="Fit compressors on the first N documents only."),
+    norm_power: float = NormPowerOpt,
     json: bool = JsonOpt,
 ) -> None:
     """Float search against each compressor and search mode: scores, retention, bytes, speed."""
     from embcompress.evaluate import evaluate_files
 
     with Bars() as bars:
-        res = evaluate_files(docs, queries, qrels=qrels, configs=config or None, k=k, fit_sample=fit_sample, progress=bars.step)
+        res = evaluate_files(docs, queries, qrels=qrels, configs=config or None, k=k, fit_sample=fit_sample, progress=bars.step,
+                             norm_power=norm_power)
     if json:
         emit(res, True)
         return

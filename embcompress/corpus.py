@@ -50,10 +50,12 @@ def _pairs_from_source(source: str, module: str, min_body: int) -> list[DocPair]
     return out
 
 
-def stdlib_docstring_pairs(limit: int | None = 2000, *, seed: int = 0, min_body: int = 80) -> list[DocPair]:
-    """Up to ``limit`` (query, document) pairs from the standard library, a seeded sample with
-    duplicate queries and documents removed; the same Python version gives the same pairs."""
-    root = stdlib_dir()
+def stdlib_docstring_pairs(limit: int | None = 2000, *, seed: int = 0, min_body: int = 80,
+                           root: str | Path | None = None) -> list[DocPair]:
+    """Up to ``limit`` (query, document) pairs from the standard library (or from the Python
+    sources under ``root``, e.g. a site-packages directory), a seeded sample with duplicate
+    queries and documents removed; the same sources give the same pairs."""
+    root = stdlib_dir() if root is None else Path(root)
     pairs: list[DocPair] = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)

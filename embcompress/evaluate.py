@@ -206,13 +206,16 @@ class FitCache:
 
 # ---- the engine ------------------------------------------------------------------------------------
 def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Sequence, cache: FitCache,
-                    originals: VectorStore | np.ndarray | None = None, proxy: RankProxy | None = None) -> dict[str, Any]:
+                    originals: VectorStore | np.ndarray | None = None, proxy: RankProxy | None = None,
+                    norm_power: float = 1.0) -> dict[str, Any]:
     """Fit (or reuse) the configuration's compressor, index ``docs``, search and score with ``task``.
-    ``proxy`` adds the label-free rank proxy. Retention is filled in by :func:`run_configs`."""
+    ``proxy`` adds the label-free rank proxy; ``norm_power``: see :class:`~embcompress.search.Index`.
+    Retention is filled in by :func:`run_configs`."""
     t0 = time.perf_counter()
     comp = None if cfg.spec is None else cache.fit(cfg.spec)
     fit_s = time.perf_counter() - t0
-    index = Index(docs, ids=doc_ids) if comp is None else Index(comp.transform(docs), compressor=comp, ids=doc_ids)
+    index = (Index(docs, ids=doc_ids) if comp is None
+             else Index(comp.transform(docs), compressor=comp, ids=doc_ids, norm_power=norm_power))
     m = task.measure(index, cfg, originals)
     dim = docs.shape[1]
     row: dict[str, Any] = {
@@ -263,10 +266,13 @@ class RankProxy:
 
 def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *, doc_ids: Sequence | None = None,
                 originals: VectorStore | np.ndarray | None = None, fit_on: np.ndarray | None = None,
-                proxy_sample: int | None = None, progress: Callable[[str, int, int], None] | None = None) -> list[dict[str, Any]]:
+                proxy_sample: int | None = None, progress: Callable[[str, int, int], None] | None = None,
+                norm_power: float = 1.0) -> list[dict[str, Any]]:
     """Evaluate each configuration on ``docs`` with ``task`` (the float reference first, added
-    when missing); compressors are fitted on ``fit_on`` (default: ``docs``). Returns one row per
-    configuration with its score, retention, size and speed."""
+    when missing); compressors are fitted on ``fit_on`` (default: ``docs``); codes scored
+    asymmetrically weigh the reconstruction's norm with ``norm_power`` (see
+    :class:`~embcompress.search.Index`). Returns one row per configuration with its score,
+    retention, size and speed."""
     cfgs = [parse_config(c) for c in configs]
     if not any(c.spec is None for c in cfgs):
         cfgs.insert(0, FLOAT)
@@ -283,7 +289,8 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
     for i, cfg in enumerate(cfgs):
         if progress:
             progress(cfg.label, i, len(cfgs))
-        row = evaluate_config(docs, cfg, task, doc_ids=doc_ids, cache=cache, originals=originals, proxy=proxy)
+        row = evaluate_config(docs, cfg, task, doc_ids=doc_ids, cache=cache, originals=originals, proxy=proxy,
+                              norm_power=norm_power)
         row["retention"] = retention(row["score"], rows[0]["score"] if rows else row["score"])
         rows.append(row)
     if progress:
@@ -303,12 +310,14 @@ def evaluate(
     originals: VectorStore | np.ndarray | None = None,
     fit_sample: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    norm_power: float = 1.0,
 ) -> dict[str, Any]:
     """Evaluate each configuration; returns ``{"rows": [...], "summary": {...}}``.
 
     With ``qrels``, nDCG@k, recall@k and MRR@k; without, label-free recall@k against exact float
     search. Compressors are fitted on ``docs`` (or their first ``fit_sample`` rows). Float reranks
-    read ``originals`` (default: ``docs`` themselves)."""
+    read ``originals`` (default: ``docs`` themselves). ``norm_power``: how codes scored
+    asymmetrically weigh their reconstruction's norm (see :class:`~embcompress.search.Index`)."""
     docs = np.ascontiguousarray(docs, dtype=np.float32)
     if len(queries) == 0:
         raise InputError("no queries to evaluate with (0 rows)")
@@ -326,7 +335,7 @@ def evaluate(
             warnings.warn(f"left out of the default grid, as they cannot apply to {len(docs)} document(s) of {dim} "
                           f"dimension(s): {', '.join(skipped)}")
     rows = run_configs(docs, task, configs, doc_ids=doc_ids, originals=originals,
-                       fit_on=docs[:fit_sample] if fit_sample else None, progress=progress)
+                       fit_on=docs[:fit_sample] if fit_sample else None, progress=progress, norm_power=norm_power)
     if any(r["retention"] != r["retention"] for r in rows):  # NaN: the float reference scored 0
         summary["note"] = (f"retention is undefined (shown as n/a): exact float search scores 0 on this task ({task.metric}), "
                            "so there is nothing for a compressed form to keep; check that the qrels match the ids")
@@ -337,7 +346,7 @@ def evaluate(
 
 def evaluate_files(docs: str | os.PathLike, queries: str | os.PathLike, *, qrels: str | os.PathLike | None = None,
                    configs: Sequence[str | Config] | None = None, k: int = 10, fit_sample: int | None = None,
-                   progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+                   progress: Callable[[str, int, int], None] | None = None, norm_power: float = 1.0) -> dict[str, Any]:
     """:func:`evaluate` on files: document and query embeddings, and optionally BEIR qrels."""
     D, dids = read_all(docs)
     Q, qids = read_all(queries)
@@ -350,4 +359,4 @@ def evaluate_files(docs: str | os.PathLike, queries: str | os.PathLike, *, qrels
         check_unique_ids(dids, str(docs))
         check_unique_ids(qids, str(queries))
     return evaluate(D, Q, doc_ids=dids, query_ids=qids, qrels=judged, configs=configs, k=k, fit_sample=fit_sample,
-                    progress=progress)
+                    progress=progress, norm_power=norm_power)

@@ -124,12 +124,14 @@ def test_pq_matches_faiss(spec, m, nbits, data):
     np.testing.assert_allclose(s, fs, rtol=1e-4, atol=1e-5)
     true_ip = Q @ ref.decode(codes).T  # the same documents up to exact ties (identical codes are common)
     np.testing.assert_allclose(np.take_along_axis(true_ip, i, 1), np.take_along_axis(true_ip, fi, 1), rtol=1e-4, atol=1e-5)
-    # the index ranks by the cosine with faiss's reconstruction, as float search ranks by cosine
-    ours = Index(codes, compressor=c).search(Q, 10)
-    rec = ref.decode(codes)
-    cos = true_ip / np.linalg.norm(rec, axis=1)[None, :]
-    top = np.sort(cos, axis=1)[:, ::-1][:, :10]
-    np.testing.assert_allclose(ours.scores, top, rtol=1e-4, atol=1e-5)
+    # the index ranks by <q, x_hat> / ||x_hat|| ** norm_power, x_hat faiss's reconstruction: at
+    # power 1 its cosine, as float search ranks by cosine
+    rec_norms = np.linalg.norm(ref.decode(codes), axis=1)
+    assert Index(codes, compressor=c).norm_power == 1.0  # the cosine unless told
+    for power in (1.0, 1.5, 0.0):
+        ours = Index(codes, compressor=c, norm_power=power).search(Q, 10)
+        top = np.sort(true_ip / rec_norms[None, :] ** power, axis=1)[:, ::-1][:, :10]
+        np.testing.assert_allclose(ours.scores, top, rtol=1e-4, atol=1e-5)
 
 
 def test_opq_rotation_is_orthogonal_and_helps(data):

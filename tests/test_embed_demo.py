@@ -23,6 +23,19 @@ def test_stdlib_corpus_is_real_and_deterministic():
     assert len({p.query for p in a}) == 50 and all(len(p.document) >= 80 for p in a)
 
 
+def test_docstring_pairs_from_any_source_tree(tmp_path):
+    body = "The body of the docstring, long enough to be kept as a document on its own. " * 2
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text(
+        f'def f():\n    """Do one thing well.\n\n    {body}\n    """\n\n'
+        f'class C:\n    def g(self):\n        """Summary of g here.\n\n        {body}and more.\n        """\n'
+        'def short():\n    """No body."""\n')
+    (tmp_path / "pkg" / "broken.py").write_text("def (:\n")  # not Python: skipped
+    pairs = stdlib_docstring_pairs(None, root=tmp_path)
+    assert [(p.id, p.query) for p in pairs] == [("pkg.mod.f", "Do one thing well."), ("pkg.mod.C.g", "Summary of g here.")]
+    assert pairs[0].document == body.strip()
+
+
 def test_read_texts_formats(tmp_path):
     (tmp_path / "t.txt").write_text("alpha\n\nbeta\n")
     assert read_texts(tmp_path / "t.txt") == (["alpha", "beta"], ["0", "1"])

@@ -101,19 +101,21 @@ def test_float_rerank_over_all_documents_is_exact(clustered):
 
 
 @pytest.mark.parametrize("decoder", ["levels", "sign"])
-def test_asymmetric_rerank_scores_are_cosines_with_the_reconstruction(clustered, decoder):
-    """The asymmetric score of a document is the cosine of the float query with the document
-    rebuilt in the original space: each bit's fitted level (the 1-bit Lloyd-Max quantizer, or
-    +-1), mapped back through PCA (mean + components)."""
+@pytest.mark.parametrize("power", [1.0, 1.75])
+def test_asymmetric_rerank_scores_are_cosines_with_the_reconstruction(clustered, decoder, power):
+    """The asymmetric score of a document is the inner product of the float query with the
+    document rebuilt in the original space over the rebuilt norm to ``norm_power`` (at 1 their
+    cosine): each bit's fitted level (the 1-bit Lloyd-Max quantizer, or +-1), mapped back through
+    PCA (mean + components)."""
     D, Q = clustered
     c = from_spec(f"pca:24+binary:decoder={decoder}").fit(D)
-    idx = Index(c.transform(D), compressor=c)
+    idx = Index(c.transform(D), compressor=c, norm_power=power)
     res = idx.search(Q, 5, rerank="asymmetric", multiplier=len(D))
     pca = c.stages_[0]
     above = pca.transform(D) > 0
     lo, hi = (-1.0, 1.0) if decoder == "sign" else c.stages_[1].levels_
     rebuilt = np.where(above, hi, lo) @ pca.components_ + pca.mean_
-    ref = (Q @ rebuilt.T) / np.linalg.norm(rebuilt, axis=1)[None, :]
+    ref = (Q @ rebuilt.T) / np.linalg.norm(rebuilt, axis=1)[None, :] ** power
     top = np.lexsort((np.broadcast_to(np.arange(len(D)), ref.shape), -ref), axis=1)[:, :5]
     np.testing.assert_allclose(res.scores, np.take_along_axis(ref, top, axis=1), rtol=1e-4, atol=1e-4)
     # the same documents, except where two scores are equal to float32 rounding
@@ -164,6 +166,9 @@ def test_index_bad_inputs(clustered):
         idx.search(Q, 10, rerank="float", originals=D[:10])
     with pytest.raises(InputError, match="produces uint8 rows of 5 values"):
         Index(D[:, :8].astype(np.uint8), compressor=c)
+    for bad in (-0.5, 4.5, True, "1", float("nan")):
+        with pytest.raises(InputError, match="norm_power must be a number from 0 to 4"):
+            Index(c.transform(D), compressor=c, norm_power=bad)
 
 
 def test_stores_return_requested_rows(tmp_path):
@@ -235,6 +240,26 @@ def test_cli_search_and_evaluate(tmp_path, clustered):
     assert t.column("rank").to_pylist()[:3] == [1, 2, 3]
     exact = float_search(Q, D, 3)[1]
     assert t.column("row").to_pylist()[:3] == exact[0].tolist()
+    # --norm-power: the asymmetric scores are those of the library's Index at that power
+    comp = from_spec("binary").fit(D)
+    for power in ("1", "2.5"):
+        res = runner.invoke(app, ["search", str(tmp_path / "b.parquet"), str(qs), str(tmp_path / f"p{power}.parquet"), "--k", "3",
+                                  "--rerank", "asymmetric", "--norm-power", power])
+        assert res.exit_code == 0, res.output
+        want = Index(comp.transform(D), compressor=comp, norm_power=float(power)).search(Q, 3, rerank="asymmetric")
+        np.testing.assert_allclose(np.asarray(pq.read_table(tmp_path / f"p{power}.parquet").column("score").to_pylist()),
+                                   want.scores.reshape(-1), rtol=1e-5)
+    res = runner.invoke(app, ["search", str(tmp_path / "b.parquet"), str(qs), str(tmp_path / "r2.parquet"), "--norm-power", "-1"])
+    assert res.exit_code == 2 and "--norm-power" in res.output
+    # evaluate --norm-power: recall of the lookup-table scan at that power, as the Index gives it
+    sq = from_spec("sq:2").fit(D)
+    exact = float_search(Q, D, 10)[1]
+    for power in ("0", "1", "3"):
+        res = runner.invoke(app, ["evaluate", str(docs), str(qs), "--config", "sq:2", "--norm-power", power, "--json"])
+        assert res.exit_code == 0, res.output
+        found = Index(sq.transform(D), compressor=sq, norm_power=float(power)).search(Q, 10).rows
+        want = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, exact)])
+        assert json.loads(res.stdout)["rows"][1]["recall@10_vs_float"] == pytest.approx(want)
     # wrong widths, empty queries, k beyond the corpus
     narrow = write_parquet(tmp_path / "n.parquet", Q[:, :10])
     res = runner.invoke(app, ["search", str(tmp_path / "b.parquet"), str(narrow), str(tmp_path / "r2.parquet")])
