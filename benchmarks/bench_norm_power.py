@@ -1,0 +1,68 @@
+"""How the power of the reconstruction's norm in the asymmetric score changes retrieval: codes
+are scored by ``<q, x_hat> / |x_hat|^P`` (``Index(norm_power=P)``; P = 1, the default, is the
+cosine with the reconstruction). For each code, fitted once, nDCG@10 retention and the label-free
+rank proxy at every P, through the library's own search (lookup-table scans).
+
+    python benchmarks/bench_norm_power.py [--emb bench-data/debian-ir] [--qrels FILE] [--fit-rows N]
+        [--powers 0.5,0.75,1,1.25,1.5,2] [--queries N] SPEC [SPEC ...]
+
+e.g. ``python benchmarks/bench_norm_power.py rq:24 pq:24 sq:1 pca:96+sq:2``, and on the docstrings
+of an environment's packages (``benchmarks/embed_docstrings.py --root ...``):
+``--emb bench-data/docstrings-site --qrels bench-data/docstrings-site/qrels.tsv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from embcompress._util import sample_rows
+from embcompress.datasets import read_qrels
+from embcompress.evaluate import FitCache, QrelsTask, RankProxy, evaluate_config, parse_config
+from embcompress.io import read_all
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("specs", nargs="+")
+    ap.add_argument("--emb", default="bench-data/debian-ir")
+    ap.add_argument("--qrels", default=str(Path(__file__).resolve().parents[1].parent / "shared/data/debian-ir/qrels.tsv.gz"))
+    ap.add_argument("--powers", default="0.5,0.75,1,1.25,1.5,2")
+    ap.add_argument("--fit-rows", type=int, default=None, help="fit on a seeded sample of N documents (default: all)")
+    ap.add_argument("--queries", type=int, default=None, help="a seeded sample of N queries (default: all)")
+    args = ap.parse_args()
+    D, dids = read_all(Path(args.emb) / "corpus.parquet")
+    Q, qids = read_all(Path(args.emb) / "queries.parquet")
+    if args.queries:
+        sel = np.sort(np.random.default_rng(0).choice(len(Q), args.queries, replace=False))
+        Q, qids = Q[sel], [qids[i] for i in sel]
+    dids = [str(i) for i in dids]
+    task = QrelsTask(Q, qids, read_qrels(args.qrels), 10)
+    fit_on = D if not args.fit_rows else D[np.sort(np.random.default_rng(1).choice(len(D), args.fit_rows, replace=False))]
+    cache = FitCache(fit_on)
+    proxy = RankProxy(D, sample_rows(len(D), 2000, 0))
+    powers = [float(p) for p in args.powers.split(",")]
+    ref = evaluate_config(D, parse_config("float"), task, doc_ids=dids, cache=cache)["score"]
+    print(f"{args.emb}: {len(D):,} documents, {len(Q):,} queries, float nDCG@10 {ref:.4f}; codes fitted on "
+          f"{'all documents' if not args.fit_rows else f'{len(fit_on):,} sampled documents'}", flush=True)
+    print(f"  {'configuration':22s} {'':9s} " + " ".join(f"{'P=' + format(p, 'g'):>8s}" for p in powers))
+    for spec in args.specs:
+        cfg = parse_config(spec)
+        t0 = time.perf_counter()
+        cache.fit(cfg.spec)
+        fit_s = time.perf_counter() - t0
+        rows = [evaluate_config(D, cfg, task, doc_ids=dids, cache=cache, proxy=proxy, norm_power=p) for p in powers]
+        ret = [r["score"] / ref for r in rows]
+        best = powers[int(np.argmax(ret))]
+        best_proxy = powers[int(np.argmax([r["rank_proxy"] for r in rows]))]
+        print(f"  {spec:22s} retention " + " ".join(f"{100 * v:7.2f}%" for v in ret)
+              + f"   best P {best:g} (fit {fit_s:.0f} s)")
+        print(f"  {'':22s} proxy     " + " ".join(f"{r['rank_proxy']:8.4f}" for r in rows)
+              + f"   best P {best_proxy:g}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
