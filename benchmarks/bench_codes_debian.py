@@ -61,6 +61,23 @@ def faiss_row(label, index, D, Q, qids, dids, qrels, float_ndcg, fit_on=None) ->
             "fit_seconds": fit, "queries_per_second": len(Q) / secs}
 
 
+def load_set(emb, qrels_path, *, queries: int | None = None, fit_rows: int | None = None):
+    """The documents (and ids), the queries (a seeded sample of ``queries`` of them when given),
+    the qrels task at nDCG@10, and the seeded sample of ``fit_rows`` documents the codes are fitted
+    on (None: all of them): the rule every code benchmark shares, so that their figures compare."""
+    emb = Path(emb)
+    D, dids = read_all(emb / "corpus.parquet")
+    Q, qids = read_all(emb / "queries.parquet")
+    if queries:
+        sel = np.sort(np.random.default_rng(0).choice(len(Q), queries, replace=False))
+        Q, qids = Q[sel], [qids[i] for i in sel]
+    task = QrelsTask(Q, qids, read_qrels(qrels_path), 10)
+    fit_on = None
+    if fit_rows:
+        fit_on = D[np.sort(np.random.default_rng(1).choice(len(D), min(fit_rows, len(D)), replace=False))]
+    return D, dids, task, fit_on
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--emb", default="bench-data/debian-ir")
@@ -77,17 +94,9 @@ def main() -> None:
                     help="score codes by <q, x_hat> / |x_hat|^P (default 1: the cosine with the reconstruction)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    emb = Path(args.emb)
-    D, dids = read_all(emb / "corpus.parquet")
-    Q, qids = read_all(emb / "queries.parquet")
-    qrels = read_qrels(args.qrels or Path(args.data) / "qrels.tsv.gz")
-    if args.queries:
-        sel = np.sort(np.random.default_rng(0).choice(len(Q), args.queries, replace=False))
-        Q, qids = Q[sel], [qids[i] for i in sel]
-    task = QrelsTask(Q, qids, qrels, 10)
-    fit_on = None
-    if args.fit_rows:
-        fit_on = D[np.sort(np.random.default_rng(1).choice(len(D), min(args.fit_rows, len(D)), replace=False))]
+    D, dids, task, fit_on = load_set(args.emb, args.qrels or Path(args.data) / "qrels.tsv.gz", queries=args.queries,
+                                     fit_rows=args.fit_rows)
+    Q, qids, qrels = task.queries, task.query_ids, task.qrels
     ref = run_configs(D, task, ["float"], doc_ids=dids)[0]
     print(f"{args.name}, {len(D):,} documents x {D.shape[1]} dims, {len(Q):,} queries; float32 nDCG@10 {ref['score']:.4f} "
           f"({ref['queries_per_second']:,.0f} q/s); codes and fitted models only, no original vectors; fitted on "

@@ -19,10 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bench_codes_debian import load_set  # the same documents, query sample and fit sample as the codes benchmark
 from embcompress._util import sample_rows
-from embcompress.datasets import read_qrels
-from embcompress.evaluate import FitCache, QrelsTask, RankProxy, evaluate_config, parse_config
-from embcompress.io import read_all
+from embcompress.evaluate import FitCache, RankProxy, evaluate_config, parse_config
 
 
 def main() -> None:
@@ -34,20 +33,14 @@ def main() -> None:
     ap.add_argument("--fit-rows", type=int, default=None, help="fit on a seeded sample of N documents (default: all)")
     ap.add_argument("--queries", type=int, default=None, help="a seeded sample of N queries (default: all)")
     args = ap.parse_args()
-    D, dids = read_all(Path(args.emb) / "corpus.parquet")
-    Q, qids = read_all(Path(args.emb) / "queries.parquet")
-    if args.queries:
-        sel = np.sort(np.random.default_rng(0).choice(len(Q), args.queries, replace=False))
-        Q, qids = Q[sel], [qids[i] for i in sel]
+    D, dids, task, fit_on = load_set(args.emb, args.qrels, queries=args.queries, fit_rows=args.fit_rows)
     dids = [str(i) for i in dids]
-    task = QrelsTask(Q, qids, read_qrels(args.qrels), 10)
-    fit_on = D if not args.fit_rows else D[np.sort(np.random.default_rng(1).choice(len(D), args.fit_rows, replace=False))]
-    cache = FitCache(fit_on)
+    cache = FitCache(D if fit_on is None else fit_on)
     proxy = RankProxy(D, sample_rows(len(D), 2000, 0))
     powers = [float(p) for p in args.powers.split(",")]
     ref = evaluate_config(D, parse_config("float"), task, doc_ids=dids, cache=cache)["score"]
-    print(f"{args.emb}: {len(D):,} documents, {len(Q):,} queries, float nDCG@10 {ref:.4f}; codes fitted on "
-          f"{'all documents' if not args.fit_rows else f'{len(fit_on):,} sampled documents'}", flush=True)
+    print(f"{args.emb}: {len(D):,} documents, {len(task.queries):,} queries, float nDCG@10 {ref:.4f}; codes fitted on "
+          f"{'all documents' if fit_on is None else f'{len(fit_on):,} sampled documents'}", flush=True)
     print(f"  {'configuration':22s} {'':9s} " + " ".join(f"{'P=' + format(p, 'g'):>8s}" for p in powers))
     for spec in args.specs:
         cfg = parse_config(spec)
