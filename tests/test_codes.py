@@ -260,3 +260,21 @@ def test_rq_matches_faiss_and_beats_pq(spec, m, nbits, data):
     if nbits == 8:  # every codebook spans all dimensions: less error than pq at the same bytes
         err = {s: float(((from_spec(s).fit(D).decode(from_spec(s).fit(D).transform(D)) - D) ** 2).sum()) for s in ("pq:4", "rq:4")}
         assert err["rq:4"] < err["pq:4"], err
+
+
+def test_rq_beam_encodes_as_faiss_does(data):
+    """With a beam, codes come from faiss's table-based beam search (faster); it finds the codes the
+    plain beam search finds, up to float near-ties, which leave the error the same."""
+    D, _ = data
+    c = from_spec("rq:6:beam=4").fit(D)
+    codes = c.transform(D)
+    plain = faiss.ResidualQuantizer(48, 6, 8)
+    plain.max_beam_size = 4
+    faiss.copy_array_to_vector(c.codebooks_.ravel(), plain.codebooks)
+    plain.is_trained = True
+    ref = plain.compute_codes(D - c.mean_)
+    assert (codes == ref).all(axis=1).mean() >= 0.99
+    plain.max_beam_size = 1  # the same codebooks without a beam: the beam is what finds the better codes
+    err = [float(((c.decode(x) - D) ** 2).sum()) for x in (codes, ref, plain.compute_codes(D - c.mean_))]
+    assert err[0] == pytest.approx(err[1], rel=1e-3)
+    assert err[0] < 0.95 * err[2]
