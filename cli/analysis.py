@@ -123,6 +123,7 @@ def recommend(
     out.print(_ranking_table(res))
     w = res["winner"]
     note = "" if target is None else (" (reaches the target)" if res["target_reached"] else f" (no candidate reaches {100 * target:.1f}%; the best)")
-    out.print(f"winner: {w['label']} = {res['spec']}, {w['bytes_per_vector']} bytes/vector, retention {100 * w['retention']:.1f}%{note}")
+    name = w["label"] if w["label"] == res["spec"] else f"{w['label']} = {res['spec']}"
+    out.print(f"winner: {name}, {w['bytes_per_vector']} bytes/vector, retention {100 * w['retention']:.1f}%{note}")
     out.print(f"saved to {model_dir}; compress with: embcompress apply {model_dir} {input} codes.parquet"
               + ("; search with --rerank asymmetric" if res["search"] == "asymmetric" else ""))

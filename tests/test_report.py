@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -168,6 +169,8 @@ def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path):
     with pytest.raises(InputError, match=r"unseen must be a share in \[0, 1\)"):
         rank_candidates(X, 8, unseen=1.0)
     assert all(r["bytes_per_vector"] <= 8 for r in res["ranking"])
+    if importlib.util.find_spec("faiss"):  # rq, with and without a beam, is measured, not assumed
+        assert {"rq:8", "rq:8:beam=4"} <= {r["config"] for r in res["ranking"]}
     rets = [r["retention"] for r in res["ranking"]]
     assert rets == sorted(rets, reverse=True) and res["winner"] is res["ranking"][0]
     # a target picks the smallest candidate that reaches it

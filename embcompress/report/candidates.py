@@ -78,9 +78,13 @@ def candidates(dim: int, budget: int, *, families: tuple[str, ...] | None = None
         out.append(Candidate(f"opq:{m}", "opq", f"opq:{m}"))
         if full:
             out.append(Candidate(f"pq:{m}", "pq", f"pq:{m}"))
-    # residual quantization, one byte per codebook (slow to train: recommend only, or --codes rq)
+    # residual quantization, one byte per codebook (slow to train: recommend only, or --codes rq);
+    # with a beam of 4 it keeps less on the rows it was fitted on and more on new ones
+    # (benchmarks/README.md): recommend's fit on part of the sample decides between them
     if full or (families is not None and "rq" in families):
         out.append(Candidate(f"rq:{budget}", "rq", f"rq:{budget}"))
+        if full:
+            out.append(Candidate(f"rq:{budget}:beam=4", "rq", f"rq:{budget}:beam=4"))
     # RaBitQ: codes plus its float32 factor
     for b in ((1, 2, 4) if full else (1,)):
         w = min(dim, (8 * (budget - FACTOR_BYTES) // b) // 8 * 8)
