@@ -33,8 +33,8 @@ class RQ(FaissBacked):
     slower to fit, 1.6 times slower to encode at 24 B (faiss's table-based beam search, which makes
     a beam 2-3x faster than its plain one), and on documents outside the fit sample it keeps 0.5
     (48 B) to 1.2-1.4 (24 B) points more (Debian and Python docstrings), the better choice for a
-    corpus larger than the sample; on the sample itself it keeps 0.25-0.3 points less (24 and
-    48 B). ``recommend`` offers both."""
+    corpus larger than the sample; on the sample itself it keeps 0.06-0.3 points less (96 to
+    24 B). ``recommend`` offers both."""
 
     name = "rq"
     _positional = "m"
