@@ -88,9 +88,9 @@ class RQ(FaissBacked):
         faiss.copy_array_to_vector(np.ascontiguousarray(self.codebooks_).ravel(), rq.codebooks)
         rq.is_trained = True
         if int(self.beam) > 1:
-            # the beam's distances from precomputed codeword inner products: the same codes, about
-            # twice as fast at beam 4 (at beam 1 the plain search is faster); training keeps the
-            # plain search, which the tables do not speed up
+            # the beam's distances from precomputed codeword inner products: the same codes up to
+            # float near-ties, 2-3x as fast at beam 4 (at beam 1 the plain search is faster);
+            # training keeps the plain search, which the tables do not speed up
             rq.use_beam_LUT = 1
             rq.compute_codebook_tables()
         return rq
