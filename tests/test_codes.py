@@ -278,3 +278,7 @@ def test_rq_beam_encodes_as_faiss_does(data):
     err = [float(((c.decode(x) - D) ** 2).sum()) for x in (codes, ref, plain.compute_codes(D - c.mean_))]
     assert err[0] == pytest.approx(err[1], rel=1e-3)
     assert err[0] < 0.95 * err[2]
+    # the tables are built where they speed up a beam and are not too large to hold with the model
+    assert c._faiss().use_beam_LUT == 1
+    from embcompress.compressors.rq import RQ
+    assert not RQ(m=6)._beam_tables and RQ(m=64, beam=4)._beam_tables and not RQ(m=65, beam=4)._beam_tables

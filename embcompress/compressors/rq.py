@@ -15,6 +15,8 @@ from ._faiss import FaissBacked
 from ._sample import reservoir, stream_mean
 
 NBITS = (4, 8)
+#: the largest beam tables (codeword inner products) encoding builds; larger models encode without
+BEAM_TABLES_MAX_BYTES = 512 * 2 ** 20
 
 
 @register
@@ -31,7 +33,8 @@ class RQ(FaissBacked):
     on half of them, 97.2% against 96.3% (its many codewords partly memorize a small corpus; see
     benchmarks/README.md). ``beam=4`` trains and encodes with a beam of 4: three to four times
     slower to fit, 1.6 times slower to encode at 24 B (faiss's table-based beam search, which makes
-    a beam 2-3x faster than its plain one), and on documents outside the fit sample it keeps 0.5
+    a beam 2-3x faster than its plain one, up to m = 64 at 8 bits; above, the tables would pass
+    512 MB and the plain search is kept), and on documents outside the fit sample it keeps 0.5
     (48 B) to 1.2-1.4 (24 B) points more (Debian and Python docstrings), the better choice for a
     corpus larger than the sample; on the sample itself it keeps 0.06-0.3 points less (96 to
     24 B). ``recommend`` offers both."""
@@ -78,7 +81,8 @@ class RQ(FaissBacked):
         rq.train(np.ascontiguousarray(X - self.mean_))
         self.codebooks_ = faiss.vector_to_array(rq.codebooks).reshape(int(self.m), k, n_features).astype(np.float32)
         # encode with a quantizer rebuilt from the codebooks, as after loading, so that the codes of
-        # a fitted and a loaded model are the same (the trained one breaks near-ties differently)
+        # a fitted and a loaded model are the same (the trained one breaks near-ties differently);
+        # built here, not on first use, as transform must leave the estimator's __dict__ as it is
         self.__dict__["_faiss_obj"] = None
         self._faiss(n_features)
 
@@ -87,13 +91,22 @@ class RQ(FaissBacked):
         faiss, rq = self._new_faiss_rq(d)
         faiss.copy_array_to_vector(np.ascontiguousarray(self.codebooks_).ravel(), rq.codebooks)
         rq.is_trained = True
-        if int(self.beam) > 1:
+        if self._beam_tables:
             # the beam's distances from precomputed codeword inner products: the same codes up to
-            # float near-ties, 2-3x as fast at beam 4 (at beam 1 the plain search is faster);
-            # training keeps the plain search, which the tables do not speed up
+            # float near-ties, 2-3x as fast at beam 4; training keeps the plain search, which the
+            # tables do not speed up
             rq.use_beam_LUT = 1
             rq.compute_codebook_tables()
         return rq
+
+    @property
+    def _beam_tables(self) -> bool:
+        """Whether encoding uses faiss's beam tables: with a beam (at beam 1 the plain search is
+        faster) and while the tables, the float32 inner products of every codeword with those of
+        the codebooks before it (m (m - 1) / 2 * 4^nbits) held with the model, stay within
+        BEAM_TABLES_MAX_BYTES: 296 MB at m = 48, 1.2 GB at m = 96 (8 bits), so up to m = 64."""
+        k, m = 2 ** int(self.nbits), int(self.m)
+        return int(self.beam) > 1 and 4 * k * k * m * (m - 1) // 2 <= BEAM_TABLES_MAX_BYTES
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         return self._faiss().compute_codes(np.ascontiguousarray(X - self.mean_, dtype=np.float32))
