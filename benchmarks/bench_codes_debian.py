@@ -27,6 +27,7 @@ from embcompress.datasets import read_qrels
 from embcompress.evaluate import QrelsTask, run_configs
 from embcompress.io import read_all
 from embcompress.report.candidates import candidates
+from _util import DEBIAN  # noqa: E402  (the benchmarks' folder is on the path when they run)
 
 
 def faiss_rows(D, Q, qids, dids, qrels, budget, float_ndcg, threads, fit_on=None):
@@ -81,7 +82,7 @@ def load_set(emb, qrels_path, *, queries: int | None = None, fit_rows: int | Non
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--emb", default="bench-data/debian-ir")
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1].parent / "shared/data/debian-ir"))
+    ap.add_argument("--data", default=str(DEBIAN))
     ap.add_argument("--qrels", default=None, help="qrels file (default: DATA/qrels.tsv.gz)")
     ap.add_argument("--name", default="Debian IR")
     ap.add_argument("--queries", type=int, default=None, help="a seeded sample of N queries (default: all)")

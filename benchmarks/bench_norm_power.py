@@ -15,20 +15,20 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 
 from bench_codes_debian import load_set  # the same documents, query sample and fit sample as the codes benchmark
 from embcompress._util import sample_rows
 from embcompress.evaluate import FitCache, RankProxy, evaluate_config, parse_config
+from _util import DEBIAN  # noqa: E402  (the benchmarks' folder is on the path when they run)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("specs", nargs="+")
     ap.add_argument("--emb", default="bench-data/debian-ir")
-    ap.add_argument("--qrels", default=str(Path(__file__).resolve().parents[1].parent / "shared/data/debian-ir/qrels.tsv.gz"))
+    ap.add_argument("--qrels", default=str(DEBIAN / "qrels.tsv.gz"))
     ap.add_argument("--powers", default="0.5,0.75,1,1.25,1.5,2")
     ap.add_argument("--fit-rows", type=int, default=None, help="fit on a seeded sample of N documents (default: all)")
     ap.add_argument("--queries", type=int, default=None, help="a seeded sample of N queries (default: all)")

@@ -22,12 +22,13 @@ from pathlib import Path
 from embcompress.datasets import read_qrels
 from embcompress.io import read_all
 from embcompress.report import DEFAULT_METHODS, build_report, write_report
+from _util import DEBIAN  # noqa: E402  (the benchmarks' folder is on the path when they run)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--emb", default="bench-data/debian-ir")
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1].parent / "shared/data/debian-ir"))
+    ap.add_argument("--data", default=str(DEBIAN))
     ap.add_argument("--qrels", default=None, help="default: DATA/qrels.tsv.gz")
     ap.add_argument("--out", default="bench-data/debian-report")
     ap.add_argument("--widths", default="192,96,48")
