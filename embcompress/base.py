@@ -550,6 +550,18 @@ class Compressor:
         scale): ``<q, c>`` for RaBitQ's centroid ``c``, 0 for the others."""
         return np.zeros(len(Q), dtype=np.float32)
 
+    def dense_codes(self) -> tuple[str, int, np.ndarray] | None:
+        """For ``"codes"`` outputs holding one small integer ``u_j`` per dimension: ``(layout,
+        bits, levels)``, the layout of :func:`embcompress.search.adc.unpack_dense` ("planes" or
+        "packed") and the (d, 2**bits) float32 values the codes decode to, such that the table
+        sum of :meth:`lookup_tables` equals ``<dense_queries(q), levels[j, u_j]>``. Search then
+        scans them decoded (multiply-adds) rather than by tables. None for other codes."""
+        return None
+
+    def dense_queries(self, Q: np.ndarray) -> np.ndarray:
+        """Queries (in the space of :meth:`float_prefix`) mapped to the space of :meth:`dense_codes`."""
+        return np.asarray(Q, dtype=np.float32)
+
     def adc_codes(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """For ``"codes"`` outputs: the part of each stored row the tables index, and a
         per-document scale (or None)."""

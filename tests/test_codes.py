@@ -9,7 +9,9 @@ import pytest
 from embcompress import InputError, from_spec
 from embcompress.compressors.sq import lloyd_levels
 from embcompress.search import Index, float_search
-from embcompress.search.adc import adc_scores, adc_topk, scan_adc
+from embcompress.search import adc as adc_module
+from embcompress.search import index as index_module
+from embcompress.search.adc import adc_scores, adc_topk, dense_scores, scan_adc, scan_dense
 from embcompress.search.exact import topk_by_blocks
 
 faiss = pytest.importorskip("faiss")
@@ -218,6 +220,76 @@ def test_adc_kernel_equals_reference_with_ties_by_row(threads):
         np.testing.assert_array_equal(s, rs)
     s, i = scan_adc(tables[:1], codes, 7000 // 1000, threads=threads)  # one query split by document range
     assert i.shape == (1, 7)
+
+
+# ---- the dense scan of per-dimension codes ------------------------------------------------------------
+@pytest.mark.parametrize("layout,bits", [("planes", 1), ("planes", 3), ("planes", 4), ("packed", 2), ("packed", 4)])
+def test_dense_kernel_equals_reference_with_ties_by_row(layout, bits, monkeypatch):
+    """Small integer levels, queries and factors make every sum exact, so the kernel (both its
+    paths, any thread count, split by query or by document range) must equal numpy exactly,
+    ties by row included. 37 dimensions leave a partly used last byte and padded lanes."""
+    rng = np.random.default_rng(bits)
+    d, nd, nq = 37, 3000, 21
+    u = rng.integers(0, 2 ** bits, (nd, d)).astype(np.uint8)
+    if layout == "packed":
+        from embcompress.compressors._codes import pack_codes
+
+        codes = pack_codes(u, bits)
+    else:
+        codes = np.concatenate([np.packbits((u >> p) & 1, axis=1) for p in range(bits - 1, -1, -1)], axis=1)
+    levels = rng.integers(-3, 4, (d, 2 ** bits)).astype(np.float32)
+    Q = rng.integers(-2, 3, (nq, d)).astype(np.float32)
+    scale = np.where(rng.random(nd) < 0.5, 1.0, 2.0).astype(np.float32)
+    bias, qconst = rng.integers(-1, 2, nd).astype(np.float32), rng.integers(-4, 5, nq).astype(np.float32)
+    np.testing.assert_array_equal(adc_module.unpack_dense(codes, layout, bits, d), u)
+    monkeypatch.setattr(adc_module, "_MIN_DOCS_PER_THREAD", 500)  # let one query split by document range
+    for sc, bi, qc in ((None, None, None), (scale, bias, qconst)):
+        rs, ri = topk_by_blocks(lambda q0, q1, d0, d1: dense_scores(
+            Q[q0:q1], codes[d0:d1], layout, bits, levels, None if sc is None else sc[d0:d1],
+            None if bi is None else bi[d0:d1], None if qc is None else qc[q0:q1]), nq, nd, 25)
+        for threads, portable in ((1, False), (2, False), (3, True)):
+            for q in (slice(None), slice(0, 1)):
+                s, i = scan_dense(Q[q], codes, 25, layout=layout, bits=bits, levels=levels, scale=sc, bias=bi,
+                                  qconst=None if qc is None else qc[q], threads=threads, portable=portable)
+                np.testing.assert_array_equal(i, ri[q])
+                np.testing.assert_array_equal(s, rs[q])
+    monkeypatch.setattr(adc_module, "_adc", None)  # where the kernel was not built: numpy, same results
+    s, i = scan_dense(Q, codes, 25, layout=layout, bits=bits, levels=levels, scale=scale, bias=bias, qconst=qconst)
+    np.testing.assert_array_equal(i, ri)
+    np.testing.assert_array_equal(s, rs)
+
+
+def test_dense_paths_agree_bit_for_bit_on_real_codes(data):
+    """On float data the AVX2 path (where the CPU has it) and the portable one give the same scores."""
+    D, Q = data
+    c = from_spec("rabitq:4").fit(D)
+    codes, scale = c.adc_codes(c.transform(D))
+    layout, bits, levels = c.dense_codes()
+    qd = c.dense_queries(Q)
+    fast = scan_dense(qd, np.ascontiguousarray(codes), 30, layout=layout, bits=bits, levels=levels, scale=scale)
+    slow = scan_dense(qd, np.ascontiguousarray(codes), 30, layout=layout, bits=bits, levels=levels, scale=scale, portable=True)
+    np.testing.assert_array_equal(fast[0], slow[0])
+    np.testing.assert_array_equal(fast[1], slow[1])
+
+
+@pytest.mark.parametrize("spec", ["rabitq:2", "rabitq:4", "sq:4", "sq:2"])
+def test_decoded_scan_matches_tables(spec, data):
+    """dense_codes() decodes to what the lookup tables sum, and a batch large enough for the dense
+    scan finds what the tables find one query at a time."""
+    D, Q = data
+    c = from_spec(spec).fit(D)
+    rows = c.transform(D)
+    codes, scale = c.adc_codes(rows)
+    layout, bits, levels = c.dense_codes()
+    np.testing.assert_allclose(dense_scores(c.dense_queries(Q[:20]), codes, layout, bits, levels),
+                               adc_scores(c.lookup_tables(Q[:20]), codes), rtol=1e-5, atol=1e-4)
+    index = Index(rows, compressor=c)
+    assert index._dense is not None and len(Q) >= index_module.DENSE_MIN_QUERIES
+    batch = index.search(Q, 10)
+    alone = [index.search(q[None], 10) for q in Q[:40]]  # below the threshold: tables
+    same = np.mean([np.array_equal(a.rows[0], b) for a, b in zip(alone, batch.rows[:40])])
+    assert same >= 0.95, same  # the paths differ only in the last bits of float sums (near-ties)
+    np.testing.assert_allclose(np.concatenate([a.scores for a in alone]), batch.scores[:40], rtol=1e-5, atol=1e-5)
 
 
 def test_adc_bad_inputs():

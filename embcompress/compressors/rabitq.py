@@ -128,11 +128,22 @@ class RaBitQ(MeanStats, Compressor):
         _, scale = self.adc_codes(rows)
         return self.center_ + (scale[:, None] * self.grid(rows)) @ self.rotation_.T
 
+    def dense_codes(self) -> tuple[str, int, np.ndarray]:
+        """The bit-planes decode to the odd integers ``g`` of every dimension's grid."""
+        self._check_fitted()
+        B = int(self.bits)
+        grid = (2 * np.arange(2 ** B) - (2 ** B - 1)).astype(np.float32)
+        return "planes", B, np.tile(grid, (self.n_features_in_, 1))
+
+    def dense_queries(self, Q: np.ndarray) -> np.ndarray:
+        """``P^T q``: the grid vectors live in the rotated space."""
+        return (np.asarray(Q, dtype=np.float32) @ self.rotation_).astype(np.float32)
+
     def lookup_tables(self, Q: np.ndarray) -> np.ndarray:
         """Tables over the bit-planes: a row's table sum is ``<P^T q, g>``, which the per-vector
         factor then scales (``<q, c>`` is the same for every document and left out)."""
         self._check_fitted()
-        Qr = np.asarray(Q, dtype=np.float32) @ self.rotation_  # (nq, d): P^T q
+        Qr = self.dense_queries(Q)  # (nq, d): P^T q
         B = int(self.bits)
         tables = []
         for i, p in enumerate(range(B - 1, -1, -1)):

@@ -91,6 +91,10 @@ class SQ(Compressor):
         return np.take_along_axis(self.levels_[None, :, :], idx[:, :, None].astype(np.intp), axis=2)[:, :, 0] \
             if len(idx) else np.zeros((0, self.n_features_in_), np.float32)
 
+    def dense_codes(self) -> tuple[str, int, np.ndarray]:
+        self._check_fitted()
+        return "packed", int(self.bits), self.levels_.astype(np.float32)
+
     def lookup_tables(self, Q: np.ndarray) -> np.ndarray:
         """(queries, bytes, 256) float32: entry [q, b, v] is the inner product of query q's
         dimensions stored in byte b with the levels that byte value v decodes to."""

@@ -1,6 +1,11 @@
 """Exact top-k search over byte codes scored with lookup tables (asymmetric distance computation,
 Jegou et al., 2011): product-quantization, few-bit scalar and RaBitQ codes.
 
+Codes with one small integer per dimension (few-bit SQ, RaBitQ) can also be scanned densely
+(:func:`scan_dense`): a block of documents is decoded to floats once and multiplied with the
+queries, d multiply-adds per pair where the tables take d * bits / 8 lookups into tables of
+bits * d KiB per query, which outgrow the caches when the codes are long.
+
 A query comes as its tables: ``tables[b, v]`` is what byte value ``v`` at byte ``b`` of a code
 adds to the score, so a document's score is the sum of one entry per byte (times an optional
 per-document ``scale``, as RaBitQ's correction factor). Higher is better. Results are sorted by
@@ -92,22 +97,98 @@ def scan_adc(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray
     sc = b"" if scale is None else scale
     bi = b"" if bias is None else bias
 
-    def run(q0: int, q1: int, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+    def run(q0: int, q1: int, start: int, end: int, s: np.ndarray, i: np.ndarray) -> None:
+        _adc.topk(codes, tables[q0:q1], sc, bi, b"" if bias is None else qconst[q0:q1], nb, i.shape[1], start, end, s, i)
+
+    return _split(run, nq, nd, k, threads)
+
+
+def _split(run, nq: int, nd: int, k: int, threads: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Calls ``run(q0, q1, d0, d1, scores_out, indices_out)`` of a kernel on threads: by query, or
+    by document range (then merged) when there are fewer queries than threads."""
+
+    def part(q0: int, q1: int, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         kk = min(k, end - start)
         s = np.empty((q1 - q0, kk), dtype=np.float32)
         i = np.empty((q1 - q0, kk), dtype=np.int64)
-        _adc.topk(codes, tables[q0:q1], sc, bi, b"" if bias is None else qconst[q0:q1], nb, kk, start, end, s, i)
+        run(q0, q1, start, end, s, i)
         return s, i
 
     threads = threads or num_threads()
     if threads <= 1 or (nq < threads and nd < 2 * _MIN_DOCS_PER_THREAD):
-        return run(0, nq, 0, nd)
+        return part(0, nq, 0, nd)
     with ThreadPoolExecutor(threads) as pool:
         if nq >= threads:  # split queries: no merge needed
             bounds = np.linspace(0, nq, threads + 1).astype(int)
-            parts = list(pool.map(lambda j: run(bounds[j], bounds[j + 1], 0, nd), range(threads)))
+            parts = list(pool.map(lambda j: part(bounds[j], bounds[j + 1], 0, nd), range(threads)))
             return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
         n_parts = max(1, min(threads, nd // _MIN_DOCS_PER_THREAD))
         bounds = np.linspace(0, nd, n_parts + 1).astype(int)
-        parts = list(pool.map(lambda j: run(0, nq, bounds[j], bounds[j + 1]), range(n_parts)))
+        parts = list(pool.map(lambda j: part(0, nq, bounds[j], bounds[j + 1]), range(n_parts)))
     return _merge(parts, k)
+
+
+#: how per-dimension codes are laid out in a row: bit-planes (RaBitQ) or packed (few-bit SQ)
+LAYOUTS = ("planes", "packed")
+
+
+def unpack_dense(codes: np.ndarray, layout: str, bits: int, d: int) -> np.ndarray:
+    """(n, d) uint8 per-dimension codes of rows in one of :data:`LAYOUTS`."""
+    codes = np.asarray(codes, dtype=np.uint8)
+    if layout == "packed":
+        from ..compressors._codes import unpack_codes
+
+        return unpack_codes(codes, bits, d)
+    plane = (d + 7) // 8
+    u = np.zeros((len(codes), d), dtype=np.uint8)
+    for p in range(bits):  # most significant plane first
+        u = (u << 1) | np.unpackbits(codes[:, p * plane:(p + 1) * plane], axis=1, count=d)
+    return u
+
+
+def dense_scores(queries: np.ndarray, codes: np.ndarray, layout: str, bits: int, levels: np.ndarray,
+                 scale: np.ndarray | None = None, bias: np.ndarray | None = None,
+                 qconst: np.ndarray | None = None) -> np.ndarray:
+    """(queries, documents) float32 ``<queries[q], levels[j, u_j]> * scale + bias * qconst`` for
+    per-dimension codes ``u`` in ``layout``, in numpy: the reference for :func:`scan_dense`."""
+    d = levels.shape[0]
+    u = unpack_dense(codes, layout, bits, d)
+    X = np.take_along_axis(np.asarray(levels, np.float32)[None], u[:, :, None].astype(np.intp), axis=2)[:, :, 0]
+    out = np.asarray(queries, np.float32) @ X.T
+    if scale is not None:
+        out *= scale[None, :]
+    if bias is not None:
+        out += bias[None, :] * np.asarray(qconst, dtype=np.float32)[:, None]
+    return out.astype(np.float32)
+
+
+def scan_dense(queries: np.ndarray, codes: np.ndarray, k: int, *, layout: str, bits: int, levels: np.ndarray,
+               scale: np.ndarray | None = None, bias: np.ndarray | None = None, qconst: np.ndarray | None = None,
+               threads: int | None = None, portable: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` (1..len(codes), validated by the caller) of per-dimension codes by the scores of
+    :func:`dense_scores`, best first, ties by lower index. The C kernel's AVX2 path and its
+    portable one (``portable=True``) give the same results; numpy where it was not built."""
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    levels = np.ascontiguousarray(levels, dtype=np.float32)
+    codes = np.ascontiguousarray(codes, dtype=np.uint8)
+    if layout not in LAYOUTS:
+        raise InputError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    nq, nd, d = len(queries), len(codes), levels.shape[0]
+    if queries.ndim != 2 or queries.shape[1] != d or levels.shape != (d, 2 ** bits):
+        raise InputError(f"queries of shape {queries.shape} and levels of shape {levels.shape} do not fit "
+                         f"{d} dimensions of {bits}-bit codes")
+    if bias is not None:
+        qconst = np.ascontiguousarray(qconst, dtype=np.float32)
+    if _adc is None:
+        return scan_blocks(lambda q0, q1, d0, d1: dense_scores(
+            queries[q0:q1], codes[d0:d1], layout, bits, levels, None if scale is None else scale[d0:d1],
+            None if bias is None else bias[d0:d1], None if bias is None else qconst[q0:q1]), nq, nd, k)
+    sc = b"" if scale is None else np.ascontiguousarray(scale, dtype=np.float32)
+    bi = b"" if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
+    lay = LAYOUTS.index(layout)
+
+    def run(q0: int, q1: int, start: int, end: int, s: np.ndarray, i: np.ndarray) -> None:
+        _adc.dense_topk(codes, codes.shape[1], lay, bits, d, levels, queries[q0:q1], sc, bi,
+                        b"" if bias is None else qconst[q0:q1], i.shape[1], start, end, portable, s, i)
+
+    return _split(run, nq, nd, k, threads)

@@ -29,7 +29,7 @@ from .._parallel import run_blocks
 from .._util import check_positive_int, normalize_rows
 from ..base import Compressor, check_array
 from ..errors import InputError
-from .adc import scan_adc
+from .adc import scan_adc, scan_dense
 from .exact import check_k, scan_blocks
 from .hamming import scan_hamming
 from .stores import ArrayStore, VectorStore
@@ -37,6 +37,13 @@ from .stores import ArrayStore, VectorStore
 DEFAULT_MULTIPLIER = 10
 #: queries whose lookup tables are built and scanned at once
 ADC_QUERY_BLOCK = 1024
+#: per-dimension codes of at least this many bits (few-bit SQ, RaBitQ) are scanned decoded rather
+#: than by tables when a search brings at least DENSE_MIN_QUERIES queries: decoding a block of
+#: documents is paid once for all of them. benchmarks/bench_codes_speed.py --only-dense, 200,000 x
+#: 384, 2 threads, tables / dense time at 100 queries: 3.27 rabitq:4, 1.46 rabitq:2, 1.75 sq:2, but
+#: 0.88 rabitq:1; at 1 query 0.09-0.21 (the decoding is not shared).
+DENSE_MIN_BITS = 2
+DENSE_MIN_QUERIES = 64
 RERANKS = ("asymmetric", "float")
 #: first-stage structures: the exact scan, or an HNSW graph (faiss) over bits or float vectors
 STRUCTURES = ("exact", "hnsw")
@@ -111,6 +118,8 @@ class Index:
             codes, scale = compressor.last_stage.adc_codes(data)
             self._adc_codes = np.ascontiguousarray(codes, dtype=np.uint8)
             self._adc_scale = None if scale is None else np.ascontiguousarray(scale, dtype=np.float32)
+            form = compressor.last_stage.dense_codes()
+            self._dense = form if form is not None and form[1] >= DENSE_MIN_BITS else None
         if self.kind == "int8":  # decoded norms for cosine, computed once, block by block
             self._norms = np.concatenate([
                 np.linalg.norm(compressor.decode(data[s : s + 65536]), axis=1) for s in range(0, len(data), 65536)
@@ -169,12 +178,17 @@ class Index:
         docs = self.data if comp is None or self.metric != "cosine" else self._normalized_docs()
         return lambda q0, q1, d0, d1: q[q0:q1] @ docs[d0:d1].T
 
-    def _adc_args(self, Q: np.ndarray) -> dict:
-        """Lookup tables and per-document factors of the lookup-table scan (see :meth:`_reconstruction`)."""
+    def _adc_args(self, Q: np.ndarray, dense: bool = False) -> dict:
+        """Lookup tables (or, ``dense``, the queries in the space of the decoded codes) and the
+        per-document factors of the code scan (see :meth:`_reconstruction`)."""
         comp = self.compressor
         last = comp.last_stage
         qf = comp.query_prefix(Q)
-        args = {"tables": last.lookup_tables(qf), "scale": self._adc_scale, "bias": None, "qconst": None}
+        args = {"scale": self._adc_scale, "bias": None, "qconst": None}
+        if dense:
+            args["queries"] = last.dense_queries(qf)
+        else:
+            args["tables"] = last.lookup_tables(qf)
         recon = self._reconstruction()
         if recon is not None:
             inv, b0 = recon
@@ -182,6 +196,24 @@ class Index:
             args["bias"] = inv
             args["qconst"] = (Q @ b0 + last.adc_offset(qf)).astype(np.float32)
         return args
+
+    def _scan_codes(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The exact first stage over codes, a block of queries at a time (each query's tables
+        take bytes x 1 KiB). The path is chosen once per search, so every query of a batch is
+        scored the same way (the two differ in the last bits of a float sum)."""
+        dense = self._dense is not None and len(Q) >= DENSE_MIN_QUERIES
+        scores = np.empty((len(Q), k), dtype=np.float32)
+        rows = np.empty((len(Q), k), dtype=np.int64)
+        for s in range(0, len(Q), ADC_QUERY_BLOCK):
+            a = self._adc_args(Q[s : s + ADC_QUERY_BLOCK], dense)
+            factors = {"scale": a["scale"], "bias": a["bias"], "qconst": a["qconst"]}
+            if dense:
+                layout, bits, levels = self._dense
+                out = scan_dense(a["queries"], self._adc_codes, k, layout=layout, bits=bits, levels=levels, **factors)
+            else:
+                out = scan_adc(a["tables"], self._adc_codes, k, **factors)
+            scores[s : s + ADC_QUERY_BLOCK], rows[s : s + ADC_QUERY_BLOCK] = out
+        return scores, rows
 
     @property
     def nbytes_per_vector(self) -> int:
@@ -199,14 +231,8 @@ class Index:
         if self.kind == "bits":
             dist, rows = scan_hamming(comp.transform(Q), self.data, k)
             return (self.width - dist).astype(np.float32), rows
-        if self.kind == "codes":  # tables for a block of queries at a time bound the memory (each is bytes x 1 KiB)
-            scores = np.empty((len(Q), k), dtype=np.float32)
-            rows = np.empty((len(Q), k), dtype=np.int64)
-            for s in range(0, len(Q), ADC_QUERY_BLOCK):
-                a = self._adc_args(Q[s : s + ADC_QUERY_BLOCK])
-                scores[s : s + ADC_QUERY_BLOCK], rows[s : s + ADC_QUERY_BLOCK] = scan_adc(
-                    a["tables"], self._adc_codes, k, scale=a["scale"], bias=a["bias"], qconst=a["qconst"])
-            return scores, rows
+        if self.kind == "codes":
+            return self._scan_codes(Q, k)
         return scan_blocks(self._dense_scorer(Q), len(Q), self.num_docs, k)
 
     def _normalized_docs(self) -> np.ndarray:
