@@ -4,9 +4,12 @@
   same codes and centroids (inner product), for 1 query and for 1,000 queries;
 * the Hamming first stage on rotated / ITQ bits against plain sign bits (the same kernel);
 * the asymmetric rerank's cost on 1M documents (the rerank's time against the first stage's, in the same searches);
-* ITQ fitted on 100k x 384 (the issue's target: under 10 s on this machine).
+* ITQ fitted on 100k x 384 (the issue's target: under 10 s on this machine);
+* per-dimension codes (RaBitQ, few-bit SQ) on 200k documents: the lookup-table scan against the
+  dense scan that decodes a block of documents once for a batch of queries, and faiss
+  ``IndexRaBitQ`` with 4 bits on the same vectors (its own codes).
 
-    python benchmarks/bench_codes_speed.py [--docs 1000000] [--repeat 3]
+    python benchmarks/bench_codes_speed.py [--docs 1000000] [--dense-docs 200000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from _util import best_of  # noqa: E402
 from embcompress import from_spec  # noqa: E402
 from embcompress._parallel import num_threads  # noqa: E402
 from embcompress.search import Index  # noqa: E402
-from embcompress.search.adc import scan_adc  # noqa: E402
+from embcompress.search.adc import scan_adc, scan_dense  # noqa: E402
 
 
 def correlated(n: int, d: int, rng) -> np.ndarray:
@@ -40,11 +43,15 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--m", type=int, default=48)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dense-docs", type=int, default=200_000)
+    ap.add_argument("--only-dense", action="store_true", help="run only the per-dimension codes section")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     threads = num_threads()
     faiss.omp_set_num_threads(threads)
     d, m = args.dim, args.m
+    if args.only_dense:
+        return dense_section(args, d, threads, rng)
     train = correlated(20_000, d, rng)
     pq = from_spec(f"pq:{m}").fit(train)
     codes = rng.integers(0, 256, (args.docs, m), dtype=np.uint8)
@@ -96,6 +103,45 @@ def main() -> None:
     t_itq = time.perf_counter() - t0
     print(f"\nitq fitted on 100,000 x {d}: {t_itq:.1f} s ({len(itq.loss_) - 1} iterations on a {itq.max_rows:,}-row sample; "
           f"loss {itq.loss_[0]:.4f} -> {itq.loss_[-1]:.4f}); target < 10 s")
+    dense_section(args, d, threads, rng)
+
+
+def dense_section(args, d: int, threads: int, rng) -> None:
+    """Tables against the dense scan for per-dimension codes, and faiss IndexRaBitQ (4 bits)."""
+    X = correlated(args.dense_docs, d, rng)
+    Q = correlated(1000, d, rng)
+    print(f"\nper-dimension codes, {args.dense_docs:,} documents x {d} dims, top-10, {threads} threads, best of {args.repeat} "
+          "(query preparation included: tables, or the rotated queries)")
+    print(f"  {'code':10s} {'bytes':>5s} {'queries':>8s} {'tables q/s':>11s} {'dense q/s':>10s} {'dense/tables':>13s} "
+          f"{'faiss q/s':>10s} {'dense/faiss':>12s}  same top-10")
+    for spec in ("rabitq:4", "rabitq:2", "rabitq:1", "sq:4", "sq:2"):
+        c = from_spec(spec).fit(X[:50_000])
+        codes, scale = c.adc_codes(c.transform(X))
+        codes = np.ascontiguousarray(codes)
+        layout, bits, levels = c.dense_codes()
+        fi_index = None
+        if spec == "rabitq:4":
+            fi_index = faiss.IndexRaBitQ(d, faiss.METRIC_INNER_PRODUCT, 4)
+            fi_index.train(X[:50_000])
+            fi_index.add(X)
+        for nq in (1, 100, 1000):
+            q = Q[:nq]
+
+            def tables():
+                return scan_adc(c.lookup_tables(q), codes, 10, scale=scale)
+
+            def dense():
+                return scan_dense(c.dense_queries(q), codes, 10, layout=layout, bits=bits, levels=levels, scale=scale)
+
+            t_t = best_of(tables, 1 if nq == 1000 else args.repeat)  # the slow one at 1000 queries: once
+            t_d = best_of(dense, args.repeat)
+            same = (tables()[1] == dense()[1]).mean()
+            faiss_cols = f"{'':>10s} {'':>12s}"
+            if fi_index is not None:
+                t_f = best_of(lambda: fi_index.search(q, 10), args.repeat)
+                faiss_cols = f"{nq / t_f:10,.0f} {t_f / t_d:11.2f}x"
+            print(f"  {spec:10s} {codes.shape[1] + (4 if scale is not None else 0):5d} {nq:8d} {nq / t_t:11,.0f} "
+                  f"{nq / t_d:10,.0f} {t_t / t_d:12.2f}x {faiss_cols}  {same:.3f}", flush=True)
 
 
 if __name__ == "__main__":
