@@ -21,8 +21,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define HAVE_AVX2_PATH 1
+#include "../_simd.h"
+#ifdef HAVE_AVX2_PATH
 #include <immintrin.h>
 #endif
 
@@ -86,18 +86,6 @@ __attribute__((target("avx2"))) static int pack_avx2(const float *X, const float
 }
 #endif
 
-static int use_avx2(void) {
-#ifdef HAVE_AVX2_PATH
-    static int cached = -1;
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx2") ? 1 : 0;
-    }
-    return cached;
-#else
-    return 0;
-#endif
-}
 
 static PyObject *py_pack(PyObject *self, PyObject *args) {
     Py_buffer xb, tb, ob;

@@ -39,6 +39,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../_simd.h"
+
 #define DBLOCK_BYTES (128 * 1024)
 
 /* min-heap on (score, -idx): the root is the worst kept candidate */
@@ -124,6 +126,23 @@ static void scan(const unsigned char *D, const float *T, const float *scale, con
         }
     }
     heap_sort_all(score, idx, nq, k);
+}
+
+/* the checks both entry points share: per-document factors, the document range and k, the
+   outputs; 0, or -1 with a ValueError set */
+static int check_common(Py_ssize_t nd, Py_ssize_t nq, const Py_buffer *sb, const Py_buffer *bb, const Py_buffer *qcb,
+                        Py_ssize_t k, Py_ssize_t doc_start, Py_ssize_t doc_end, const Py_buffer *osb, const Py_buffer *oib) {
+    const char *msg = NULL;
+    if ((sb->len != 0 && sb->len != (Py_ssize_t)(nd * sizeof(float))) || (bb->len != 0 && bb->len != (Py_ssize_t)(nd * sizeof(float))))
+        msg = "scale and bias must hold one float32 per document, or nothing";
+    else if (bb->len != 0 && qcb->len != (Py_ssize_t)(nq * sizeof(float)))
+        msg = "qconst must hold one float32 per query when bias is given";
+    else if (k < 1 || doc_start < 0 || doc_end > nd || doc_end - doc_start < k)
+        msg = "need 1 <= k <= doc_end - doc_start and a document range inside codes";
+    else if (osb->len != (Py_ssize_t)(nq * k * sizeof(float)) || oib->len != (Py_ssize_t)(nq * k * sizeof(int64_t)))
+        msg = "output buffers must hold nq * k float32 scores and int64 indices";
+    if (msg) PyErr_SetString(PyExc_ValueError, msg);
+    return msg ? -1 : 0;
 }
 
 /* ---- dense scan: per-dimension codes decoded to floats, then multiply-adds ------------------ */
@@ -213,24 +232,12 @@ static void dense_block_portable(const float *X, Py_ssize_t j0, Py_ssize_t nrows
     dense_block_body(X, j0, nrows, Q, nq, dpad, scale, bias, qconst, k, score, idx);
 }
 
-#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
-#define HAVE_AVX2_PATH 1
+#ifdef HAVE_AVX2_PATH
 __attribute__((target("avx2"))) static void dense_block_avx2(
         const float *X, Py_ssize_t j0, Py_ssize_t nrows, const float *Q, Py_ssize_t nq, Py_ssize_t dpad,
         const float *scale, const float *bias, const float *qconst, Py_ssize_t k, float *score, int64_t *idx) {
     dense_block_body(X, j0, nrows, Q, nq, dpad, scale, bias, qconst, k, score, idx);
 }
-
-static int use_avx2(void) {
-    static int cached = -1;
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx2") ? 1 : 0;
-    }
-    return cached;
-}
-#else
-static int use_avx2(void) { return 0; }
 #endif
 
 /* returns 0, or -1 when a buffer could not be allocated */
@@ -253,12 +260,7 @@ static int dense_scan(const unsigned char *codes, Py_ssize_t row_bytes, int layo
         for (Py_ssize_t j = d; j < dpad; j++) Q[q * dpad + j] = 0.0f;
     }
     heap_init(score, idx, nq * k);
-#ifdef HAVE_AVX2_PATH
-    int fast = !portable && use_avx2();
-#else
-    int fast = 0;
-    (void)portable;
-#endif
+    int fast = !portable && use_avx2(); /* 0 where no AVX2 path was compiled */
     for (Py_ssize_t d0 = doc_start; d0 < doc_end; d0 += dblock) {
         Py_ssize_t d1 = d0 + dblock < doc_end ? d0 + dblock : doc_end;
         decode_rows(codes, row_bytes, layout, bits, d, dpad, levels, d0, d1, X);
@@ -294,15 +296,7 @@ static PyObject *py_dense_topk(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "codes must be nd * row_bytes bytes holding d codes of 1 to 8 bits in layout 0 (planes) or 1 (packed)");
     } else if (lb.len != (Py_ssize_t)(d * ((Py_ssize_t)1 << bits) * sizeof(float)) || qb.len % (d * (Py_ssize_t)sizeof(float))) {
         PyErr_SetString(PyExc_ValueError, "levels must be d * 2^bits float32 and queries nq * d float32");
-    } else if ((sb.len != 0 && sb.len != (Py_ssize_t)(nd * sizeof(float))) || (bb.len != 0 && bb.len != (Py_ssize_t)(nd * sizeof(float)))) {
-        PyErr_SetString(PyExc_ValueError, "scale and bias must hold one float32 per document, or nothing");
-    } else if (bb.len != 0 && kb.len != (Py_ssize_t)(nq * sizeof(float))) {
-        PyErr_SetString(PyExc_ValueError, "qconst must hold one float32 per query when bias is given");
-    } else if (k < 1 || doc_start < 0 || doc_end > nd || doc_end - doc_start < k) {
-        PyErr_SetString(PyExc_ValueError, "need 1 <= k <= doc_end - doc_start and a document range inside codes");
-    } else if (osb.len != (Py_ssize_t)(nq * k * sizeof(float)) || oib.len != (Py_ssize_t)(nq * k * sizeof(int64_t))) {
-        PyErr_SetString(PyExc_ValueError, "output buffers must hold nq * k float32 scores and int64 indices");
-    } else {
+    } else if (check_common(nd, nq, &sb, &bb, &kb, k, doc_start, doc_end, &osb, &oib) == 0) {
         int rc;
         Py_BEGIN_ALLOW_THREADS
         rc = dense_scan((const unsigned char *)cb.buf, row_bytes, layout, bits, d, (const float *)lb.buf,
@@ -341,15 +335,7 @@ static PyObject *py_topk(PyObject *self, PyObject *args) {
     Py_ssize_t nq = nbytes > 0 ? tb.len / table_bytes : 0;
     if (nbytes <= 0 || cb.len % nbytes || tb.len % table_bytes) {
         PyErr_SetString(PyExc_ValueError, "codes must be nd * nbytes bytes and tables nq * nbytes * 256 float32");
-    } else if ((sb.len != 0 && sb.len != (Py_ssize_t)(nd * sizeof(float))) || (bb.len != 0 && bb.len != (Py_ssize_t)(nd * sizeof(float)))) {
-        PyErr_SetString(PyExc_ValueError, "scale and bias must hold one float32 per document, or nothing");
-    } else if (bb.len != 0 && qb.len != (Py_ssize_t)(nq * sizeof(float))) {
-        PyErr_SetString(PyExc_ValueError, "qconst must hold one float32 per query when bias is given");
-    } else if (k < 1 || doc_start < 0 || doc_end > nd || doc_end - doc_start < k) {
-        PyErr_SetString(PyExc_ValueError, "need 1 <= k <= doc_end - doc_start and a document range inside codes");
-    } else if (osb.len != (Py_ssize_t)(nq * k * sizeof(float)) || oib.len != (Py_ssize_t)(nq * k * sizeof(int64_t))) {
-        PyErr_SetString(PyExc_ValueError, "output buffers must hold nq * k float32 scores and int64 indices");
-    } else {
+    } else if (check_common(nd, nq, &sb, &bb, &qb, k, doc_start, doc_end, &osb, &oib) == 0) {
         Py_BEGIN_ALLOW_THREADS
         scan((const unsigned char *)cb.buf, (const float *)tb.buf, sb.len ? (const float *)sb.buf : NULL,
              bb.len ? (const float *)bb.buf : NULL, bb.len ? (const float *)qb.buf : NULL, nq, nbytes, k,
