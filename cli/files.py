@@ -85,7 +85,7 @@ def _demo_tables(res: dict) -> tuple[Table, Table]:
         r.add_column(col, justify="left" if col == "search" else "right")
     names = {"binary@asym": "binary, rerank: float query vs decoded bits (top 100)",
              "rotate:center=true+binary@asym": "centred random rotation + binary, rerank vs decoded bits",
-             "sq:2": "2-bit scalar codes (lookup-table scan)",
+             "sq:2": "2-bit scalar codes (scanned without the floats)",
              "binary@float": "binary, rerank: float query vs float docs read from disk (top 100)"}
     for row in res["retrieval"]:
         r.add_row(names.get(row["config"], row["config"]), str(row["bytes_per_vector"]), f"{row['ndcg_at_10']:.4f}",

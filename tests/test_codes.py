@@ -1,5 +1,5 @@
 """The code families: ITQ, rotations, fitted 1-bit levels, few-bit SQ, PQ/OPQ (against faiss),
-RaBitQ (against a plain-numpy version of the paper's estimator), and the lookup-table scan."""
+RaBitQ (against a plain-numpy version of the paper's estimator), the lookup-table scan and the dense scan."""
 
 from __future__ import annotations
 
