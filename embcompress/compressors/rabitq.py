@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._parallel import map_rows
 from ..base import Compressor, OutputSpec, make_rng
 from ..errors import InputError
 from ..registry import register
@@ -14,29 +15,64 @@ from ._sample import MeanStats, stream_mean
 from .rotate import random_orthogonal
 
 BITS = (1, 2, 3, 4)
-#: grid scales tried per vector when bits > 1 (the code that best keeps the direction is kept)
-N_SCALES = 40
 FACTOR_BYTES = 4  # one float32 per vector
+ENCODE_BLOCK = 4096  # rows encoded at a time
+
+try:  # built by setup.py; optional
+    from . import _pack
+except ImportError:  # pragma: no cover - depends on the build
+    _pack = None
 
 
-def grid_code(o: np.ndarray, bits: int) -> np.ndarray:
-    """(n, d) int: for unit rows ``o``, the vectors ``g`` of odd integers in [-(2^B - 1), 2^B - 1]
-    whose direction is closest to ``o`` (largest <g, o> / ||g||) among nearest-odd roundings of
-    ``t * o`` over a range of scales ``t``. With one bit this is sign(o)."""
-    top = 2 ** bits - 1
-    if bits == 1:
-        return np.where(o > 0, 1, -1).astype(np.int16)
-    peak = np.maximum(np.abs(o).max(axis=1, keepdims=True), 1e-12)
-    best = np.zeros(o.shape, dtype=np.int16)
-    best_cos = np.full(len(o), -np.inf)
-    for f in np.geomspace(0.35, 3.0, N_SCALES):
-        t = f * (top + 1) / 2 / peak  # f = 1: the largest coordinate lands at the top of the grid
-        g = np.clip(2 * np.floor(t * o / 2) + 1, -top, top)  # nearest odd integer, clipped
-        cos = (g * o).sum(axis=1) / np.linalg.norm(g, axis=1)
-        better = cos > best_cos
-        best[better] = g[better]
-        best_cos[better] = cos[better]
-    return best
+def grid_levels(U: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """For rows ``u`` of ``U``: (n, d) uint8 level indices ``v`` (``g = 2v - (2^B - 1)``) of the
+    grid vectors ``g`` of odd integers in [-(2^B - 1), 2^B - 1] whose direction is closest to ``u``
+    -- the largest ``<g, u> / ||g||`` over every scale ``t`` of ``g = sign(u) round_to_odd(t |u|)``
+    (extended RaBitQ; ``u = 0`` counts as negative; with one bit, sign(u)) -- and (n,) float32
+    ``<g, u>``, summed in float64 in dimension order. The C kernel sweeps each row's critical
+    scales; :func:`grid_levels_numpy` sorts them, with the same result."""
+    U = np.ascontiguousarray(U, dtype=np.float32)
+    if _pack is None:
+        return grid_levels_numpy(U, bits)
+    out = np.empty(U.shape, dtype=np.uint8)
+    dots = np.empty(len(U), dtype=np.float32)
+    if U.size:
+        _pack.grid_levels(U, U.shape[1], int(bits), out, dots)
+    return out, dots
+
+
+def grid_levels_numpy(U: np.ndarray, bits: int, block: int = 512) -> np.ndarray:
+    """:func:`grid_levels` in numpy, a block of rows at a time. ``|g_j| = 2k + 1`` steps up at the
+    scales ``t = 2m / |u_j|`` (m = 1 .. 2^(B-1) - 1); sorted, they give every distinct code in
+    turn, and the cosine is compared after each group of equal scales (the first best wins)."""
+    U = np.asarray(U, dtype=np.float32)
+    n, d = U.shape
+    K = 2 ** (int(bits) - 1) - 1
+    k = np.zeros((n, d), dtype=np.int64)
+    if K > 0:
+        m = np.arange(1, K + 1, dtype=np.float64)
+        for s in range(0, n, block):
+            a = np.abs(U[s:s + block].astype(np.float64))
+            nb = len(a)
+            with np.errstate(divide="ignore"):
+                keys = (m[None, None, :] * (1.0 / a)[:, :, None]).reshape(nb, d * K)  # inf where u = 0: never reached
+            order = np.argsort(keys, axis=1, kind="stable")  # equal scales: lower dimension first, as the heap
+            skeys = np.take_along_axis(keys, order, axis=1)
+            dims, steps = order // K, order % K + 1  # the dimension stepping up, and to which k
+            dot0 = np.cumsum(a, axis=1)[:, -1:]  # sequential sums, as the kernel adds
+            dots = np.cumsum(np.concatenate([dot0, 2.0 * np.take_along_axis(a, dims, axis=1)], axis=1), axis=1)[:, 1:]
+            sqs = d + np.cumsum(8.0 * steps, axis=1)
+            ends = np.isfinite(skeys) & np.concatenate([skeys[:, 1:] != skeys[:, :-1], np.ones((nb, 1), bool)], axis=1)
+            cos = np.where(ends, dots / np.sqrt(sqs), -np.inf)
+            cos = np.concatenate([dot0 / np.sqrt(float(d)), cos], axis=1)
+            best = np.argmax(cos, axis=1)  # steps taken; the first maximum
+            taken = np.arange(d * K)[None, :] < best[:, None]  # (rows, sorted steps) within the best
+            kb = np.zeros((nb, d), dtype=np.int64)
+            np.add.at(kb, (np.repeat(np.arange(nb), d * K)[taken.ravel()], dims[taken]), 1)
+            k[s:s + block] = kb
+    g = np.where(U > 0, 2 * k + 1, -(2 * k + 1))
+    dots = np.cumsum(g * U.astype(np.float64), axis=1)[:, -1] if d else np.zeros(n)  # sequential, as in C
+    return ((g + 2 * K + 1) // 2).astype(np.uint8), dots.astype(np.float32)
 
 
 def rowwise_matmul(X: np.ndarray, W: np.ndarray, block: int = 256) -> np.ndarray:
@@ -94,15 +130,25 @@ class RaBitQ(MeanStats, Compressor):
         return (self.n_features_in_ + 7) // 8
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
-        R = X - self.center_
-        norms = np.linalg.norm(R, axis=1)
-        U = rowwise_matmul(R, self.rotation_) / np.where(norms > 0, norms, 1)[:, None]  # rotated unit residuals
-        g = grid_code(U, int(self.bits))
-        dot = (g * U).sum(axis=1)
-        scale = np.divide(norms, dot, out=np.zeros_like(norms), where=dot > 0).astype("<f4")
-        u = ((g + (2 ** self.bits - 1)) // 2).astype(np.uint8)  # odd g -> level index 0 .. 2^B - 1
-        planes = [np.packbits((u >> p) & 1, axis=1) for p in range(int(self.bits) - 1, -1, -1)]
-        return np.concatenate([*planes, scale.view(np.uint8).reshape(len(X), FACTOR_BYTES)], axis=1)
+        out = np.empty((len(X), self.output_spec.width), dtype=np.uint8)
+        return map_rows(self._encode, X, out)  # large inputs on several threads
+
+    def _encode(self, X: np.ndarray) -> np.ndarray:
+        """Code rows of ``X``, :data:`ENCODE_BLOCK` rows at a time: the temporaries stay small
+        (fresh pages for a large one cost more than the arithmetic on them)."""
+        B, pb = int(self.bits), self._plane_bytes
+        out = np.empty((len(X), B * pb + FACTOR_BYTES), dtype=np.uint8)
+        for s in range(0, len(X), ENCODE_BLOCK):
+            R = X[s:s + ENCODE_BLOCK] - self.center_
+            norms = np.linalg.norm(R, axis=1)
+            U = rowwise_matmul(R, self.rotation_) / np.where(norms > 0, norms, 1)[:, None]  # rotated unit residuals
+            u, dot = grid_levels(U, B)  # level index 0 .. 2^B - 1 of the odd integers g, and <g, U>
+            rows = out[s:s + ENCODE_BLOCK]
+            for i, p in enumerate(range(B - 1, -1, -1)):  # bit-planes, most significant first
+                rows[:, i * pb:(i + 1) * pb] = np.packbits((u >> p) & 1, axis=1)
+            scale = np.divide(norms, dot, out=np.zeros_like(norms), where=dot > 0).astype("<f4")
+            rows[:, B * pb:] = scale.view(np.uint8).reshape(len(R), FACTOR_BYTES)
+        return out
 
     def adc_codes(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The bit-planes (what the tables index) and the per-vector factor ``s``."""
