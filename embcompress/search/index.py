@@ -39,7 +39,7 @@ DEFAULT_MULTIPLIER = 10
 ADC_QUERY_BLOCK = 1024
 #: per-dimension codes of at least this many bits (few-bit SQ, RaBitQ) are scanned decoded rather
 #: than by tables when a search brings at least DENSE_MIN_QUERIES queries: decoding a block of
-#: documents is paid once for all of them. benchmarks/bench_codes_speed.py --only-dense, 200,000 x
+#: documents is paid once for all of them. benchmarks/bench_codes_speed.py --only dense, 200,000 x
 #: 384, 2 threads, tables / dense time at 100 queries: 3.27 rabitq:4, 1.46 rabitq:2, 1.75 sq:2, but
 #: 0.88 rabitq:1; at 1 query 0.09-0.21 (the decoding is not shared).
 DENSE_MIN_BITS = 2
