@@ -19,7 +19,8 @@ setup(ext_modules=[
               extra_compile_args=["-O3", "-ffp-contract=off"], optional=True),
     # parquet RLE/bit-packed levels and dictionary indices, for the direct decoder of float vector pages
     Extension("embcompress.io._rle", ["embcompress/io/_rle.c"], extra_compile_args=["-O3"], optional=True),
-    # fused threshold-and-pack for binarization; its AVX2 path is chosen at run time, not at build
+    # fused threshold-and-pack for binarization (its AVX2 path is chosen at run time, not at build),
+    # and the exact best grid code of multi-bit RaBitQ
     Extension("embcompress.compressors._pack", ["embcompress/compressors/_pack.c"], depends=["embcompress/_simd.h"],
               extra_compile_args=["-O3"], optional=True),
 ])
