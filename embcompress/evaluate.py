@@ -181,6 +181,18 @@ class FitCache:
         self.docs = docs
         self._fitted: dict[str, Compressor] = {}
         self._outputs: dict[str, np.ndarray] = {}  # float outputs of fitted prefixes, to fit later stages on
+        self._last_codes: tuple[str, np.ndarray, np.ndarray] | None = None  # (spec, documents, their codes)
+
+    def encode(self, spec: str, docs: np.ndarray) -> np.ndarray:
+        """``docs`` through the fitted ``spec``. The last encoding is kept, so that consecutive
+        configurations of one spec on the same documents (its reranks, or several norm powers)
+        encode them once; one is kept, not all, to bound the memory."""
+        last = self._last_codes
+        if last is not None and last[0] == spec and last[1] is docs:
+            return last[2]
+        codes = self.fit(spec).transform(docs)
+        self._last_codes = (spec, docs, codes)
+        return codes
 
     def fit(self, spec: str) -> Compressor:
         if spec in self._fitted:
@@ -215,7 +227,7 @@ def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Seque
     comp = None if cfg.spec is None else cache.fit(cfg.spec)
     fit_s = time.perf_counter() - t0
     index = (Index(docs, ids=doc_ids) if comp is None
-             else Index(comp.transform(docs), compressor=comp, ids=doc_ids, norm_power=norm_power))
+             else Index(cache.encode(cfg.spec, docs), compressor=comp, ids=doc_ids, norm_power=norm_power))
     m = task.measure(index, cfg, originals)
     dim = docs.shape[1]
     row: dict[str, Any] = {

@@ -94,6 +94,23 @@ def test_rank_proxy_equals_a_direct_computation():
     assert RankProxy(X, rows)(Index(X), parse_config("float"), None) == 1.0
 
 
+def test_fit_cache_encodes_consecutive_configurations_of_a_spec_once():
+    """A spec's reranks (and norm powers) reuse one encoding of the same documents; another spec
+    or other documents encode again, and only the last encoding is held."""
+    from embcompress.evaluate import FitCache
+
+    D = np.random.default_rng(0).standard_normal((300, 16)).astype(np.float32)
+    cache = FitCache(D)
+    first = cache.encode("binary", D)
+    assert cache.encode("binary", D) is first
+    np.testing.assert_array_equal(first, cache.fit("binary").transform(D))
+    other = D.copy()
+    assert cache.encode("binary", other) is not first  # other documents, even with equal values
+    assert cache.encode("sq:2", D).shape == (300, 4)
+    again = cache.encode("binary", D)
+    assert again is not first and np.array_equal(again, first)  # one encoding held at a time
+
+
 def test_labels_and_qrels_modes():
     X, labels = clustered()
     rep = build_report(X, labels=labels, widths=[8], methods=["pca"], code_families=["sq"])
