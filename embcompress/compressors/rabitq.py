@@ -41,7 +41,7 @@ def grid_levels(U: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
     return out, dots
 
 
-def grid_levels_numpy(U: np.ndarray, bits: int, block: int = 512) -> np.ndarray:
+def grid_levels_numpy(U: np.ndarray, bits: int, block: int = 512) -> tuple[np.ndarray, np.ndarray]:
     """:func:`grid_levels` in numpy, a block of rows at a time. ``|g_j| = 2k + 1`` steps up at the
     scales ``t = 2m / |u_j|`` (m = 1 .. 2^(B-1) - 1); sorted, they give every distinct code in
     turn, and the cosine is compared after each group of equal scales (the first best wins)."""
@@ -56,7 +56,7 @@ def grid_levels_numpy(U: np.ndarray, bits: int, block: int = 512) -> np.ndarray:
             nb = len(a)
             with np.errstate(divide="ignore"):
                 keys = (m[None, None, :] * (1.0 / a)[:, :, None]).reshape(nb, d * K)  # inf where u = 0: never reached
-            order = np.argsort(keys, axis=1, kind="stable")  # equal scales: lower dimension first, as the heap
+            order = np.argsort(keys, axis=1, kind="stable")  # equal scales: lower dimension first, as the kernel merges
             skeys = np.take_along_axis(keys, order, axis=1)
             dims, steps = order // K, order % K + 1  # the dimension stepping up, and to which k
             dot0 = np.cumsum(a, axis=1)[:, -1:]  # sequential sums, as the kernel adds

@@ -4,7 +4,7 @@ Jegou et al., 2011): product-quantization, few-bit scalar and RaBitQ codes.
 Codes with one small integer per dimension (few-bit SQ, RaBitQ) can also be scanned densely
 (:func:`scan_dense`): a block of documents is decoded to floats once and multiplied with the
 queries, d multiply-adds per pair where the tables take d * bits / 8 lookups into tables of
-bits * d KiB per query, which outgrow the caches when the codes are long.
+bits * d / 8 KiB per query, which outgrow the caches when the codes are long.
 
 A query comes as its tables: ``tables[b, v]`` is what byte value ``v`` at byte ``b`` of a code
 adds to the score, so a document's score is the sum of one entry per byte (times an optional
