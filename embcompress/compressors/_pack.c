@@ -144,7 +144,7 @@ typedef struct {
 
 /* sort (|u_j|, j) by larger |u| first, then lower j: an LSD radix sort on 64-bit keys (the
    complement of the float32 bits of |u|, which order as the values do, above j), 8 bits a pass,
-   skipping the passes where every key has the same digit. tmp and keys hold 2 * cnt entries. */
+   skipping the passes where every key has the same digit. keys holds 2 * d entries (two buffers). */
 static void sort_dims(const float *u, Py_ssize_t d, dim_t *s, Py_ssize_t *cnt_out, uint64_t *keys) {
     Py_ssize_t cnt = 0;
     for (Py_ssize_t j = 0; j < d; j++) {
@@ -173,8 +173,9 @@ static void sort_dims(const float *u, Py_ssize_t d, dim_t *s, Py_ssize_t *cnt_ou
     *cnt_out = cnt;
 }
 
-/* The critical scales m / |u_j| (m = 1 .. K, the factor 2 left out) are K increasing sequences
-   over the dimensions sorted by size; merging them visits the steps in (scale, dimension) order.
+/* The critical scales m * r_j, r_j = 1 / |u_j| (m = 1 .. K, the factor 2 left out), are K increasing
+   sequences over the dimensions sorted by size; merging them visits the steps in (scale,
+   dimension) order. grid_levels_numpy computes the same products.
    Returns the scale of the best group of steps (0: no step, every |g_j| = 1). */
 static double best_scale(const float *u, Py_ssize_t d, int K, dim_t *s, uint64_t *keys, Py_ssize_t *pos, double *head) {
     double dot = 0.0, sq = (double)d;
