@@ -1,5 +1,6 @@
 /*
- * Fused threshold-and-pack for embcompress.compressors.binary.
+ * Fused threshold-and-pack for embcompress.compressors.binary, and the grid codes of
+ * embcompress.compressors.rabitq.
  *
  * pack(X, thresholds, d, out) -> bool
  *   X          : bytes-like, n * d float32, C order
@@ -288,7 +289,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pack", "Fused threshold-and-pack of float32 rows.", -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pack", "Fused threshold-and-pack of float32 rows; RaBitQ grid codes.", -1, methods};
 
 PyMODINIT_FUNC PyInit__pack(void) {
     init_reversed();
