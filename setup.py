@@ -15,12 +15,12 @@ setup(ext_modules=[
     Extension("embcompress.search._hamming", ["embcompress/search/_hamming.c"], extra_compile_args=flags, optional=True),
     # top-k over byte codes scored with lookup tables (PQ, RQ) or decoded per dimension (SQ, RaBitQ);
     # no fused multiply-adds, so its AVX2 path (chosen at run time) and the portable one agree exactly
-    Extension("embcompress.search._adc", ["embcompress/search/_adc.c"], depends=["embcompress/_simd.h"],
+    Extension("embcompress.search._adc", ["embcompress/search/_adc.c"], depends=["embcompress/_cext.h"],
               extra_compile_args=["-O3", "-ffp-contract=off"], optional=True),
     # parquet RLE/bit-packed levels and dictionary indices, for the direct decoder of float vector pages
     Extension("embcompress.io._rle", ["embcompress/io/_rle.c"], extra_compile_args=["-O3"], optional=True),
     # fused threshold-and-pack for binarization (its AVX2 path is chosen at run time, not at build),
     # and the exact best grid code of multi-bit RaBitQ
-    Extension("embcompress.compressors._pack", ["embcompress/compressors/_pack.c"], depends=["embcompress/_simd.h"],
+    Extension("embcompress.compressors._pack", ["embcompress/compressors/_pack.c"], depends=["embcompress/_cext.h"],
               extra_compile_args=["-O3"], optional=True),
 ])

@@ -37,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../_simd.h"
+#include "../_cext.h"
 #ifdef HAVE_AVX2_PATH
 #include <immintrin.h>
 #endif
@@ -267,12 +267,7 @@ static PyObject *py_grid_levels(PyObject *self, PyObject *args) {
         Py_BEGIN_ALLOW_THREADS
         rc = grid_rows((const float *)ub.buf, n, d, bits, (unsigned char *)ob.buf, (float *)db.buf);
         Py_END_ALLOW_THREADS
-        if (rc) {
-            PyErr_NoMemory();
-        } else {
-            result = Py_None;
-            Py_INCREF(result);
-        }
+        result = none_or_nomemory(rc);
     }
     PyBuffer_Release(&ub);
     PyBuffer_Release(&ob);

@@ -39,7 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../_simd.h"
+#include "../_cext.h"
 
 #define DBLOCK_BYTES (128 * 1024)
 
@@ -304,12 +304,7 @@ static PyObject *py_dense_topk(PyObject *self, PyObject *args) {
                         bb.len ? (const float *)bb.buf : NULL, bb.len ? (const float *)kb.buf : NULL, k, doc_start,
                         doc_end, portable, (float *)osb.buf, (int64_t *)oib.buf);
         Py_END_ALLOW_THREADS
-        if (rc) {
-            PyErr_NoMemory();
-        } else {
-            result = Py_None;
-            Py_INCREF(result);
-        }
+        result = none_or_nomemory(rc);
     }
     PyBuffer_Release(&cb);
     PyBuffer_Release(&lb);
