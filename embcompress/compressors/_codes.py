@@ -26,6 +26,23 @@ def unpack_codes(packed: np.ndarray, bits: int, d: int) -> np.ndarray:
     return np.stack(parts, axis=2).reshape(len(packed), -1)[:, :d]
 
 
+def pack_planes(codes: np.ndarray, bits: int) -> np.ndarray:
+    """(n, d) small integers < 2**bits -> (n, bits * ceil(d / 8)) uint8 bit-planes, the most
+    significant plane first, each packed as numpy.packbits packs a row of bits."""
+    codes = np.asarray(codes, dtype=np.uint8)
+    return np.concatenate([np.packbits((codes >> p) & 1, axis=1) for p in range(bits - 1, -1, -1)], axis=1)
+
+
+def unpack_planes(packed: np.ndarray, bits: int, d: int) -> np.ndarray:
+    """Inverse of :func:`pack_planes`: (n, d) uint8."""
+    packed = np.asarray(packed, dtype=np.uint8)
+    plane = (d + 7) // 8
+    u = np.zeros((len(packed), d), dtype=np.uint8)
+    for p in range(bits):  # most significant plane first
+        u = (u << 1) | np.unpackbits(packed[:, p * plane:(p + 1) * plane], axis=1, count=d)
+    return u
+
+
 def byte_values(bits: int) -> np.ndarray:
     """(256, 8 / bits) the code of each dimension held in a byte value, most significant first."""
     return unpack_codes(np.arange(256, dtype=np.uint8)[:, None], bits, 8 // bits)

@@ -10,7 +10,7 @@ from .._parallel import map_rows
 from ..base import Compressor, OutputSpec, make_rng
 from ..errors import InputError
 from ..registry import register
-from ._codes import byte_tables
+from ._codes import byte_tables, pack_planes, unpack_planes
 from ._sample import MeanStats, stream_mean
 from .rotate import random_orthogonal
 
@@ -144,8 +144,7 @@ class RaBitQ(MeanStats, Compressor):
             U = rowwise_matmul(R, self.rotation_) / np.where(norms > 0, norms, 1)[:, None]  # rotated unit residuals
             u, dot = grid_levels(U, B)  # level index 0 .. 2^B - 1 of the odd integers g, and <g, U>
             rows = out[s:s + ENCODE_BLOCK]
-            for i, p in enumerate(range(B - 1, -1, -1)):  # bit-planes, most significant first
-                rows[:, i * pb:(i + 1) * pb] = np.packbits((u >> p) & 1, axis=1)
+            rows[:, :B * pb] = pack_planes(u, B)
             scale = np.divide(norms, dot, out=np.zeros_like(norms), where=dot > 0).astype("<f4")
             rows[:, B * pb:] = scale.view(np.uint8).reshape(len(R), FACTOR_BYTES)
         return out
@@ -162,10 +161,7 @@ class RaBitQ(MeanStats, Compressor):
     def grid(self, rows: np.ndarray) -> np.ndarray:
         """(n, d) the odd-integer grid vectors ``g`` of stored rows."""
         codes, _ = self.adc_codes(rows)
-        d, pb = self.n_features_in_, self._plane_bytes
-        u = np.zeros((len(codes), d), dtype=np.int16)
-        for i, p in enumerate(range(int(self.bits) - 1, -1, -1)):
-            u += np.unpackbits(codes[:, i * pb:(i + 1) * pb], axis=1, count=d).astype(np.int16) << p
+        u = unpack_planes(codes, int(self.bits), self.n_features_in_).astype(np.int16)
         return 2 * u - (2 ** self.bits - 1)
 
     def decode(self, rows: np.ndarray) -> np.ndarray:

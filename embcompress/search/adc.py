@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .._parallel import num_threads
+from ..compressors._codes import unpack_codes, unpack_planes
 from ..errors import InputError
 from .exact import check_k, scan_blocks
 
@@ -134,16 +135,7 @@ LAYOUTS = ("planes", "packed")
 
 def unpack_dense(codes: np.ndarray, layout: str, bits: int, d: int) -> np.ndarray:
     """(n, d) uint8 per-dimension codes of rows in one of :data:`LAYOUTS`."""
-    codes = np.asarray(codes, dtype=np.uint8)
-    if layout == "packed":
-        from ..compressors._codes import unpack_codes
-
-        return unpack_codes(codes, bits, d)
-    plane = (d + 7) // 8
-    u = np.zeros((len(codes), d), dtype=np.uint8)
-    for p in range(bits):  # most significant plane first
-        u = (u << 1) | np.unpackbits(codes[:, p * plane:(p + 1) * plane], axis=1, count=d)
-    return u
+    return (unpack_codes if layout == "packed" else unpack_planes)(codes, bits, d)
 
 
 def dense_scores(queries: np.ndarray, codes: np.ndarray, layout: str, bits: int, levels: np.ndarray,
