@@ -94,9 +94,13 @@ static void heap_sort_all(float *score, int64_t *idx, Py_ssize_t nq, Py_ssize_t 
     }
 }
 
-/* offer document j with score s to a heap of k whose root is the worst kept; documents come
-   in increasing index order, so a tie never displaces an earlier document */
-static inline void heap_offer(float *hs, int64_t *hi, Py_ssize_t k, float s, Py_ssize_t j) {
+/* offer document j to a heap of k whose root is the worst kept, with its score: the kernel's
+   sum s, times scale[j] when given, plus bias[j] * qc when given (both scans compose it so).
+   Documents come in increasing index order, so a tie never displaces an earlier document. */
+static inline void heap_offer(float *hs, int64_t *hi, Py_ssize_t k, float s, Py_ssize_t j, const float *scale,
+                              const float *bias, float qc) {
+    if (scale) s *= scale[j];
+    if (bias) s += bias[j] * qc;
     if (s > hs[0]) {
         hs[0] = s;
         hi[0] = j;
@@ -117,12 +121,8 @@ static void scan(const unsigned char *D, const float *T, const float *scale, con
             float *hs = score + q * k;
             int64_t *hi = idx + q * k;
             float qc = bias ? qconst[q] : 0.0f;
-            for (Py_ssize_t j = d0; j < d1; j++) {
-                float s = adc_score(Tq, D + j * nbytes, nbytes);
-                if (scale) s *= scale[j];
-                if (bias) s += bias[j] * qc;
-                heap_offer(hs, hi, k, s, j);
-            }
+            for (Py_ssize_t j = d0; j < d1; j++)
+                heap_offer(hs, hi, k, adc_score(Tq, D + j * nbytes, nbytes), j, scale, bias, qc);
         }
     }
     heap_sort_all(score, idx, nq, k);
@@ -216,12 +216,8 @@ static inline __attribute__((always_inline)) void dense_block_body(
             float s[4];
             Py_ssize_t j = j0 + r;
             dots4(qs[0], qs[1], qs[2], qs[3], X + r * dpad, dpad, s);
-            for (int t = 0; t < m; t++) {
-                float v = s[t];
-                if (scale) v *= scale[j];
-                if (bias) v += bias[j] * qconst[q + t];
-                heap_offer(score + (q + t) * k, idx + (q + t) * k, k, v, j);
-            }
+            for (int t = 0; t < m; t++)
+                heap_offer(score + (q + t) * k, idx + (q + t) * k, k, s[t], j, scale, bias, bias ? qconst[q + t] : 0.0f);
         }
     }
 }
