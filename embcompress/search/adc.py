@@ -46,6 +46,13 @@ def adc_scores(tables: np.ndarray, codes: np.ndarray, scale: np.ndarray | None =
     out = np.zeros((nq, len(codes)), dtype=np.float32)
     for b in range(nb):
         out += tables[:, b, :][:, codes[:, b]]
+    return _with_factors(out, scale, bias, qconst)
+
+
+def _with_factors(out: np.ndarray, scale: np.ndarray | None, bias: np.ndarray | None,
+                  qconst: np.ndarray | None) -> np.ndarray:
+    """(queries, documents) sums, in place: times the per-document ``scale``, plus ``bias[j] *
+    qconst[q]`` (each when given), as the kernels compose a score."""
     if scale is not None:
         out *= scale[None, :]
     if bias is not None:
@@ -146,12 +153,7 @@ def dense_scores(queries: np.ndarray, codes: np.ndarray, layout: str, bits: int,
     d = levels.shape[0]
     u = unpack_dense(codes, layout, bits, d)
     X = np.take_along_axis(np.asarray(levels, np.float32)[None], u[:, :, None].astype(np.intp), axis=2)[:, :, 0]
-    out = np.asarray(queries, np.float32) @ X.T
-    if scale is not None:
-        out *= scale[None, :]
-    if bias is not None:
-        out += bias[None, :] * np.asarray(qconst, dtype=np.float32)[:, None]
-    return out.astype(np.float32)
+    return _with_factors((np.asarray(queries, np.float32) @ X.T).astype(np.float32), scale, bias, qconst)
 
 
 def scan_dense(queries: np.ndarray, codes: np.ndarray, k: int, *, layout: str, bits: int, levels: np.ndarray,
