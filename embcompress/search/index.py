@@ -178,40 +178,32 @@ class Index:
         docs = self.data if comp is None or self.metric != "cosine" else self._normalized_docs()
         return lambda q0, q1, d0, d1: q[q0:q1] @ docs[d0:d1].T
 
-    def _adc_args(self, Q: np.ndarray, dense: bool = False) -> dict:
-        """Lookup tables (or, ``dense``, the queries in the space of the decoded codes) and the
-        per-document factors of the code scan (see :meth:`_reconstruction`)."""
+    def _scan_codes(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The exact first stage over codes: lookup tables, or the dense scan of decoded codes,
+        with the per-document factors of :meth:`_reconstruction` (computed once per search) and
+        each query's constant; a block of queries at a time (each query's tables take bytes x 1
+        KiB). The path is chosen once per search, so every query of a batch is scored the same
+        way (the two differ in the last bits of a float sum)."""
         comp = self.compressor
         last = comp.last_stage
-        qf = comp.query_prefix(Q)
-        args = {"scale": self._adc_scale, "bias": None, "qconst": None}
-        if dense:
-            args["queries"] = last.dense_queries(qf)
-        else:
-            args["tables"] = last.lookup_tables(qf)
-        recon = self._reconstruction()
+        dense = self._dense is not None and len(Q) >= DENSE_MIN_QUERIES
+        scale, bias, recon = self._adc_scale, None, self._reconstruction()
         if recon is not None:
             inv, b0 = recon
-            args["scale"] = inv if self._adc_scale is None else self._adc_scale * inv
-            args["bias"] = inv
-            args["qconst"] = (Q @ b0 + last.adc_offset(qf)).astype(np.float32)
-        return args
-
-    def _scan_codes(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The exact first stage over codes, a block of queries at a time (each query's tables
-        take bytes x 1 KiB). The path is chosen once per search, so every query of a batch is
-        scored the same way (the two differ in the last bits of a float sum)."""
-        dense = self._dense is not None and len(Q) >= DENSE_MIN_QUERIES
+            scale = inv if self._adc_scale is None else self._adc_scale * inv
+            bias = inv
         scores = np.empty((len(Q), k), dtype=np.float32)
         rows = np.empty((len(Q), k), dtype=np.int64)
         for s in range(0, len(Q), ADC_QUERY_BLOCK):
-            a = self._adc_args(Q[s : s + ADC_QUERY_BLOCK], dense)
-            factors = {"scale": a["scale"], "bias": a["bias"], "qconst": a["qconst"]}
+            Qb = Q[s : s + ADC_QUERY_BLOCK]
+            qf = comp.query_prefix(Qb)
+            qconst = None if recon is None else (Qb @ b0 + last.adc_offset(qf)).astype(np.float32)
             if dense:
                 layout, bits, levels = self._dense
-                out = scan_dense(a["queries"], self._adc_codes, k, layout=layout, bits=bits, levels=levels, **factors)
+                out = scan_dense(last.dense_queries(qf), self._adc_codes, k, layout=layout, bits=bits, levels=levels,
+                                 scale=scale, bias=bias, qconst=qconst)
             else:
-                out = scan_adc(a["tables"], self._adc_codes, k, **factors)
+                out = scan_adc(last.lookup_tables(qf), self._adc_codes, k, scale=scale, bias=bias, qconst=qconst)
             scores[s : s + ADC_QUERY_BLOCK], rows[s : s + ADC_QUERY_BLOCK] = out
         return scores, rows
 
