@@ -42,12 +42,13 @@ def analyze(
 def _report_table(rep: dict) -> Table:
     s = rep["summary"]
     t = Table(title_justify="left")
-    for c in ("configuration", "bytes/vector", "score", "retention", "rank proxy", ""):
+    for c in ("configuration", "bytes/vector", "score", "retention (unseen docs)", "retention (in-sample)", "rank proxy", ""):
         t.add_column(c, justify="left" if c in ("configuration", "") else "right")
     for r in rep["rows"]:
         mark = "best within budget" if r["config"] == s.get("best_within_budget") else ("pareto" if r.get("pareto") else "")
         t.add_row(r["config"] + (" (+ originals)" if r.get("extra_storage") else ""), str(r["bytes_per_vector"]),
-                  f"{r['score']:.4f}", f"{100 * r['retention']:.1f}%", f"{r['rank_proxy']:.3f}", mark)
+                  f"{r['score']:.4f}", f"{100 * r['retention']:.1f}%", f"{100 * r['retention_in_sample']:.1f}%",
+                  f"{r['rank_proxy']:.3f}", mark)
     return t
 
 
@@ -86,14 +87,19 @@ def report(
 
 
 def _ranking_table(res: dict) -> Table:
-    t = Table(title=f"candidates within {res['budget_bytes']} bytes/vector, {res['metric']} on {res['sample']:,} vectors "
-                    f"(fitted on {res['fit_rows']:,} of them: the others are new to each code, as most rows of a large file are)",
+    oos = res["fitted"] != "in-sample"
+    how = (f"each code fitted on {res['fit_rows']:,} of them and scored on the others ({res['fitted']}), as most rows "
+           "of a large file are new to its fit; ranked by that, in-sample beside" if oos else "in-sample")
+    t = Table(title=f"candidates within {res['budget_bytes']} bytes/vector, {res['metric']} on {res['sample']:,} vectors: {how}",
               title_justify="left")
-    for c in ("", "configuration", "bytes/vector", "score", "retention", "queries/s"):
+    kept = ["retention (unseen docs)", "retention (in-sample)"] if oos else ["retention (in-sample)"]
+    for c in ("", "configuration", "bytes/vector", "score", *kept, "fit s", "encode rows/s", "queries/s", ""):
         t.add_column(c, justify="left" if c in ("", "configuration") else "right")
     for i, r in enumerate(res["ranking"]):
+        shares = [r["retention"], r["retention_in_sample"]][: len(kept)]
         t.add_row("*" if r is res["winner"] else str(i + 1), r["label"], str(r["bytes_per_vector"]), f"{r['score']:.4f}",
-                  f"{100 * r['retention']:.1f}%", f"{r['queries_per_second']:,.0f}")
+                  *[f"{100 * v:.1f}%" for v in shares], f"{r['fit_seconds']:.1f}", f"{r['encode_rows_per_second']:,.0f}",
+                  f"{r['queries_per_second']:,.0f}", f"too slow: {r['too_slow']}" if r["too_slow"] else "")
     return t
 
 
@@ -108,14 +114,19 @@ def recommend(
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="BEIR qrels.tsv[.gz]."),
     labels: Optional[str] = typer.Option(None, "--labels", help="Column of class labels in INPUT: rank by kNN accuracy."),
     sample: int = typer.Option(20_000, "--sample", min=50, help="Rank on the first N vectors (without qrels)."),
+    folds: int = typer.Option(2, "--folds", min=1, help="Fit each candidate on all folds but one and score the one left out; 1: in-sample."),
+    max_fit_seconds: Optional[float] = typer.Option(None, "--max-fit-seconds", min=0.001, help="Only candidates whose fit on the sample took at most this long can win."),
+    min_encode_rate: Optional[float] = typer.Option(None, "--min-encode-rate", min=1.0, help="Only candidates that encode at least this many rows/s can win."),
     column: Optional[str] = ColumnOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
-    """Pick the code that keeps the most quality within a byte budget, on your own data, and save it."""
+    """Pick the code that keeps the most quality within a byte budget, on documents its fit did not
+    see, on your own data, and save it."""
     from embcompress.report.recommend import recommend_files
 
     with Bars() as bars:
         res = recommend_files(input, model_dir, budget, target=target, queries=queries, qrels=qrels, labels=labels,
-                              sample=sample, column=column, overwrite=overwrite, progress=bars.step,
+                              sample=sample, column=column, folds=folds, max_fit_seconds=max_fit_seconds,
+                              min_encode_rate=min_encode_rate, overwrite=overwrite, progress=bars.step,
                               fit_progress=bars.stage("fitting the winner on all rows", None))
     if json:
         emit(res, True)
@@ -124,6 +135,9 @@ def recommend(
     w = res["winner"]
     note = "" if target is None else (" (reaches the target)" if res["target_reached"] else f" (no candidate reaches {100 * target:.1f}%; the best)")
     name = w["label"] if w["label"] == res["spec"] else f"{w['label']} = {res['spec']}"
-    out.print(f"winner: {name}, {w['bytes_per_vector']} bytes/vector, retention {100 * w['retention']:.1f}%{note}")
+    kept = (f"retention {100 * w['retention']:.1f}% on documents its fit did not see ({100 * w['retention_in_sample']:.1f}% in-sample)"
+            if res["fitted"] != "in-sample" else f"retention {100 * w['retention']:.1f}% (in-sample)")
+    out.print(f"winner: {name}, {w['bytes_per_vector']} bytes/vector, {kept}{note}; fits {res['fit_rows']:,} rows in "
+              f"{w['fit_seconds']:.1f} s, encodes {w['encode_rows_per_second']:,.0f} rows/s")
     out.print(f"saved to {model_dir}; compress with: embcompress apply {model_dir} {input} codes.parquet"
               + ("; search with --rerank asymmetric" if res["search"] == "asymmetric" else ""))

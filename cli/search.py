@@ -51,11 +51,16 @@ def search(
 def _table(res: dict, k: int) -> Table:
     t = Table(title_justify="left")
     metric_cols = [f"ndcg@{k}", f"recall@{k}", f"mrr@{k}"] if res["summary"]["mode"] == "qrels" else [f"recall@{k}_vs_float"]
-    for col in ["config", "bytes/vector", "smaller", *metric_cols, "retention", "queries/s"]:
+    out_of_sample = res["summary"]["fitted"] != "in-sample"
+    kept = ["retention (unseen docs)", "retention (in-sample)"] if out_of_sample else ["retention (in-sample)"]
+    for col in ["config", "bytes/vector", "smaller", *metric_cols, *kept, "fit s", "encode rows/s", "queries/s"]:
         t.add_column(col, justify="left" if col == "config" else "right")
     for r in res["rows"]:
+        shares = [r["retention"], r["retention_in_sample"]][: len(kept)]
         t.add_row(r["config"], str(r["bytes_per_vector"]), f"{r['compression']:.0f}x",
-                  *[f"{r[c]:.4f}" for c in metric_cols], "n/a" if r["retention"] is None else f"{100 * r['retention']:.1f}%", f"{r['queries_per_second']:,.0f}")
+                  *[f"{r[c]:.4f}" for c in metric_cols], *["n/a" if v is None else f"{100 * v:.1f}%" for v in shares],
+                  f"{r['fit_seconds']:.1f}", "-" if r["encode_rows_per_second"] is None else f"{r['encode_rows_per_second']:,.0f}",
+                  f"{r['queries_per_second']:,.0f}")
     return t
 
 
@@ -67,21 +72,25 @@ def evaluate(
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="BEIR qrels.tsv[.gz] (query-id, corpus-id, score); without it: recall against float search."),
     config: List[str] = typer.Option([], "--config", help="float, SPEC, SPEC@asym, SPEC@float, SPEC@floatxM (repeatable; default: a standard grid)."),
     k: int = typer.Option(10, "--k", "-k", min=1, help="Cut-off for nDCG/recall/MRR."),
-    fit_sample: Optional[int] = typer.Option(None, "--fit-sample", min=2, help="Fit compressors on the first N documents only."),
+    fit_sample: Optional[int] = typer.Option(None, "--fit-sample", min=2, help="Fit each model on at most N documents (the first of those it may see)."),
+    folds: int = typer.Option(2, "--folds", min=1, help="Fit on all but one fold, score the fold left out (out-of-sample); 1: fit on every document (in-sample only)."),
     norm_power: float = NormPowerOpt,
     json: bool = JsonOpt,
 ) -> None:
-    """Float search against each compressor and search mode: scores, retention, bytes, speed."""
+    """Float search against each compressor and search mode: scores, retention on documents the fit
+    did not see and in-sample, bytes, fit and encoding cost, speed."""
     from embcompress.evaluate import evaluate_files
 
     with Bars() as bars:
-        res = evaluate_files(docs, queries, qrels=qrels, configs=config or None, k=k, fit_sample=fit_sample, progress=bars.step,
-                             norm_power=norm_power)
+        res = evaluate_files(docs, queries, qrels=qrels, configs=config or None, k=k, fit_sample=fit_sample, folds=folds,
+                             progress=bars.step, norm_power=norm_power)
     if json:
         emit(res, True)
         return
     s = res["summary"]
-    out.print(f"{s['documents']:,} documents, {s['queries']:,} queries, {s['dim']} dims; {s['mode']}")
+    out.print(f"{s['documents']:,} documents, {s['queries']:,} queries, {s['dim']} dims; {s['mode']}; codes "
+              + ("fitted on every document they encode (in-sample)" if s["fitted"] == "in-sample" else
+                 f"scored {s['fitted']}: each document encoded by a model fitted without it, in-sample beside"))
     out.print(_table(res, k))
     if "note" in s:
         err.print(f"note: {s['note']}", highlight=False)

@@ -27,14 +27,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ._util import sample_rows
+from ._util import check_positive_int, sample_rows
 from .analysis import check_qrels, check_unique_ids, evaluate_run, knn_accuracy, neighbour_recall, retention
 from .base import Compressor
 from .datasets import read_qrels
 from .errors import InputError
 from .io import read_all
 from .registry import from_spec, get
-from .search import DEFAULT_MULTIPLIER, ArrayStore, Index, VectorStore
+from .search import DEFAULT_MULTIPLIER, ArrayStore, Index, PartedIndex, VectorStore
 
 #: neighbours per sampled document that the rank proxy looks for
 PROXY_K = 10
@@ -164,7 +164,10 @@ class LabelTask:
             raise InputError(f"{cfg.label}: a rerank has no meaning for kNN accuracy; use the configuration without @")
         t0 = time.perf_counter()
         comp = index.compressor
-        Z = index.data if comp is None else comp.last_stage.decode(index.data)
+        if isinstance(index, PartedIndex):
+            Z = index.decoded()
+        else:
+            Z = index.data if comp is None else comp.last_stage.decode(index.data)
         acc = knn_accuracy(Z, self.labels, k=self.k)
         return Measured(acc, {"knn_accuracy": acc}, time.perf_counter() - t0, len(Z), self.k)
 
@@ -175,28 +178,40 @@ Task = QrelsTask | LabelFreeTask | LabelTask
 # ---- fitting ---------------------------------------------------------------------------------------
 class FitCache:
     """Fitted compressors by spec, fitted on ``docs``. A chain reuses its longest fitted prefix
-    (``pca:96+binary`` fits only the binary stage when ``pca:96`` was fitted before)."""
+    (``pca:96+binary`` fits only the binary stage when ``pca:96`` was fitted before). Keeps what
+    each fit and encoding cost: ``fit_seconds[spec]`` (the stages fitted for it) and
+    ``encoded[spec]`` (rows, seconds) over every encoding it ran."""
 
     def __init__(self, docs: np.ndarray):
         self.docs = docs
         self._fitted: dict[str, Compressor] = {}
         self._outputs: dict[str, np.ndarray] = {}  # float outputs of fitted prefixes, to fit later stages on
-        self._last_codes: tuple[str, np.ndarray, np.ndarray] | None = None  # (spec, documents, their codes)
+        # (spec, {id(documents): (documents, their codes)}): the encodings of the last spec
+        self._last_codes: tuple[str, dict[int, tuple[np.ndarray, np.ndarray]]] | None = None
+        self.fit_seconds: dict[str, float] = {}
+        self.encoded: dict[str, tuple[int, float]] = {}
 
     def encode(self, spec: str, docs: np.ndarray) -> np.ndarray:
-        """``docs`` through the fitted ``spec``. The last encoding is kept, so that consecutive
-        configurations of one spec on the same documents (its reranks, or several norm powers)
-        encode them once; one is kept, not all, to bound the memory."""
-        last = self._last_codes
-        if last is not None and last[0] == spec and last[1] is docs:
-            return last[2]
-        codes = self.fit(spec).transform(docs)
-        self._last_codes = (spec, docs, codes)
+        """``docs`` through the fitted ``spec``. The encodings of the last spec are kept, so that
+        consecutive configurations of one spec on the same documents (its reranks, or several norm
+        powers) encode them once; those of one spec, not all, to bound the memory."""
+        if self._last_codes is None or self._last_codes[0] != spec:
+            self._last_codes = (spec, {})
+        kept = self._last_codes[1].get(id(docs))
+        if kept is not None and kept[0] is docs:
+            return kept[1]
+        comp = self.fit(spec)
+        t0 = time.perf_counter()
+        codes = comp.transform(docs)
+        rows, secs = self.encoded.get(spec, (0, 0.0))
+        self.encoded[spec] = (rows + len(docs), secs + time.perf_counter() - t0)
+        self._last_codes[1][id(docs)] = (docs, codes)
         return codes
 
     def fit(self, spec: str) -> Compressor:
         if spec in self._fitted:
             return self._fitted[spec]
+        t0 = time.perf_counter()
         stages = spec.split("+")
         done = 0
         for i in range(len(stages) - 1, 0, -1):
@@ -213,30 +228,126 @@ class FitCache:
             rest = from_spec("+".join(stages[done:])).fit(self._outputs[prefix_spec])
             comp = get("pipeline").from_fitted([*prefix.fitted_stages, *rest.fitted_stages])
         self._fitted[spec] = comp
+        self.fit_seconds[spec] = time.perf_counter() - t0
         return comp
 
 
+def check_folds(folds, n: int | None = None) -> int:
+    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 1:
+        raise InputError(f"folds must be a whole number of at least 1 (2: fit on one half, score the other; "
+                         f"1: fit on every document, in-sample only), got {folds!r}")
+    if n is not None and folds > 1 and n < 2 * folds:
+        raise InputError(f"{folds}-fold fitting needs at least {2 * folds} documents (two per fold), got {n}")
+    return int(folds)
+
+
+def fold_pool_rows(n: int, folds: int, fit_rows: int | None = None) -> int:
+    """The fewest documents any model of a ``folds``-fold evaluation of ``n`` documents is fitted on."""
+    pool = n if folds == 1 else n - -(-n // folds)
+    return pool if fit_rows is None else min(pool, fit_rows)
+
+
+class CrossFit:
+    """Which fitted model encodes which documents, so that codes are scored on documents their fit
+    did not see (out-of-sample), with the in-sample figure beside it.
+
+    With ``folds`` >= 2 (the default 2) the documents are split at random (seeded) into that many
+    folds; model ``i`` is fitted on the documents outside fold ``i`` (its *pool*; the first
+    ``fit_rows`` of it when given) and encodes fold ``i``: every document is scored through a code
+    whose fit never saw it, in a corpus of the same size, as the rows of a file larger than the
+    fit sample are. For the in-sample figure fold ``i`` is encoded by model ``i + 1``, whose pool
+    holds it: the same models, so the gap between the two is what the fit memorized. Each
+    document's codes come from one model; :class:`~embcompress.search.PartedIndex` searches them
+    as one corpus. ``folds=1`` fits one model on all the documents (or their first ``fit_rows``):
+    in-sample only. ``fit_on`` fits one model on those vectors instead (a protocol of the caller's)."""
+
+    def __init__(self, docs: np.ndarray, folds: int = 2, *, fit_on: np.ndarray | None = None,
+                 fit_rows: int | None = None, seed: int = 0):
+        n = len(docs)
+        self.docs = docs
+        if fit_on is not None:
+            self.folds, self.protocol = 1, f"fitted on {len(fit_on):,} given vectors"
+            self.parts, self.pools = [np.arange(n)], [None]
+            self.caches = [FitCache(fit_on)]
+        else:
+            self.folds = check_folds(folds, n)
+            if fit_rows is not None:
+                fit_rows = check_positive_int("fit_rows", fit_rows)
+            if self.folds == 1:
+                self.parts = [np.arange(n)]
+                self.pools = [np.arange(min(n, fit_rows or n))]
+                self.protocol = self.describe(1)
+            else:
+                perm = np.random.default_rng(seed).permutation(n)
+                self.parts = [np.sort(p) for p in np.array_split(perm, self.folds)]
+                self.pools = [np.setdiff1d(np.arange(n), p)[:fit_rows] for p in self.parts]
+                self.protocol = self.describe(self.folds)
+            self.caches = [FitCache(docs[p]) for p in self.pools]
+        self.part_docs = [docs if len(p) == n else docs[p] for p in self.parts]
+        self.fit_rows = min(len(c.docs) for c in self.caches)
+
+    @staticmethod
+    def describe(folds: int) -> str:
+        return "in-sample" if folds == 1 else f"out-of-sample ({folds}-fold)"
+
+    @property
+    def out_of_sample(self) -> bool:
+        return self.folds > 1
+
+    def indexes(self, spec: str, doc_ids: Sequence, norm_power: float = 1.0) -> dict[str, Index | PartedIndex]:
+        """``{"headline": index}``, plus ``"in_sample"`` when the headline is out-of-sample."""
+        def index(shift: int) -> Index | PartedIndex:
+            if self.folds == 1:
+                cache = self.caches[0]
+                return Index(cache.encode(spec, self.docs), compressor=cache.fit(spec), ids=doc_ids, norm_power=norm_power)
+            built = []
+            for i, (rows, part) in enumerate(zip(self.parts, self.part_docs)):
+                cache = self.caches[(i + shift) % self.folds]
+                built.append((rows, Index(cache.encode(spec, part), compressor=cache.fit(spec), norm_power=norm_power)))
+            return PartedIndex(built, ids=doc_ids)
+
+        out = {"headline": index(0)}
+        if self.out_of_sample:
+            out["in_sample"] = index(1)
+        return out
+
+    def costs(self, spec: str) -> dict[str, Any]:
+        """Mean seconds to fit one model of ``spec`` (on ``fit_rows``-odd rows) and rows/s encoded."""
+        fit = [c.fit_seconds[spec] for c in self.caches if spec in c.fit_seconds]
+        rows = sum(c.encoded.get(spec, (0, 0.0))[0] for c in self.caches)
+        secs = sum(c.encoded.get(spec, (0, 0.0))[1] for c in self.caches)
+        return {"fit_seconds": sum(fit) / len(fit) if fit else 0.0,
+                "encode_rows_per_second": rows / secs if secs > 0 else float("inf")}
+
+
 # ---- the engine ------------------------------------------------------------------------------------
-def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Sequence, cache: FitCache,
+def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Sequence, fits: CrossFit,
                     originals: VectorStore | np.ndarray | None = None, proxy: RankProxy | None = None,
                     norm_power: float = 1.0) -> dict[str, Any]:
-    """Fit (or reuse) the configuration's compressor, index ``docs``, search and score with ``task``.
-    ``proxy`` adds the label-free rank proxy; ``norm_power``: see :class:`~embcompress.search.Index`.
-    Retention is filled in by :func:`run_configs`."""
-    t0 = time.perf_counter()
-    comp = None if cfg.spec is None else cache.fit(cfg.spec)
-    fit_s = time.perf_counter() - t0
-    index = (Index(docs, ids=doc_ids) if comp is None
-             else Index(cache.encode(cfg.spec, docs), compressor=comp, ids=doc_ids, norm_power=norm_power))
+    """Fit (or reuse) the configuration's compressors, index ``docs`` as ``fits`` says, search and
+    score with ``task``: the headline figure (out-of-sample unless ``fits`` has one fold) and, when
+    that is out-of-sample, the in-sample one. ``proxy`` adds the label-free rank proxy (on the
+    headline index); ``norm_power``: see :class:`~embcompress.search.Index`. Retention is filled in
+    by :func:`run_configs`."""
+    if cfg.spec is None:
+        indexes = {"headline": Index(docs, ids=doc_ids)}
+        costs = {"fit_seconds": 0.0, "encode_rows_per_second": None}
+    else:
+        indexes = fits.indexes(cfg.spec, doc_ids, norm_power)
+        costs = fits.costs(cfg.spec)
+    index = indexes["headline"]
     m = task.measure(index, cfg, originals)
+    m_in = task.measure(indexes["in_sample"], cfg, originals) if "in_sample" in indexes else m
+    comp = index.compressor
     dim = docs.shape[1]
     row: dict[str, Any] = {
         "config": cfg.label, "spec": cfg.spec, "rerank": cfg.rerank,
         "kind": "float" if comp is None else comp.output_spec.kind,
         "bytes_per_vector": index.nbytes_per_vector, "compression": 4 * dim / index.nbytes_per_vector,
         "extra_storage": "original float vectors" if cfg.rerank == "float" else None,
-        "score": m.score, **m.metrics,
-        "fit_seconds": round(fit_s, 3), "search_seconds": m.seconds,
+        "fitted": "none" if cfg.spec is None else fits.protocol,
+        "score": m.score, **m.metrics, "score_in_sample": m_in.score,
+        **costs, "search_seconds": m.seconds,
         "queries_per_second": m.queries / m.seconds if m.seconds > 0 else float("inf"), "candidates": m.candidates,
     }
     if proxy is not None:
@@ -277,14 +388,17 @@ class RankProxy:
 
 
 def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *, doc_ids: Sequence | None = None,
-                originals: VectorStore | np.ndarray | None = None, fit_on: np.ndarray | None = None,
-                proxy_sample: int | None = None, progress: Callable[[str, int, int], None] | None = None,
-                norm_power: float = 1.0) -> list[dict[str, Any]]:
+                originals: VectorStore | np.ndarray | None = None, folds: int = 2, fit_rows: int | None = None,
+                fit_on: np.ndarray | None = None, proxy_sample: int | None = None,
+                progress: Callable[[str, int, int], None] | None = None, norm_power: float = 1.0) -> list[dict[str, Any]]:
     """Evaluate each configuration on ``docs`` with ``task`` (the float reference first, added
-    when missing); compressors are fitted on ``fit_on`` (default: ``docs``); codes scored
-    asymmetrically weigh the reconstruction's norm with ``norm_power`` (see
-    :class:`~embcompress.search.Index`). Returns one row per configuration with its score,
-    retention, size and speed."""
+    when missing). Compressors are fitted and scored as :class:`CrossFit` says: by default on two
+    folds, so that ``score`` and ``retention`` are out-of-sample (every document encoded by a
+    model that did not see it) and ``score_in_sample`` / ``retention_in_sample`` are the in-sample
+    figures of the same models; ``folds=1`` fits on all the documents (in-sample only) and
+    ``fit_on`` on given vectors. Codes scored asymmetrically weigh the reconstruction's norm with
+    ``norm_power`` (see :class:`~embcompress.search.Index`). Returns one row per configuration
+    with its scores, retentions, size, fit and encoding costs and search speed."""
     cfgs = [parse_config(c) for c in configs]
     if not any(c.spec is None for c in cfgs):
         cfgs.insert(0, FLOAT)
@@ -293,7 +407,7 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
     originals = docs if originals is None else originals
     if isinstance(originals, np.ndarray):
         originals = ArrayStore(originals)
-    cache = FitCache(docs if fit_on is None else fit_on)
+    fits = CrossFit(docs, folds, fit_on=fit_on, fit_rows=fit_rows)
     proxy = None
     if proxy_sample:
         proxy = RankProxy(docs, sample_rows(len(docs), proxy_sample, 0))
@@ -301,9 +415,11 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
     for i, cfg in enumerate(cfgs):
         if progress:
             progress(cfg.label, i, len(cfgs))
-        row = evaluate_config(docs, cfg, task, doc_ids=doc_ids, cache=cache, originals=originals, proxy=proxy,
+        row = evaluate_config(docs, cfg, task, doc_ids=doc_ids, fits=fits, originals=originals, proxy=proxy,
                               norm_power=norm_power)
-        row["retention"] = retention(row["score"], rows[0]["score"] if rows else row["score"])
+        ref = rows[0] if rows else row
+        row["retention"] = retention(row["score"], ref["score"])
+        row["retention_in_sample"] = retention(row["score_in_sample"], ref["score"])
         rows.append(row)
     if progress:
         progress("done", len(cfgs), len(cfgs))
@@ -321,13 +437,17 @@ def evaluate(
     k: int = 10,
     originals: VectorStore | np.ndarray | None = None,
     fit_sample: int | None = None,
+    folds: int = 2,
     progress: Callable[[str, int, int], None] | None = None,
     norm_power: float = 1.0,
 ) -> dict[str, Any]:
     """Evaluate each configuration; returns ``{"rows": [...], "summary": {...}}``.
 
     With ``qrels``, nDCG@k, recall@k and MRR@k; without, label-free recall@k against exact float
-    search. Compressors are fitted on ``docs`` (or their first ``fit_sample`` rows). Float reranks
+    search. Compressors are fitted as :class:`CrossFit` says: by default each on half of ``docs``
+    and scored on the other half (``retention``, out-of-sample), with the in-sample figure beside
+    it (``retention_in_sample``); ``folds=1`` fits on all of them, in-sample only; ``fit_sample``
+    caps the rows each model is fitted on (the first of its pool). Float reranks
     read ``originals`` (default: ``docs`` themselves). ``norm_power``: how codes scored
     asymmetrically weigh their reconstruction's norm (see :class:`~embcompress.search.Index`)."""
     docs = np.ascontiguousarray(docs, dtype=np.float32)
@@ -346,19 +466,26 @@ def evaluate(
             summary["skipped"] = skipped
             warnings.warn(f"left out of the default grid, as they cannot apply to {len(docs)} document(s) of {dim} "
                           f"dimension(s): {', '.join(skipped)}")
-    rows = run_configs(docs, task, configs, doc_ids=doc_ids, originals=originals,
-                       fit_on=docs[:fit_sample] if fit_sample else None, progress=progress, norm_power=norm_power)
+    folds = check_folds(folds)
+    if folds > 1 and len(docs) < 2 * folds:
+        warnings.warn(f"{len(docs)} document(s) are too few for {folds}-fold fitting (two per fold); the codes are "
+                      "fitted on all of them and scored in-sample")
+        folds = 1
+    summary["fitted"] = CrossFit.describe(folds)
+    rows = run_configs(docs, task, configs, doc_ids=doc_ids, originals=originals, folds=folds, fit_rows=fit_sample,
+                       progress=progress, norm_power=norm_power)
     if any(r["retention"] != r["retention"] for r in rows):  # NaN: the float reference scored 0
         summary["note"] = (f"retention is undefined (shown as n/a): exact float search scores 0 on this task ({task.metric}), "
                            "so there is nothing for a compressed form to keep; check that the qrels match the ids")
         for r in rows:
-            r["retention"] = None if r["retention"] != r["retention"] else r["retention"]
+            for key in ("retention", "retention_in_sample"):
+                r[key] = None if r[key] != r[key] else r[key]
     return {"summary": summary, "rows": rows}
 
 
 def evaluate_files(docs: str | os.PathLike, queries: str | os.PathLike, *, qrels: str | os.PathLike | None = None,
                    configs: Sequence[str | Config] | None = None, k: int = 10, fit_sample: int | None = None,
-                   progress: Callable[[str, int, int], None] | None = None, norm_power: float = 1.0) -> dict[str, Any]:
+                   folds: int = 2, progress: Callable[[str, int, int], None] | None = None, norm_power: float = 1.0) -> dict[str, Any]:
     """:func:`evaluate` on files: document and query embeddings, and optionally BEIR qrels."""
     D, dids = read_all(docs)
     Q, qids = read_all(queries)
@@ -371,4 +498,4 @@ def evaluate_files(docs: str | os.PathLike, queries: str | os.PathLike, *, qrels
         check_unique_ids(dids, str(docs))
         check_unique_ids(qids, str(queries))
     return evaluate(D, Q, doc_ids=dids, query_ids=qids, qrels=judged, configs=configs, k=k, fit_sample=fit_sample,
-                    progress=progress, norm_power=norm_power)
+                    folds=folds, progress=progress, norm_power=norm_power)

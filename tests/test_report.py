@@ -11,8 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from embcompress import InputError
+from embcompress import InputError, from_spec
 from embcompress.report import build_report, render_html
+from embcompress.evaluate import parse_config
 from embcompress.report.grid import pareto_front
 
 from conftest import write_parquet
@@ -111,6 +112,42 @@ def test_fit_cache_encodes_consecutive_configurations_of_a_spec_once():
     assert again is not first and np.array_equal(again, first)  # one encoding held at a time
 
 
+def test_cross_fit_scores_every_document_through_a_model_that_did_not_see_it():
+    """2-fold fitting: the two models are fitted on complementary halves; out-of-sample, each
+    half is encoded by the model fitted on the other, in-sample by its own; the figures are those
+    of a parted index built by hand that way. A code that memorizes (pq with 256 codewords on a
+    few hundred rows) keeps more in-sample than out-of-sample, and 3 folds work the same way."""
+    from embcompress.evaluate import CrossFit, LabelFreeTask, run_configs
+    from embcompress.search import Index, PartedIndex
+
+    X, _ = clustered(n=700, d=32)
+    docs, Q = X[100:], X[:100]
+    fits = CrossFit(docs, 2)
+    a, b = fits.parts
+    assert len(a) + len(b) == len(docs) and not set(a) & set(b) and abs(len(a) - len(b)) <= 1
+    assert [set(p.tolist()) for p in fits.pools] == [set(b.tolist()), set(a.tolist())]
+    for cache, pool in zip(fits.caches, fits.pools):
+        np.testing.assert_array_equal(cache.docs, docs[pool])
+    rows = run_configs(docs, LabelFreeTask(Q), ["pq:8"], folds=2)
+    models = [from_spec("pq:8").fit(docs[b]), from_spec("pq:8").fit(docs[a])]
+    ref = Index(docs).search(Q, 10).rows
+
+    def recall(assign):
+        idx = PartedIndex([(p, Index(m.transform(docs[p]), compressor=m)) for p, m in zip((a, b), assign)])
+        found = idx.search(Q, 10).rows
+        return np.mean([len(set(f) & set(r)) / 10 for f, r in zip(found, ref)])
+
+    assert rows[1]["fitted"] == "out-of-sample (2-fold)"
+    assert rows[1]["score"] == pytest.approx(recall(models))  # a by the model of b, b by the model of a
+    assert rows[1]["score_in_sample"] == pytest.approx(recall(models[::-1]))
+    assert rows[1]["retention_in_sample"] > rows[1]["retention"] + 0.05
+    three = CrossFit(docs, 3, fit_rows=100)
+    assert len(three.parts) == 3 and all(len(p) == 100 for p in three.pools)
+    assert all(not set(pool.tolist()) & set(part.tolist()) for pool, part in zip(three.pools, three.parts))
+    with pytest.raises(InputError, match="3-fold fitting needs at least 6 documents"):
+        CrossFit(docs[:5], 3)
+
+
 def test_labels_and_qrels_modes():
     X, labels = clustered()
     rep = build_report(X, labels=labels, widths=[8], methods=["pca"], code_families=["sq"])
@@ -180,25 +217,45 @@ def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path):
     X, labels = clustered(n=800, d=32)
     res = rank_candidates(X, 8)
     assert res["mode"] == "label-free" and res["ranking"]
-    # fitted on half of the 720 indexed rows (80 are the label-free queries), scored on all of them
-    assert res["sample"] == 720 and res["fit_rows"] == 360
-    assert rank_candidates(X, 8, unseen=0, configs=["sq:2"])["fit_rows"] == 720
-    with pytest.raises(InputError, match=r"unseen must be a share in \[0, 1\)"):
-        rank_candidates(X, 8, unseen=1.0)
+    # two models, each fitted on half of the 720 indexed rows (80 are the label-free queries) and
+    # encoding the other half: ranked out-of-sample, the in-sample figure of the same fits beside it
+    assert res["sample"] == 720 and res["fit_rows"] == 360 and res["fitted"] == "out-of-sample (2-fold)"
+    assert all(r["retention_in_sample"] is not None and r["fit_seconds"] >= 0 and r["encode_rows_per_second"] > 0
+               for r in res["ranking"])
+    assert any(r["retention_in_sample"] != r["retention"] for r in res["ranking"])  # the fits memorize something
+    one = rank_candidates(X, 8, folds=1, configs=["sq:2"])
+    assert one["fit_rows"] == 720 and one["winner"]["retention"] == one["winner"]["retention_in_sample"]
+    with pytest.raises(InputError, match="folds must be a whole number of at least 1"):
+        rank_candidates(X, 8, folds=0)
     assert all(r["bytes_per_vector"] <= 8 for r in res["ranking"])
     if importlib.util.find_spec("faiss"):  # rq, with and without a beam, is measured, not assumed
         assert {"rq:8", "rq:8:beam=4"} <= {r["config"] for r in res["ranking"]}
     rets = [r["retention"] for r in res["ranking"]]
     assert rets == sorted(rets, reverse=True) and res["winner"] is res["ranking"][0]
+    # costs decide when asked: a slow winner is marked and passed over, and nothing fast enough is an error
+    if importlib.util.find_spec("faiss"):  # (two codes that encode orders of magnitude apart: sign bits and a residual code with a beam)
+        pair = ["binary@asym", "rq:8:beam=4"]
+        both = {r["config"]: r for r in res["ranking"]}
+        assert both["rq:8:beam=4"]["retention"] > both["binary@asym"]["retention"]
+        assert both["binary@asym"]["encode_rows_per_second"] > 30 * both["rq:8:beam=4"]["encode_rows_per_second"]
+        rate = (both["binary@asym"]["encode_rows_per_second"] * both["rq:8:beam=4"]["encode_rows_per_second"]) ** 0.5
+        fast = rank_candidates(X, 8, configs=pair, min_encode_rate=rate)
+        assert fast["winner"]["config"] == "binary@asym" and fast["ranking"][0]["config"] == "rq:8:beam=4"
+        assert "rows/s <" in fast["ranking"][0]["too_slow"] and fast["winner"]["too_slow"] is None
+    with pytest.raises(InputError, match="no candidate within 8 bytes per vector is fast enough.*--max-fit-seconds"):
+        rank_candidates(X, 8, configs=["sq:2", "binary@asym"], max_fit_seconds=1e-9)
     # a target picks the smallest candidate that reaches it
     low = min(rets)
-    res_t = rank_candidates(X, 8, target=low)
+    res_t = rank_candidates(X, 8, target=low, configs=[r["config"] for r in res["ranking"] if not r["config"].startswith(("rq", "opq"))])
     assert res_t["target_reached"] and res_t["winner"]["bytes_per_vector"] == min(r["bytes_per_vector"] for r in res_t["ranking"])
     write_parquet(tmp_path / "v.parquet", X, extra={"topic": [str(t) for t in labels]})
     res = runner.invoke(app, ["recommend", str(tmp_path / "v.parquet"), str(tmp_path / "m"), "--budget", "4", "--labels", "topic", "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["mode"] == "labels" and out["winner"]["bytes_per_vector"] <= 4
+    # the winner's configuration is one that evaluate --config takes, its retention the out-of-sample one
+    assert parse_config(out["winner"]["config"]).spec == out["spec"] and out["fitted"] == "out-of-sample (2-fold)"
+    assert {"retention", "retention_in_sample", "fit_seconds", "encode_rows_per_second"} <= set(out["winner"])
     assert load(tmp_path / "m").output_spec.nbytes <= 4
     res = runner.invoke(app, ["recommend", str(tmp_path / "v.parquet"), str(tmp_path / "m"), "--budget", "4"])
     assert res.exit_code == 1 and "already exists" in res.stderr

@@ -24,7 +24,8 @@ from .._fs import check_output_dir
 from ..analysis import check_unique_ids, intrinsic_dimensionality, spearman, uniformity
 from ..datasets import read_qrels
 from ..errors import InputError
-from ..evaluate import FLOAT, Config, LabelFreeTask, LabelTask, QrelsTask, parse_config, run_configs, trainable
+from ..evaluate import (FLOAT, Config, CrossFit, LabelFreeTask, LabelTask, QrelsTask, fold_pool_rows, parse_config,
+                        run_configs, trainable)
 from ..io import read_all, read_sample
 from .candidates import available_families, candidates, grid_budgets
 from .html import write_report
@@ -36,6 +37,9 @@ CODE_FAMILIES = ("binary", "sq", "opq", "rabitq")
 CHAINED = ("pca", "geopres")
 K = 10
 MIN_VECTORS = 50
+#: codes are fitted on one half of the sample and scored on the other (and the reverse): the
+#: retention shown is out-of-sample, the in-sample figure of the same fits beside it
+FOLDS = 2
 
 
 def default_widths(dim: int) -> list[int]:
@@ -142,12 +146,13 @@ def plan(setup: Setup) -> list[PlanItem]:
             if config not in seen:  # a code smaller than a budget can be the best fit of the next one too
                 seen.add(config)
                 item = PlanItem(f"{c.label} ({ratio}x)", f"codes: {c.family}", dim, parse_config(config))
-                if not trainable(item.config.spec, len(setup.docs)):
+                if not trainable(item.config.spec, fold_pool_rows(len(setup.docs), FOLDS)):
                     too_small.append(item.label)
                 else:
                     items.append(item)
     if too_small:
-        warnings.warn(f"left out of the report, as {len(setup.docs)} document(s) are too few to train them: "
+        warnings.warn(f"left out of the report, as {fold_pool_rows(len(setup.docs), FOLDS)} document(s) (half of the "
+                      f"{len(setup.docs)}) are too few to train them: "
                       f"{', '.join(too_small)}")
     return items
 
@@ -156,14 +161,16 @@ def run(setup: Setup, items: Sequence[PlanItem], progress: Callable[[str, int, i
     """Every plan item through the evaluation engine, labelled for the report."""
     by_config = {it.config.label: it for it in items}
     step = (lambda label, i, n: progress(by_config[label].label if label in by_config else label, i, n)) if progress else None
-    rows = run_configs(setup.docs, setup.task, [it.config for it in items], doc_ids=setup.doc_ids,
+    rows = run_configs(setup.docs, setup.task, [it.config for it in items], doc_ids=setup.doc_ids, folds=FOLDS,
                        proxy_sample=setup.proxy_sample, progress=step)
     out = []
     for it, r in zip(items, rows):
         out.append({"config": it.label, "method": it.method, "width": it.width, "kind": r["kind"],
                     "bytes_per_vector": r["bytes_per_vector"], "extra_storage": r["extra_storage"], "rerank": r["rerank"],
-                    "score": r["score"], "retention": r["retention"], "rank_proxy": r["rank_proxy"],
-                    "fit_seconds": r["fit_seconds"], "eval_seconds": round(r["search_seconds"], 3)})
+                    "score": r["score"], "retention": r["retention"], "score_in_sample": r["score_in_sample"],
+                    "retention_in_sample": r["retention_in_sample"], "fitted": r["fitted"], "rank_proxy": r["rank_proxy"],
+                    "fit_seconds": r["fit_seconds"], "encode_rows_per_second": r["encode_rows_per_second"],
+                    "eval_seconds": round(r["search_seconds"], 3)})
     return out
 
 
@@ -192,7 +199,7 @@ def summarize(setup: Setup, rows: list[dict[str, Any]], all_docs: np.ndarray) ->
             "queries": len(task.queries) if hasattr(task, "queries") else None, "widths": setup.widths,
             "methods": setup.methods, "intrinsic_dimensionality": intr.components, "intrinsic_threshold": intr.threshold,
             "uniformity": uniformity(all_docs), "proxy_retention_spearman": corr, "proxy_retention_configs": len(scored),
-            "budget_bytes": setup.budget, "best_within_budget": best, **setup.info,
+            "budget_bytes": setup.budget, "best_within_budget": best, "fitted": CrossFit.describe(FOLDS), **setup.info,
         },
         "explained_variance": np.cumsum(intr.explained_variance_ratio).round(6).tolist(),
         "rows": rows,

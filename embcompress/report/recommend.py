@@ -9,9 +9,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .._util import sample_rows
 from ..errors import InputError
-from ..evaluate import parse_config, run_configs, trainable
+from ..evaluate import check_folds, fold_pool_rows, parse_config, run_configs, trainable
 from ..persist import check_model_path, save
 from ..registry import from_spec
 from ..stream import fit_file
@@ -21,26 +20,33 @@ from .grid import load_task_files, validate
 
 def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None, query_ids=None, qrels=None,
                     labels=None, target: float | None = None, configs: Sequence[str] | None = None,
-                    unseen: float = 0.5, progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+                    folds: int = 2, max_fit_seconds: float | None = None, min_encode_rate: float | None = None,
+                    progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """Evaluate every candidate of at most ``budget`` bytes per vector on ``docs`` (a sample) with
     the task the data allows (qrels, labels or label-free). Returns the rows ranked by retention
-    (ties: fewer bytes first) and the winner: the best, or with ``target`` the smallest candidate
-    that reaches it (the best when none does).
+    on documents the fit did not see (ties: fewer bytes first) and the winner: the best, or with
+    ``target`` the smallest candidate that reaches it (the best when none does).
 
-    The candidates are fitted on a seeded share ``1 - unseen`` of the sample and then encode all
-    of it, so that a share ``unseen`` of the scored documents was not seen by the fit, as most rows
-    of a file larger than the fit sample are not. Codes with many parameters (``rq``) score higher
-    on the rows they were fitted on than on new ones; ``unseen=0`` fits on the whole sample."""
+    Each candidate is fitted and scored ``folds``-fold (:class:`~embcompress.evaluate.CrossFit`):
+    by default a model fitted on each half of the sample encodes the other half, so every scored
+    document is new to the code that encoded it, as most rows of a file larger than the fit
+    sample are; codes with many parameters (``rq``) score higher on the rows they were fitted on,
+    and that in-sample figure is kept beside (``retention_in_sample``). ``folds=1`` ranks in-sample.
+
+    Every row carries what the candidate cost: ``fit_seconds`` (one model, on ``fit_rows`` rows) and
+    ``encode_rows_per_second``. Candidates slower than ``max_fit_seconds`` or ``min_encode_rate``
+    stay in the ranking, marked ``too_slow``, and cannot win."""
     if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
         raise InputError(f"budget must be a positive number of bytes per vector, got {budget!r}")
     if target is not None and not 0 < target <= 1:
         raise InputError(f"target must be a retention in (0, 1], e.g. 0.98, got {target!r}")
-    if isinstance(unseen, bool) or not isinstance(unseen, (int, float)) or not 0 <= unseen < 1:
-        raise InputError(f"unseen must be a share in [0, 1), e.g. 0.5, got {unseen!r}")
+    for name, v in (("max_fit_seconds", max_fit_seconds), ("min_encode_rate", min_encode_rate)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
+            raise InputError(f"{name} must be a positive number, got {v!r}")
     setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels)
     dim = setup.docs.shape[1]
-    n_fit = max(1, round(len(setup.docs) * (1 - unseen)))
-    fit_on = setup.docs[sample_rows(len(setup.docs), n_fit, 0)] if n_fit < len(setup.docs) else None
+    folds = check_folds(folds, len(setup.docs))
+    n_fit = fold_pool_rows(len(setup.docs), folds)
     cands = {c.config: c.label for c in candidates(dim, int(budget))} if configs is None else {c: c for c in configs}
     if not cands:
         raise InputError(f"no code fits in {budget} bytes per vector for {dim}-dimensional embeddings; the smallest "
@@ -54,27 +60,40 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
             warnings.warn(f"left out, as {n_fit} document(s) are too few to train them: {', '.join(too_small)}")
         if not cands:
             raise InputError(f"no code within {budget} bytes per vector can be trained on {n_fit} document(s)")
-    rows = run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, fit_on=fit_on, progress=progress)
+    rows = run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, folds=folds, progress=progress)
     ref, found = rows[0], rows[1:]
     for r in found:
         r["label"] = cands[r["config"]]
+        slow = []
+        if max_fit_seconds is not None and r["fit_seconds"] > max_fit_seconds:
+            slow.append(f"fit {r['fit_seconds']:.1f} s > {max_fit_seconds:g} s")
+        if min_encode_rate is not None and r["encode_rows_per_second"] < min_encode_rate:
+            slow.append(f"encodes {r['encode_rows_per_second']:,.0f} rows/s < {min_encode_rate:,.0f}")
+        r["too_slow"] = "; ".join(slow) or None
     over = [r for r in found if r["bytes_per_vector"] > budget]
     if over:  # candidates() sizes them to the budget; a mismatch is a bug, not user error
         raise AssertionError(f"candidates over budget: {[r['config'] for r in over]}")
     ranked = sorted(found, key=lambda r: (-r["retention"], r["bytes_per_vector"], r["config"]))
-    winner = ranked[0]
+    eligible = [r for r in ranked if r["too_slow"] is None]
+    if not eligible:
+        raise InputError(f"no candidate within {budget} bytes per vector is fast enough: "
+                         + "; ".join(f"{r['label']}: {r['too_slow']}" for r in ranked)
+                         + ". Allow more (--max-fit-seconds, --min-encode-rate) or a larger budget")
+    winner = eligible[0]
     if target is not None:
-        reaching = [r for r in ranked if r["retention"] >= target]
+        reaching = [r for r in eligible if r["retention"] >= target]
         if reaching:
             winner = min(reaching, key=lambda r: (r["bytes_per_vector"], -r["retention"]))
     return {"budget_bytes": int(budget), "target": target, "metric": setup.task.metric, "mode": setup.task.mode,
-            "sample": len(setup.docs), "fit_rows": n_fit, "float_score": ref["score"], "ranking": ranked, "winner": winner,
-            "target_reached": None if target is None else winner["retention"] >= target}
+            "fitted": rows[1]["fitted"], "sample": len(setup.docs), "fit_rows": n_fit, "float_score": ref["score"],
+            "max_fit_seconds": max_fit_seconds, "min_encode_rate": min_encode_rate,
+            "ranking": ranked, "winner": winner, "target_reached": None if target is None else winner["retention"] >= target}
 
 
 def recommend_files(input: str | os.PathLike, model_dir: str | os.PathLike, budget: int, *, target: float | None = None,
                     queries: str | os.PathLike | None = None, qrels: str | os.PathLike | None = None,
                     labels: str | None = None, sample: int = 20_000, column: str | None = None,
+                    folds: int = 2, max_fit_seconds: float | None = None, min_encode_rate: float | None = None,
                     overwrite: bool = False, progress: Callable[[str, int, int], None] | None = None,
                     fit_progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Rank the candidates on the first ``sample`` vectors of ``input`` (with queries and qrels,
@@ -82,7 +101,8 @@ def recommend_files(input: str | os.PathLike, model_dir: str | os.PathLike, budg
     ``model_dir``."""
     check_model_path(model_dir, overwrite=overwrite)
     data = load_task_files(input, queries=queries, qrels=qrels, labels=labels, sample=sample, column=column)
-    res = rank_candidates(data.pop("docs"), budget, **data, target=target, progress=progress)
+    res = rank_candidates(data.pop("docs"), budget, **data, target=target, folds=folds, max_fit_seconds=max_fit_seconds,
+                          min_encode_rate=min_encode_rate, progress=progress)
     spec = res["winner"]["spec"]
     comp = fit_file(from_spec(spec), input, column=column, progress=fit_progress)
     save(comp, model_dir, overwrite=overwrite)

@@ -293,3 +293,99 @@ class Index:
                     "rerank_seconds": time.perf_counter() - t0 - t_first}
         ids = self.ids[rows] if self.ids is not None else None
         return SearchResult(rows=rows, scores=scores, ids=ids, seconds=time.perf_counter() - t0, info=info)
+
+
+class _RowsView:
+    """The vectors of ``rows`` of a store, numbered from 0: a part's originals for its float rerank."""
+
+    def __init__(self, store: VectorStore, rows: np.ndarray):
+        self.store, self.rows = store, rows
+        self.num_rows, self.dim = len(rows), store.dim
+
+    def get(self, rows: np.ndarray) -> np.ndarray:
+        return self.store.get(self.rows[np.asarray(rows)])
+
+
+def _merge_top(rows: list[np.ndarray], scores: list[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top ``k`` of several (queries, n_i) result blocks whose rows are already global: by
+    score, ties by row, lowest first."""
+    r, s = np.concatenate(rows, axis=1), np.concatenate(scores, axis=1)
+    order = np.lexsort((r, -s), axis=1)[:, :k]
+    return np.take_along_axis(r, order, axis=1), np.take_along_axis(s, order, axis=1)
+
+
+class PartedIndex:
+    """One corpus whose documents were encoded by several fitted compressors of the same spec, each
+    holding its own part (``parts``: the global rows of a part and the :class:`Index` of their
+    codes), searched as one: it returns what a single index would if each document were scored
+    by its own part's model. This is how codes are measured on documents their fit did not see
+    (:mod:`embcompress.evaluate` fits one model per fold and lets each encode the folds it was not
+    fitted on), and how a corpus encoded by successive refits would be searched.
+
+    The first stage takes each part's top ``k`` (with a rerank: ``k x multiplier``) and keeps the
+    best of them overall; a rerank then re-scores those candidates with their own part's model,
+    so a search sees as many candidates as on a single index. Scores must be comparable across
+    parts, as they are for one spec: cosines (float, asymmetric, lookup tables) or Hamming
+    similarities over the same number of bits."""
+
+    def __init__(self, parts: Sequence[tuple[np.ndarray, Index]], ids: Sequence | None = None):
+        if not parts:
+            raise InputError("a parted index needs at least one part")
+        self.parts = [(np.asarray(r, dtype=np.int64), idx) for r, idx in parts]
+        for r, idx in self.parts:
+            if len(r) != idx.num_docs:
+                raise InputError(f"a part lists {len(r)} rows for {idx.num_docs} documents")
+        self.num_docs = sum(len(r) for r, _ in self.parts)
+        if np.unique(np.concatenate([r for r, _ in self.parts])).size != self.num_docs:
+            raise InputError("the parts' rows must number the documents 0..n-1, each once")
+        first = self.parts[0][1]
+        self.compressor, self.kind, self.nbytes_per_vector = first.compressor, first.kind, first.nbytes_per_vector
+        self.ids = None if ids is None else np.asarray(ids, dtype=object)
+
+    def decoded(self) -> np.ndarray:
+        """Every document decoded by its own part's model, in row order."""
+        out = None
+        for rows, idx in self.parts:
+            z = idx.data if idx.compressor is None else idx.compressor.last_stage.decode(idx.data)
+            if out is None:
+                out = np.empty((self.num_docs, z.shape[1]), dtype=np.float32)
+            out[rows] = z
+        return out
+
+    def search(self, queries: np.ndarray, k: int = 10, *, rerank: str | None = None,
+               multiplier: int = DEFAULT_MULTIPLIER, originals: VectorStore | np.ndarray | None = None,
+               threads: int | None = None) -> SearchResult:
+        t0 = time.perf_counter()
+        Q = check_array(queries, what="queries")
+        if len(Q) == 0:
+            raise InputError("no queries to search with (0 rows)")
+        k = check_k(k, self.num_docs)
+        if rerank is not None and rerank not in RERANKS:
+            raise InputError(f"rerank must be one of {', '.join(RERANKS)} or None, got {rerank!r}")
+        if isinstance(originals, np.ndarray):
+            originals = ArrayStore(originals)
+        views = [None if originals is None else _RowsView(originals, rows) for rows, _ in self.parts]
+        if rerank is None:
+            found = [idx.search(Q, min(k, idx.num_docs), originals=v, threads=threads)
+                     for (rows, idx), v in zip(self.parts, views)]
+            rows, scores = _merge_top([self.parts[i][0][f.rows] for i, f in enumerate(found)],
+                                      [f.scores for f in found], k)
+            info = {"candidates": k}
+        else:
+            n_cand = min(k * check_positive_int("multiplier", multiplier), self.num_docs)
+            firsts = [idx._first_stage(Q, min(n_cand, idx.num_docs)) for _, idx in self.parts]
+            cand, _ = _merge_top([self.parts[i][0][r] for i, (_, r) in enumerate(firsts)], [s for s, _ in firsts], n_cand)
+            part_of = np.empty(self.num_docs, dtype=np.int64)
+            local = np.empty(self.num_docs, dtype=np.int64)
+            for p, (r, _) in enumerate(self.parts):
+                part_of[r], local[r] = p, np.arange(len(r))
+            sc = np.zeros(cand.shape, dtype=np.float32)
+            for p, (_, idx) in enumerate(self.parts):
+                mine = part_of[cand] == p
+                if mine.any():  # every candidate scored by the model of its part (others: row 0, dropped)
+                    s = idx._rerank_scores(Q, np.where(mine, local[cand], 0), rerank, views[p])
+                    sc[mine] = s[mine]
+            rows, scores = _merge_top([cand], [sc], k)
+            info = {"candidates": n_cand, "rerank": rerank}
+        ids = self.ids[rows] if self.ids is not None else None
+        return SearchResult(rows=rows, scores=scores, ids=ids, seconds=time.perf_counter() - t0, info=info)
