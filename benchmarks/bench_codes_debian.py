@@ -5,12 +5,15 @@ float32 for MiniLM's 384 dims), and, fitted on the same vectors in the same run,
 whole Debian set (33,253 documents and queries); retention = nDCG@10 / float32 nDCG@10.
 
     python benchmarks/embed_debian_ir.py        # once: caches the embeddings
-    python benchmarks/bench_codes_debian.py [--queries N] [--budgets 96,48,24,12] [--json out.json]
+    python benchmarks/bench_codes_debian.py [--queries N] [--budgets 96,48,24,12] [--configs rq:24,...] [--faiss opq,rq,lsq] [--json out.json]
 
-By default every code is fitted on all the documents it then encodes (as for a corpus that fits
-in the fit sample). ``--fit-rows N`` fits every code, ours and faiss's, on a seeded sample of N
-documents only and still encodes and searches all of them: the rows outside the sample measure
-how a code does on vectors it was not fitted on, as for a corpus larger than the fit sample.
+Every code, ours and faiss's, is measured three ways from the same fits (``--folds 2``: a model
+fitted on each half of the documents): *unseen* (out-of-sample: each half encoded by the model
+fitted on the other, searched as one corpus), *half-new* (the first half's model encodes every
+document: fitted on half, scored on the whole corpus, half of it seen) and *in-sample* (each
+half encoded by the model fitted on it). Users with a corpus larger than their fit sample live
+with the first. Each row also gives the mean fit time of one model, encoding rows/s and
+queries/s.
 """
 
 from __future__ import annotations
@@ -30,36 +33,63 @@ from embcompress.report.candidates import candidates
 from _util import DEBIAN  # noqa: E402  (the benchmarks' folder is on the path when they run)
 
 
-def faiss_rows(D, Q, qids, dids, qrels, budget, float_ndcg, threads, fit_on=None):
+def faiss_builders(d: int, budget: int, only: tuple[str, ...] | None = None):
+    """(label, make a fresh faiss index) for the faiss codes of ``budget`` bytes that apply to ``d``
+    dimensions: OPQ+PQ (when ``budget`` divides ``d``), RQ and LSQ (one byte per codebook), and
+    RaBitQ with 1 bit (only at d / 8 bytes: faiss adds its factors)."""
     import faiss
 
-    faiss.omp_set_num_threads(threads)
-    d = D.shape[1]
+    ip = faiss.METRIC_INNER_PRODUCT
     builds = []
     if d % budget == 0:
         def opq(m=budget):
-            pq = faiss.IndexPQ(d, m, 8, faiss.METRIC_INNER_PRODUCT)
-            return faiss.IndexPreTransform(faiss.OPQMatrix(d, m), pq)
-        builds.append((f"faiss OPQ{budget}+PQ{budget}", opq))
-    if budget == d // 8:  # 1 bit per dimension (faiss adds its factors: more bytes than the budget)
-        builds.append(("faiss IndexRaBitQ 1 bit", lambda: faiss.IndexRaBitQ(d, faiss.METRIC_INNER_PRODUCT)))
-    return [faiss_row(label, build(), D, Q, qids, dids, qrels, float_ndcg, fit_on) for label, build in builds]
+            return faiss.IndexPreTransform(faiss.OPQMatrix(d, m), faiss.IndexPQ(d, m, 8, ip))
+        builds.append(("opq", f"faiss OPQ{budget}+PQ{budget}", opq))
+    builds.append(("rq", f"faiss RQ{budget}x8", lambda: faiss.IndexResidualQuantizer(d, budget, 8, ip)))
+    builds.append(("lsq", f"faiss LSQ{budget}x8", lambda: faiss.IndexLocalSearchQuantizer(d, budget, 8, ip)))
+    if budget == d // 8:
+        builds.append(("rabitq", "faiss IndexRaBitQ 1 bit", lambda: faiss.IndexRaBitQ(d, ip)))
+    return [(label, build) for key, label, build in builds if only is None or key in only]
 
 
-def faiss_row(label, index, D, Q, qids, dids, qrels, float_ndcg, fit_on=None) -> dict:
-    """Train a faiss index (on ``fit_on``, default the documents), fill it with the documents and
-    search the queries: the row of the tables."""
+def faiss_row(label, build, D, Q, qids, dids, qrels, float_ndcg, fits) -> dict:
+    """A faiss code measured as ours are (``fits``: the same folds and pools): one index trained per
+    pool, each filled with the fold it did not see (out-of-sample) or with a fold its pool holds
+    (in-sample); the folds' top 10 merged by score. Also the first model filling every document
+    (half-new: fitted on half, scored on the whole corpus)."""
+    from embcompress.search.index import _merge_top
+
     t0 = time.perf_counter()
-    index.train(D if fit_on is None else fit_on)
-    index.add(D)
-    fit = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    _, I = index.search(Q, 10)
-    secs = time.perf_counter() - t1
-    nd = evaluate_run({q: [dids[j] for j in r] for q, r in zip(qids, I)}, qrels, 10).ndcg
-    size = index.sa_code_size() if hasattr(index, "sa_code_size") else index.code_size
-    return {"config": label, "bytes_per_vector": int(size), "score": nd, "retention": nd / float_ndcg,
-            "fit_seconds": fit, "queries_per_second": len(Q) / secs}
+    models = []
+    for pool in fits.pools:
+        index = build()
+        index.train(D[pool])
+        models.append(index)
+    fit = (time.perf_counter() - t0) / len(models)
+
+    def ndcg(assign) -> tuple[float, float, float]:
+        rows, scores, enc, secs = [], [], 0.0, 0.0
+        for part, index in assign:
+            index.reset()
+            t = time.perf_counter()
+            index.add(D[part])
+            enc += time.perf_counter() - t
+            t = time.perf_counter()
+            s, i = index.search(Q, 10)
+            secs += time.perf_counter() - t
+            rows.append(part[i])
+            scores.append(s)
+        top, _ = _merge_top(rows, scores, 10)
+        return evaluate_run({q: [dids[j] for j in r] for q, r in zip(qids, top)}, qrels, 10).ndcg, enc, secs
+
+    k = len(models)
+    out, enc, secs = ndcg([(p, models[i]) for i, p in enumerate(fits.parts)])
+    inside, _, _ = ndcg([(p, models[(i + 1) % k]) for i, p in enumerate(fits.parts)])
+    half, _, _ = ndcg([(np.arange(len(D)), models[0])])
+    size = models[0].sa_code_size() if hasattr(models[0], "sa_code_size") else models[0].code_size
+    return {"config": label, "bytes_per_vector": int(size), "score": out, "retention": out / float_ndcg,
+            "retention_in_sample": inside / float_ndcg, "retention_half_new": half / float_ndcg,
+            "fit_seconds": fit, "encode_rows_per_second": len(D) / enc, "queries_per_second": len(Q) / secs}
 
 
 def load_set(emb, qrels_path, *, queries: int | None = None, fit_rows: int | None = None):
@@ -79,7 +109,42 @@ def load_set(emb, qrels_path, *, queries: int | None = None, fit_rows: int | Non
     return D, dids, task, fit_on
 
 
+def our_rows(D, dids, task, configs, fits, norm_power):
+    """Our codes on the benchmark's folds: out-of-sample and in-sample (evaluate_config), and the
+    first fold's model encoding every document (half-new: fitted on half, scored on the whole)."""
+    from embcompress.evaluate import evaluate_config, parse_config
+    from embcompress.search import ArrayStore, Index
+
+    rows = []
+    ref = None
+    for text in configs:
+        cfg = parse_config(text)
+        r = evaluate_config(D, cfg, task, doc_ids=dids, fits=fits, originals=ArrayStore(D), norm_power=norm_power)
+        if cfg.spec is None:
+            ref = r["score"]
+            continue
+        cache = fits.caches[0]
+        half = Index(cache.encode(cfg.spec, D), compressor=cache.fit(cfg.spec), ids=dids, norm_power=norm_power)
+        r["retention"] = r["score"] / ref
+        r["retention_in_sample"] = r["score_in_sample"] / ref
+        r["retention_half_new"] = task.measure(half, cfg, ArrayStore(D)).score / ref
+        rows.append(r)
+    return rows
+
+
+HEADER = (f"  {'configuration':34s} {'bytes':>5s} {'unseen':>7s} {'half-new':>8s} {'in-smpl':>7s} {'fit s':>7s} "
+          f"{'enc rows/s':>10s} {'q/s':>7s}")
+
+
+def print_row(r) -> None:
+    print(f"  {r['config']:34s} {r['bytes_per_vector']:5d} {100 * r['retention']:6.2f}% {100 * r['retention_half_new']:7.2f}% "
+          f"{100 * r['retention_in_sample']:6.2f}% {r['fit_seconds']:7.1f} {r['encode_rows_per_second']:10,.0f} "
+          f"{r['queries_per_second']:7,.0f}", flush=True)
+
+
 def main() -> None:
+    from embcompress.evaluate import CrossFit
+
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--emb", default="bench-data/debian-ir")
     ap.add_argument("--data", default=str(DEBIAN))
@@ -88,50 +153,42 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=None, help="a seeded sample of N queries (default: all)")
     ap.add_argument("--budgets", default="96,48,24,12")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--families", default=None, help="only these code families, comma-separated (e.g. rq); faiss rows only with --faiss")
-    ap.add_argument("--faiss", action="store_true", help="with --families: the faiss rows as well")
-    ap.add_argument("--fit-rows", type=int, default=None, help="fit on a seeded sample of N documents (default: all)")
+    ap.add_argument("--configs", default=None, help="only these configurations, comma-separated (default: recommend's candidates)")
+    ap.add_argument("--faiss", default="opq,rq,lsq,rabitq", help="faiss rows: any of opq, rq, lsq, rabitq ('none': none)")
+    ap.add_argument("--folds", type=int, default=2)
     ap.add_argument("--norm-power", type=float, default=1.0,
                     help="score codes by <q, x_hat> / |x_hat|^P (default 1: the cosine with the reconstruction)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    D, dids, task, fit_on = load_set(args.emb, args.qrels or Path(args.data) / "qrels.tsv.gz", queries=args.queries,
-                                     fit_rows=args.fit_rows)
+    D, dids, task, _ = load_set(args.emb, args.qrels or Path(args.data) / "qrels.tsv.gz", queries=args.queries)
     Q, qids, qrels = task.queries, task.query_ids, task.qrels
     ref = run_configs(D, task, ["float"], doc_ids=dids)[0]
+    fits = CrossFit(D, args.folds)
     print(f"{args.name}, {len(D):,} documents x {D.shape[1]} dims, {len(Q):,} queries; float32 nDCG@10 {ref['score']:.4f} "
-          f"({ref['queries_per_second']:,.0f} q/s); codes and fitted models only, no original vectors; fitted on "
-          f"{'all documents' if fit_on is None else f'{len(fit_on):,} sampled documents'}; codes scored by "
-          f"<q, x_hat> / |x_hat|^{args.norm_power:g}", flush=True)
-    results = {"float": ref, "budgets": {}}
-    for budget in (int(b) for b in args.budgets.split(",")):
-        fams = tuple(args.families.split(",")) if args.families else None
-        cands = candidates(D.shape[1], budget, families=fams)
-        rows = run_configs(D, task, ["float", *(c.config for c in cands)], doc_ids=dids, fit_on=fit_on, norm_power=args.norm_power)[1:]
-        if not fams or args.faiss:
-            rows += faiss_rows(D, Q, qids, dids, qrels, budget, ref["score"], args.threads, fit_on)
-        rows.sort(key=lambda r: -r["retention"])
-        results["budgets"][budget] = rows
-        print(f"\n{budget} bytes per vector ({4 * D.shape[1] / budget:.0f}x smaller)")
-        print(f"  {'configuration':40s} {'bytes':>5s} {'nDCG@10':>8s} {'retention':>9s} {'fit s':>7s} {'q/s':>8s}")
-        for r in rows:
-            print(f"  {r['config']:40s} {r['bytes_per_vector']:5d} {r['score']:8.4f} {100 * r['retention']:8.2f}% "
-                  f"{r['fit_seconds']:7.1f} {r['queries_per_second']:8.0f}", flush=True)
-    if args.families:
-        if args.json:
-            Path(args.json).write_text(json.dumps(results, indent=2, default=float))
-        return
-    # RaBitQ at equal bits per dimension, ours against faiss (codes plus factors)
-    rows = run_configs(D, task, ["float", "rabitq:4"], doc_ids=dids, fit_on=fit_on, norm_power=args.norm_power)[1:]
+          f"({ref['queries_per_second']:,.0f} q/s); codes and fitted models only, no original vectors; retention of "
+          f"nDCG@10 {fits.protocol}: 'unseen', every document encoded by a model fitted on the other "
+          f"{'half' if args.folds == 2 else 'folds'} ({fits.fit_rows:,} rows); 'half-new', one model fitted on "
+          f"{len(fits.pools[0]):,} documents encodes all of them; 'in-smpl', each document encoded by a model fitted "
+          f"on it; codes scored by <q, x_hat> / |x_hat|^{args.norm_power:g}", flush=True)
     import faiss
 
-    rows.append(faiss_row("faiss IndexRaBitQ 4 bits", faiss.IndexRaBitQ(D.shape[1], faiss.METRIC_INNER_PRODUCT, 4),
-                          D, Q, qids, dids, qrels, ref["score"], fit_on))
-    results["rabitq_4_bits"] = rows
-    print("\nRaBitQ, 4 bits per dimension")
-    for r in rows:
-        print(f"  {r['config']:40s} {r['bytes_per_vector']:5d} {r['score']:8.4f} {100 * r['retention']:8.2f}% "
-              f"{r['fit_seconds']:7.1f} {r['queries_per_second']:8.0f}", flush=True)
+    faiss.omp_set_num_threads(args.threads)
+    only = None if args.faiss == "all" else tuple(x for x in args.faiss.split(",") if x != "none")
+    results = {"float": ref, "protocol": fits.protocol, "budgets": {}}
+    for budget in (int(b) for b in args.budgets.split(",")):
+        configs = args.configs.split(",") if args.configs else [c.config for c in candidates(D.shape[1], budget)]
+        print(f"\n{budget} bytes per vector ({4 * D.shape[1] / budget:.0f}x smaller)\n{HEADER}", flush=True)
+        rows = []
+        for c in configs:
+            rows += our_rows(D, dids, task, ["float", c], fits, args.norm_power)
+            print_row(rows[-1])
+        for label, build in faiss_builders(D.shape[1], budget, only):
+            rows.append(faiss_row(label, build, D, Q, qids, dids, qrels, ref["score"], fits))
+            print_row(rows[-1])
+        rows.sort(key=lambda r: -r["retention"])
+        results["budgets"][budget] = rows
+        best = ", ".join(f"{r['config']} {100 * r['retention']:.2f}%" for r in rows[:4])
+        print(f"  ranked by 'unseen': {best}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, default=float))
 

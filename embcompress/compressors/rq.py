@@ -1,6 +1,16 @@
-"""Residual quantization: ``m`` codebooks applied one after another, each coding what the
-previous ones left (the residual), so every code byte refines the whole vector. Trained and
-encoded with faiss (``ResidualQuantizer``); scored with asymmetric lookup tables."""
+"""Additive quantization: a vector is the mean plus one full-width codeword from each of ``m``
+codebooks, so every code byte refines the whole vector; decoding, lookup tables and the saved
+state are the same for every way of choosing the codewords (:class:`Additive`).
+
+* :class:`RQ`, residual quantization: the codebooks are applied one after another, each coding
+  what the previous ones left (faiss ``ResidualQuantizer``), trained and encoded with faiss and
+  scored with asymmetric lookup tables.
+
+faiss's ``LocalSearchQuantizer`` (LSQ++) is not offered: it draws its perturbations from one
+generator per call, so a vector's code depends on the rows encoded with it (measured: 9 of 20
+codes change when a subset is encoded alone), which breaks the same-bytes-for-any-batching rule
+of streaming; one call per row is deterministic but recomputes the codebooks' cross products
+each time (6 rows/s). See benchmarks/README.md for its quality and cost as faiss builds it."""
 
 from __future__ import annotations
 
@@ -19,67 +29,43 @@ NBITS = (4, 8)
 BEAM_TABLES_MAX_BYTES = 512 * 2 ** 20
 
 
-@register
-class RQ(FaissBacked):
-    """``x ~ mean + C_1[c_1] + ... + C_m[c_m]``: ``m`` codebooks of ``2**nbits`` full-width codewords,
-    trained greedily on the centred sample (up to ``max_rows`` rows; each stage is k-means on the
-    residuals the previous stages leave; ``beam`` > 1 keeps several partial codes while encoding,
-    better and slower). One byte per codebook (two at ``nbits=4``). A float query's inner product with the decoded
-    vector is ``<q, mean> + sum_j <q, C_j[c_j]>``: one 256-entry table per byte.
+class Additive(FaissBacked):
+    """``x ~ mean + C_1[c_1] + ... + C_m[c_m]``: ``m`` codebooks of ``2**nbits`` full-width codewords
+    (one byte per codebook, two per byte at ``nbits=4``), trained on the centred sample (up to
+    ``max_rows`` rows) by a faiss additive quantizer that a subclass makes (:meth:`_new_quantizer`).
+    A float query's inner product with the decoded vector is ``<q, mean> + sum_j <q, C_j[c_j]>``:
+    one 256-entry table per byte."""
 
-    Slower to train and to encode than ``pq``/``opq`` (every codebook spans all dimensions), and
-    it keeps more: on MiniLM embeddings of the Debian set, ``rq:48`` keeps about 98.7% of nDCG@10
-    at 48 bytes where ``opq:48`` keeps 96.4%, when fitted on all the documents it encodes; fitted
-    on half of them, 97.2% against 96.3% (its many codewords partly memorize a small corpus; see
-    benchmarks/README.md). ``beam=4`` trains and encodes with a beam of 4: three to four times
-    slower to fit, 1.6 times slower to encode at 24 B (faiss's table-based beam search, which makes
-    a beam 2-3x faster than its plain one, up to m = 64 at 8 bits; above, the tables would pass
-    512 MB and the plain search is kept), and on documents outside the fit sample it keeps 0.5
-    (48 B) to 1.2-1.4 (24 B) points more (Debian and Python docstrings), the better choice for a
-    corpus larger than the sample; on the sample itself it keeps 0.06-0.3 points less (96 to
-    24 B). ``recommend`` offers both."""
-
-    name = "rq"
     _positional = "m"
     _state_arrays = ("codebooks_", "mean_")
+    #: what ``_new_quantizer`` builds, for messages
+    _what = "additive quantization"
 
     @property
     def min_rows(self) -> int:
         return 2 ** int(self.nbits)
 
-    def __init__(self, m: int = 16, nbits: int = 8, beam: int = 1, max_rows: int = 50_000, seed: int = 0):
-        self.m = m
-        self.nbits = nbits
-        self.beam = beam
-        self.max_rows = max_rows
-        self.seed = seed
-
     def _validate_params(self, n_features: int) -> None:
         check_positive_int("m", self.m)
         if isinstance(self.nbits, bool) or self.nbits not in NBITS:
-            raise InputError(f"rq nbits must be 4 or 8 (two or one codebooks per byte), got {self.nbits!r}")
-        check_positive_int("beam", self.beam)
+            raise InputError(f"{self.name} nbits must be 4 or 8 (two or one codebooks per byte), got {self.nbits!r}")
         check_positive_int("max_rows", self.max_rows, minimum=2 ** self.nbits)
         make_rng(self.seed)
 
-    def _new_faiss_rq(self, d: int):
-        faiss = require("faiss", "faiss", "rq (residual quantization)")
-        rq = faiss.ResidualQuantizer(d, int(self.m), int(self.nbits))
-        rq.max_beam_size = int(self.beam)
-        rq.cp.min_points_per_centroid = 1  # small samples are allowed (checked); no warnings on stderr
-        rq.cp.seed = int(self.seed)
-        return faiss, rq
+    def _new_quantizer(self, d: int):
+        """(the faiss module, a new untrained quantizer with this model's settings)."""
+        raise NotImplementedError
 
     def _fit(self, batches, n_features: int) -> None:
         self.mean_ = stream_mean(batches)
         X = reservoir(batches, self.max_rows, make_rng(self.seed))
         k = 2 ** self.nbits
         if len(X) < k:
-            raise InputError(f"rq needs at least {k} rows to train {k} codewords per codebook (nbits={self.nbits}), "
+            raise InputError(f"{self.name} needs at least {k} rows to train {k} codewords per codebook (nbits={self.nbits}), "
                              f"got {len(X)} (n_samples = {len(X)})")
-        faiss, rq = self._new_faiss_rq(n_features)
-        rq.train(np.ascontiguousarray(X - self.mean_))
-        self.codebooks_ = faiss.vector_to_array(rq.codebooks).reshape(int(self.m), k, n_features).astype(np.float32)
+        faiss, q = self._new_quantizer(n_features)
+        q.train(np.ascontiguousarray(X - self.mean_))
+        self.codebooks_ = faiss.vector_to_array(q.codebooks).reshape(int(self.m), k, n_features).astype(np.float32)
         # encode with a quantizer rebuilt from the codebooks, as after loading, so that the codes of
         # a fitted and a loaded model are the same (the trained one breaks near-ties differently);
         # built here, not on first use, as transform must leave the estimator's __dict__ as it is
@@ -87,26 +73,11 @@ class RQ(FaissBacked):
         self._faiss(n_features)
 
     def _build_faiss(self, d: int):
-        """The faiss ResidualQuantizer holding the fitted codebooks."""
-        faiss, rq = self._new_faiss_rq(d)
-        faiss.copy_array_to_vector(np.ascontiguousarray(self.codebooks_).ravel(), rq.codebooks)
-        rq.is_trained = True
-        if self._beam_tables:
-            # the beam's distances from precomputed codeword inner products: the same codes up to
-            # float near-ties, 2-3x as fast at beam 4; training keeps the plain search, which the
-            # tables do not speed up
-            rq.use_beam_LUT = 1
-            rq.compute_codebook_tables()
-        return rq
-
-    @property
-    def _beam_tables(self) -> bool:
-        """Whether encoding uses faiss's beam tables: with a beam (at beam 1 the plain search is
-        faster) and while the tables, the float32 inner products of every codeword with those of
-        the codebooks before it (m (m - 1) / 2 * 4^nbits) held with the model, stay within
-        BEAM_TABLES_MAX_BYTES: 296 MB at m = 48, 1.2 GB at m = 96 (8 bits), so up to m = 64."""
-        k, m = 2 ** int(self.nbits), int(self.m)
-        return int(self.beam) > 1 and 4 * k * k * m * (m - 1) // 2 <= BEAM_TABLES_MAX_BYTES
+        """The faiss quantizer holding the fitted codebooks."""
+        faiss, q = self._new_quantizer(d)
+        faiss.copy_array_to_vector(np.ascontiguousarray(self.codebooks_).ravel(), q.codebooks)
+        q.is_trained = True
+        return q
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         return self._faiss().compute_codes(np.ascontiguousarray(X - self.mean_, dtype=np.float32))
@@ -139,3 +110,64 @@ class RQ(FaissBacked):
     def _output_spec(self) -> OutputSpec:
         nbytes = (int(self.m) * int(self.nbits) + 7) // 8
         return OutputSpec(kind="codes", dtype="uint8", width=nbytes, nbytes=nbytes, metric="adc")
+
+
+@register
+class RQ(Additive):
+    """``x ~ mean + C_1[c_1] + ... + C_m[c_m]``: ``m`` codebooks of ``2**nbits`` full-width codewords,
+    trained greedily on the centred sample (up to ``max_rows`` rows; each stage is k-means on the
+    residuals the previous stages leave; ``beam`` > 1 keeps several partial codes while encoding,
+    better and slower). One byte per codebook (two at ``nbits=4``). A float query's inner product with the decoded
+    vector is ``<q, mean> + sum_j <q, C_j[c_j]>``: one 256-entry table per byte.
+
+    Slower to train and to encode than ``pq``/``opq`` (every codebook spans all dimensions), and
+    it keeps more: on MiniLM embeddings of the Debian set, ``rq:48`` keeps about 98.7% of nDCG@10
+    at 48 bytes where ``opq:48`` keeps 96.4%, when fitted on all the documents it encodes; fitted
+    on half of them, 97.2% against 96.3% (its many codewords partly memorize a small corpus; see
+    benchmarks/README.md). ``beam=4`` trains and encodes with a beam of 4: three to four times
+    slower to fit, 1.6 times slower to encode at 24 B (faiss's table-based beam search, which makes
+    a beam 2-3x faster than its plain one, up to m = 64 at 8 bits; above, the tables would pass
+    512 MB and the plain search is kept), and on documents outside the fit sample it keeps 0.5
+    (48 B) to 1.2-1.4 (24 B) points more (Debian and Python docstrings), the better choice for a
+    corpus larger than the sample; on the sample itself it keeps 0.06-0.3 points less (96 to
+    24 B). ``recommend`` offers both."""
+
+    name = "rq"
+
+    def __init__(self, m: int = 16, nbits: int = 8, beam: int = 1, max_rows: int = 50_000, seed: int = 0):
+        self.m = m
+        self.nbits = nbits
+        self.beam = beam
+        self.max_rows = max_rows
+        self.seed = seed
+
+    def _validate_params(self, n_features: int) -> None:
+        super()._validate_params(n_features)
+        check_positive_int("beam", self.beam)
+
+    def _new_quantizer(self, d: int):
+        faiss = require("faiss", "faiss", "rq (residual quantization)")
+        rq = faiss.ResidualQuantizer(d, int(self.m), int(self.nbits))
+        rq.max_beam_size = int(self.beam)
+        rq.cp.min_points_per_centroid = 1  # small samples are allowed (checked); no warnings on stderr
+        rq.cp.seed = int(self.seed)
+        return faiss, rq
+
+    def _build_faiss(self, d: int):
+        rq = super()._build_faiss(d)
+        if self._beam_tables:
+            # the beam's distances from precomputed codeword inner products: the same codes up to
+            # float near-ties, 2-3x as fast at beam 4; training keeps the plain search, which the
+            # tables do not speed up
+            rq.use_beam_LUT = 1
+            rq.compute_codebook_tables()
+        return rq
+
+    @property
+    def _beam_tables(self) -> bool:
+        """Whether encoding uses faiss's beam tables: with a beam (at beam 1 the plain search is
+        faster) and while the tables, the float32 inner products of every codeword with those of
+        the codebooks before it (m (m - 1) / 2 * 4^nbits) held with the model, stay within
+        BEAM_TABLES_MAX_BYTES: 296 MB at m = 48, 1.2 GB at m = 96 (8 bits), so up to m = 64."""
+        k, m = 2 ** int(self.nbits), int(self.m)
+        return int(self.beam) > 1 and 4 * k * k * m * (m - 1) // 2 <= BEAM_TABLES_MAX_BYTES
