@@ -18,8 +18,10 @@ The scikit-learn estimator API holds without importing scikit-learn: ``get_param
 scikit-learn only when scikit-learn itself asks). So ``sklearn.base.clone`` works and any
 compressor can be a step of ``sklearn.pipeline.make_pipeline``.
 
-What search needs from a compressor is asked of the compressor, never found by ``isinstance``:
-``float_prefix(X)`` (the float space the last stage quantizes), ``last_stage`` and ``decode``.
+Every compressor answers ``float_prefix(X)`` (the float space the last stage quantizes),
+``last_stage`` and ``decode``. What only some families can do (codes scanned by tables or
+decoded, fits from merged block statistics, candidates for a byte budget) is declared by the
+mixins of :mod:`embcompress.capabilities` they inherit, and asked with ``isinstance``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, Union
 import numpy as np
 
 from . import persist
+from .capabilities import BlockStats
 from ._util import check_positive_int
 from .errors import InputError, NotFittedError
 
@@ -443,50 +446,8 @@ class Compressor:
     @property
     def combines_blocks(self) -> bool:
         """Whether this compressor can be fitted from per-block statistics computed anywhere and
-        merged in any order (:meth:`_block_stats`, :meth:`_merge_stats`, :meth:`_fit_stats`)."""
-        return type(self)._block_stats is not Compressor._block_stats
-
-    #: block statistics cheap enough to compute for every batch on the reader's workers and merge
-    #: in file order (the local engine's fit; PCA's d x d merges are not, it fits on one thread
-    #: and its products run on BLAS's threads)
-    stats_per_batch = False
-
-    def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
-        raise NotImplementedError
-
-    @staticmethod
-    def _merge_stats(a: dict, b: dict) -> dict:
-        raise NotImplementedError
-
-    def _fit_stats(self, stats: dict, n_features: int) -> None:
-        raise NotImplementedError
-
-    @property
-    def rows_after_stats(self) -> int | None:
-        """Rows (from the start, in order) that a fit from statistics still reads afterwards, in
-        :meth:`_after_stats` (binary's decoding levels need the thresholds first); None: none."""
-        return None
-
-    def _after_stats(self, batches) -> None:
-        """The part of a fit that reads the first :attr:`rows_after_stats` rows after
-        :meth:`fit_from_stats`."""
-
-    def fit_from_stats(self, stats: dict[str, np.ndarray], n_features: int) -> "Compressor":
-        """Fit from merged block statistics (see :attr:`combines_blocks`). Returns self."""
-        return self._fitted(n_features, lambda n: self._fit_stats(stats, n))
-
-    def fit_from_block_stats(self, blocks: Iterable[dict], n_features: int,
-                             first_rows: Callable[[], Iterator[np.ndarray]] | None = None) -> "Compressor":
-        """Fit from per-block statistics merged in the order given (see :attr:`combines_blocks`);
-        then, where :attr:`rows_after_stats` asks for them, from the first rows (``first_rows``: a
-        function returning a fresh iterator of their batches). Returns self."""
-        merged = None
-        for block in blocks:
-            merged = block if merged is None else self._merge_stats(merged, block)
-        self.fit_from_stats(merged, n_features)
-        if self.rows_after_stats:
-            self._after_stats(first_rows)
-        return self
+        merged in any order (it is a :class:`~embcompress.capabilities.BlockStats`)."""
+        return isinstance(self, BlockStats)
 
     def _clear_state(self) -> None:
         for attr in (*self._state_arrays, *self._state_scalars, "n_features_in_"):
@@ -537,36 +498,7 @@ class Compressor:
         self._check_fitted()
         return np.asarray(codes, dtype=np.float32)
 
-    # ---- what search needs ------------------------------------------------------------------
-    def lookup_tables(self, Q: np.ndarray) -> np.ndarray:
-        """For ``"codes"`` outputs: (queries, code bytes, 256) float32 tables such that a code's
-        score for a query (the inner product with its decoded vector, up to a per-query constant
-        and the per-document scale of :meth:`adc_codes`) is the sum of one entry per byte.
-        ``Q`` is in the space of :meth:`float_prefix`."""
-        raise NotImplementedError(f"{self.name} outputs {self.output_spec.kind}, which are not scored with lookup tables")
-
-    def adc_offset(self, Q: np.ndarray) -> np.ndarray:
-        """Per query, what the decoded vectors hold beyond the table sums (times the per-document
-        scale): ``<q, c>`` for RaBitQ's centroid ``c``, 0 for the others."""
-        return np.zeros(len(Q), dtype=np.float32)
-
-    def dense_codes(self) -> tuple[str, int, np.ndarray] | None:
-        """For ``"codes"`` outputs holding one small integer ``u_j`` per dimension: ``(layout,
-        bits, levels)``, the layout of :func:`embcompress.search.adc.unpack_dense` ("planes" or
-        "packed") and the (d, 2**bits) float32 values the codes decode to, such that the table
-        sum of :meth:`lookup_tables` equals ``<dense_queries(q), levels[j, u_j]>``. Search then
-        scans them decoded (multiply-adds) rather than by tables. None for other codes."""
-        return None
-
-    def dense_queries(self, Q: np.ndarray) -> np.ndarray:
-        """Queries (in the space of :meth:`float_prefix`) mapped to the space of :meth:`dense_codes`."""
-        return np.asarray(Q, dtype=np.float32)
-
-    def adc_codes(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """For ``"codes"`` outputs: the part of each stored row the tables index, and a
-        per-document scale (or None)."""
-        return codes, None
-
+    # ---- what search needs (codes scanned by tables: capabilities.TableScan and DenseScan) ----
     @property
     def last_stage(self) -> "Compressor":
         """The stage whose output is stored (itself, for a single compressor)."""

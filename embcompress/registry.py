@@ -28,6 +28,11 @@ def available() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def registered() -> list[type["Compressor"]]:
+    """The registered classes, in the order they were registered."""
+    return list(_REGISTRY.values())
+
+
 def get(name: str) -> type["Compressor"]:
     try:
         return _REGISTRY[name]

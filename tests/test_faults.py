@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -436,7 +437,7 @@ def test_default_grids_skip_what_cannot_apply_and_say_so(tmp_path):
         assert r.returncode == 0 and "left out of the default grid" in r.stderr, r.stderr
     write_parquet(tmp_path / "d.parquet", make_vectors(100, 32))
     r = run_cli("recommend", tmp_path / "d.parquet", tmp_path / "best", "--budget", "8")
-    assert r.returncode == 0 and "too few to train them: opq:8" in r.stderr, r.stderr
+    assert r.returncode == 0 and re.search(r"too few to train them: .*\bopq:8\b", r.stderr), r.stderr
 
 
 def test_corrupt_originals_name_the_file_and_row_group(task_files):

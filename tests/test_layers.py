@@ -16,7 +16,7 @@ LAYERS = [
     ("foundations", ["errors", "_version", "_util", "_fs", "_parallel", "references"]),
     ("registry", ["registry"]),
     ("persistence", ["persist"]),
-    ("contract", ["base"]),
+    ("contract", ["base", "capabilities"]),
     ("files", ["io", "datasets", "corpus"]),
     ("compressors", ["compressors"]),
     ("streaming", ["stream"]),

@@ -1,19 +1,20 @@
-"""Compressors; importing this package registers them all."""
+"""Compressors; importing this package registers them all. The import order is the registration
+order, in which recommend and the report list the code families: cheapest to richest."""
 
-from .binary import Binary, pack_bits, unpack_signs
-from .geopres import Autoencoder, GeoPres
-from .int8 import Int8
-from .itq import ITQ
-from .pca import PCA
-from .pipeline import Pipeline
-from .pq import OPQ, PQ
-from .rabitq import RaBitQ
-from .rq import RQ
-from .random_projection import RandomProjection
-from .random_select import RandomSelect
-from .rotate import Rotate
-from .sq import SQ
 from .truncate import Truncate
+from .random_select import RandomSelect
+from .random_projection import RandomProjection
+from .pca import PCA
+from .geopres import Autoencoder, GeoPres
+from .rotate import Rotate
+from .itq import ITQ
+from .int8 import Int8
+from .binary import Binary, pack_bits, unpack_signs
+from .sq import SQ
+from .pq import OPQ, PQ
+from .rq import RQ
+from .rabitq import RaBitQ
+from .pipeline import Pipeline
 
 __all__ = ["Autoencoder", "Binary", "GeoPres", "ITQ", "Int8", "OPQ", "PCA", "PQ", "Pipeline", "RaBitQ", "RandomProjection", "RandomSelect", "Rotate", "RQ",
            "SQ", "Truncate", "pack_bits", "unpack_signs"]

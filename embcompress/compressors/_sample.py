@@ -8,6 +8,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..capabilities import BlockStats
+
 
 def reservoir(batches: Callable, max_rows: int, rng: np.random.Generator) -> np.ndarray:
     """All rows if there are at most ``max_rows``, else a uniform random sample of ``max_rows``
@@ -40,8 +42,8 @@ def stream_mean(batches: Callable) -> np.ndarray:
     return (total / n).astype(np.float32)
 
 
-class MeanStats:
-    """Block statistics (see ``Compressor.combines_blocks``) of a fit that needs only the
+class MeanStats(BlockStats):
+    """Block statistics (:class:`~embcompress.capabilities.BlockStats`) of a fit that needs only the
     per-dimension mean: sums and the count, merged by adding."""
 
     stats_per_batch = True

@@ -6,6 +6,7 @@ import numpy as np
 
 from .._parallel import map_rows
 from ..base import Compressor, NonFiniteChunk, OutputSpec, values_ok
+from ..capabilities import BudgetCodes, pca_prefix
 from ..registry import register
 from ._sample import MeanStats, stream_mean
 
@@ -64,7 +65,7 @@ DECODERS = ("levels", "sign")
 
 
 @register
-class Binary(MeanStats, Compressor):
+class Binary(MeanStats, BudgetCodes, Compressor):
     """One bit per dimension: 1 where the value is above the threshold, compared by Hamming
     distance (Dinu et al., 2025, section 4). ``threshold="zero"`` is the plain sign; ``"mean"`` fits a
     per-dimension threshold (the data's mean), which balances bits on uncentered embeddings.
@@ -89,6 +90,23 @@ class Binary(MeanStats, Compressor):
     @property
     def learns_from_data(self) -> bool:
         return self.threshold != "zero" or self.decoder == "levels"
+
+    @classmethod
+    def budget_configs(cls, dim: int, budget: int, *, full: bool) -> list[tuple[str, str]]:
+        """Sign bits of centred, randomly rotated vectors (after PCA when the budget is below
+        ``dim`` bits; PCA centres already), or ITQ-rotated, scored asymmetrically with the fitted
+        1-bit levels."""
+        w = min(8 * budget, dim)
+        if w < 8:
+            return []
+        p = pca_prefix(w, dim)
+        rot = "rotate" if p else "rotate:center=true"
+        out = [(f"{p}{rot}+binary, asym", f"{p}{rot}+binary@asym")]
+        if full:
+            out.append((f"{p}itq+binary, asym", f"{p}itq+binary@asym"))
+            if not p:
+                out.append(("binary, asym", "binary@asym"))
+        return out
 
     @property
     def fit_rows(self) -> int | None:

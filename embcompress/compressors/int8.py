@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._parallel import map_rows
+from ..capabilities import BlockStats
 from ..base import Compressor, NonFiniteChunk, OutputSpec, values_ok
 from ..registry import register
 
@@ -12,7 +13,7 @@ _CHUNK = 512
 
 
 @register
-class Int8(Compressor):
+class Int8(BlockStats, Compressor):
     """Each dimension's calibrated range [min, max] is cut into 256 equal steps; values outside the
     range are clipped to its ends. The ranges are learned in ``fit`` (streamed min/max) and saved
     with the model, so documents indexed tomorrow use the same steps as today's. Codes equal

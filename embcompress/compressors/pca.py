@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..base import Compressor, OutputSpec, check_dim, float_spec
+from ..capabilities import BlockStats
 from ..errors import InputError
 from ..registry import register
 
@@ -15,7 +16,7 @@ _CHUNK = 16384
 
 
 @register
-class PCA(Compressor):
+class PCA(BlockStats, Compressor):
     """Project centered vectors on the top principal components.
 
     Give ``dim`` (number of components) or ``variance`` (keep the fewest components whose

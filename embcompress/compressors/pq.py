@@ -7,6 +7,7 @@ import numpy as np
 
 from .._util import check_positive_int, require
 from ..base import OutputSpec, make_rng
+from ..capabilities import BudgetCodes, TableScan
 from ..errors import InputError
 from ..registry import register
 from ._codes import nibble_indices, nibble_tables
@@ -21,7 +22,7 @@ def _divisors(d: int) -> list[int]:
 
 
 @register
-class PQ(FaissBacked):
+class PQ(TableScan, BudgetCodes, FaissBacked):
     """``m`` sub-quantizers of ``2**nbits`` centroids each: the vector is cut into ``m`` equal
     slices and each slice is coded by its nearest centroid (one byte per slice at ``nbits=8``,
     two slices per byte at ``nbits=4``, the first in the low half as faiss packs them).
@@ -32,6 +33,14 @@ class PQ(FaissBacked):
     name = "pq"
     _positional = "m"
     _state_arrays = ("centroids_",)
+    requires = "faiss"
+    in_grid = False  # the report shows opq, which keeps more for the same bytes
+
+    @classmethod
+    def budget_configs(cls, dim: int, budget: int, *, full: bool) -> list[tuple[str, str]]:
+        """One byte per slice, as many slices as fit and divide ``dim``."""
+        m = max((m for m in range(1, min(dim, budget) + 1) if dim % m == 0), default=None)
+        return [] if m is None else [(f"{cls.name}:{m}", f"{cls.name}:{m}")]
 
     @property
     def min_rows(self) -> int:
@@ -134,6 +143,7 @@ class OPQ(PQ):
 
     name = "opq"
     _state_arrays = ("centroids_", "rotation_")
+    in_grid = True
 
     def _fit(self, batches, n_features: int) -> None:
         X = np.ascontiguousarray(self._sample(batches))

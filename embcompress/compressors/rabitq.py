@@ -8,6 +8,7 @@ import numpy as np
 
 from .._parallel import map_rows
 from ..base import Compressor, OutputSpec, make_rng
+from ..capabilities import BudgetCodes, DenseScan, pca_prefix
 from ..errors import InputError
 from ..registry import register
 from ._codes import byte_tables, pack_planes, unpack_planes
@@ -91,7 +92,7 @@ def rowwise_matmul(X: np.ndarray, W: np.ndarray, block: int = 256) -> np.ndarray
 
 
 @register
-class RaBitQ(MeanStats, Compressor):
+class RaBitQ(MeanStats, DenseScan, BudgetCodes, Compressor):
     """``bits`` (1 to 4) per dimension plus one float32 per vector.
 
     Fitting takes the centroid ``c`` (the mean) and a seeded random rotation ``P``. A vector
@@ -110,6 +111,17 @@ class RaBitQ(MeanStats, Compressor):
     def __init__(self, bits: int = 1, seed: int = 0):
         self.bits = bits
         self.seed = seed
+
+    @classmethod
+    def budget_configs(cls, dim: int, budget: int, *, full: bool) -> list[tuple[str, str]]:
+        """1, 2 or 4 bits per dimension plus the float32 factor, after PCA to the width that fits."""
+        out = []
+        for b in ((1, 2, 4) if full else (1,)):
+            w = min(dim, (8 * (budget - FACTOR_BYTES) // b) // 8 * 8)
+            if w >= 8:
+                config = f"{pca_prefix(w, dim)}rabitq:{b}"
+                out.append((config, config))
+        return out
 
     def _validate_params(self, n_features: int) -> None:
         if isinstance(self.bits, bool) or self.bits not in BITS:

@@ -18,6 +18,7 @@ import numpy as np
 
 from .._util import check_positive_int, require
 from ..base import OutputSpec, make_rng
+from ..capabilities import BudgetCodes, TableScan
 from ..errors import InputError
 from ..registry import register
 from ._codes import nibble_indices, nibble_tables
@@ -29,7 +30,7 @@ NBITS = (4, 8)
 BEAM_TABLES_MAX_BYTES = 512 * 2 ** 20
 
 
-class Additive(FaissBacked):
+class Additive(TableScan, FaissBacked):
     """``x ~ mean + C_1[c_1] + ... + C_m[c_m]``: ``m`` codebooks of ``2**nbits`` full-width codewords
     (one byte per codebook, two per byte at ``nbits=4``), trained on the centred sample (up to
     ``max_rows`` rows) by a faiss additive quantizer that a subclass makes (:meth:`_new_quantizer`).
@@ -113,7 +114,7 @@ class Additive(FaissBacked):
 
 
 @register
-class RQ(Additive):
+class RQ(BudgetCodes, Additive):
     """``x ~ mean + C_1[c_1] + ... + C_m[c_m]``: ``m`` codebooks of ``2**nbits`` full-width codewords,
     trained greedily on the centred sample (up to ``max_rows`` rows; each stage is k-means on the
     residuals the previous stages leave; ``beam`` > 1 keeps several partial codes while encoding,
@@ -133,6 +134,15 @@ class RQ(Additive):
     24 B). ``recommend`` offers both."""
 
     name = "rq"
+    requires = "faiss"
+    in_grid = False  # slow to fit: the report's grid offers it when asked (--codes rq)
+
+    @classmethod
+    def budget_configs(cls, dim: int, budget: int, *, full: bool) -> list[tuple[str, str]]:
+        """One byte per codebook; with a beam of 4 it keeps less on the rows it was fitted on and
+        more on new ones (benchmarks/README.md): recommend's cross-fit decides between them."""
+        out = [(f"rq:{budget}", f"rq:{budget}")]
+        return out + [(f"rq:{budget}:beam=4", f"rq:{budget}:beam=4")] if full else out
 
     def __init__(self, m: int = 16, nbits: int = 8, beam: int = 1, max_rows: int = 50_000, seed: int = 0):
         self.m = m

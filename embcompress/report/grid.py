@@ -27,12 +27,13 @@ from ..errors import InputError
 from ..evaluate import (FLOAT, Config, CrossFit, LabelFreeTask, LabelTask, QrelsTask, fold_pool_rows, parse_config,
                         run_configs, trainable)
 from ..io import read_all, read_sample
-from .candidates import available_families, candidates, grid_budgets
+from .candidates import available_families, candidates, grid_budgets, grid_families
+from .candidates import code_families as registered_families
 from .html import write_report
 
 DEFAULT_METHODS = ("truncate", "random_select", "random_projection", "pca", "geopres")
 #: code families shown at 16x, 32x, 64x and 128x (see report.candidates)
-CODE_FAMILIES = ("binary", "sq", "opq", "rabitq")
+CODE_FAMILIES = grid_families()
 #: methods whose output is chained into binary in the grid
 CHAINED = ("pca", "geopres")
 K = 10
@@ -99,7 +100,7 @@ def validate(docs, *, doc_ids=None, queries=None, query_ids=None, qrels=None, la
     unknown = sorted(set(methods) - set(DEFAULT_METHODS) - {"autoencoder"})
     if unknown:
         raise InputError(f"unknown report method(s) {unknown}; known: {', '.join(DEFAULT_METHODS)}, autoencoder")
-    known_codes = ("binary", "sq", "pq", "opq", "rq", "rabitq")
+    known_codes = [cls.name for cls in registered_families()]
     bad_codes = sorted(set(code_families) - set(known_codes))
     if bad_codes:
         raise InputError(f"unknown code famil{'ies' if len(bad_codes) > 1 else 'y'} {bad_codes}; known: {', '.join(known_codes)}")

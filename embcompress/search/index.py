@@ -28,6 +28,7 @@ import numpy as np
 from .._parallel import run_blocks
 from .._util import check_positive_int, normalize_rows
 from ..base import Compressor, check_array
+from ..capabilities import DenseScan, TableScan
 from ..errors import InputError
 from .adc import scan_adc, scan_dense
 from .exact import check_k, scan_blocks
@@ -115,10 +116,14 @@ class Index:
             self.data = normalize_rows(data)
         self._recon: tuple[np.ndarray, np.ndarray] | None | bool = False  # asymmetric cosine state, on first use
         if self.kind == "codes":  # the bytes the lookup tables index, and the per-document scale
-            codes, scale = compressor.last_stage.adc_codes(data)
+            last = compressor.last_stage
+            if not isinstance(last, TableScan):
+                raise InputError(f"{last.name} codes cannot be searched: the family does not score them by lookup tables "
+                                 "(embcompress.capabilities.TableScan)")
+            codes, scale = last.adc_codes(data)
             self._adc_codes = np.ascontiguousarray(codes, dtype=np.uint8)
             self._adc_scale = None if scale is None else np.ascontiguousarray(scale, dtype=np.float32)
-            form = compressor.last_stage.dense_codes()
+            form = last.dense_codes() if isinstance(last, DenseScan) else None
             self._dense = form if form is not None and form[1] >= DENSE_MIN_BITS else None
         if self.kind == "int8":  # decoded norms for cosine, computed once, block by block
             self._norms = np.concatenate([
