@@ -38,21 +38,25 @@ BatchOpt = typer.Option(None, "--batch-size", "-b", min=1, help="Rows per batch 
 OverwriteOpt = typer.Option(False, "--overwrite", help="Replace the output if it exists.")
 EngineOpt = typer.Option("local", "--engine", help="local (this process, every core) or ray (Ray Data; pip install 'embcompress[ray]'; parquet input).")
 AddressOpt = typer.Option(None, "--address", help="With --engine ray: the address of a running Ray cluster (default: start a local Ray).")
+ResumeOpt = typer.Option(False, "--resume", help="With --engine ray and a dataset: keep finished shards if the run fails, and on a rerun skip the shards the manifest lists as done.")
 ThreadsOpt = typer.Option(None, "--threads", "-j", min=1, help="Worker threads that decode and compress row groups (default: every core; output is the same for any number).")
 JsonOpt = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
 
 
-def engine_for(engine: str, address: str | None):
+def engine_for(engine: str, address: str | None, resume: bool = False):
     """None for the local engine, or the Ray engine (connected now, so a bad address fails first)."""
     if engine == "local":
         if address:
             raise typer.BadParameter("--address is for --engine ray", param_hint="--address")
+        if resume:
+            raise typer.BadParameter("--resume is for --engine ray (the local engine writes a dataset in one pass)",
+                                     param_hint="--resume")
         return None
     if engine != "ray":
         raise typer.BadParameter(f"engine must be local or ray, got {engine!r}", param_hint="--engine")
     from embcompress.engine_ray import RayEngine
 
-    return RayEngine(address)
+    return RayEngine(address, resume=resume)
 
 
 def fail(message: str, code: int = 1) -> None:

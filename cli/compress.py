@@ -13,8 +13,8 @@ from embcompress import stream
 from embcompress.stream import fit_and_compress
 from embcompress.io import open_vectors
 
-from ._common import (AddressOpt, Bars, BatchOpt, ColumnOpt, EngineOpt, IdColumnOpt, JsonOpt, KeepOpt, OverwriteOpt, ThreadsOpt,
-                      emit, engine_for, guarded, human_bytes, kv_table, progress_bar)
+from ._common import (AddressOpt, Bars, BatchOpt, ColumnOpt, EngineOpt, IdColumnOpt, JsonOpt, KeepOpt, OverwriteOpt, ResumeOpt,
+                      ThreadsOpt, emit, engine_for, guarded, human_bytes, kv_table, progress_bar)
 
 app = typer.Typer()
 
@@ -38,14 +38,14 @@ def binarize(
     save_model: Optional[Path] = typer.Option(None, "--save-model", help="Also save the fitted compressor to this directory."),
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
     batch_size: Optional[int] = BatchOpt, threads: Optional[int] = ThreadsOpt, engine: str = EngineOpt,
-    address: Optional[str] = AddressOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
+    address: Optional[str] = AddressOpt, resume: bool = ResumeOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
     """Sign-binarize embeddings to packed bits (32x smaller than float32), streaming."""
     with Bars() as bars:
         res = fit_and_compress(from_spec(f"binary:threshold={threshold}"), input, output, column=column,
                                id_column=id_column, keep_columns=keep, batch_size=batch_size, overwrite=overwrite,
                                save_model=save_model, stage=bars.stage, threads=threads,
-                               engine=engine_for(engine, address))
+                               engine=engine_for(engine, address, resume))
     _show(input, output, res, json)
 
 
@@ -58,14 +58,14 @@ def truncate(
     renormalize: bool = typer.Option(False, "--renormalize", help="Scale the kept part back to unit length."),
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
     batch_size: Optional[int] = BatchOpt, threads: Optional[int] = ThreadsOpt, engine: str = EngineOpt,
-    address: Optional[str] = AddressOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
+    address: Optional[str] = AddressOpt, resume: bool = ResumeOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
     """Keep the first --dim dimensions of each embedding (Matryoshka truncation), streaming."""
     with Bars() as bars:
         res = fit_and_compress(Truncate(dim=dim, renormalize=renormalize), input, output, column=column,
                                id_column=id_column, keep_columns=keep, batch_size=batch_size, overwrite=overwrite,
                                stage=bars.stage, threads=threads,
-                               engine=engine_for(engine, address))
+                               engine=engine_for(engine, address, resume))
     _show(input, output, res, json)
 
 
@@ -104,11 +104,11 @@ def apply(
     output: Path = typer.Argument(..., help="Output .parquet or .npy."),
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
     batch_size: Optional[int] = BatchOpt, threads: Optional[int] = ThreadsOpt, engine: str = EngineOpt,
-    address: Optional[str] = AddressOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
+    address: Optional[str] = AddressOpt, resume: bool = ResumeOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
     """Compress a vector file with a saved compressor, streaming."""
     with Bars() as bars:
         res = fit_and_compress(load(model_dir), input, output, fit=False, column=column, id_column=id_column,
                                keep_columns=keep, batch_size=batch_size, overwrite=overwrite, stage=bars.stage,
-                               threads=threads, engine=engine_for(engine, address))
+                               threads=threads, engine=engine_for(engine, address, resume))
     _show(input, output, res, json)

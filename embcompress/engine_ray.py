@@ -1,22 +1,22 @@
-"""The main job on a Ray cluster (``--engine ray``; extra ``embcompress[ray]``), through Ray Data.
+"""The main job on a Ray cluster (``--engine ray``; extra ``embcompress[ray]``).
 
-The units of work are the local engine's: the row groups of every parquet shard. A Ray Data
-pipeline maps them (``map_batches``) onto actors that each rebuild the fitted compressor once from
-its saved config and arrays (no pickle), read their row group as Arrow, compress it and return an
-Arrow table of codes and carried columns tagged with the unit's sequence number. The driver takes
-the tables in sequence order, whatever order the workers finish in, and writes them with the local
-engine's writer, shard by shard, into a temporary directory renamed at the end. Output row groups
-are cut by rows from the output width, so the files are byte-identical to the local engine's.
+A dataset (a directory or glob of parquet shards) is compressed by one Ray task per input shard.
+Each task rebuilds the fitted compressor from its config and arrays (no pickle; put in the object
+store once), compresses its shard with the local engine and writes the output shard itself, under
+a temporary name, into a staging directory beside the output on shared storage. The driver
+receives each shard's row count and size, never codes; it writes a manifest (shards, rows, bytes,
+the compressor's fingerprint) and commits by renaming the staging directory once every shard
+succeeded. The shards are byte-identical to the local engine's. A failure leaves nothing; with
+``resume`` the finished shards stay staged and a rerun skips them (:func:`_workers_write`).
+
+A single file is one shard: its row groups are compressed on the workers through Ray Data
+(``map_batches`` onto actors), returned as Arrow tables tagged with their sequence number, and
+written in order by the driver with the local engine's writer (the same bytes).
 
 Fitting (see :func:`ray_fit`): statistics that combine are computed per row group on the workers
 and merged on the driver (PCA, int8, RaBitQ, the binary mean threshold); learned maps receive a
 uniform sample drawn on the cluster; chains get the decoded rows in row order and the local
 engine's batches, so their state is the local engine's exactly.
-
-What crosses the network: the compressor's state once per actor, a few bytes per unit of work
-(path, row group), the codes and carried columns of every row once (workers -> driver); the input
-vectors are read by the workers from shared storage. What the driver holds: the units that
-finished ahead of their turn, and the writer's current row group.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from ._util import require
 from .base import Compressor, check_values
-from .errors import InputError
+from .errors import EmbcompressError, InputError, OutputExistsError
 from .io import open_vectors, pages
 from .io.readers import Batch, _batch_size, column_to_numpy
 from .io.writers import to_arrow
@@ -83,8 +83,8 @@ class RayEngine:
     """The engine argument of :func:`~embcompress.stream.fit_and_compress` for Ray: the same calls
     as the local engine's ``fit_file`` and ``compress_file``."""
 
-    def __init__(self, address: str | None = None, num_cpus: int | None = None):
-        self.address, self.num_cpus = address, num_cpus
+    def __init__(self, address: str | None = None, num_cpus: int | None = None, resume: bool = False):
+        self.address, self.num_cpus, self.resume = address, num_cpus, resume
         connect(address, num_cpus)  # fail now on an address that does not answer
 
     def fit_file(self, comp, path, *, column=None, batch_size=None, max_rows=None, progress=None, threads=None):
@@ -94,7 +94,8 @@ class RayEngine:
     def compress_file(self, comp, src, dst, *, column=None, id_column=None, keep_columns=(), batch_size=None,
                       overwrite=False, progress=None, threads=None):
         return ray_compress(comp, src, dst, address=self.address, num_cpus=self.num_cpus, column=column,
-                            id_column=id_column, keep_columns=keep_columns, overwrite=overwrite, progress=progress)
+                            id_column=id_column, keep_columns=keep_columns, overwrite=overwrite, progress=progress,
+                            resume=self.resume)
 
 
 SEQ = "__embcompress_seq"
@@ -224,13 +225,23 @@ def _in_order(ray, units: list, actor_kwargs: dict, workers: int | None):
 
 def ray_compress(comp: Compressor, src_path, dst_path, *, address: str | None = None, num_cpus: int | None = None,
                  column: str | None = None, id_column: str | None = None, keep_columns: Sequence[str] = (),
-                 overwrite: bool = False, workers: int | None = None, progress=None) -> CompressResult:
-    """:func:`~embcompress.stream.compress_file` on Ray Data: the same output bytes."""
+                 overwrite: bool = False, workers: int | None = None, progress=None, resume: bool = False,
+                 received: dict | None = None) -> CompressResult:
+    """:func:`~embcompress.stream.compress_file` on Ray: the same output bytes. A dataset's shards
+    are written by the workers (:func:`_workers_write`); a single file's row groups are
+    compressed on the workers and written in order by the driver. ``received``, when given, is
+    filled with what the driver received from the workers (``bytes``, ``messages``)."""
     t0 = time.perf_counter()
     src = open_to_compress(comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns,
                            overwrite=overwrite)
-    units = _units(src)
+    _units(src)  # refuses .npy shards
     ray = connect(address, num_cpus)
+    if getattr(src, "shards", None) is not None:
+        return _workers_write(ray, comp, src, dst_path, overwrite=overwrite, resume=resume, workers=workers,
+                              progress=progress, received=received, started=t0)
+    if resume:
+        raise InputError("--resume applies to a dataset's output (a directory of shards); this input is one file")
+    units = _units(src)
     spec = comp.output_spec
     carried = list(src.carried_columns)
     config, arrays = to_config(comp)
@@ -244,6 +255,164 @@ def ray_compress(comp: Compressor, src_path, dst_path, *, address: str | None = 
             yield Batch(codes, kept, 0, unit["shard"])
 
     return write_codes(comp, src, src_path, dst_path, batches(), overwrite=overwrite, progress=progress, started=t0)
+
+
+# ---- datasets: every shard written by a worker, committed by the driver ---------------------------
+MANIFEST = "_embcompress_manifest.json"
+
+
+def _staging(dst: Path) -> Path:
+    """Where a resumable run stages its shards: beside the output, under a fixed hidden name."""
+    return dst.with_name(f".{dst.name}.partial")
+
+
+def _compress_shard(state_ref, job: dict) -> dict:
+    """On a worker: compress one input shard into ``job["target"]`` with the local engine (the
+    same bytes as the local engine's shard). compress_file writes under a temporary name and
+    renames at the end, so a killed worker leaves no shard, only a temporary file the driver
+    removes. Returns a few bytes: the shard's rows and size."""
+    import os
+
+    from .stream import compress_file
+
+    config, arrays = state_ref
+    comp = from_config(config, arrays_from_json(arrays))
+    target = Path(job["target"])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        res = compress_file(comp, job["path"], target, column=job["column"], id_column=job["id_column"],
+                            keep_columns=job["keep"], overwrite=True, threads=1)
+    except InputError as exc:
+        raise InputError(f"shard {job['path']}: {exc}") from None
+    except OSError as exc:
+        from ._fs import storage_error
+
+        raise storage_error(exc, target) from None
+    return {"rel": job["rel"], "rows": int(res.rows), "bytes": int(os.path.getsize(target))}
+
+
+def _shard_failure(exc: Exception, job: dict) -> Exception:
+    """The error to show for a shard whose task failed: ours as raised on the worker, else one line
+    naming the shard."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, EmbcompressError):
+        return cause
+    text = str(cause or exc).strip().splitlines()
+    return InputError(f"shard {job['path']} failed on a Ray worker: {type(cause or exc).__name__}"
+                      f"{': ' + text[-1] if text else ''}")
+
+
+def _write_manifest(root: Path, manifest: dict) -> None:
+    tmp = root / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    tmp.replace(root / MANIFEST)
+
+
+def _workers_write(ray, comp: Compressor, src, dst_path, *, overwrite: bool, resume: bool, workers: int | None,
+                   progress, received: dict | None, started: float) -> CompressResult:
+    """Compress a dataset with one Ray task per input shard, each writing its output shard
+    itself into a staging directory beside the output (shared storage). The driver only receives
+    each shard's row count and size, writes the manifest (shards, rows, bytes, the compressor's
+    fingerprint) as they finish, and commits: when every shard succeeded it removes what killed
+    workers left, and renames the staging directory to the output in one step.
+
+    With ``resume`` the staging directory has a fixed name and outlives a failure; a rerun with
+    the same compressor skips the shards its manifest lists (present at their recorded size).
+    Without it, a failure removes the staging directory."""
+    import os
+    import shutil
+
+    from ._fs import check_output_dir, storage_error, sweep_stale
+    from .persist import describe
+
+    dst = check_output_dir(dst_path, overwrite=overwrite)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fingerprint = describe(comp)["fingerprint"]
+    shards = list(zip(src.rels, src.shards))
+    if resume:
+        root = _staging(dst)
+        old = json.loads((root / MANIFEST).read_text()) if (root / MANIFEST).exists() else None
+        if old is not None and old.get("fingerprint") != fingerprint:
+            raise InputError(f"{root} holds shards of another compressor (fingerprint {old.get('fingerprint')}, this one "
+                             f"{fingerprint}); remove it, or resume with the model that wrote them")
+        root.mkdir(exist_ok=True)
+    else:
+        import tempfile
+
+        sweep_stale(dst)
+        root = Path(tempfile.mkdtemp(prefix=f".{dst.name}.tmp-{os.getpid()}-", dir=dst.parent))
+        old = None
+    done = {rel: info for rel, info in (old or {}).get("shards", {}).items()
+            if (root / rel).is_file() and (root / rel).stat().st_size == info["bytes"]}
+    manifest = {"format": "embcompress.manifest", "fingerprint": fingerprint, "compressor": comp.name,
+                "source": str(src.path), "shards": dict(done)}
+    config, arrays = to_config(comp)
+    state_ref = ray.put((config, arrays_to_json(arrays)))
+    task = ray.remote(num_cpus=1, max_retries=3)(_compress_shard)
+    jobs = [{"rel": rel, "path": str(s.path), "target": str(root / rel), "column": src.column,
+             "id_column": src.id_column, "keep": [c for c in src.carried_columns if c != src.id_column]}
+            for rel, s in shards if rel not in done]
+    limit = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    got = {"bytes": 0, "messages": 0}
+    pending: dict = {}
+    failed: Exception | None = None
+    try:
+        queue = list(jobs)
+        while queue or pending:
+            while queue and len(pending) < limit:
+                job = queue.pop(0)
+                pending[task.remote(state_ref, job)] = job
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            job = pending.pop(ready[0])
+            try:
+                info = ray.get(ready[0])
+            except ray.exceptions.RayError as exc:
+                if failed is None:
+                    failed = _shard_failure(exc, job)
+                    queue.clear()  # start no more shards; with resume, the running ones finish and count
+                    if not resume:
+                        raise failed from None
+                continue
+            got["bytes"] += len(json.dumps(info))
+            got["messages"] += 1
+            manifest["shards"][info["rel"]] = {"rows": info["rows"], "bytes": info["bytes"]}
+            _write_manifest(root, manifest)
+            if progress:
+                progress(info["rows"])
+        if failed is not None:
+            raise failed from None
+        # commit: nothing but the shards and the manifest (a killed worker's temporary file goes)
+        keep = {root / rel for rel, _ in shards} | {root / MANIFEST}
+        for f in sorted(root.rglob("*"), reverse=True):
+            if f.is_file() and f not in keep:
+                f.unlink()
+        manifest["rows"] = sum(v["rows"] for v in manifest["shards"].values())
+        manifest["bytes"] = sum(v["bytes"] for v in manifest["shards"].values())
+        _write_manifest(root, manifest)
+        if dst.exists():
+            if not overwrite and (not dst.is_dir() or any(dst.iterdir())):
+                raise OutputExistsError(f"{dst} appeared while writing; pass --overwrite (overwrite=True) to replace it")
+            shutil.rmtree(dst) if dst.is_dir() else dst.unlink()
+        os.replace(root, dst)
+    except BaseException as exc:  # Ctrl-C included: stop the workers, leave no shard
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        if not resume:
+            shutil.rmtree(root, ignore_errors=True)
+        else:  # keep the finished shards for --resume; the unfinished ones' temporary files go
+            for f in root.rglob(".*.tmp-*"):
+                f.unlink(missing_ok=True) if f.is_file() else shutil.rmtree(f, ignore_errors=True)
+        if isinstance(exc, OSError) and not isinstance(exc, EmbcompressError):
+            raise storage_error(exc, dst) from None
+        raise
+    finally:
+        if received is not None:
+            received.update(got)
+    sources = [s for _, s in shards]
+    return CompressResult(rows=src.num_rows, input_bytes=sum(os.path.getsize(s.path) for s in sources),
+                          output_bytes=manifest["bytes"], bytes_per_vector_in=src.nbytes_per_row,
+                          bytes_per_vector_out=comp.output_spec.nbytes, seconds=time.perf_counter() - started,
+                          output=str(dst))
 
 
 def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus: int | None = None,

@@ -45,6 +45,58 @@ def test_ray_output_is_byte_identical_to_the_local_engine(tmp_path, shards, loca
         assert (tmp_path / "local" / rel).read_bytes() == (tmp_path / "ray" / rel).read_bytes(), rel
 
 
+def test_workers_write_their_shards_and_the_driver_only_commits(tmp_path, shards, local_ray):
+    """Each shard is written by a worker; the driver receives a few bytes per shard (no codes),
+    writes the manifest and renames the staging directory."""
+    import json
+
+    from embcompress import describe
+    from embcompress.engine_ray import MANIFEST, ray_compress
+
+    comp = fit_file(from_spec("pca:16+binary"), shards)
+    got: dict = {}
+    res = ray_compress(comp, shards, tmp_path / "out", keep_columns=["tag"], received=got)
+    m = json.loads((tmp_path / "out" / MANIFEST).read_text())
+    assert m["fingerprint"] == describe(comp)["fingerprint"] and sorted(m["shards"]) == sorted(RELS)
+    assert m["rows"] == 1500 and [m["shards"][r]["rows"] for r in RELS] == [400, 600, 500]
+    assert m["bytes"] == sum((tmp_path / "out" / r).stat().st_size for r in RELS) == res.output_bytes
+    assert got["messages"] == 3 and 0 < got["bytes"] < 0.01 * m["bytes"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "out"]  # no staging left beside it
+
+
+def test_a_failed_shard_leaves_nothing_and_resume_skips_the_finished_ones(tmp_path, shards, local_ray):
+    from embcompress.engine_ray import MANIFEST
+
+    bad = shards / RELS[1]
+    good = bad.read_bytes()
+    bad.write_bytes(good[: len(good) // 3] + good[-3000:])  # pages cut out, footer kept: opens, but no worker can read it
+    comp = fit_file(from_spec("int8"), shards / RELS[0])
+    with pytest.raises(Exception, match=r"part=b/0\.parquet"):
+        fit_and_compress(comp, shards, tmp_path / "out", fit=False, engine=local_ray)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]  # neither output nor staging
+    resumable = RayEngine(resume=True)
+    with pytest.raises(Exception, match=r"part=b/0\.parquet"):
+        fit_and_compress(comp, shards, tmp_path / "out", fit=False, engine=resumable)
+    assert not (tmp_path / "out").exists()
+    staged = tmp_path / ".out.partial"
+    # the shards that finished (the first surely: it ran beside the bad one) are kept with the manifest
+    done = sorted(__import__("json").loads((staged / MANIFEST).read_text())["shards"])
+    assert RELS[0] in done and RELS[1] not in done and not list(staged.rglob(".*"))
+    inodes = {r: (staged / r).stat().st_ino for r in done}
+    bad.write_bytes(good)
+    fit_and_compress(comp, shards, tmp_path / "out", fit=False, engine=resumable)
+    assert {r: (tmp_path / "out" / r).stat().st_ino for r in done} == inodes  # kept, not rewritten
+    fit_and_compress(comp, shards, tmp_path / "local", fit=False)
+    for rel in RELS:
+        assert (tmp_path / "local" / rel).read_bytes() == (tmp_path / "out" / rel).read_bytes(), rel
+    assert not staged.exists()
+    # another compressor's staged shards are refused, not mixed in
+    (tmp_path / ".again.partial").mkdir()
+    (tmp_path / ".again.partial" / MANIFEST).write_text('{"fingerprint": "0000", "shards": {}}')
+    with pytest.raises(InputError, match="holds shards of another compressor"):
+        fit_and_compress(comp, shards, tmp_path / "again", fit=False, engine=resumable)
+
+
 @pytest.mark.parametrize("spec", ["pca:16", "int8", "rabitq:2", "binary:threshold=mean", "itq+binary"])
 def test_ray_fit_state_equals_the_local_fit(shards, local_ray, spec):
     """pca, int8, rabitq and the mean threshold combine per-row-group statistics computed on the
