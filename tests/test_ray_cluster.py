@@ -1,0 +1,143 @@
+"""--engine ray on a real multi-node Ray cluster on this machine (ray.cluster_utils.Cluster: a head
+and two worker nodes, each its own raylet and processes), reached by the head's IP address and
+port as a user would pass --address. Workers write their own shards; a worker killed in the
+middle of a shard is retried and the output is still the local engine's bytes; a node removed in
+the middle leaves the job to the other node."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray")
+psutil = pytest.importorskip("psutil")
+
+from embcompress import from_spec, save  # noqa: E402
+from embcompress.engine_ray import MANIFEST  # noqa: E402
+from embcompress.stream import fit_and_compress, fit_file  # noqa: E402
+
+from conftest import make_vectors, write_parquet  # noqa: E402
+
+SHARDS = 6
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})  # the head schedules, the nodes work
+    nodes = [c.add_node(num_cpus=1) for _ in range(2)]
+    c.wait_for_nodes()
+    yield c, nodes
+    ray.shutdown()
+    c.shutdown()
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cluster") / "ds"
+    X = make_vectors(SHARDS * 6000, 96, seed=31)
+    for i in range(SHARDS):
+        (root / f"part={i}").mkdir(parents=True)
+        write_parquet(root / f"part={i}" / "0.parquet", X[i * 6000 : (i + 1) * 6000], row_group_size=1000)
+    return root
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "cli", *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def _same_as_local(local, out):
+    rels = sorted(p.relative_to(local) for p in local.rglob("*.parquet"))
+    assert rels and rels == sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
+    for rel in rels:
+        assert (local / rel).read_bytes() == (out / rel).read_bytes(), rel
+
+
+def test_binarize_and_apply_on_two_nodes_by_the_heads_ip_address(cluster, dataset, tmp_path):
+    c, _ = cluster
+    address = c.address  # "IP:port" of the head, as `ray start --head` prints it, not "auto"
+    host, port = address.rsplit(":", 1)
+    assert host == ray.util.get_node_ip_address() and port.isdigit()
+    r = _cli("binarize", dataset, tmp_path / "bits", "--engine", "ray", "--address", address)
+    assert r.returncode == 0, r.stderr
+    assert _cli("binarize", dataset, tmp_path / "bits_local").returncode == 0
+    _same_as_local(tmp_path / "bits_local", tmp_path / "bits")
+    m = json.loads((tmp_path / "bits" / MANIFEST).read_text())
+    assert m["rows"] == SHARDS * 6000 and len(m["shards"]) == SHARDS
+    # a chain fitted locally, applied on the cluster
+    comp = fit_file(from_spec("pca:32+binary"), dataset)
+    save(comp, tmp_path / "m")
+    r = _cli("apply", tmp_path / "m", dataset, tmp_path / "chain", "--engine", "ray", "--address", address)
+    assert r.returncode == 0, r.stderr
+    fit_and_compress(comp, dataset, tmp_path / "chain_local", fit=False)
+    _same_as_local(tmp_path / "chain_local", tmp_path / "chain")
+
+
+def _kill_a_shard_task(stop: threading.Event, killed: list) -> None:
+    """Kill -9 the first worker process seen running a shard task (its title is ray::_compress_shard)."""
+    while not stop.is_set() and not killed:
+        for p in psutil.process_iter(["pid", "cmdline"]):
+            if any("_compress_shard" in part for part in (p.info["cmdline"] or [])):
+                try:
+                    p.kill()
+                    killed.append(p.info["pid"])
+                except psutil.Error:
+                    continue
+                return
+        time.sleep(0.02)
+
+
+def test_a_worker_killed_in_the_middle_is_retried_and_the_output_is_identical(cluster, dataset, tmp_path):
+    from embcompress.engine_ray import RayEngine
+
+    c, _ = cluster
+    comp = fit_file(from_spec("rq:4:nbits=4,max_rows=2000"), dataset, max_rows=2000)  # encode-bound: a shard takes a while
+    fit_and_compress(comp, dataset, tmp_path / "local", fit=False)
+    stop, killed = threading.Event(), []
+    t = threading.Thread(target=_kill_a_shard_task, args=(stop, killed))
+    t.start()
+    try:
+        fit_and_compress(comp, dataset, tmp_path / "ray", fit=False, engine=RayEngine(c.address))
+    finally:
+        stop.set()
+        t.join()
+    assert killed, "no shard task was seen running"
+    _same_as_local(tmp_path / "local", tmp_path / "ray")
+    assert not [p for p in tmp_path.rglob(".*")]  # no temporary file of the killed task left
+
+
+def test_a_node_removed_in_the_middle_leaves_the_work_to_the_other(cluster, dataset, tmp_path):
+    from embcompress.engine_ray import RayEngine
+
+    c, nodes = cluster
+    comp = fit_file(from_spec("rq:4:nbits=4,max_rows=2000"), dataset, max_rows=2000)
+    fit_and_compress(comp, dataset, tmp_path / "local", fit=False)
+    done: list = []
+
+    def remove_when_started():
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if any("_compress_shard" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])):
+                c.remove_node(nodes[1])
+                done.append(True)
+                return
+            time.sleep(0.02)
+
+    t = threading.Thread(target=remove_when_started)
+    t.start()
+    try:
+        fit_and_compress(comp, dataset, tmp_path / "ray", fit=False, engine=RayEngine(c.address))
+    finally:
+        t.join()
+    assert done
+    _same_as_local(tmp_path / "local", tmp_path / "ray")
+    alive = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0]
+    assert len(alive) == 1
