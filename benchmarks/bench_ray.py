@@ -1,11 +1,16 @@
-"""Local engine against --engine ray on this machine: a dataset of parquet shards binarized both
-ways in one process (same output bytes), with rows/s and the ratio.
+"""--engine ray on a multi-node Ray cluster on this machine, against the local engine in the same
+run: rows/s with 1, 2 and 3 worker nodes (one CPU each; ``ray.cluster_utils.Cluster``, a head that
+only schedules plus the nodes, each its own raylet and worker processes), for an encode-bound code
+(``rq:24``) and for sign bits (``binarize``, read- and write-bound). Every run's output is checked
+byte for byte against the local engine's.
 
-    python benchmarks/bench_ray.py [--shards 4] [--rows 200000] [--dim 1024] [--dir bench-data]
+    python benchmarks/bench_ray.py [--shards 6] [--rows 20000] [--dim 384] [--codes rq:24,binary] [--nodes 1,2,3]
 
-On one machine Ray cannot beat the local engine (both use every core; Ray adds task scheduling,
-actor start-up and moving every block through its object store to the driver): the figure shows
-what the cluster path costs, and that it works end to end, before it is pointed at a cluster.
+Printed per run: wall seconds, rows/s, the ratio to the local engine (every core of this machine,
+2 here), the bytes the driver received from the workers against the output's bytes, and the Ray
+overhead per unit of work (a shard): the worker time not spent inside the shard task, per task,
+``(wall x workers - sum of task seconds) / shards``. With 3 one-CPU nodes on 2 cores, the third
+node only shares the cores of the first two.
 """
 
 from __future__ import annotations
@@ -19,47 +24,67 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import make_parquet  # noqa: E402
 
-from embcompress import Binary  # noqa: E402
-from embcompress.engine_ray import RayEngine, connect  # noqa: E402
+from embcompress import from_spec  # noqa: E402
+from embcompress.engine_ray import ray_compress  # noqa: E402
 from embcompress.stream import compress_file, fit_file  # noqa: E402
+
+
+def _identical(a: Path, b: Path) -> bool:
+    rels = sorted(p.relative_to(a) for p in a.rglob("*.parquet"))
+    return bool(rels) and all((a / r).read_bytes() == (b / r).read_bytes() for r in rels)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shards", type=int, default=4)
-    ap.add_argument("--rows", type=int, default=200_000, help="rows per shard")
-    ap.add_argument("--dim", type=int, default=1024)
+    ap.add_argument("--shards", type=int, default=6)
+    ap.add_argument("--rows", type=int, default=20_000, help="rows per shard")
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--codes", default="rq:24,binary")
+    ap.add_argument("--nodes", default="1,2,3")
     ap.add_argument("--dir", default="bench-data")
     args = ap.parse_args()
-    root = Path(args.dir) / f"dataset_{args.shards}x{args.rows}x{args.dim}"
+    import ray
+    from ray.cluster_utils import Cluster
+
+    root = Path(args.dir) / f"ray_dataset_{args.shards}x{args.rows}x{args.dim}"
     for i in range(args.shards):
         make_parquet(root / f"part-{i:03d}.parquet", args.rows, args.dim, seed=100 + i)
     gb = sum(p.stat().st_size for p in root.glob("*.parquet")) / 1e9
     rows = args.shards * args.rows
-    comp = fit_file(Binary(decoder="sign"), root, max_rows=1024)
-    out_local, out_ray = Path(args.dir) / "ray_bench_local", Path(args.dir) / "ray_bench_ray"
-    for p in (out_local, out_ray):
-        shutil.rmtree(p, ignore_errors=True)
-    compress_file(comp, root, out_local)  # warm the page cache
-    shutil.rmtree(out_local)
-    t = time.perf_counter()
-    compress_file(comp, root, out_local)
-    t_local = time.perf_counter() - t
-    t = time.perf_counter()
-    connect()
-    t_start = time.perf_counter() - t
-    engine = RayEngine()
-    t = time.perf_counter()
-    engine.compress_file(comp, root, out_ray)
-    t_ray = time.perf_counter() - t
-    same = all((out_local / p.name).read_bytes() == p.read_bytes() for p in out_ray.glob("*.parquet"))
-    print(f"dataset: {root} ({args.shards} shards, {rows:,} x {args.dim} float32, {gb:.2f} GB)")
-    print(f"local engine (every core)    : {t_local:6.2f} s  {rows / t_local:10,.0f} rows/s  {gb / t_local:5.2f} GB/s")
-    print(f"ray engine (local Ray)       : {t_ray:6.2f} s  {rows / t_ray:10,.0f} rows/s  {gb / t_ray:5.2f} GB/s"
-          f"  (+ {t_start:.1f} s to start Ray)")
-    print(f"ray / local time             : {t_ray / t_local:6.2f}x;  output bytes identical: {same}")
-    for p in (out_local, out_ray):
-        shutil.rmtree(p, ignore_errors=True)
+    print(f"dataset: {root} ({args.shards} shards, {rows:,} x {args.dim} float32, {gb:.2f} GB); this machine: 2 cores")
+    out = Path(args.dir) / "ray_bench_out"
+    for spec in args.codes.split(","):
+        comp = fit_file(from_spec(spec if spec != "rq:24" else "rq:24:max_rows=5000"), root, max_rows=5000)
+        local = out / "local"
+        shutil.rmtree(out, ignore_errors=True)
+        compress_file(comp, root, local)  # warm the page cache
+        shutil.rmtree(local)
+        t = time.perf_counter()
+        compress_file(comp, root, local)
+        t_local = time.perf_counter() - t
+        print(f"\n{spec}: local engine (2 threads)     {t_local:7.2f} s {rows / t_local:10,.0f} rows/s")
+        for n in (int(x) for x in args.nodes.split(",")):
+            cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+            for _ in range(n):
+                cluster.add_node(num_cpus=1)
+            cluster.wait_for_nodes()
+            ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
+            try:
+                got: dict = {}
+                dst = out / f"ray{n}"
+                t = time.perf_counter()
+                ray_compress(comp, root, dst, received=got)
+                wall = time.perf_counter() - t
+                size = sum(p.stat().st_size for p in dst.rglob("*.parquet"))
+                overhead = (wall * n - got["task_seconds"]) / args.shards
+                print(f"{spec}: ray, {n} worker node(s)       {wall:7.2f} s {rows / wall:10,.0f} rows/s  "
+                      f"{t_local / wall:5.2f}x local;  driver received {got['bytes']:,} B for {size:,} B of output "
+                      f"({100 * got['bytes'] / size:.4f}%);  overhead {overhead:5.2f} s per shard;  "
+                      f"identical: {_identical(local, dst)}", flush=True)
+            finally:
+                ray.shutdown()
+                cluster.shutdown()
+    shutil.rmtree(out, ignore_errors=True)
 
 
 if __name__ == "__main__":

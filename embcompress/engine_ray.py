@@ -230,7 +230,8 @@ def ray_compress(comp: Compressor, src_path, dst_path, *, address: str | None = 
     """:func:`~embcompress.stream.compress_file` on Ray: the same output bytes. A dataset's shards
     are written by the workers (:func:`_workers_write`); a single file's row groups are
     compressed on the workers and written in order by the driver. ``received``, when given, is
-    filled with what the driver received from the workers (``bytes``, ``messages``)."""
+    filled with what the driver received from the workers (``bytes``, ``messages``) and the
+    seconds the shard tasks took in all (``task_seconds``)."""
     t0 = time.perf_counter()
     src = open_to_compress(comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns,
                            overwrite=overwrite)
@@ -275,6 +276,7 @@ def _compress_shard(state_ref, job: dict) -> dict:
 
     from .stream import compress_file
 
+    t0 = time.perf_counter()
     config, arrays = state_ref
     comp = from_config(config, arrays_from_json(arrays))
     target = Path(job["target"])
@@ -288,7 +290,8 @@ def _compress_shard(state_ref, job: dict) -> dict:
         from ._fs import storage_error
 
         raise storage_error(exc, target) from None
-    return {"rel": job["rel"], "rows": int(res.rows), "bytes": int(os.path.getsize(target))}
+    return {"rel": job["rel"], "rows": int(res.rows), "bytes": int(os.path.getsize(target)),
+            "seconds": round(time.perf_counter() - t0, 4)}
 
 
 def _shard_failure(exc: Exception, job: dict) -> Exception:
@@ -353,7 +356,7 @@ def _workers_write(ray, comp: Compressor, src, dst_path, *, overwrite: bool, res
              "id_column": src.id_column, "keep": [c for c in src.carried_columns if c != src.id_column]}
             for rel, s in shards if rel not in done]
     limit = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-    got = {"bytes": 0, "messages": 0}
+    got = {"bytes": 0, "messages": 0, "task_seconds": 0.0}
     pending: dict = {}
     failed: Exception | None = None
     try:
@@ -375,6 +378,7 @@ def _workers_write(ray, comp: Compressor, src, dst_path, *, overwrite: bool, res
                 continue
             got["bytes"] += len(json.dumps(info))
             got["messages"] += 1
+            got["task_seconds"] += info["seconds"]
             manifest["shards"][info["rel"]] = {"rows": info["rows"], "bytes": info["bytes"]}
             _write_manifest(root, manifest)
             if progress:
