@@ -60,7 +60,9 @@ def test_workers_write_their_shards_and_the_driver_only_commits(tmp_path, shards
     assert m["fingerprint"] == describe(comp)["fingerprint"] and sorted(m["shards"]) == sorted(RELS)
     assert m["rows"] == 1500 and [m["shards"][r]["rows"] for r in RELS] == [400, 600, 500]
     assert m["bytes"] == sum((tmp_path / "out" / r).stat().st_size for r in RELS) == res.output_bytes
-    assert got["messages"] == 3 and 0 < got["bytes"] < 0.01 * m["bytes"]
+    # a shard's name, rows, size and seconds: under 100 bytes whatever the shard holds (bench_ray.py
+    # prints the share of a realistic output: here the shards are tiny)
+    assert got["messages"] == 3 and 0 < got["bytes"] <= 100 * got["messages"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "out"]  # no staging left beside it
 
 
