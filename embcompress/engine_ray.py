@@ -124,8 +124,10 @@ class _Unit:
     tagged with their sequence number; without a compressor it returns the decoded vectors."""
 
     def __init__(self, config: dict | None, arrays: dict | None, column: str, carried: list, dim: int, spec: Any,
-                 stats_of: dict | None = None):
+                 stats_of: dict | None = None, prefix: dict | None = None, width: int | None = None):
         self.comp = from_config(config, arrays_from_json(arrays)) if config is not None else None
+        # prefix: the fitted stages of a chain that map the rows before a later stage's fit sees them
+        self.prefix = from_config(prefix["config"], arrays_from_json(prefix["arrays"])) if prefix else None
         # stats_of: {"name", "params"} of an unfitted compressor whose block statistics are returned
         self.stats_of = get(stats_of["name"]).from_params(stats_of["params"]) if stats_of else None
         self.column, self.carried, self.dim, self.spec = column, carried, dim, spec
@@ -153,6 +155,8 @@ class _Unit:
                 if item.get("take") is not None:  # a uniform sample of `take` rows of the block (no compressor)
                     rng = np.random.default_rng([int(item["sample_seed"]), int(item["seq"])])
                     X = X[np.sort(rng.choice(len(X), size=int(item["take"]), replace=False))]
+                if self.prefix is not None:
+                    X = self.prefix.transform(X)
                 if self.stats_of is not None:  # one row: the block's statistics, as exact JSON arrays
                     stats = json.dumps(arrays_to_json(self.stats_of._block_stats(X)))
                     out.append(pa.table({"stats": [stats], SEQ: pa.array([item["seq"]], pa.int64())}))
@@ -162,7 +166,7 @@ class _Unit:
                 raise InputError(f"{item['path']}, row group {item['group']}: {exc}") from None
             spec = self.spec if self.comp is not None else None
             col = to_arrow(values, spec) if spec is not None else pa.FixedSizeListArray.from_arrays(
-                pa.array(values.reshape(-1)), self.dim)
+                pa.array(values.reshape(-1)), values.shape[1])
             cols = [t.column(c).combine_chunks() for c in self.carried] + [col, pa.array([item["seq"]] * len(X), pa.int64())]
             out.append(pa.Table.from_arrays(cols, names=[*self.carried, self.column, SEQ]))
         return pa.concat_tables(out)
@@ -173,7 +177,8 @@ def _row_batches(ray, units, kwargs, size: int, limit: int | None, workers, prog
     local engine's batches (``size`` rows within each row group)."""
     seen = 0
     for _, table in _in_order(ray, units, kwargs, workers):
-        X = column_to_numpy(table.column(kwargs["column"]).combine_chunks(), kwargs["dim"], column=kwargs["column"])
+        X = column_to_numpy(table.column(kwargs["column"]).combine_chunks(), kwargs.get("width") or kwargs["dim"],
+                            column=kwargs["column"])
         for start in range(0, len(X), size):
             part = X[start : start + size]
             if limit is not None:
@@ -198,10 +203,11 @@ def _cluster_sample(ray, units: list, kwargs: dict, m: int, comp, workers, progr
     todo = [{**u, "take": int(t), "sample_seed": seed} for u, t in zip(units, takes) if t > 0]
     parts = []
     for unit, table in _in_order(ray, [{**u, "seq": k} for k, u in enumerate(todo)], kwargs, workers):
-        parts.append(column_to_numpy(table.column(kwargs["column"]).combine_chunks(), kwargs["dim"], column=kwargs["column"]))
+        parts.append(column_to_numpy(table.column(kwargs["column"]).combine_chunks(), kwargs.get("width") or kwargs["dim"],
+                                     column=kwargs["column"]))
         if progress:
             progress(len(parts[-1]))
-    return np.concatenate(parts) if parts else np.empty((0, kwargs["dim"]), np.float32)
+    return np.concatenate(parts) if parts else np.empty((0, kwargs.get("width") or kwargs["dim"]), np.float32)
 
 
 def _in_order(ray, units: list, actor_kwargs: dict, workers: int | None):
@@ -423,14 +429,19 @@ def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus:
             column: str | None = None, max_rows: int | None = None, batch_size: int | None = None,
             progress=None, workers: int | None = None) -> Compressor:
     """Fit on the cluster. A compressor whose fit is a set of statistics that combine (PCA's count,
-    mean and centred scatter; int8's ranges: :attr:`~embcompress.base.Compressor.combines_blocks`)
-    gets them computed per row group on the workers and merged on the driver (state equal to the
-    local fit to float tolerance). One that fits on a sample of ``max_rows`` rows (itq, sq, pq, opq,
-    rq, geopres, autoencoder) gets a uniform sample drawn on the cluster (equal to the local fit,
-    up to float tolerance, when the data hold at most ``max_rows`` rows; another uniform sample
-    otherwise). Any other (binary, rabitq, chains) gets the row groups decoded on the cluster and
+    mean and centred scatter; int8's ranges: :class:`~embcompress.capabilities.BlockStats`) gets
+    them computed per row group on the workers and merged on the driver (state equal to the local
+    fit to float tolerance). One that fits on a sample of ``max_rows`` rows (itq, sq, pq, opq, rq,
+    geopres, autoencoder) gets a uniform sample drawn on the cluster (equal to the local fit, up to
+    float tolerance, when the data hold at most ``max_rows`` rows; another uniform sample
+    otherwise). Any other (binary's levels, rabitq) gets the row groups decoded on the cluster and
     handed to the fit in row order and in the local engine's batches (state equal to the local
-    engine's)."""
+    engine's).
+
+    A chain is fitted stage by stage, one cluster pass per stage that learns from data: the
+    workers map their rows through the stages fitted so far (shipped to them as saved state), then
+    compute the next stage's statistics or draw its sample there. Only statistics and samples
+    reach the driver. With ``max_rows`` (the first rows) the chain streams them in order instead."""
     src = open_vectors(src_path, column=column)
     units = _units(src)
     ray = connect(address, num_cpus)
@@ -438,13 +449,46 @@ def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus:
     kwargs = {"config": None, "arrays": None, "column": src.column, "carried": [], "dim": src.dim, "spec": None}
     if max_rows is not None:
         units = _first(units, max_rows)
+    if comp.name != "pipeline" or max_rows is not None:
+        return _fit_stage(ray, comp, units, kwargs, src.dim, size, max_rows, workers, progress)
+    from .compressors.pipeline import Pipeline
+
+    comp._check_params()
+    comp._validate_params(src.dim)
+    fitted: list[Compressor] = []
+    width = src.dim
+    for i, template in enumerate(comp.stages):
+        stage = template.clone()
+        stage_kwargs = dict(kwargs)
+        if fitted:  # the workers apply the fitted stages before the next one sees the rows
+            config, arrays = to_config(Pipeline.from_fitted(fitted))
+            stage_kwargs.update(prefix={"config": config, "arrays": arrays_to_json(arrays)}, width=width)
+        _fit_stage(ray, stage, units, stage_kwargs, width, size, None, workers, progress if i == 0 else None)
+        if i < len(comp.stages) - 1 and stage.output_spec.kind != "float":
+            raise InputError(f"stage {i + 1} ({stage.name}) outputs {stage.output_spec.kind} codes, which no later "
+                             "stage can take; put it last")
+        fitted.append(stage)
+        width = stage.output_spec.width
+    comp._clear_state()
+    comp.stages_ = fitted
+    comp.n_features_in_ = src.dim
+    return comp
+
+
+def _fit_stage(ray, comp: Compressor, units: list, kwargs: dict, dim: int, size: int, max_rows: int | None,
+               workers: int | None, progress) -> Compressor:
+    """Fit one compressor (a chain's stage: its input is ``dim`` wide) on the rows the workers
+    hand out, by statistics, a cluster sample or the first rows in order (see :func:`ray_fit`)."""
     sample_rows = getattr(comp, "max_rows", None)
+    if not comp.learns_from_data:  # the width is all it needs
+        return comp.fit_batches(lambda: _row_batches(ray, _first(units, 1), kwargs, size, 1, workers, None))
     if max_rows is None and not comp.combines_blocks and isinstance(sample_rows, int) and sample_rows > 0 \
             and comp.name != "pipeline":
         return comp.fit(_cluster_sample(ray, units, kwargs, int(sample_rows), comp, workers, progress))
     if comp.combines_blocks and max_rows is None and comp.fit_rows is None:  # fit_rows: the first rows, in order
         comp._check_params()
-        comp._validate_params(src.dim)
+        comp._validate_params(dim)
+
         def blocks():
             stats_kwargs = {**kwargs, "stats_of": {"name": comp.name, "params": comp.get_params(deep=False)}}
             for unit, table in _in_order(ray, units, stats_kwargs, workers):
@@ -453,10 +497,12 @@ def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus:
                 yield arrays_from_json(json.loads(table.column("stats")[0].as_py()))
 
         # e.g. binary's levels: the first rows, in order, after the thresholds
-        return comp.fit_from_block_stats(blocks(), src.dim, lambda: _row_batches(
+        return comp.fit_from_block_stats(blocks(), dim, lambda: _row_batches(
             ray, _first(units, comp.rows_after_stats), kwargs, size, comp.rows_after_stats, workers, None))
 
+    limit = max_rows if max_rows is not None else comp.fit_rows  # binary's levels read the first rows only
+
     def batches():
-        return _row_batches(ray, units, kwargs, size, max_rows, workers, progress)
+        return _row_batches(ray, units if limit is None else _first(units, limit), kwargs, size, limit, workers, progress)
 
     return comp.fit_batches(batches)

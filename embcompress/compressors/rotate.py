@@ -8,7 +8,7 @@ import numpy as np
 from ..base import Compressor, OutputSpec, float_spec, make_rng
 from ..errors import InputError
 from ..registry import register
-from ._sample import stream_mean
+from ._sample import MeanStats, stream_mean
 
 
 def random_orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
@@ -42,7 +42,7 @@ class OrthogonalMap(Compressor):
 
 
 @register
-class Rotate(OrthogonalMap):
+class Rotate(MeanStats, OrthogonalMap):
     """``x -> (x - mean) @ R`` with ``R`` a seeded random orthogonal matrix (the mean is
     subtracted only with ``center=True``). Lengths and angles are kept (without centering),
     the width is unchanged; chain it before ``binary``: ``rotate+binary``."""
@@ -57,6 +57,14 @@ class Rotate(OrthogonalMap):
     @property
     def learns_from_data(self) -> bool:
         return bool(self.center)
+
+    @property
+    def combines_blocks(self) -> bool:  # the mean, from per-block sums
+        return bool(self.center)
+
+    def _fit_stats(self, stats: dict, n_features: int) -> None:
+        self.rotation_ = random_orthogonal(n_features, make_rng(self.seed))
+        self.mean_ = self._stats_mean(stats)
 
     def _validate_params(self, n_features: int) -> None:
         make_rng(self.seed)
