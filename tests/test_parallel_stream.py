@@ -49,7 +49,9 @@ def wait_for_no_readers(timeout: float = 5.0) -> list[str]:
     return reader_threads_alive()
 
 
-@pytest.mark.parametrize("spec", ["binary", "int8", "truncate:16", "pca:8+binary", "sq:4", "itq+binary"])
+# rq:4 and opq:4 encode in faiss, whose OpenMP team each worker thread sizes to its share of the cores
+@pytest.mark.parametrize("spec", ["binary", "int8", "truncate:16", "pca:8+binary", "sq:4", "itq+binary", "rq:4:nbits=4",
+                                  "opq:4:nbits=4"])
 @pytest.mark.parametrize("suffix", [".parquet", ".npy"])
 def test_same_bytes_for_1_2_and_4_threads(tmp_path, multi, spec, suffix):
     path, _ = multi
