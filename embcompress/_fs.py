@@ -36,6 +36,8 @@ def storage_error(exc: OSError, path: str | os.PathLike) -> EmbcompressError:
         return StorageError(errno.ENOSPC, f"no space left on device writing {path}")
     if code == errno.EDQUOT or "quota exceeded" in text.lower():
         return StorageError(errno.EDQUOT, f"disk quota exceeded writing {path}")
+    if code == errno.EFBIG or "File too large" in text:
+        return StorageError(errno.EFBIG, f"file too large for the output storage (its file size limit) writing {path}")
     if isinstance(exc, PermissionError):
         return StorageError(errno.EACCES, f"permission denied writing {path}")
     return StorageError(code or errno.EIO, f"cannot write {path}: {exc.strerror or text}")

@@ -286,6 +286,8 @@ def _compress_shard(state_ref, job: dict) -> dict:
     config, arrays = state_ref
     comp = from_config(config, arrays_from_json(arrays))
     target = Path(job["target"])
+    if not Path(job["root"]).is_dir():  # the run was stopped and its staging directory removed: write nothing
+        raise InputError(f"the run writing {job['root']} was stopped; shard {job['path']} not written")
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         res = compress_file(comp, job["path"], target, column=job["column"], id_column=job["id_column"],
@@ -358,7 +360,7 @@ def _workers_write(ray, comp: Compressor, src, dst_path, *, overwrite: bool, res
     config, arrays = to_config(comp)
     state_ref = ray.put((config, arrays_to_json(arrays)))
     task = ray.remote(num_cpus=1, max_retries=3)(_compress_shard)
-    jobs = [{"rel": rel, "path": str(s.path), "target": str(root / rel), "column": src.column,
+    jobs = [{"rel": rel, "path": str(s.path), "target": str(root / rel), "root": str(root), "column": src.column,
              "id_column": src.id_column, "keep": [c for c in src.carried_columns if c != src.id_column]}
             for rel, s in shards if rel not in done]
     limit = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
@@ -407,6 +409,8 @@ def _workers_write(ray, comp: Compressor, src, dst_path, *, overwrite: bool, res
     except BaseException as exc:  # Ctrl-C included: stop the workers, leave no shard
         for ref in pending:
             ray.cancel(ref, force=True)
+        if pending:  # a cancel is asynchronous: let the killed tasks end before their files are removed
+            ray.wait(list(pending), num_returns=len(pending), timeout=30)
         if not resume:
             shutil.rmtree(root, ignore_errors=True)
         else:  # keep the finished shards for --resume; the unfinished ones' temporary files go

@@ -1,17 +1,21 @@
 """--engine ray on a real multi-node Ray cluster on this machine (ray.cluster_utils.Cluster: a head
 and two worker nodes, each its own raylet and processes), reached by the head's IP address and
 port as a user would pass --address. Workers write their own shards; a worker killed in the
-middle of a shard is retried and the output is still the local engine's bytes; a node removed in
-the middle leaves the job to the other node."""
+middle of a shard (apply rq:24) or of a chain's fit (pca:64+binary) is retried and the output is
+still the local engine's bytes, the fit the same state; a node removed in the middle leaves the
+job to the other node. Storage that fills up and Ctrl-C on the driver end in one line with
+nothing left in the output."""
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray")
@@ -99,7 +103,7 @@ def test_a_worker_killed_in_the_middle_is_retried_and_the_output_is_identical(cl
     from embcompress.engine_ray import RayEngine
 
     c, _ = cluster
-    comp = fit_file(from_spec("rq:4:nbits=4,max_rows=2000"), dataset, max_rows=2000)  # encode-bound: a shard takes a while
+    comp = fit_file(from_spec("rq:24:max_rows=2000"), dataset, max_rows=2000)  # encode-bound: a shard takes a while
     fit_and_compress(comp, dataset, tmp_path / "local", fit=False)
     stop, killed = threading.Event(), []
     t = threading.Thread(target=_kill_a_shard_task, args=(stop, killed))
@@ -112,6 +116,104 @@ def test_a_worker_killed_in_the_middle_is_retried_and_the_output_is_identical(cl
     assert killed, "no shard task was seen running"
     _same_as_local(tmp_path / "local", tmp_path / "ray")
     assert not [p for p in tmp_path.rglob(".*")]  # no temporary file of the killed task left
+
+
+def _processes(title: str) -> list:
+    """The processes whose command line names ``title`` (Ray titles a busy worker ray::<task>)."""
+    return [p for p in psutil.process_iter(["pid", "cmdline"]) if any(title in part for part in (p.info["cmdline"] or []))]
+
+
+def _wait_for(title: str, timeout: float = 120) -> bool:
+    end = time.time() + timeout
+    while time.time() < end:
+        if _processes(title):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_a_chain_fitted_on_the_cluster_with_a_worker_killed_fits_the_same(cluster, dataset):
+    """fit pca:64+binary: the Ray Data worker that computes PCA's block statistics is killed in the
+    middle; Ray restarts it and reruns its row groups, and the fitted state is that of a run
+    without the kill (PCA's statistics combine exactly as in the local fit: within 1e-5)."""
+    from embcompress.engine_ray import RayEngine
+    from embcompress.persist import to_config
+
+    c, _ = cluster
+    engine = RayEngine(c.address)
+    ref = engine.fit_file(from_spec("pca:64+binary"), dataset)
+    killed: list = []
+
+    def kill_a_map_worker():
+        if _wait_for("MapWorker", 60):
+            for p in _processes("MapWorker")[:1]:
+                p.kill()
+                killed.append(p.info["pid"])
+
+    t = threading.Thread(target=kill_a_map_worker)
+    t.start()
+    try:
+        got = engine.fit_file(from_spec("pca:64+binary"), dataset)
+    finally:
+        t.join()
+    assert killed, "no Ray Data worker was seen running"
+    (ref_config, ref_arrays), (config, arrays) = to_config(ref), to_config(got)
+    assert ref_config == config and sorted(ref_arrays) == sorted(arrays)
+    for name in ref_arrays:
+        np.testing.assert_allclose(arrays[name], ref_arrays[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    local = fit_file(from_spec("pca:64+binary"), dataset)
+    np.testing.assert_allclose(np.abs(got.stages_[0].components_), np.abs(local.stages_[0].components_), atol=1e-4)
+
+
+def test_output_storage_that_fills_up_fails_in_one_line_and_leaves_nothing(cluster, dataset, tmp_path):
+    """The workers' files stop growing at 64 KiB (RLIMIT_FSIZE in every worker process of the job,
+    which the kernel enforces as it would a full disk: the write fails); each shard's output is
+    larger. The run fails with one line that says so, and neither the output nor the staging
+    directory is left."""
+    from embcompress.engine_ray import ray_compress
+    from embcompress._fs import StorageError
+
+    c, _ = cluster
+
+    def small_files():  # runs in each worker process as it starts; Python ignores SIGXFSZ, so writes fail with EFBIG
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    comp = fit_file(from_spec("int8"), dataset)  # a shard's output: 6000 x 96 B
+    ray.shutdown()
+    ray.init(address=c.address, runtime_env={"worker_process_setup_hook": small_files}, log_to_driver=False,
+             logging_level="ERROR")
+    try:
+        with pytest.raises(StorageError, match=r"^file too large for the output storage .* writing \S+part=\d/0\.parquet$"):
+            ray_compress(comp, dataset, tmp_path / "out")
+    finally:
+        ray.shutdown()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_on_the_driver_stops_the_workers_and_leaves_no_temporary_shard(cluster, dataset, tmp_path):
+    c, _ = cluster
+    comp = fit_file(from_spec("rq:16:beam=8,max_rows=500"), dataset, max_rows=500)  # a shard takes seconds
+    save(comp, tmp_path / "m")
+    before = set(tmp_path.iterdir())
+    p = subprocess.Popen([sys.executable, "-m", "cli", "apply", str(tmp_path / "m"), str(dataset), str(tmp_path / "out"),
+                          "--engine", "ray", "--address", c.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        assert _wait_for("_compress_shard"), "no shard task was seen running"
+        time.sleep(0.2)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode == 130, err
+    assert err.strip().endswith("interrupted; no output was written") and len(err.strip().splitlines()) == 1, err
+    assert set(tmp_path.iterdir()) == before  # no output, no staging directory, no temporary shard
+    end = time.time() + 2  # the workers were stopped, not left to finish their shards
+    while _processes("_compress_shard") and time.time() < end:
+        time.sleep(0.1)
+    assert not _processes("_compress_shard")
 
 
 def test_a_node_removed_in_the_middle_leaves_the_work_to_the_other(cluster, dataset, tmp_path):
