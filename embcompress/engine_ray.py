@@ -21,6 +21,7 @@ engine's batches, so their state is the local engine's exactly.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -324,7 +325,8 @@ def _workers_write(ray, comp: Compressor, src, dst_path, *, overwrite: bool, res
     """Compress a dataset with one Ray task per input shard, each writing its output shard
     itself into a staging directory beside the output (shared storage). The driver only receives
     each shard's row count and size, writes the manifest (shards, rows, bytes, the compressor's
-    fingerprint) as they finish, and commits: when every shard succeeded it removes what killed
+    fingerprint; with ``resume`` also as they finish, at most once a second, and on a failure),
+    and commits: when every shard succeeded it removes what killed
     workers left, and renames the staging directory to the output in one step.
 
     With ``resume`` the staging directory has a fixed name and outlives a failure; a rerun with
@@ -367,11 +369,14 @@ def _workers_write(ray, comp: Compressor, src, dst_path, *, overwrite: bool, res
     got = {"bytes": 0, "messages": 0, "task_seconds": 0.0}
     pending: dict = {}
     failed: Exception | None = None
+    last_write = 0.0
     try:
-        queue = list(jobs)
+        from collections import deque
+
+        queue = deque(jobs)
         while queue or pending:
             while queue and len(pending) < limit:
-                job = queue.pop(0)
+                job = queue.popleft()
                 pending[task.remote(state_ref, job)] = job
             ready, _ = ray.wait(list(pending), num_returns=1)
             job = pending.pop(ready[0])
@@ -388,7 +393,9 @@ def _workers_write(ray, comp: Compressor, src, dst_path, *, overwrite: bool, res
             got["messages"] += 1
             got["task_seconds"] += info["seconds"]
             manifest["shards"][info["rel"]] = {"rows": info["rows"], "bytes": info["bytes"]}
-            _write_manifest(root, manifest)
+            if resume and time.monotonic() - last_write >= 1.0:  # at most once a second: O(shards) each
+                _write_manifest(root, manifest)
+                last_write = time.monotonic()
             if progress:
                 progress(info["rows"])
         if failed is not None:
@@ -413,9 +420,11 @@ def _workers_write(ray, comp: Compressor, src, dst_path, *, overwrite: bool, res
             ray.wait(list(pending), num_returns=len(pending), timeout=30)
         if not resume:
             shutil.rmtree(root, ignore_errors=True)
-        else:  # keep the finished shards for --resume; the unfinished ones' temporary files go
+        else:  # keep the finished shards for --resume, listed; the unfinished ones' temporary files go
             for f in root.rglob(".*.tmp-*"):
                 f.unlink(missing_ok=True) if f.is_file() else shutil.rmtree(f, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                _write_manifest(root, manifest)
         if isinstance(exc, OSError) and not isinstance(exc, EmbcompressError):
             raise storage_error(exc, dst) from None
         raise
