@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -371,8 +372,6 @@ def _workers_write(ray, comp: Compressor, src, dst_path, *, overwrite: bool, res
     failed: Exception | None = None
     last_write = 0.0
     try:
-        from collections import deque
-
         queue = deque(jobs)
         while queue or pending:
             while queue and len(pending) < limit:
