@@ -36,7 +36,7 @@ IdColumnOpt = typer.Option(None, "--id-column", help="Id column carried to the o
 KeepOpt = typer.Option([], "--keep", help="Other columns to carry to the output (repeatable).")
 BatchOpt = typer.Option(None, "--batch-size", "-b", min=1, help="Rows per batch (default: about 4 MiB of input per batch, which reads fastest).")
 OverwriteOpt = typer.Option(False, "--overwrite", help="Replace the output if it exists.")
-EngineOpt = typer.Option("local", "--engine", help="local (this process, every core) or ray (Ray Data; pip install 'embcompress[ray]'; parquet input).")
+EngineOpt = typer.Option("local", "--engine", help="local (this process, every core) or ray (Ray Data; pip install 'embcompress\\[ray]'; parquet input).")
 AddressOpt = typer.Option(None, "--address", help="With --engine ray: the address of a running Ray cluster (default: start a local Ray).")
 ResumeOpt = typer.Option(False, "--resume", help="With --engine ray and a dataset: keep finished shards if the run fails, and on a rerun skip the shards the manifest lists as done.")
 ThreadsOpt = typer.Option(None, "--threads", "-j", min=1, help="Worker threads that decode and compress row groups (default: every core; output is the same for any number).")
