@@ -116,4 +116,6 @@ def demo(
     for table in _demo_tables(res):
         out.print(table)
     out.print("top-10 kept: share of each query's 10 nearest documents under exact float cosine search that "
-              "the compressed search also returns in its top 10 (queries: the docstrings' summary lines).")
+              "the compressed search also returns in its top 10 (queries: the docstrings' summary lines). Both "
+              "tables score each code on documents its fit did not see (two folds: each half encoded by the "
+              "code fitted on the other half).")
