@@ -69,13 +69,15 @@ def stdlib_docstring_pairs(limit: int | None = 2000, *, seed: int = 0, min_body:
         pairs.extend(_pairs_from_source(source, module, min_body))
     seen_q: set[str] = set()
     seen_d: set[str] = set()
+    ids: dict[str, int] = {}
     unique = []
     for p in pairs:
         if p.query in seen_q or p.document in seen_d:
             continue
         seen_q.add(p.query)
         seen_d.add(p.document)
-        unique.append(p)
+        n = ids[p.id] = ids.get(p.id, 0) + 1  # a name defined twice (a property's getter and setter)
+        unique.append(p if n == 1 else DocPair(f"{p.id}#{n}", p.query, p.document))
     if limit is not None and len(unique) > limit:
         unique = [unique[i] for i in sample_rows(len(unique), limit, seed)]
     return unique

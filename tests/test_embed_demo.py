@@ -36,6 +36,15 @@ def test_docstring_pairs_from_any_source_tree(tmp_path):
     assert pairs[0].document == body.strip()
 
 
+def test_docstring_pairs_have_unique_ids_where_a_name_is_defined_twice(tmp_path):
+    body = "A body long enough to be kept as a document, which says what the value holds and why. " * 2
+    (tmp_path / "m.py").write_text(
+        f'class C:\n    @property\n    def v(self):\n        """Get the value.\n\n        {body}\n        """\n'
+        f'    @v.setter\n    def v(self, x):\n        """Set the value.\n\n        {body}and the setter.\n        """\n')
+    pairs = stdlib_docstring_pairs(None, root=tmp_path)
+    assert [p.id for p in pairs] == ["m.C.v", "m.C.v#2"]  # qrels name documents by id
+
+
 def test_read_texts_formats(tmp_path):
     (tmp_path / "t.txt").write_text("alpha\n\nbeta\n")
     assert read_texts(tmp_path / "t.txt") == (["alpha", "beta"], ["0", "1"])
