@@ -90,8 +90,8 @@ def _probe_auth(ray, address: str) -> None:
     (writing ``~/.ray/auth_token``), and ``ray.init`` sends the token only to an address found
     by itself (none or ``auto``), not to an explicit ``host:port``, unless ``RAY_AUTH_MODE=token``:
     an explicit address otherwise fails after 20 s of retries with a generic message."""
-    if address.startswith("ray://") or os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
-        return  # Ray Client checks its own way; in token mode ray.init sends the token and reports a wrong one
+    if address.startswith("ray://"):
+        return  # Ray Client: its server checks its own way
     try:
         from ray._raylet import GcsClient
         from ray.exceptions import AuthenticationError
@@ -112,7 +112,10 @@ def _probe_auth(ray, address: str) -> None:
         os.dup2(saved, 2)
         os.close(saved)
     if refused:
-        how = ("set RAY_AUTH_MODE=token with the cluster's token in ~/.ray/auth_token or RAY_AUTH_TOKEN "
+        mode = os.environ.get("RAY_AUTH_MODE")
+        how = ("its token is not the one this process has (~/.ray/auth_token, RAY_AUTH_TOKEN or "
+               "RAY_AUTH_TOKEN_PATH)" if mode == "token" else
+               "set RAY_AUTH_MODE=token with the cluster's token in ~/.ray/auth_token or RAY_AUTH_TOKEN "
                "(Ray sends it to an explicit address only then), or use --address auto on a node of the cluster")
         raise InputError(f"cannot connect to a Ray cluster at {address!r}: it requires token authentication; {how}")
 
