@@ -194,7 +194,7 @@ def test_output_storage_that_fills_up_fails_in_one_line_and_leaves_nothing(clust
 
 def test_ctrl_c_on_the_driver_stops_the_workers_and_leaves_no_temporary_shard(cluster, dataset, tmp_path):
     c, _ = cluster
-    comp = fit_file(from_spec("rq:24:beam=16,max_rows=500"), dataset, max_rows=500)  # a shard takes seconds, even on a busy machine
+    comp = fit_file(from_spec("rq:16:beam=8,max_rows=500"), dataset, max_rows=500)  # a shard takes seconds
     save(comp, tmp_path / "m")
     before = set(tmp_path.iterdir())
     p = subprocess.Popen([sys.executable, "-m", "cli", "apply", str(tmp_path / "m"), str(dataset), str(tmp_path / "out"),
