@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ._util import sample_rows
@@ -77,7 +77,7 @@ def stdlib_docstring_pairs(limit: int | None = 2000, *, seed: int = 0, min_body:
         seen_q.add(p.query)
         seen_d.add(p.document)
         n = ids[p.id] = ids.get(p.id, 0) + 1  # a name defined twice (a property's getter and setter)
-        unique.append(p if n == 1 else DocPair(f"{p.id}#{n}", p.query, p.document))
+        unique.append(p if n == 1 else replace(p, id=f"{p.id}#{n}"))
     if limit is not None and len(unique) > limit:
         unique = [unique[i] for i in sample_rows(len(unique), limit, seed)]
     return unique
