@@ -15,14 +15,16 @@ written in order by the driver with the local engine's writer (the same bytes).
 
 Fitting (see :func:`ray_fit`): statistics that combine are computed per row group on the workers
 and merged on the driver (PCA, int8, RaBitQ, the binary mean threshold); learned maps receive a
-uniform sample drawn on the cluster; chains get the decoded rows in row order and the local
-engine's batches, so their state is the local engine's exactly.
+uniform sample drawn on the cluster; a chain is fitted stage by stage the same ways. A fit that
+reads the first rows in order (binary's levels, ``max_rows``) reads them on the driver itself, in
+the local engine's batches, so its state is the local engine's exactly.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections import deque
 from pathlib import Path
@@ -51,6 +53,7 @@ def connect(address: str | None = None, num_cpus: int | None = None):
         return ray
     if address and address != "auto":
         _probe(address)
+        _probe_auth(ray, address)
     try:
         quiet = {"log_to_driver": False, "include_dashboard": False, "logging_level": "ERROR"}
         if address:
@@ -79,6 +82,42 @@ def _probe(address: str, timeout: float = 5.0) -> None:
     except OSError as exc:
         raise InputError(f"cannot connect to a Ray cluster at {address!r}: nothing answers there "
                          f"({exc.strerror or exc}); start one with `ray start --head` or leave --address out") from None
+
+
+def _probe_auth(ray, address: str) -> None:
+    """Fail at once, in one line, where the cluster at ``address`` asks for a token that this
+    process will not send. Since Ray 2.5x, ``ray start --head`` turns token authentication on
+    (writing ``~/.ray/auth_token``), and ``ray.init`` sends the token only to an address found
+    by itself (none or ``auto``), not to an explicit ``host:port``, unless ``RAY_AUTH_MODE=token``:
+    an explicit address otherwise fails after 20 s of retries with a generic message."""
+    if address.startswith("ray://"):
+        return  # Ray Client: its server checks its own way
+    try:
+        from ray._raylet import GcsClient
+        from ray.exceptions import AuthenticationError
+    except ImportError:  # a Ray without token authentication or with another layout: nothing to probe
+        return
+    refused = False
+    saved = os.dup(2)  # the probe's C++ client logs each refused call on stderr itself
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            try:
+                GcsClient(address=address)
+            except AuthenticationError:
+                refused = True
+            except Exception:  # noqa: BLE001 - anything else is left to ray.init, which reports it
+                pass
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    if refused:
+        mode = os.environ.get("RAY_AUTH_MODE")
+        how = ("its token is not the one this process has (~/.ray/auth_token, RAY_AUTH_TOKEN or "
+               "RAY_AUTH_TOKEN_PATH)" if mode == "token" else
+               "set RAY_AUTH_MODE=token with the cluster's token in ~/.ray/auth_token or RAY_AUTH_TOKEN "
+               "(Ray sends it to an explicit address only then), or use --address auto on a node of the cluster")
+        raise InputError(f"cannot connect to a Ray cluster at {address!r}: it requires token authentication; {how}")
 
 
 class RayEngine:
@@ -446,14 +485,15 @@ def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus:
     fit to float tolerance). One that fits on a sample of ``max_rows`` rows (itq, sq, pq, opq, rq,
     geopres, autoencoder) gets a uniform sample drawn on the cluster (equal to the local fit, up to
     float tolerance, when the data hold at most ``max_rows`` rows; another uniform sample
-    otherwise). Any other (binary's levels, rabitq) gets the row groups decoded on the cluster and
-    handed to the fit in row order and in the local engine's batches (state equal to the local
-    engine's).
+    otherwise). One that reads every row in order (rabitq) gets the row groups decoded on the
+    cluster and handed to the fit in row order and in the local engine's batches (state equal to
+    the local engine's). One that reads only the first rows (binary's levels, 65,536 rows, or the
+    user's ``max_rows``) reads them on the driver, from the same storage, in the same batches.
 
     A chain is fitted stage by stage, one cluster pass per stage that learns from data: the
     workers map their rows through the stages fitted so far (shipped to them as saved state), then
     compute the next stage's statistics or draw its sample there. Only statistics and samples
-    reach the driver. With ``max_rows`` (the first rows) the chain streams them in order instead."""
+    reach the driver. With ``max_rows`` (the first rows) the driver reads them for the whole chain."""
     src = open_vectors(src_path, column=column)
     units = _units(src)
     ray = connect(address, num_cpus)
@@ -462,7 +502,7 @@ def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus:
     if max_rows is not None:
         units = _first(units, max_rows)
     if comp.name != "pipeline" or max_rows is not None:
-        return _fit_stage(ray, comp, units, kwargs, src.dim, size, max_rows, workers, progress)
+        return _fit_stage(ray, src, comp, units, kwargs, src.dim, size, max_rows, workers, progress)
     from .compressors.pipeline import Pipeline
 
     comp._check_params()
@@ -475,7 +515,7 @@ def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus:
         if fitted:  # the workers apply the fitted stages before the next one sees the rows
             config, arrays = to_config(Pipeline.from_fitted(fitted))
             stage_kwargs.update(prefix={"config": config, "arrays": arrays_to_json(arrays)}, width=width)
-        _fit_stage(ray, stage, units, stage_kwargs, width, size, None, workers, progress if i == 0 else None)
+        _fit_stage(ray, src, stage, units, stage_kwargs, width, size, None, workers, progress if i == 0 else None)
         if i < len(comp.stages) - 1 and stage.output_spec.kind != "float":
             raise InputError(f"stage {i + 1} ({stage.name}) outputs {stage.output_spec.kind} codes, which no later "
                              "stage can take; put it last")
@@ -487,13 +527,35 @@ def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus:
     return comp
 
 
-def _fit_stage(ray, comp: Compressor, units: list, kwargs: dict, dim: int, size: int, max_rows: int | None,
+def _first_rows_here(src, kwargs: dict, size: int, limit: int, progress) -> Iterator[np.ndarray]:
+    """The first ``limit`` rows in the local engine's batches, read by the driver itself from the
+    shared storage (binary's levels read 65,536 rows; the user's max_rows) and mapped through a
+    chain's fitted stages. Starting a Ray Data pipeline for them cost 15 s on a cluster started by
+    `ray start` (its actors' start-up), more than the rows' decoding anywhere."""
+    prefix = kwargs.get("prefix")
+    stages = from_config(prefix["config"], arrays_from_json(prefix["arrays"])) if prefix else None
+    seen = 0
+    for b in src.batches(size, max_rows=limit):
+        x = b.vectors[: limit - seen]
+        seen += len(x)
+        if stages is not None:
+            x = stages.transform(x)
+        if progress:
+            progress(len(x))
+        if len(x):
+            yield x
+        if seen >= limit:
+            return
+
+
+def _fit_stage(ray, src, comp: Compressor, units: list, kwargs: dict, dim: int, size: int, max_rows: int | None,
                workers: int | None, progress) -> Compressor:
     """Fit one compressor (a chain's stage: its input is ``dim`` wide) on the rows the workers
-    hand out, by statistics, a cluster sample or the first rows in order (see :func:`ray_fit`)."""
+    hand out, by statistics or a cluster sample; the first rows in order (a prefix of bounded
+    size) are read by the driver (see :func:`ray_fit`)."""
     sample_rows = getattr(comp, "max_rows", None)
     if not comp.learns_from_data:  # the width is all it needs
-        return comp.fit_batches(lambda: _row_batches(ray, _first(units, 1), kwargs, size, 1, workers, None))
+        return comp.fit_batches(lambda: _first_rows_here(src, kwargs, size, 1, None))
     if max_rows is None and not comp.combines_blocks and isinstance(sample_rows, int) and sample_rows > 0 \
             and comp.name != "pipeline":
         return comp.fit(_cluster_sample(ray, units, kwargs, int(sample_rows), comp, workers, progress))
@@ -509,12 +571,14 @@ def _fit_stage(ray, comp: Compressor, units: list, kwargs: dict, dim: int, size:
                 yield arrays_from_json(json.loads(table.column("stats")[0].as_py()))
 
         # e.g. binary's levels: the first rows, in order, after the thresholds
-        return comp.fit_from_block_stats(blocks(), dim, lambda: _row_batches(
-            ray, _first(units, comp.rows_after_stats), kwargs, size, comp.rows_after_stats, workers, None))
+        return comp.fit_from_block_stats(blocks(), dim, lambda: _first_rows_here(
+            src, kwargs, size, comp.rows_after_stats, None))
 
     limit = max_rows if max_rows is not None else comp.fit_rows  # binary's levels read the first rows only
 
     def batches():
-        return _row_batches(ray, units if limit is None else _first(units, limit), kwargs, size, limit, workers, progress)
+        if limit is not None:
+            return _first_rows_here(src, kwargs, size, limit, progress)
+        return _row_batches(ray, units, kwargs, size, None, workers, progress)
 
     return comp.fit_batches(batches)
