@@ -123,13 +123,23 @@ def _processes(title: str) -> list:
     return [p for p in psutil.process_iter(["pid", "cmdline"]) if any(title in part for part in (p.info["cmdline"] or []))]
 
 
-def _wait_for(title: str, timeout: float = 120) -> bool:
+def _wait_for(title: str, timeout: float = 120, old: frozenset = frozenset()) -> bool:
+    """Whether a process titled ``title`` that is not one of the pids ``old`` came up in time."""
     end = time.time() + timeout
     while time.time() < end:
-        if _processes(title):
+        if any(p.info["pid"] not in old for p in _processes(title)):
             return True
         time.sleep(0.02)
     return False
+
+
+def _signals(pid: int) -> str:
+    """The signal masks of a process (blocked, ignored, caught), for a failure's message."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return " ".join(line.split()[0] + line.split()[1] for line in f if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
+    except OSError:
+        return "gone"
 
 
 def test_a_chain_fitted_on_the_cluster_with_a_worker_killed_fits_the_same(cluster, dataset):
@@ -197,17 +207,19 @@ def test_ctrl_c_on_the_driver_stops_the_workers_and_leaves_no_temporary_shard(cl
     comp = fit_file(from_spec("rq:16:beam=8,max_rows=500"), dataset, max_rows=500)  # a shard takes seconds
     save(comp, tmp_path / "m")
     before = set(tmp_path.iterdir())
+    old = frozenset(q.info["pid"] for q in _processes("_compress_shard"))  # another job's, if any
     p = subprocess.Popen([sys.executable, "-m", "cli", "apply", str(tmp_path / "m"), str(dataset), str(tmp_path / "out"),
                           "--engine", "ray", "--address", c.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     try:
-        assert _wait_for("_compress_shard"), "no shard task was seen running"
+        assert _wait_for("_compress_shard", old=old), "no shard task was seen running"
         time.sleep(0.2)
+        masks = _signals(p.pid)  # an ignored or blocked SIGINT (bit 2) would explain an exit 0
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=120)
     finally:
         p.kill()
-    assert p.returncode == 130, err
+    assert p.returncode == 130, f"{err!r}; the driver's signal masks when SIGINT was sent: {masks}"
     assert err.strip().endswith("interrupted; no output was written") and len(err.strip().splitlines()) == 1, err
     assert set(tmp_path.iterdir()) == before  # no output, no staging directory, no temporary shard
     end = time.time() + 2  # the workers were stopped, not left to finish their shards

@@ -7,6 +7,7 @@ say so in one line, at once, and leave nothing; with it the output is the local 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -17,6 +18,7 @@ import tempfile
 import pytest
 
 ray = pytest.importorskip("ray")
+psutil = pytest.importorskip("psutil")
 
 from conftest import make_vectors, write_parquet  # noqa: E402
 
@@ -44,8 +46,22 @@ def head(tmp_path_factory):
         assert gen.returncode == 0 and start.returncode == 0, gen.stderr + start.stderr
         yield f"{ray.util.get_node_ip_address()}:{port}", env, home
     finally:
-        subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True, timeout=120)
+        _stop_head(temp)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def _stop_head(temp: str) -> None:
+    """Stop this head's processes only (their command lines name its temp dir; workers and agents
+    are their children), not every Ray process of the machine as `ray stop --force` would."""
+    heads = [p for p in psutil.process_iter(["cmdline"]) if temp in " ".join(p.info["cmdline"] or [])]
+    procs = {p.pid: p for p in heads}
+    for p in heads:
+        with contextlib.suppress(psutil.Error):
+            procs.update((c.pid, c) for c in p.children(recursive=True))
+    for p in procs.values():
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(list(procs.values()), timeout=30)
 
 
 @pytest.fixture(scope="module")
