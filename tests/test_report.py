@@ -210,6 +210,52 @@ def test_cli_analyze_and_report(tmp_path):
     assert not (tmp_path / "r2").exists()
 
 
+def test_judged_subset_keeps_every_kept_querys_relevant_documents_and_random_others():
+    from embcompress.report.grid import judged_subset
+
+    ids = [f"d{i}" for i in range(1000)]
+    qids = [f"q{i}" for i in range(400)]
+    # query i: documents 2i and 2i+1 relevant, 2i+2 judged not relevant; q399 names an unknown document only
+    qrels = {f"q{i}": {f"d{2 * i}": 1, f"d{2 * i + 1}": 2, f"d{2 * i + 2}": 0} for i in range(399)} | {"q399": {"zz": 1}}
+    rows, q_rows, sub, counts = judged_subset(ids, qids, qrels, 300)
+    assert len(rows) == 300 and len(set(rows.tolist())) == 300 and list(rows) == sorted(rows)
+    kept = {ids[i] for i in rows}
+    assert list(sub) == [qids[q] for q in q_rows]  # in file order
+    relevant = {d for q in sub for d, g in qrels[q].items() if g > 0}
+    assert relevant <= kept and len(relevant) <= 150  # at most half of the sample is judged relevant
+    assert counts["judged_documents"] == len(relevant) and counts["kept_queries"] == len(q_rows) > 50
+    assert "q399" not in sub and all(set(sub[q]) <= kept for q in sub)
+    assert all(g == qrels[q][d] for q in sub for d, g in sub[q].items())
+    again = judged_subset(ids, qids, qrels, 300)
+    assert np.array_equal(again[0], rows) and np.array_equal(again[1], q_rows)  # seeded
+    assert not np.array_equal(judged_subset(ids, qids, qrels, 300, seed=1)[0], rows)
+    with pytest.raises(InputError, match="too small for these qrels"):
+        judged_subset(ids, qids, {"q0": {f"d{i}": 1 for i in range(40)}}, 60)
+
+
+def test_report_with_qrels_and_sample_runs_on_a_judged_sample(tmp_path):
+    X, _ = clustered(n=600)
+    _write(tmp_path / "v.parquet", X)
+    Q = X[:120] + 0.05 * np.random.default_rng(1).standard_normal((120, X.shape[1])).astype(np.float32)
+    pq.write_table(pa.table({"id": [f"q{i}" for i in range(120)],
+                             "embedding": pa.FixedSizeListArray.from_arrays(pa.array(Q.reshape(-1)), Q.shape[1])}),
+                   tmp_path / "q.parquet")
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(120)))
+    args = ["report", str(tmp_path / "v.parquet"), str(tmp_path / "r"), "--queries", str(tmp_path / "q.parquet"),
+            "--qrels", str(tmp_path / "qrels.tsv"), "--widths", "8", "--methods", "pca", "--codes", "none"]
+    res = runner.invoke(app, [*args, "--sample", "200"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads((tmp_path / "r" / "report.json").read_text())
+    s = rep["summary"]
+    assert s["vectors"] == 200 and s["queries"] == 100 and s["sampled_from"]["documents"] == 600
+    assert "sampled 200 of 600 documents: the 100 judged relevant to 100 of 120 queries" in " ".join(res.stdout.split())
+    assert "sampled 200 of 600 documents" in (tmp_path / "r" / "report.html").read_text()
+    res = runner.invoke(app, [*args[:2], str(tmp_path / "all"), *args[3:]])  # without --sample: every document
+    assert res.exit_code == 0, res.output
+    full = json.loads((tmp_path / "all" / "report.json").read_text())["summary"]
+    assert full["vectors"] == 600 and full["queries"] == 120 and full["sampled_from"] is None
+
+
 def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path):
     from embcompress import load
     from embcompress.report.recommend import rank_candidates

@@ -222,6 +222,7 @@ def build_report(
     proxy_sample: int = 2000,
     geopres_params: str = "",
     code_families: Sequence[str] = CODE_FAMILIES,
+    sampled: Mapping[str, int] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Run the grid; returns the report as a JSON-able dict (see module docstring): validate, plan,
@@ -231,37 +232,84 @@ def build_report(
                      proxy_sample=proxy_sample, geopres_params=geopres_params,
                      code_families=available_families(code_families) if code_families == CODE_FAMILIES else code_families)
     rows = run(setup, plan(setup), progress)
-    return summarize(setup, rows, np.ascontiguousarray(docs, dtype=np.float32))
+    rep = summarize(setup, rows, np.ascontiguousarray(docs, dtype=np.float32))
+    rep["summary"]["sampled_from"] = dict(sampled) if sampled else None  # judged_subset's counts
+    return rep
 
 
 def load_task_files(input, *, queries=None, qrels=None, labels=None, sample: int | None = None,
-                    column: str | None = None) -> dict[str, Any]:
-    """What a report or ``recommend`` reads from files: documents (the first ``sample`` rows; all of
-    them with qrels, whose judged documents may be anywhere), their ids and labels, queries and
-    qrels. Keyword arguments for :func:`validate` / :func:`build_report` (``docs`` first)."""
+                    default_sample: int = 50_000, column: str | None = None) -> dict[str, Any]:
+    """What a report or ``recommend`` reads from files: documents, their ids and labels, queries
+    and qrels. Keyword arguments for :func:`validate` / :func:`build_report` (``docs`` first), and
+    ``sampled`` (None, or what :func:`judged_subset` kept).
+
+    Without qrels: the first ``sample`` rows (``default_sample`` when not given). With qrels, every
+    document by default (judged documents may be anywhere in the file); with ``sample``, the judged
+    documents of a seeded sample of queries and random others, ``sample`` in all."""
     if (queries is None) != (qrels is None):
         raise InputError("queries and qrels go together (task retention needs both): give --queries and --qrels")
     if labels and qrels:
         raise InputError("give either --labels or --queries/--qrels, not both")
-    D, ids, lab = read_sample(input, limit=None if qrels else sample, column=column, label_column=labels)
-    Q = qids = judged = None
+    D, ids, lab = read_sample(input, limit=None if qrels else (sample or default_sample), column=column,
+                              label_column=labels)
+    Q = qids = judged = sampled = None
     if qrels:
         Q, qids = read_all(queries)
         judged = read_qrels(qrels)
         check_unique_ids(ids, str(input))
         check_unique_ids(qids, str(queries))
-    return {"docs": D, "doc_ids": ids, "queries": Q, "query_ids": qids, "qrels": judged, "labels": lab}
+        if sample is not None and sample < len(D):
+            rows, keep_q, judged, sampled = judged_subset(ids, qids, judged, sample)
+            D, ids = D[rows], [ids[i] for i in rows]
+            lab = None if lab is None else [lab[i] for i in rows]
+            Q, qids = Q[keep_q], [qids[i] for i in keep_q]
+    return {"docs": D, "doc_ids": ids, "queries": Q, "query_ids": qids, "qrels": judged, "labels": lab,
+            "sampled": sampled}
+
+
+def judged_subset(doc_ids: Sequence, query_ids: Sequence, qrels: Mapping[str, Mapping[str, int]], n: int,
+                  seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict[str, dict[str, int]], dict[str, int]]:
+    """``n`` documents for a quicker run with qrels: the documents judged relevant to queries drawn
+    in a seeded random order, as long as they fill at most half of ``n``, and random other
+    documents for the rest (so that the judged ones still compete with as many distractors). A
+    smaller corpus scores higher, but each code's *retention* (its score over float32's on the
+    same sample) is what the report compares. Returns the kept document rows and query rows (in
+    file order), the qrels restricted to them, and counts for the report."""
+    if n < 2:
+        raise InputError(f"--sample {n}: a sample with qrels needs at least 2 documents")
+    pos = {str(d): i for i, d in enumerate(doc_ids)}
+    rng = np.random.default_rng(seed)
+    judged: set[int] = set()
+    keep_q: list[int] = []
+    for qi in rng.permutation(len(query_ids)):
+        rel = {pos[d] for d, g in qrels.get(str(query_ids[qi]), {}).items() if g > 0 and d in pos}
+        if rel and len(judged | rel) <= n // 2:
+            judged |= rel
+            keep_q.append(int(qi))
+    if not keep_q:
+        raise InputError(f"--sample {n} is too small for these qrels: no query's relevant documents fit in half of "
+                         f"it; give a larger --sample, or none to use every document")
+    others = np.setdiff1d(np.arange(len(doc_ids)), np.fromiter(judged, dtype=np.int64))
+    rows = np.sort(np.concatenate([np.fromiter(judged, dtype=np.int64),
+                                   rng.choice(others, size=min(n - len(judged), len(others)), replace=False)]))
+    kept = {str(doc_ids[i]) for i in rows}
+    q_rows = np.sort(np.asarray(keep_q, dtype=np.int64))
+    sub = {str(query_ids[q]): {d: g for d, g in qrels[str(query_ids[q])].items() if d in kept} for q in q_rows}
+    counts = {"documents": len(doc_ids), "queries": len(query_ids), "kept_documents": int(len(rows)),
+              "kept_queries": int(len(q_rows)), "judged_documents": len(judged), "seed": seed}
+    return rows, q_rows, sub, counts
 
 
 def report_files(input: str | os.PathLike, out_dir: str | os.PathLike, *, queries: str | os.PathLike | None = None,
                  qrels: str | os.PathLike | None = None, labels: str | None = None, widths: Sequence[int] | None = None,
                  methods: Sequence[str] | None = None, codes: Sequence[str] | None = None,
-                 budget: int | None = None, sample: int = 50_000,
+                 budget: int | None = None, sample: int | None = None,
                  geopres_params: str = "", column: str | None = None, overwrite: bool = False,
                  progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
-    """The report on files: documents from ``input`` (its first ``sample`` rows, all of them with
-    qrels), queries and BEIR qrels or a label column, written to ``out_dir`` as report.json and
-    report.html. Outputs and inputs are checked before the grid runs."""
+    """The report on files: documents from ``input`` (its first ``sample`` rows, 50,000 by default;
+    with qrels all of them, or a judged sample: :func:`load_task_files`), queries and BEIR qrels or
+    a label column, written to ``out_dir`` as report.json and report.html. Outputs and inputs are
+    checked before the grid runs."""
     check_output_dir(out_dir, overwrite=overwrite)
     data = load_task_files(input, queries=queries, qrels=qrels, labels=labels, sample=sample, column=column)
     rep = build_report(data.pop("docs"), **data, widths=widths,

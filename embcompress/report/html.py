@@ -112,6 +112,15 @@ def _rate(v) -> str:
     return "-" if v is None else f"{v:,.0f}"
 
 
+def sampled_line(counts: dict[str, int]) -> str:
+    """One sentence on a judged sample (:func:`embcompress.report.grid.judged_subset`'s counts)."""
+    c = counts
+    return (f"sampled {c['kept_documents']:,} of {c['documents']:,} documents: the {c['judged_documents']:,} judged "
+            f"relevant to {c['kept_queries']:,} of {c['queries']:,} queries (drawn with seed {c['seed']}) and "
+            f"{c['kept_documents'] - c['judged_documents']:,} others at random; scores on a smaller corpus are "
+            "higher, retention (over float32 on the same sample) is what compares")
+
+
 def render_html(report: dict[str, Any], title: str = "embcompress retention report") -> str:
     s, rows = report["summary"], report["rows"]
     best = s.get("best_within_budget")
@@ -136,7 +145,8 @@ def render_html(report: dict[str, Any], title: str = "embcompress retention repo
                        else f"<p><b>Budget {s['budget_bytes']} bytes per vector:</b> no configuration fits.</p>")
     corr = s.get("proxy_retention_spearman")
     facts = [
-        ("vectors in the sample", f"{s['vectors']:,}"), ("dimensions", s["dim"]), ("task score", s["metric"]),
+        ("vectors in the sample", f"{s['vectors']:,}" + (f" ({sampled_line(s['sampled_from'])})" if s.get("sampled_from") else "")),
+        ("dimensions", s["dim"]), ("task score", s["metric"]),
         ("float32 score", _fmt(s["float_score"])),
         (f"intrinsic dimensionality ({100 * s['intrinsic_threshold']:.0f}% variance)", f"{s['intrinsic_dimensionality']} of {s['dim']}"),
         ("uniformity (Dinu et al., 2025; higher = more concentrated)", f"{s['uniformity']:.4f}"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -20,7 +20,8 @@ from .grid import load_task_files, validate
 
 def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None, query_ids=None, qrels=None,
                     labels=None, target: float | None = None, configs: Sequence[str] | None = None,
-                    folds: int = 2, max_fit_seconds: float | None = None, min_encode_rate: float | None = None,
+                    sampled: Mapping[str, int] | None = None, folds: int = 2, max_fit_seconds: float | None = None,
+                    min_encode_rate: float | None = None,
                     progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """Evaluate every candidate of at most ``budget`` bytes per vector on ``docs`` (a sample) with
     the task the data allows (qrels, labels or label-free). Returns the rows ranked by retention
@@ -85,14 +86,15 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
         if reaching:
             winner = min(reaching, key=lambda r: (r["bytes_per_vector"], -r["retention"]))
     return {"budget_bytes": int(budget), "target": target, "metric": setup.task.metric, "mode": setup.task.mode,
-            "fitted": rows[1]["fitted"], "sample": len(setup.docs), "fit_rows": n_fit, "float_score": ref["score"],
+            "fitted": rows[1]["fitted"], "sample": len(setup.docs),
+            "sampled_from": dict(sampled) if sampled else None, "fit_rows": n_fit, "float_score": ref["score"],
             "max_fit_seconds": max_fit_seconds, "min_encode_rate": min_encode_rate,
             "ranking": ranked, "winner": winner, "target_reached": None if target is None else winner["retention"] >= target}
 
 
 def recommend_files(input: str | os.PathLike, model_dir: str | os.PathLike, budget: int, *, target: float | None = None,
                     queries: str | os.PathLike | None = None, qrels: str | os.PathLike | None = None,
-                    labels: str | None = None, sample: int = 20_000, column: str | None = None,
+                    labels: str | None = None, sample: int | None = None, column: str | None = None,
                     folds: int = 2, max_fit_seconds: float | None = None, min_encode_rate: float | None = None,
                     overwrite: bool = False, progress: Callable[[str, int, int], None] | None = None,
                     fit_progress: Callable[[int], None] | None = None) -> dict[str, Any]:
@@ -100,7 +102,8 @@ def recommend_files(input: str | os.PathLike, model_dir: str | os.PathLike, budg
     or a label column, when given), fit the winner on the whole file (streaming) and save it to
     ``model_dir``."""
     check_model_path(model_dir, overwrite=overwrite)
-    data = load_task_files(input, queries=queries, qrels=qrels, labels=labels, sample=sample, column=column)
+    data = load_task_files(input, queries=queries, qrels=qrels, labels=labels, sample=sample, default_sample=20_000,
+                           column=column)
     res = rank_candidates(data.pop("docs"), budget, **data, target=target, folds=folds, max_fit_seconds=max_fit_seconds,
                           min_encode_rate=min_encode_rate, progress=progress)
     spec = res["winner"]["spec"]
