@@ -19,8 +19,8 @@ from ._common import (AddressOpt, Bars, BatchOpt, ColumnOpt, EngineOpt, IdColumn
 app = typer.Typer()
 
 
-def _show(src: Path, dst: Path, res: dict, as_json: bool) -> None:
-    emit(res, as_json, kv_table(f"{src.name} -> {dst.name}", {
+def _show(src: Path, dst: str, res: dict, as_json: bool) -> None:
+    emit(res, as_json, kv_table(f"{src.name} -> {res['output'].rstrip('/').rsplit('/', 1)[-1]}", {
         "rows": f"{res['rows']:,}",
         "compressor": res["compressor_repr"],
         "bytes per vector": f"{res['bytes_per_vector_in']} -> {res['bytes_per_vector_out']} ({res['ratio']:.1f}x smaller)",
@@ -33,7 +33,7 @@ def _show(src: Path, dst: Path, res: dict, as_json: bool) -> None:
 @guarded
 def binarize(
     input: Path = typer.Argument(..., help="Parquet or .npy file of float embeddings."),
-    output: Path = typer.Argument(..., help="Output .parquet (fixed_size_binary codes) or .npy (uint8)."),
+    output: str = typer.Argument(..., help="Output .parquet (fixed_size_binary codes) or .npy (uint8); for a dataset a directory, or with --engine ray a URI (s3://bucket/codes)."),
     threshold: str = typer.Option("zero", help="Bit is 1 where value > threshold: 'zero' (sign) or 'mean' (per-dimension mean, fitted in one extra pass)."),
     save_model: Optional[Path] = typer.Option(None, "--save-model", help="Also save the fitted compressor to this directory."),
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
@@ -53,7 +53,7 @@ def binarize(
 @guarded
 def truncate(
     input: Path = typer.Argument(..., help="Parquet or .npy file of float embeddings."),
-    output: Path = typer.Argument(..., help="Output .parquet or .npy."),
+    output: str = typer.Argument(..., help="Output .parquet or .npy; for a dataset a directory, or with --engine ray a URI (s3://bucket/codes)."),
     dim: int = typer.Option(..., "--dim", "-d", help="Keep the first DIM dimensions."),
     renormalize: bool = typer.Option(False, "--renormalize", help="Scale the kept part back to unit length."),
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
@@ -101,7 +101,7 @@ def fit(
 def apply(
     model_dir: Path = typer.Argument(..., help="A compressor saved by 'embcompress fit'."),
     input: Path = typer.Argument(..., help="Parquet or .npy file of float embeddings."),
-    output: Path = typer.Argument(..., help="Output .parquet or .npy."),
+    output: str = typer.Argument(..., help="Output .parquet or .npy; for a dataset a directory, or with --engine ray a URI (s3://bucket/codes)."),
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
     batch_size: Optional[int] = BatchOpt, threads: Optional[int] = ThreadsOpt, engine: str = EngineOpt,
     address: Optional[str] = AddressOpt, resume: bool = ResumeOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,

@@ -183,3 +183,86 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+# ---- outputs on a pyarrow filesystem (s3://, gs://, hdfs://, ...) ----------------------------------
+class RemoteOutput:
+    """An output directory on a pyarrow filesystem, named by a URI (``s3://bucket/codes``, with
+    pyarrow's query options such as ``?endpoint_override=host:port&scheme=http``). Only the Ray
+    engine writes one: each worker uploads its shards itself (see :mod:`embcompress.engine_ray`).
+    Object stores rename nothing in one step, so a run stages its shards under a hidden prefix
+    beside the output, moves them in when every shard succeeded and writes the manifest last;
+    a failed run deletes its staging prefix."""
+
+    def __init__(self, uri: str):
+        from pyarrow import fs as pafs
+
+        self.uri = uri
+        self.shown = uri.split("?", 1)[0]  # the query may hold credentials: never shown
+        if "@" in self.shown.split("://", 1)[1].split("/", 1)[0]:
+            self.shown = self.shown.split("://", 1)[0] + "://" + self.shown.split("@", 1)[1]
+        try:
+            self.fs, self.path = pafs.FileSystem.from_uri(uri)
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid, ValueError or OSError by scheme
+            raise InputError(f"cannot open the output storage {self.shown}: {str(exc).splitlines()[0]}") from None
+        self.path = self.path.rstrip("/")
+        if "/" not in self.path:
+            raise InputError(f"{self.shown}: name a directory inside the bucket or volume (e.g. {self.shown.rstrip('/')}/codes), "
+                             "as the shards are staged beside it")
+
+    def __str__(self) -> str:
+        return self.shown
+
+    def uri_of(self, path: str) -> str:
+        """The URI of another path on the same storage (same options), for a worker to open."""
+        scheme, rest = self.uri.split("://", 1)
+        head, _, query = rest.partition("?")
+        auth = head.split("/", 1)[0].rpartition("@")[0]
+        return f"{scheme}://{auth + '@' if auth else ''}{path}{'?' + query if query else ''}"
+
+    def kind(self, path: str | None = None) -> str:
+        from pyarrow import fs as pafs
+
+        try:
+            t = self.fs.get_file_info(path or self.path).type
+        except OSError as exc:
+            raise InputError(f"cannot reach the output storage {self.shown}: {str(exc).splitlines()[0]}") from None
+        return {pafs.FileType.NotFound: "none", pafs.FileType.Directory: "dir"}.get(t, "file")
+
+    def check(self, *, overwrite: bool) -> None:
+        """Fail before any work when the output exists (and ``overwrite`` is False) or is a file."""
+        from pyarrow import fs as pafs
+
+        kind = self.kind()
+        if kind == "file":
+            raise InputError(f"{self.shown} is a file; this output is a directory of shards")
+        if kind == "dir" and not overwrite and self.fs.get_file_info(pafs.FileSelector(self.path, recursive=False)):
+            raise OutputExistsError(f"{self.shown} already exists and is not empty; pass --overwrite (overwrite=True) to replace it")
+
+    def staging(self) -> str:
+        import secrets
+
+        parent, name = self.path.rsplit("/", 1)
+        return f"{parent}/.{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+
+    def remove(self, path: str) -> None:
+        import contextlib
+
+        with contextlib.suppress(OSError):
+            if self.kind(path) == "dir":
+                self.fs.delete_dir(path)
+            elif self.kind(path) == "file":
+                self.fs.delete_file(path)
+
+    def write_text(self, path: str, text: str) -> None:
+        with self.fs.open_output_stream(path) as out:
+            out.write(text.encode())
+
+
+def remote_output(path: str | os.PathLike) -> RemoteOutput | None:
+    """A :class:`RemoteOutput` where ``path`` is a URI (``file://`` too: pyarrow's local
+    filesystem, written the same way); None for a plain path."""
+    s = str(path)
+    if "://" not in s:
+        return None
+    return RemoteOutput(s)

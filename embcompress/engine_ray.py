@@ -122,7 +122,10 @@ def _probe_auth(ray, address: str) -> None:
 
 class RayEngine:
     """The engine argument of :func:`~embcompress.stream.fit_and_compress` for Ray: the same calls
-    as the local engine's ``fit_file`` and ``compress_file``."""
+    as the local engine's ``fit_file`` and ``compress_file``. Its workers write a dataset's shards
+    themselves, so it also takes an output on a pyarrow filesystem (``s3://...``)."""
+
+    writes_remote = True
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None, resume: bool = False):
         self.address, self.num_cpus, self.resume = address, num_cpus, resume
@@ -281,10 +284,16 @@ def ray_compress(comp: Compressor, src_path, dst_path, *, address: str | None = 
     seconds the shard tasks took in all (``task_seconds``)."""
     t0 = time.perf_counter()
     src = open_to_compress(comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns,
-                           overwrite=overwrite)
+                           overwrite=overwrite, remote_ok=True)
     _units(src)  # refuses .npy shards
     ray = connect(address, num_cpus)
     if getattr(src, "shards", None) is not None:
+        from ._fs import remote_output
+
+        remote = remote_output(dst_path)
+        if remote is not None:
+            return _workers_write_remote(ray, comp, src, remote, overwrite=overwrite, resume=resume, workers=workers,
+                                         progress=progress, received=received, started=t0)
         return _workers_write(ray, comp, src, dst_path, overwrite=overwrite, resume=resume, workers=workers,
                               progress=progress, received=received, started=t0)
     if resume:
@@ -326,6 +335,8 @@ def _compress_shard(state_ref, job: dict) -> dict:
     t0 = time.perf_counter()
     config, arrays = state_ref
     comp = from_config(config, arrays_from_json(arrays))
+    if job.get("uri"):
+        return _compress_shard_remote(comp, job, t0)
     target = Path(job["target"])
     if not Path(job["root"]).is_dir():  # the run was stopped and its staging directory removed: write nothing
         raise InputError(f"the run writing {job['root']} was stopped; shard {job['path']} not written")
@@ -343,6 +354,41 @@ def _compress_shard(state_ref, job: dict) -> dict:
             "seconds": round(time.perf_counter() - t0, 4)}
 
 
+def _compress_shard_remote(comp: Compressor, job: dict, t0: float) -> dict:
+    """On a worker: compress one shard into a local temporary file with the local engine (the
+    same bytes), then upload it to ``job["target"]`` on the output's filesystem. An upload that
+    does not finish leaves no object (object stores publish an object when its upload completes),
+    and the staging prefix is deleted by the driver on a failure anyway."""
+    import os
+    import shutil
+    import tempfile
+
+    from ._fs import RemoteOutput, storage_error
+    from .stream import compress_file
+
+    out = RemoteOutput(job["uri"])
+    if out.kind(job["root"]) != "dir":  # the run was stopped and its staging prefix removed
+        raise InputError(f"the run writing {out} was stopped; shard {job['path']} not written")
+    local = tempfile.mkdtemp(prefix="embcompress-shard-")
+    try:
+        tmp = os.path.join(local, "shard.parquet")
+        try:
+            res = compress_file(comp, job["path"], tmp, column=job["column"], id_column=job["id_column"],
+                                keep_columns=job["keep"], overwrite=True, threads=1)
+        except InputError as exc:
+            raise InputError(f"shard {job['path']}: {exc}") from None
+        try:
+            out.fs.create_dir(job["target"].rsplit("/", 1)[0], recursive=True)  # a file system needs it
+            with open(tmp, "rb") as src, out.fs.open_output_stream(job["target"]) as dst:
+                shutil.copyfileobj(src, dst, 8 << 20)
+        except OSError as exc:
+            raise storage_error(exc, f"{out}/{job['rel']}") from None
+        size = os.path.getsize(tmp)
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+    return {"rel": job["rel"], "rows": int(res.rows), "bytes": int(size), "seconds": round(time.perf_counter() - t0, 4)}
+
+
 def _shard_failure(exc: Exception, job: dict) -> Exception:
     """The error to show for a shard whose task failed: ours as raised on the worker, else one line
     naming the shard."""
@@ -352,6 +398,108 @@ def _shard_failure(exc: Exception, job: dict) -> Exception:
     text = str(cause or exc).strip().splitlines()
     return InputError(f"shard {job['path']} failed on a Ray worker: {type(cause or exc).__name__}"
                       f"{': ' + text[-1] if text else ''}")
+
+
+def _run_shards(ray, comp: Compressor, jobs: list[dict], manifest: dict, *, workers: int | None, resume: bool,
+                progress, got: dict, save) -> None:
+    """Run one :func:`_compress_shard` task per job, at most one per CPU of the cluster at a time,
+    recording each finished shard in ``manifest`` (``save(manifest)`` at most once a second with
+    ``resume``). On the first failure no more shards start; without ``resume`` it is raised at
+    once, with it after the running shards finished. On any exception (Ctrl-C too) the running
+    tasks are cancelled, and have ended, before it propagates."""
+    config, arrays = to_config(comp)
+    state_ref = ray.put((config, arrays_to_json(arrays)))
+    task = ray.remote(num_cpus=1, max_retries=3)(_compress_shard)
+    limit = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    pending: dict = {}
+    failed: Exception | None = None
+    last_write = 0.0
+    try:
+        queue = deque(jobs)
+        while queue or pending:
+            while queue and len(pending) < limit:
+                job = queue.popleft()
+                pending[task.remote(state_ref, job)] = job
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            job = pending.pop(ready[0])
+            try:
+                info = ray.get(ready[0])
+            except ray.exceptions.RayError as exc:
+                if failed is None:
+                    failed = _shard_failure(exc, job)
+                    queue.clear()  # start no more shards; with resume, the running ones finish and count
+                    if not resume:
+                        raise failed from None
+                continue
+            got["bytes"] += len(json.dumps(info))
+            got["messages"] += 1
+            got["task_seconds"] += info["seconds"]
+            manifest["shards"][info["rel"]] = {"rows": info["rows"], "bytes": info["bytes"]}
+            if resume and time.monotonic() - last_write >= 1.0:  # at most once a second: O(shards) each
+                save(manifest)
+                last_write = time.monotonic()
+            if progress:
+                progress(info["rows"])
+        if failed is not None:
+            raise failed from None
+    except BaseException:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        if pending:  # a cancel is asynchronous: let the killed tasks end before their files are removed
+            ray.wait(list(pending), num_returns=len(pending), timeout=30)
+        raise
+
+
+def _workers_write_remote(ray, comp: Compressor, src, out, *, overwrite: bool, resume: bool, workers: int | None,
+                          progress, received: dict | None, started: float) -> CompressResult:
+    """:func:`_workers_write` to a pyarrow filesystem (``out``, a :class:`~embcompress._fs.RemoteOutput`):
+    each worker uploads its shards under a staging prefix beside the output; when every shard
+    succeeded the driver moves them to their names in the output (an object store's rename is a
+    copy on the server: no codes pass through the driver) and writes the manifest last, so an
+    output with a manifest is complete. Any failure (Ctrl-C too) deletes the staging prefix."""
+    import os
+
+    from .persist import describe
+
+    if resume:
+        raise InputError(f"--resume needs an output on a local or shared file system; {out} is on a remote one: "
+                         "rerun without --resume (the staging prefix of a failed run is deleted)")
+    out.check(overwrite=overwrite)
+    fingerprint = describe(comp)["fingerprint"]
+    shards = list(zip(src.rels, src.shards))
+    root = out.staging()
+    manifest = {"format": "embcompress.manifest", "fingerprint": fingerprint, "compressor": comp.name,
+                "source": str(src.path), "shards": {}}
+    jobs = [{"rel": rel, "path": str(s.path), "target": f"{root}/{rel}", "root": root, "uri": out.uri_of(root),
+             "column": src.column, "id_column": src.id_column,
+             "keep": [c for c in src.carried_columns if c != src.id_column]} for rel, s in shards]
+    got = {"bytes": 0, "messages": 0, "task_seconds": 0.0}
+    try:
+        out.fs.create_dir(root)
+        _run_shards(ray, comp, jobs, manifest, workers=workers, resume=False, progress=progress, got=got,
+                    save=lambda m: None)
+        manifest["rows"] = sum(v["rows"] for v in manifest["shards"].values())
+        manifest["bytes"] = sum(v["bytes"] for v in manifest["shards"].values())
+        if out.kind() != "none":
+            out.check(overwrite=overwrite)  # something appeared meanwhile: replaced only when asked
+            out.remove(out.path)
+        for rel, _ in shards:
+            out.fs.create_dir(f"{out.path}/{rel}".rsplit("/", 1)[0], recursive=True)
+            out.fs.move(f"{root}/{rel}", f"{out.path}/{rel}")
+        out.write_text(f"{out.path}/{MANIFEST}", json.dumps(manifest, indent=1, sort_keys=True))
+        out.remove(root)
+    except BaseException as exc:
+        out.remove(root)
+        if isinstance(exc, OSError) and not isinstance(exc, EmbcompressError):
+            raise InputError(f"writing {out} failed: {str(exc).splitlines()[0]}") from None
+        raise
+    finally:
+        if received is not None:
+            received.update(got)
+    return CompressResult(rows=src.num_rows, input_bytes=sum(os.path.getsize(s.path) for _, s in shards),
+                          output_bytes=manifest["bytes"], bytes_per_vector_in=src.nbytes_per_row,
+                          bytes_per_vector_out=comp.output_spec.nbytes, seconds=time.perf_counter() - started,
+                          output=str(out))
 
 
 def _write_manifest(root: Path, manifest: dict) -> None:
@@ -399,45 +547,13 @@ def _workers_write(ray, comp: Compressor, src, dst_path, *, overwrite: bool, res
             if (root / rel).is_file() and (root / rel).stat().st_size == info["bytes"]}
     manifest = {"format": "embcompress.manifest", "fingerprint": fingerprint, "compressor": comp.name,
                 "source": str(src.path), "shards": dict(done)}
-    config, arrays = to_config(comp)
-    state_ref = ray.put((config, arrays_to_json(arrays)))
-    task = ray.remote(num_cpus=1, max_retries=3)(_compress_shard)
     jobs = [{"rel": rel, "path": str(s.path), "target": str(root / rel), "root": str(root), "column": src.column,
              "id_column": src.id_column, "keep": [c for c in src.carried_columns if c != src.id_column]}
             for rel, s in shards if rel not in done]
-    limit = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
     got = {"bytes": 0, "messages": 0, "task_seconds": 0.0}
-    pending: dict = {}
-    failed: Exception | None = None
-    last_write = 0.0
     try:
-        queue = deque(jobs)
-        while queue or pending:
-            while queue and len(pending) < limit:
-                job = queue.popleft()
-                pending[task.remote(state_ref, job)] = job
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            job = pending.pop(ready[0])
-            try:
-                info = ray.get(ready[0])
-            except ray.exceptions.RayError as exc:
-                if failed is None:
-                    failed = _shard_failure(exc, job)
-                    queue.clear()  # start no more shards; with resume, the running ones finish and count
-                    if not resume:
-                        raise failed from None
-                continue
-            got["bytes"] += len(json.dumps(info))
-            got["messages"] += 1
-            got["task_seconds"] += info["seconds"]
-            manifest["shards"][info["rel"]] = {"rows": info["rows"], "bytes": info["bytes"]}
-            if resume and time.monotonic() - last_write >= 1.0:  # at most once a second: O(shards) each
-                _write_manifest(root, manifest)
-                last_write = time.monotonic()
-            if progress:
-                progress(info["rows"])
-        if failed is not None:
-            raise failed from None
+        _run_shards(ray, comp, jobs, manifest, workers=workers, resume=resume, progress=progress, got=got,
+                    save=lambda m: _write_manifest(root, m))
         # commit: nothing but the shards and the manifest (a killed worker's temporary file goes)
         keep = {root / rel for rel, _ in shards} | {root / MANIFEST}
         for f in sorted(root.rglob("*"), reverse=True):
@@ -451,11 +567,7 @@ def _workers_write(ray, comp: Compressor, src, dst_path, *, overwrite: bool, res
                 raise OutputExistsError(f"{dst} appeared while writing; pass --overwrite (overwrite=True) to replace it")
             shutil.rmtree(dst) if dst.is_dir() else dst.unlink()
         os.replace(root, dst)
-    except BaseException as exc:  # Ctrl-C included: stop the workers, leave no shard
-        for ref in pending:
-            ray.cancel(ref, force=True)
-        if pending:  # a cancel is asynchronous: let the killed tasks end before their files are removed
-            ray.wait(list(pending), num_returns=len(pending), timeout=30)
+    except BaseException as exc:  # Ctrl-C included: the workers were stopped; leave no shard
         if not resume:
             shutil.rmtree(root, ignore_errors=True)
         else:  # keep the finished shards for --resume, listed; the unfinished ones' temporary files go

@@ -87,9 +87,23 @@ def _fit_from_batch_stats(comp: Compressor, src, batch_size, threads, progress, 
     return comp.fit_from_block_stats(blocks(), src.dim, lambda: batches(comp.rows_after_stats, None))
 
 
-def check_destination(src_path, dst_path, *, overwrite: bool) -> None:
+def check_destination(src_path, dst_path, *, overwrite: bool, remote_ok: bool = False) -> None:
     """Fail before any work if the output cannot be written: a file for a file input, a directory
-    of shards (outside the input dataset) for a dataset input."""
+    of shards (outside the input dataset) for a dataset input. A URI (``s3://...``) names a
+    directory on a pyarrow filesystem, which only an engine that writes from its workers takes
+    (``remote_ok``: the Ray engine), for a dataset input."""
+    from ._fs import remote_output
+
+    remote = remote_output(dst_path)
+    if remote is not None:
+        if not remote_ok:
+            raise InputError(f"{remote} is on a remote filesystem; the Ray engine's workers write such an output "
+                             "shard by shard (--engine ray); locally, write to a path")
+        if not is_dataset(src_path):
+            raise InputError(f"{remote} is on a remote filesystem, which takes a dataset's shards; {src_path} is one "
+                             "file: write it to a path, or split it into shards")
+        remote.check(overwrite=overwrite)
+        return
     if not is_dataset(src_path):
         check_output_path(dst_path, overwrite=overwrite, inputs=(src_path,))
         return
@@ -162,10 +176,10 @@ def compress_file(
 
 
 def open_to_compress(comp: Compressor, src_path, dst_path, *, column=None, id_column=None, keep_columns=(),
-                     overwrite: bool = False):
+                     overwrite: bool = False, remote_ok: bool = False):
     """The input of a compression, opened after every check that can fail before any work: the
     output can be written, the input has rows, ``comp`` is fitted on inputs of its width."""
-    check_destination(src_path, dst_path, overwrite=overwrite)
+    check_destination(src_path, dst_path, overwrite=overwrite, remote_ok=remote_ok)
     src = open_vectors(src_path, column=column, id_column=id_column, keep_columns=keep_columns)
     if src.num_rows == 0:
         raise InputError(f"{src_path} has no rows; nothing to compress")
@@ -256,7 +270,7 @@ def fit_and_compress(
     ``fit_file`` and ``compress_file`` such as :class:`embcompress.engine_ray.RayEngine`.
     Returns the sizes, the ratio and the time."""
     run = engine or _LOCAL
-    check_destination(src_path, dst_path, overwrite=overwrite)
+    check_destination(src_path, dst_path, overwrite=overwrite, remote_ok=getattr(run, "writes_remote", False))
     if save_model is not None:
         check_model_path(save_model, overwrite=overwrite)
     rows = open_vectors(src_path, column=column).num_rows
@@ -267,7 +281,7 @@ def fit_and_compress(
     elif fit:  # only the width is needed: a small first batch
         fit_file(comp, src_path, column=column, batch_size=min(batch_size or 1024, 1024), max_rows=1024, threads=1)
     res = run.compress_file(comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns,
-                        batch_size=batch_size, overwrite=overwrite, progress=stage(f"writing {Path(dst_path).name}", rows),
+                        batch_size=batch_size, overwrite=overwrite, progress=stage(f"writing {str(dst_path).split('?')[0].rstrip('/').rsplit('/', 1)[-1]}", rows),
                        threads=threads)
     if save_model is not None:
         save(comp, save_model, overwrite=overwrite)

@@ -218,3 +218,94 @@ def test_ray_fit_on_a_sample_drawn_on_the_cluster(shards, local_ray):
     assert (picked < 400).sum() > 50 and ((picked >= 400) & (picked < 1000)).sum() > 100 and (picked >= 1000).sum() > 80
     sq = local_ray.fit_file(from_spec("sq:2:max_rows=500"), shards)
     assert sq.levels_.shape == (48, 4) and pq.read_metadata(shards / RELS[0]).num_rows == 400
+
+
+# ---- an output on a pyarrow filesystem: an S3 server (moto's, on this machine) and file:// ------------
+@pytest.fixture(scope="module")
+def s3():
+    """An S3 endpoint on localhost (moto's server) with a bucket; the URI prefix of the bucket,
+    with credentials and endpoint in the URI as pyarrow reads them, and its pyarrow filesystem."""
+    server = pytest.importorskip("moto.server")
+    from pyarrow import fs as pafs
+
+    srv = server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    srv.start()
+    host, port = srv.get_host_and_port()
+    opts = f"endpoint_override={host}:{port}&scheme=http&region=us-east-1"
+    fs = pafs.S3FileSystem(access_key="test", secret_key="test", endpoint_override=f"{host}:{port}", scheme="http",
+                           region="us-east-1", allow_bucket_creation=True)
+    fs.create_dir("bkt")
+    yield (lambda path: f"s3://test:test@bkt/{path}?{opts}"), fs
+    srv.stop()
+
+
+def _objects(fs, prefix="bkt"):
+    from pyarrow import fs as pafs
+
+    return sorted(i.path for i in fs.get_file_info(pafs.FileSelector(prefix, recursive=True)) if i.type == pafs.FileType.File)
+
+
+def test_workers_upload_their_shards_to_s3_and_the_bytes_are_the_local_engines(tmp_path, shards, local_ray, s3):
+    import json
+
+    from embcompress import OutputExistsError
+    from embcompress.engine_ray import MANIFEST, ray_compress
+
+    uri, fs = s3
+    comp = fit_file(from_spec("pca:16+binary"), shards)
+    fit_and_compress(comp, shards, tmp_path / "local", keep_columns=["tag"], fit=False)
+    got: dict = {}
+    res = ray_compress(comp, shards, uri("codes"), keep_columns=["tag"], received=got)
+    assert _objects(fs) == sorted([f"bkt/codes/{r}" for r in RELS] + [f"bkt/codes/{MANIFEST}"])  # no staging left
+    for rel in RELS:
+        with fs.open_input_stream(f"bkt/codes/{rel}") as f:
+            assert f.read() == (tmp_path / "local" / rel).read_bytes(), rel
+    with fs.open_input_stream(f"bkt/codes/{MANIFEST}") as f:
+        m = json.loads(f.read())
+    assert m["rows"] == 1500 and sorted(m["shards"]) == sorted(RELS) and m["bytes"] == res.output_bytes
+    assert got["messages"] == 3 and got["bytes"] <= 300  # no codes through the driver
+    assert res.output == "s3://bkt/codes"  # no credentials or options in what is shown
+    with pytest.raises(OutputExistsError, match=r"s3://bkt/codes already exists and is not empty; pass --overwrite"):
+        ray_compress(comp, shards, uri("codes"))
+    ray_compress(from_spec("int8").fit(np.ones((2, 48), np.float32)), shards, uri("codes"), overwrite=True)
+    with fs.open_input_stream(f"bkt/codes/{MANIFEST}") as f:
+        assert json.loads(f.read())["compressor"] == "int8"
+    assert len(_objects(fs, "bkt/codes")) == len(RELS) + 1
+
+
+def test_a_failed_shard_leaves_nothing_on_s3_and_remote_outputs_are_refused_where_they_cannot_be_written(
+        tmp_path, shards, local_ray, s3):
+    uri, fs = s3
+    comp = fit_file(from_spec("int8"), shards / RELS[0])
+    before = _objects(fs)
+    bad = shards / RELS[2]
+    good = bad.read_bytes()
+    bad.write_bytes(good[: len(good) // 3] + good[-3000:])  # opens, but no worker can read its pages
+    with pytest.raises(Exception, match=r"part=b/1\.parquet"):
+        fit_and_compress(comp, shards, uri("failed"), fit=False, engine=local_ray)
+    assert _objects(fs) == before  # neither staging nor output
+    bad.write_bytes(good)
+    with pytest.raises(InputError, match=r"s3://bkt/x is on a remote filesystem; the Ray engine's workers write"):
+        fit_and_compress(comp, shards, uri("x"), fit=False)  # the local engine
+    with pytest.raises(InputError, match=r"which takes a dataset's shards; .* is one file"):
+        fit_and_compress(comp, shards / RELS[0], uri("x"), fit=False, engine=local_ray)
+    with pytest.raises(InputError, match="--resume needs an output on a local or shared file system"):
+        fit_and_compress(comp, shards, uri("x"), fit=False, engine=RayEngine(resume=True))
+    with pytest.raises(InputError, match=r"name a directory inside the bucket"):
+        fit_and_compress(comp, shards, uri("").replace("bkt/?", "bkt?"), fit=False, engine=local_ray)
+    assert _objects(fs) == before
+
+
+def test_cli_writes_a_file_uri_through_pyarrows_local_filesystem(tmp_path, shards, local_ray):
+    from typer.testing import CliRunner
+
+    from embcompress_cli.main import app
+
+    r = CliRunner().invoke(app, ["binarize", str(shards), f"file://{tmp_path}/bits", "--engine", "ray"])
+    assert r.exit_code == 0, r.output
+    assert CliRunner().invoke(app, ["binarize", str(shards), str(tmp_path / "local")]).exit_code == 0
+    for rel in RELS:
+        assert (tmp_path / "bits" / rel).read_bytes() == (tmp_path / "local" / rel).read_bytes(), rel
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bits", "ds", "local"]
+    r = CliRunner().invoke(app, ["binarize", str(shards), f"file://{tmp_path}/bits", "--engine", "ray"])
+    assert r.exit_code == 1 and "already exists and is not empty; pass --overwrite" in r.stderr
