@@ -41,3 +41,28 @@ def X():
 @pytest.fixture
 def vec_file(tmp_path, X):
     return write_parquet(tmp_path / "vectors.parquet", X, extra={"lang": ["en"] * len(X)}, row_group_size=128)
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """An S3 endpoint on localhost (moto's server) with a bucket; the URI prefix of the bucket,
+    with credentials and endpoint in the URI as pyarrow reads them, and its pyarrow filesystem."""
+    server = pytest.importorskip("moto.server")
+    from pyarrow import fs as pafs
+
+    srv = server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    srv.start()
+    host, port = srv.get_host_and_port()
+    opts = f"endpoint_override={host}:{port}&scheme=http&region=us-east-1"
+    fs = pafs.S3FileSystem(access_key="test", secret_key="test", endpoint_override=f"{host}:{port}", scheme="http",
+                           region="us-east-1", allow_bucket_creation=True)
+    fs.create_dir("bkt")
+    yield (lambda path: f"s3://test:test@bkt/{path}?{opts}"), fs
+    srv.stop()
+
+
+def s3_objects(fs, prefix: str = "bkt") -> list[str]:
+    """The objects (files) under ``prefix`` on the test S3 server, sorted."""
+    from pyarrow import fs as pafs
+
+    return sorted(i.path for i in fs.get_file_info(pafs.FileSelector(prefix, recursive=True)) if i.type == pafs.FileType.File)

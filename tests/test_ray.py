@@ -15,7 +15,7 @@ from embcompress import InputError, from_spec  # noqa: E402
 from embcompress.engine_ray import RayEngine, connect  # noqa: E402
 from embcompress.stream import fit_and_compress, fit_file  # noqa: E402
 
-from conftest import make_vectors, write_parquet  # noqa: E402
+from conftest import make_vectors, s3_objects, write_parquet  # noqa: E402
 
 RELS = ["part=a/0.parquet", "part=b/0.parquet", "part=b/1.parquet"]
 
@@ -221,30 +221,6 @@ def test_ray_fit_on_a_sample_drawn_on_the_cluster(shards, local_ray):
 
 
 # ---- an output on a pyarrow filesystem: an S3 server (moto's, on this machine) and file:// ------------
-@pytest.fixture(scope="module")
-def s3():
-    """An S3 endpoint on localhost (moto's server) with a bucket; the URI prefix of the bucket,
-    with credentials and endpoint in the URI as pyarrow reads them, and its pyarrow filesystem."""
-    server = pytest.importorskip("moto.server")
-    from pyarrow import fs as pafs
-
-    srv = server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    srv.start()
-    host, port = srv.get_host_and_port()
-    opts = f"endpoint_override={host}:{port}&scheme=http&region=us-east-1"
-    fs = pafs.S3FileSystem(access_key="test", secret_key="test", endpoint_override=f"{host}:{port}", scheme="http",
-                           region="us-east-1", allow_bucket_creation=True)
-    fs.create_dir("bkt")
-    yield (lambda path: f"s3://test:test@bkt/{path}?{opts}"), fs
-    srv.stop()
-
-
-def _objects(fs, prefix="bkt"):
-    from pyarrow import fs as pafs
-
-    return sorted(i.path for i in fs.get_file_info(pafs.FileSelector(prefix, recursive=True)) if i.type == pafs.FileType.File)
-
-
 def test_workers_upload_their_shards_to_s3_and_the_bytes_are_the_local_engines(tmp_path, shards, local_ray, s3):
     import json
 
@@ -256,7 +232,7 @@ def test_workers_upload_their_shards_to_s3_and_the_bytes_are_the_local_engines(t
     fit_and_compress(comp, shards, tmp_path / "local", keep_columns=["tag"], fit=False)
     got: dict = {}
     res = ray_compress(comp, shards, uri("codes"), keep_columns=["tag"], received=got)
-    assert _objects(fs) == sorted([f"bkt/codes/{r}" for r in RELS] + [f"bkt/codes/{MANIFEST}"])  # no staging left
+    assert s3_objects(fs) == sorted([f"bkt/codes/{r}" for r in RELS] + [f"bkt/codes/{MANIFEST}"])  # no staging left
     for rel in RELS:
         with fs.open_input_stream(f"bkt/codes/{rel}") as f:
             assert f.read() == (tmp_path / "local" / rel).read_bytes(), rel
@@ -270,20 +246,20 @@ def test_workers_upload_their_shards_to_s3_and_the_bytes_are_the_local_engines(t
     ray_compress(from_spec("int8").fit(np.ones((2, 48), np.float32)), shards, uri("codes"), overwrite=True)
     with fs.open_input_stream(f"bkt/codes/{MANIFEST}") as f:
         assert json.loads(f.read())["compressor"] == "int8"
-    assert len(_objects(fs, "bkt/codes")) == len(RELS) + 1
+    assert len(s3_objects(fs, "bkt/codes")) == len(RELS) + 1
 
 
 def test_a_failed_shard_leaves_nothing_on_s3_and_remote_outputs_are_refused_where_they_cannot_be_written(
         tmp_path, shards, local_ray, s3):
     uri, fs = s3
     comp = fit_file(from_spec("int8"), shards / RELS[0])
-    before = _objects(fs)
+    before = s3_objects(fs)
     bad = shards / RELS[2]
     good = bad.read_bytes()
     bad.write_bytes(good[: len(good) // 3] + good[-3000:])  # opens, but no worker can read its pages
     with pytest.raises(Exception, match=r"part=b/1\.parquet"):
         fit_and_compress(comp, shards, uri("failed"), fit=False, engine=local_ray)
-    assert _objects(fs) == before  # neither staging nor output
+    assert s3_objects(fs) == before  # neither staging nor output
     bad.write_bytes(good)
     with pytest.raises(InputError, match=r"s3://bkt/x is on a remote filesystem; the Ray engine's workers write"):
         fit_and_compress(comp, shards, uri("x"), fit=False)  # the local engine
@@ -293,7 +269,7 @@ def test_a_failed_shard_leaves_nothing_on_s3_and_remote_outputs_are_refused_wher
         fit_and_compress(comp, shards, uri("x"), fit=False, engine=RayEngine(resume=True))
     with pytest.raises(InputError, match=r"name a directory inside the bucket"):
         fit_and_compress(comp, shards, uri("").replace("bkt/?", "bkt?"), fit=False, engine=local_ray)
-    assert _objects(fs) == before
+    assert s3_objects(fs) == before
 
 
 def test_cli_writes_a_file_uri_through_pyarrows_local_filesystem(tmp_path, shards, local_ray):

@@ -25,7 +25,7 @@ from embcompress import from_spec, save  # noqa: E402
 from embcompress.engine_ray import MANIFEST  # noqa: E402
 from embcompress.stream import fit_and_compress, fit_file  # noqa: E402
 
-from conftest import make_vectors, write_parquet  # noqa: E402
+from conftest import make_vectors, s3_objects, write_parquet  # noqa: E402
 
 SHARDS = 6
 
@@ -226,6 +226,25 @@ def test_ctrl_c_on_the_driver_stops_the_workers_and_leaves_no_temporary_shard(cl
     while _processes("_compress_shard") and time.time() < end:
         time.sleep(0.1)
     assert not _processes("_compress_shard")
+
+
+def test_apply_on_two_nodes_uploads_each_shard_to_s3_from_its_worker(cluster, dataset, tmp_path, s3):
+    """apply rq:16 by the head's IP address to an s3:// output (an S3 server on this machine): the
+    workers of both nodes upload their shards, the objects are the local engine's bytes."""
+    c, _ = cluster
+    uri, fs = s3
+    comp = fit_file(from_spec("rq:16,max_rows=2000"), dataset, max_rows=2000)
+    save(comp, tmp_path / "m")
+    r = _cli("apply", tmp_path / "m", dataset, uri("cluster-codes"), "--engine", "ray", "--address", c.address)
+    assert r.returncode == 0, r.stderr
+    assert _cli("apply", tmp_path / "m", dataset, tmp_path / "local").returncode == 0
+    rels = sorted(str(p.relative_to(tmp_path / "local")) for p in (tmp_path / "local").rglob("*.parquet"))
+    assert s3_objects(fs, "bkt/cluster-codes") == sorted([f"bkt/cluster-codes/{r}" for r in rels]
+                                                          + [f"bkt/cluster-codes/{MANIFEST}"])
+    for rel in rels:
+        with fs.open_input_stream(f"bkt/cluster-codes/{rel}") as f:
+            assert f.read() == (tmp_path / "local" / rel).read_bytes(), rel
+    assert not [o for o in s3_objects(fs) if ".cluster-codes.tmp-" in o]  # the staging prefix is gone
 
 
 def test_a_node_removed_in_the_middle_leaves_the_work_to_the_other(cluster, dataset, tmp_path):
