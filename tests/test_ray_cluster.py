@@ -208,13 +208,16 @@ def test_ctrl_c_on_the_driver_stops_the_workers_and_leaves_no_temporary_shard(cl
     save(comp, tmp_path / "m")
     before = set(tmp_path.iterdir())
     old = frozenset(q.info["pid"] for q in _processes("_compress_shard"))  # another job's, if any
+    # The driver as a terminal starts it: SIGINT at its default. A test run started in the background
+    # by a shell without job control (`cmd &` in a script, nohup) inherits SIGINT ignored, and Python
+    # keeps an inherited SIG_IGN: the CLI then never sees the Ctrl-C and runs to the end (exit 0).
     p = subprocess.Popen([sys.executable, "-m", "cli", "apply", str(tmp_path / "m"), str(dataset), str(tmp_path / "out"),
                           "--engine", "ray", "--address", c.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert _wait_for("_compress_shard", old=old), "no shard task was seen running"
         time.sleep(0.2)
-        masks = _signals(p.pid)  # an ignored or blocked SIGINT (bit 2) would explain an exit 0
+        masks = _signals(p.pid)  # SigIgn with bit 2 (SIGINT ignored) explained the exit 0 seen before
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=120)
     finally:
