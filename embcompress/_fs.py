@@ -198,9 +198,7 @@ class RemoteOutput:
         from pyarrow import fs as pafs
 
         self.uri = uri
-        self.shown = uri.split("?", 1)[0]  # the query may hold credentials: never shown
-        if "@" in self.shown.split("://", 1)[1].split("/", 1)[0]:
-            self.shown = self.shown.split("://", 1)[0] + "://" + self.shown.split("@", 1)[1]
+        self.shown = shown_uri(uri)  # the query and user info may hold credentials: never shown
         try:
             self.fs, self.path = pafs.FileSystem.from_uri(uri)
         except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid, ValueError or OSError by scheme
@@ -257,6 +255,18 @@ class RemoteOutput:
     def write_text(self, path: str, text: str) -> None:
         with self.fs.open_output_stream(path) as out:
             out.write(text.encode())
+
+
+def is_uri(path: str | os.PathLike) -> bool:
+    """Whether ``path`` names a location by URI (``s3://...``) rather than a file-system path."""
+    return "://" in str(path)
+
+
+def shown_uri(path: str | os.PathLike) -> str:
+    """A URI as it may be shown: without its query (options, maybe credentials) or user info."""
+    scheme, _, rest = str(path).split("?", 1)[0].partition("://")
+    head, slash, tail = rest.partition("/")
+    return f"{scheme}://{head.rpartition('@')[2]}{slash}{tail}"
 
 
 def remote_output(path: str | os.PathLike) -> RemoteOutput | None:

@@ -92,17 +92,16 @@ def check_destination(src_path, dst_path, *, overwrite: bool, remote_ok: bool = 
     of shards (outside the input dataset) for a dataset input. A URI (``s3://...``) names a
     directory on a pyarrow filesystem, which only an engine that writes from its workers takes
     (``remote_ok``: the Ray engine), for a dataset input."""
-    from ._fs import remote_output
+    from ._fs import is_uri, remote_output, shown_uri
 
-    remote = remote_output(dst_path)
-    if remote is not None:
+    if is_uri(dst_path):
         if not remote_ok:
-            raise InputError(f"{remote} is on a remote filesystem; the Ray engine's workers write such an output "
-                             "shard by shard (--engine ray); locally, write to a path")
+            raise InputError(f"{shown_uri(dst_path)} is on a remote filesystem; the Ray engine's workers write such an "
+                             "output shard by shard (--engine ray); locally, write to a path")
         if not is_dataset(src_path):
-            raise InputError(f"{remote} is on a remote filesystem, which takes a dataset's shards; {src_path} is one "
-                             "file: write it to a path, or split it into shards")
-        remote.check(overwrite=overwrite)
+            raise InputError(f"{shown_uri(dst_path)} is on a remote filesystem, which takes a dataset's shards; "
+                             f"{src_path} is one file: write it to a path, or split it into shards")
+        remote_output(dst_path).check(overwrite=overwrite)
         return
     if not is_dataset(src_path):
         check_output_path(dst_path, overwrite=overwrite, inputs=(src_path,))
