@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from embcompress import Truncate, describe, from_spec, load
+from embcompress._fs import output_name
 from embcompress.persist import check_model_path, save
 from embcompress import stream
 from embcompress.stream import fit_and_compress
@@ -19,8 +20,8 @@ from ._common import (AddressOpt, Bars, BatchOpt, ColumnOpt, EngineOpt, IdColumn
 app = typer.Typer()
 
 
-def _show(src: Path, dst: str, res: dict, as_json: bool) -> None:
-    emit(res, as_json, kv_table(f"{src.name} -> {res['output'].rstrip('/').rsplit('/', 1)[-1]}", {
+def _show(src: Path, res: dict, as_json: bool) -> None:
+    emit(res, as_json, kv_table(f"{src.name} -> {output_name(res['output'])}", {
         "rows": f"{res['rows']:,}",
         "compressor": res["compressor_repr"],
         "bytes per vector": f"{res['bytes_per_vector_in']} -> {res['bytes_per_vector_out']} ({res['ratio']:.1f}x smaller)",
@@ -46,7 +47,7 @@ def binarize(
                                id_column=id_column, keep_columns=keep, batch_size=batch_size, overwrite=overwrite,
                                save_model=save_model, stage=bars.stage, threads=threads,
                                engine=engine_for(engine, address, resume))
-    _show(input, output, res, json)
+    _show(input, res, json)
 
 
 @app.command()
@@ -66,7 +67,7 @@ def truncate(
                                id_column=id_column, keep_columns=keep, batch_size=batch_size, overwrite=overwrite,
                                stage=bars.stage, threads=threads,
                                engine=engine_for(engine, address, resume))
-    _show(input, output, res, json)
+    _show(input, res, json)
 
 
 @app.command()
@@ -111,4 +112,4 @@ def apply(
         res = fit_and_compress(load(model_dir), input, output, fit=False, column=column, id_column=id_column,
                                keep_columns=keep, batch_size=batch_size, overwrite=overwrite, stage=bars.stage,
                                threads=threads, engine=engine_for(engine, address, resume))
-    _show(input, output, res, json)
+    _show(input, res, json)

@@ -244,12 +244,17 @@ class RemoteOutput:
         return f"{parent}/.{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
 
     def remove(self, path: str) -> None:
+        """Delete ``path`` (a directory with what it holds, or a file) if it exists; quietly, as
+        it also runs on the way out of a failure that must not be masked."""
         import contextlib
 
+        from pyarrow import fs as pafs
+
         with contextlib.suppress(OSError):
-            if self.kind(path) == "dir":
+            kind = self.fs.get_file_info(path).type
+            if kind == pafs.FileType.Directory:
                 self.fs.delete_dir(path)
-            elif self.kind(path) == "file":
+            elif kind == pafs.FileType.File:
                 self.fs.delete_file(path)
 
     def write_text(self, path: str, text: str) -> None:
@@ -272,7 +277,9 @@ def shown_uri(path: str | os.PathLike) -> str:
 def remote_output(path: str | os.PathLike) -> RemoteOutput | None:
     """A :class:`RemoteOutput` where ``path`` is a URI (``file://`` too: pyarrow's local
     filesystem, written the same way); None for a plain path."""
-    s = str(path)
-    if "://" not in s:
-        return None
-    return RemoteOutput(s)
+    return RemoteOutput(str(path)) if is_uri(path) else None
+
+
+def output_name(path: str | os.PathLike) -> str:
+    """The last part of an output's path or URI, for a progress bar or a table title."""
+    return (shown_uri(path) if is_uri(path) else str(path)).rstrip("/").rsplit("/", 1)[-1]

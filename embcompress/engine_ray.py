@@ -408,6 +408,34 @@ def _shard_failure(exc: Exception, job: dict) -> Exception:
                       f"{': ' + text[-1] if text else ''}")
 
 
+def _shard_jobs(src, root: str, fingerprint: str, skip=(), **extra) -> list[dict]:
+    """One :func:`_compress_shard` job per input shard not in ``skip``, writing ``root/REL``."""
+    keep = [c for c in src.carried_columns if c != src.id_column]
+    return [{"rel": rel, "path": str(s.path), "target": f"{root}/{rel}", "root": root, "fingerprint": fingerprint,
+             "column": src.column, "id_column": src.id_column, "keep": keep, **extra}
+            for rel, s in zip(src.rels, src.shards) if rel not in skip]
+
+
+def _new_manifest(comp: Compressor, src, fingerprint: str, done: dict | None = None) -> dict:
+    return {"format": "embcompress.manifest", "fingerprint": fingerprint, "compressor": comp.name,
+            "source": str(src.path), "shards": dict(done or {})}
+
+
+def _totals(manifest: dict) -> None:
+    """The manifest's rows and bytes over its shards, once every shard is in."""
+    manifest["rows"] = sum(v["rows"] for v in manifest["shards"].values())
+    manifest["bytes"] = sum(v["bytes"] for v in manifest["shards"].values())
+
+
+def _result(comp: Compressor, src, manifest: dict, started: float, output: str) -> CompressResult:
+    import os
+
+    return CompressResult(rows=src.num_rows, input_bytes=sum(os.path.getsize(s.path) for s in src.shards),
+                          output_bytes=manifest["bytes"], bytes_per_vector_in=src.nbytes_per_row,
+                          bytes_per_vector_out=comp.output_spec.nbytes, seconds=time.perf_counter() - started,
+                          output=output)
+
+
 def _run_shards(ray, comp: Compressor, jobs: list[dict], manifest: dict, *, workers: int | None, resume: bool,
                 progress, got: dict, save) -> None:
     """Run one :func:`_compress_shard` task per job, at most one per CPU of the cluster at a time,
@@ -465,30 +493,22 @@ def _workers_write_remote(ray, comp: Compressor, src, out, *, overwrite: bool, r
     succeeded the driver moves them to their names in the output (an object store's rename is a
     copy on the server: no codes pass through the driver) and writes the manifest last, so an
     output with a manifest is complete. Any failure (Ctrl-C too) deletes the staging prefix."""
-    import os
-
     from .persist import describe
 
     if resume:
         raise InputError(f"--resume needs an output on a local or shared file system; {out} is on a remote one: "
                          "rerun without --resume (the staging prefix of a failed run is deleted)")
-    out.check(overwrite=overwrite)
+    # the output itself was checked with the input, before any work (stream.check_destination)
     fingerprint = describe(comp)["fingerprint"]
-    shards = list(zip(src.rels, src.shards))
     root = out.staging()
-    manifest = {"format": "embcompress.manifest", "fingerprint": fingerprint, "compressor": comp.name,
-                "source": str(src.path), "shards": {}}
-    jobs = [{"rel": rel, "path": str(s.path), "target": f"{root}/{rel}", "root": root, "uri": out.uri_of(root),
-             "fingerprint": fingerprint,
-             "column": src.column, "id_column": src.id_column,
-             "keep": [c for c in src.carried_columns if c != src.id_column]} for rel, s in shards]
+    manifest = _new_manifest(comp, src, fingerprint)
+    jobs = _shard_jobs(src, root, fingerprint, uri=out.uri_of(root))
     got = {"bytes": 0, "messages": 0, "task_seconds": 0.0}
     try:
         out.fs.create_dir(root)
         _run_shards(ray, comp, jobs, manifest, workers=workers, resume=False, progress=progress, got=got,
                     save=lambda m: None)
-        manifest["rows"] = sum(v["rows"] for v in manifest["shards"].values())
-        manifest["bytes"] = sum(v["bytes"] for v in manifest["shards"].values())
+        _totals(manifest)
         if out.kind() != "none":
             out.check(overwrite=overwrite)  # something appeared meanwhile: replaced only when asked
             out.remove(out.path)
@@ -499,7 +519,7 @@ def _workers_write_remote(ray, comp: Compressor, src, out, *, overwrite: bool, r
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(COMMIT_THREADS) as pool:  # an object store's move is a copy: many at once
-            list(pool.map(move_in, [rel for rel, _ in shards]))
+            list(pool.map(move_in, src.rels))
         out.write_text(f"{out.path}/{MANIFEST}", json.dumps(manifest, indent=1, sort_keys=True))
         out.remove(root)
     except BaseException as exc:
@@ -510,10 +530,7 @@ def _workers_write_remote(ray, comp: Compressor, src, out, *, overwrite: bool, r
     finally:
         if received is not None:
             received.update(got)
-    return CompressResult(rows=src.num_rows, input_bytes=sum(os.path.getsize(s.path) for _, s in shards),
-                          output_bytes=manifest["bytes"], bytes_per_vector_in=src.nbytes_per_row,
-                          bytes_per_vector_out=comp.output_spec.nbytes, seconds=time.perf_counter() - started,
-                          output=str(out))
+    return _result(comp, src, manifest, started, str(out))
 
 
 def _write_manifest(root: Path, manifest: dict) -> None:
@@ -543,7 +560,6 @@ def _workers_write(ray, comp: Compressor, src, dst_path, *, overwrite: bool, res
     dst = check_output_dir(dst_path, overwrite=overwrite)
     dst.parent.mkdir(parents=True, exist_ok=True)
     fingerprint = describe(comp)["fingerprint"]
-    shards = list(zip(src.rels, src.shards))
     if resume:
         root = _staging(dst)
         old = json.loads((root / MANIFEST).read_text()) if (root / MANIFEST).exists() else None
@@ -559,23 +575,18 @@ def _workers_write(ray, comp: Compressor, src, dst_path, *, overwrite: bool, res
         old = None
     done = {rel: info for rel, info in (old or {}).get("shards", {}).items()
             if (root / rel).is_file() and (root / rel).stat().st_size == info["bytes"]}
-    manifest = {"format": "embcompress.manifest", "fingerprint": fingerprint, "compressor": comp.name,
-                "source": str(src.path), "shards": dict(done)}
-    jobs = [{"rel": rel, "path": str(s.path), "target": str(root / rel), "root": str(root), "fingerprint": fingerprint,
-             "column": src.column,
-             "id_column": src.id_column, "keep": [c for c in src.carried_columns if c != src.id_column]}
-            for rel, s in shards if rel not in done]
+    manifest = _new_manifest(comp, src, fingerprint, done)
+    jobs = _shard_jobs(src, str(root), fingerprint, skip=done)
     got = {"bytes": 0, "messages": 0, "task_seconds": 0.0}
     try:
         _run_shards(ray, comp, jobs, manifest, workers=workers, resume=resume, progress=progress, got=got,
                     save=lambda m: _write_manifest(root, m))
         # commit: nothing but the shards and the manifest (a killed worker's temporary file goes)
-        keep = {root / rel for rel, _ in shards} | {root / MANIFEST}
+        keep = {root / rel for rel in src.rels} | {root / MANIFEST}
         for f in sorted(root.rglob("*"), reverse=True):
             if f.is_file() and f not in keep:
                 f.unlink()
-        manifest["rows"] = sum(v["rows"] for v in manifest["shards"].values())
-        manifest["bytes"] = sum(v["bytes"] for v in manifest["shards"].values())
+        _totals(manifest)
         _write_manifest(root, manifest)
         if dst.exists():
             if not overwrite and (not dst.is_dir() or any(dst.iterdir())):
@@ -596,11 +607,7 @@ def _workers_write(ray, comp: Compressor, src, dst_path, *, overwrite: bool, res
     finally:
         if received is not None:
             received.update(got)
-    sources = [s for _, s in shards]
-    return CompressResult(rows=src.num_rows, input_bytes=sum(os.path.getsize(s.path) for s in sources),
-                          output_bytes=manifest["bytes"], bytes_per_vector_in=src.nbytes_per_row,
-                          bytes_per_vector_out=comp.output_spec.nbytes, seconds=time.perf_counter() - started,
-                          output=str(dst))
+    return _result(comp, src, manifest, started, str(dst))
 
 
 def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus: int | None = None,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from ._fs import atomic_dir, check_output_dir
+from ._fs import atomic_dir, check_output_dir, is_uri, output_name, remote_output, shown_uri
 from ._parallel import prefetch
 from ._version import __version__
 from .base import Compressor, check_values
@@ -92,8 +92,6 @@ def check_destination(src_path, dst_path, *, overwrite: bool, remote_ok: bool = 
     of shards (outside the input dataset) for a dataset input. A URI (``s3://...``) names a
     directory on a pyarrow filesystem, which only an engine that writes from its workers takes
     (``remote_ok``: the Ray engine), for a dataset input."""
-    from ._fs import is_uri, remote_output, shown_uri
-
     if is_uri(dst_path):
         if not remote_ok:
             raise InputError(f"{shown_uri(dst_path)} is on a remote filesystem; the Ray engine's workers write such an "
@@ -280,7 +278,7 @@ def fit_and_compress(
     elif fit:  # only the width is needed: a small first batch
         fit_file(comp, src_path, column=column, batch_size=min(batch_size or 1024, 1024), max_rows=1024, threads=1)
     res = run.compress_file(comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns,
-                        batch_size=batch_size, overwrite=overwrite, progress=stage(f"writing {str(dst_path).split('?')[0].rstrip('/').rsplit('/', 1)[-1]}", rows),
+                        batch_size=batch_size, overwrite=overwrite, progress=stage(f"writing {output_name(dst_path)}", rows),
                        threads=threads)
     if save_model is not None:
         save(comp, save_model, overwrite=overwrite)

@@ -283,7 +283,7 @@ def judged_subset(doc_ids: Sequence, query_ids: Sequence, qrels: Mapping[str, Ma
     keep_q: list[int] = []
     for qi in rng.permutation(len(query_ids)):
         rel = {pos[d] for d, g in qrels.get(str(query_ids[qi]), {}).items() if g > 0 and d in pos}
-        if rel and len(judged | rel) <= n // 2:
+        if rel and len(judged) + len(rel - judged) <= n // 2:  # no copy of the growing set per query
             judged |= rel
             keep_q.append(int(qi))
     if not keep_q:
