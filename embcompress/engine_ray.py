@@ -332,7 +332,6 @@ def _compress_shard(state_ref, job: dict) -> dict:
     same bytes as the local engine's shard). compress_file writes under a temporary name and
     renames at the end, so a killed worker leaves no shard, only a temporary file the driver
     removes. Returns a few bytes: the shard's rows and size."""
-    import os
 
     from .stream import compress_file
 
@@ -367,7 +366,6 @@ def _compress_shard_remote(comp: Compressor, job: dict, t0: float) -> dict:
     same bytes), then upload it to ``job["target"]`` on the output's filesystem. An upload that
     does not finish leaves no object (object stores publish an object when its upload completes),
     and the staging prefix is deleted by the driver on a failure anyway."""
-    import os
     import shutil
     import tempfile
 
@@ -428,8 +426,7 @@ def _totals(manifest: dict) -> None:
 
 
 def _result(comp: Compressor, src, manifest: dict, started: float, output: str) -> CompressResult:
-    import os
-
+    """What a Ray dataset write returns, from its committed manifest."""
     return CompressResult(rows=src.num_rows, input_bytes=sum(os.path.getsize(s.path) for s in src.shards),
                           output_bytes=manifest["bytes"], bytes_per_vector_in=src.nbytes_per_row,
                           bytes_per_vector_out=comp.output_spec.nbytes, seconds=time.perf_counter() - started,
@@ -486,6 +483,19 @@ def _run_shards(ray, comp: Compressor, jobs: list[dict], manifest: dict, *, work
         raise
 
 
+def _move_in(out, root: str, rels: Sequence[str]) -> None:
+    """Move each staged shard ``root/REL`` to ``REL`` under the output, COMMIT_THREADS at a time:
+    an object store's move is a copy on the server, and copies go faster many at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def move(rel: str) -> None:
+        out.fs.create_dir(f"{out.path}/{rel}".rsplit("/", 1)[0], recursive=True)
+        out.fs.move(f"{root}/{rel}", f"{out.path}/{rel}")
+
+    with ThreadPoolExecutor(COMMIT_THREADS) as pool:
+        list(pool.map(move, rels))
+
+
 def _workers_write_remote(ray, comp: Compressor, src, out, *, overwrite: bool, resume: bool, workers: int | None,
                           progress, received: dict | None, started: float) -> CompressResult:
     """:func:`_workers_write` to a pyarrow filesystem (``out``, a :class:`~embcompress._fs.RemoteOutput`):
@@ -512,14 +522,7 @@ def _workers_write_remote(ray, comp: Compressor, src, out, *, overwrite: bool, r
         if out.kind() != "none":
             out.check(overwrite=overwrite)  # something appeared meanwhile: replaced only when asked
             out.remove(out.path)
-        def move_in(rel: str) -> None:
-            out.fs.create_dir(f"{out.path}/{rel}".rsplit("/", 1)[0], recursive=True)
-            out.fs.move(f"{root}/{rel}", f"{out.path}/{rel}")
-
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(COMMIT_THREADS) as pool:  # an object store's move is a copy: many at once
-            list(pool.map(move_in, src.rels))
+        _move_in(out, root, src.rels)
         out.write_text(f"{out.path}/{MANIFEST}", json.dumps(manifest, indent=1, sort_keys=True))
         out.remove(root)
     except BaseException as exc:
@@ -551,7 +554,6 @@ def _workers_write(ray, comp: Compressor, src, dst_path, *, overwrite: bool, res
     With ``resume`` the staging directory has a fixed name and outlives a failure; a rerun with
     the same compressor skips the shards its manifest lists (present at their recorded size).
     Without it, a failure removes the staging directory."""
-    import os
     import shutil
 
     from ._fs import check_output_dir, storage_error, sweep_stale
