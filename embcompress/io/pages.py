@@ -33,6 +33,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import thrift
+from .schema import (ColumnMetaData, DataPageHeader, DataPageHeaderV2, DictionaryPageHeader, Encoding, PageHeader,
+                     PageType, PhysicalType)
 
 try:
     from . import _rle
@@ -41,10 +43,8 @@ except ImportError:  # pragma: no cover - the optional extension was not built
 
 #: parquet compression codec name (pyarrow's metadata spelling) -> pyarrow codec name
 CODECS = {"SNAPPY": "snappy", "ZSTD": "zstd", "LZ4_RAW": "lz4_raw", "LZ4": "lz4_raw", "GZIP": "gzip", "BROTLI": "brotli"}
-# parquet Encoding values (parquet.thrift)
-PLAIN, PLAIN_DICTIONARY, RLE, RLE_DICTIONARY = 0, 2, 3, 8
-# parquet PageType values
-DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 1, 2, 3
+PLAIN, PLAIN_DICTIONARY, RLE, RLE_DICTIONARY = Encoding.PLAIN, Encoding.PLAIN_DICTIONARY, Encoding.RLE, Encoding.RLE_DICTIONARY
+DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = PageType.DATA_PAGE, PageType.INDEX_PAGE, PageType.DICTIONARY_PAGE, PageType.DATA_PAGE_V2
 CHUNK_ENCODINGS = {"PLAIN", "RLE", "RLE_DICTIONARY", "PLAIN_DICTIONARY"}
 HEADER_READ = 512
 
@@ -98,9 +98,10 @@ def scan_pages(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int) -> P
     seen = 0
     while pos < end:
         header, hlen, csize = _page_header(fd, pos, end)
-        kind = header.get(1)
+        kind = header.get(PageHeader.TYPE)
         if kind in (DATA_PAGE, DATA_PAGE_V2):
-            n = (header.get(5 if kind == DATA_PAGE else 8) or {}).get(1, -1)
+            sub = header.get(PageHeader.DATA_PAGE_HEADER if kind == DATA_PAGE else PageHeader.DATA_PAGE_HEADER_V2) or {}
+            n = sub.get(DataPageHeader.NUM_VALUES if kind == DATA_PAGE else DataPageHeaderV2.NUM_VALUES, -1)
             if not isinstance(n, int) or n < 0:
                 raise Unsupported("page value count")
             positions.append(pos)
@@ -140,7 +141,7 @@ def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, ba
     filled = 0
     while pos < end and seen < hi:
         header, hlen, csize = _page_header(fd, pos, end)
-        kind, usize = header.get(1), header.get(2)
+        kind, usize = header.get(PageHeader.TYPE), header.get(PageHeader.UNCOMPRESSED_PAGE_SIZE)
         if kind == INDEX_PAGE:
             pos += hlen + csize
             continue
@@ -150,18 +151,20 @@ def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, ba
             dictionary = _dictionary_values(header, _decompress(codec, data, usize))
             continue
         if kind == DATA_PAGE:
-            sub = header.get(5) or {}
-            n = sub.get(1, -1)
+            sub = header.get(PageHeader.DATA_PAGE_HEADER) or {}
+            n = sub.get(DataPageHeader.NUM_VALUES, -1)
             raw = memoryview(_decompress(codec, data, usize))
-            if sub.get(3, RLE) != RLE or sub.get(4, RLE) != RLE:
+            if sub.get(DataPageHeader.DEFINITION_LEVEL_ENCODING, RLE) != RLE or sub.get(DataPageHeader.REPETITION_LEVEL_ENCODING, RLE) != RLE:
                 raise Unsupported("level encoding")
             at = _check_levels_v1(raw, 0, 1, n, 1, dim, seen)
             at = _check_levels_v1(raw, at, def_width, n, col.max_def, 0, 0) if def_width else at
             values = raw[at:]
-            encoding = sub.get(2)
+            encoding = sub.get(DataPageHeader.ENCODING)
         elif kind == DATA_PAGE_V2:
-            sub = header.get(8) or {}
-            n, nulls, rep_len, def_len = sub.get(1, -1), sub.get(2, -1), sub.get(6, -1), sub.get(5, -1)
+            sub = header.get(PageHeader.DATA_PAGE_HEADER_V2) or {}
+            n, nulls = sub.get(DataPageHeaderV2.NUM_VALUES, -1), sub.get(DataPageHeaderV2.NUM_NULLS, -1)
+            rep_len = sub.get(DataPageHeaderV2.REPETITION_LEVELS_BYTE_LENGTH, -1)
+            def_len = sub.get(DataPageHeaderV2.DEFINITION_LEVELS_BYTE_LENGTH, -1)
             if nulls != 0 or not all(isinstance(v, int) and v >= 0 for v in (n, rep_len, def_len)) \
                     or rep_len + def_len > csize:
                 raise Unsupported("v2 page header")
@@ -170,8 +173,8 @@ def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, ba
             if def_width:
                 _check_stream(levels[rep_len:], def_width, n, col.max_def, 0, 0)
             body = memoryview(data)[rep_len + def_len :]
-            values = memoryview(_decompress(codec, body, usize - rep_len - def_len)) if sub.get(7, True) else body
-            encoding = sub.get(4)
+            values = memoryview(_decompress(codec, body, usize - rep_len - def_len)) if sub.get(DataPageHeaderV2.IS_COMPRESSED, True) else body
+            encoding = sub.get(DataPageHeaderV2.ENCODING)
         else:
             raise Unsupported(f"page type {kind}")
         if not isinstance(n, int) or n < 0 or seen + n > total:
@@ -209,7 +212,7 @@ def _page_data(fd: int, at: int, csize: int, header: dict, verify_crc: bool) -> 
     data = os.pread(fd, csize, at)
     if len(data) != csize:
         raise Unsupported("file ends inside a page")
-    if verify_crc and 4 in header and zlib.crc32(data) != header[4] & 0xFFFFFFFF:
+    if verify_crc and PageHeader.CRC in header and zlib.crc32(data) != header[PageHeader.CRC] & 0xFFFFFFFF:
         raise Unsupported("page checksum mismatch")
     return data
 
@@ -217,16 +220,17 @@ def _page_data(fd: int, at: int, csize: int, header: dict, verify_crc: bool) -> 
 def _dictionary(fd: int, pos: int, end: int, codec, verify_crc: bool) -> np.ndarray:
     """The dictionary page at the start of a chunk."""
     header, hlen, csize = _page_header(fd, pos, end)
-    if header.get(1) != DICTIONARY_PAGE:
+    if header.get(PageHeader.TYPE) != DICTIONARY_PAGE:
         raise Unsupported("no dictionary page where the metadata says")
-    return _dictionary_values(header, _decompress(codec, _page_data(fd, pos + hlen, csize, header, verify_crc), header.get(2)))
+    raw = _page_data(fd, pos + hlen, csize, header, verify_crc)
+    return _dictionary_values(header, _decompress(codec, raw, header.get(PageHeader.UNCOMPRESSED_PAGE_SIZE)))
 
 
 def _dictionary_values(header: dict, raw) -> np.ndarray:
-    sub = header.get(7) or {}
-    if sub.get(2, PLAIN) not in (PLAIN, PLAIN_DICTIONARY):
+    sub = header.get(PageHeader.DICTIONARY_PAGE_HEADER) or {}
+    if sub.get(DictionaryPageHeader.ENCODING, PLAIN) not in (PLAIN, PLAIN_DICTIONARY):
         raise Unsupported("dictionary page encoding")
-    n = sub.get(1, -1)
+    n = sub.get(DictionaryPageHeader.NUM_VALUES, -1)
     if not isinstance(n, int) or n < 0 or 4 * n > len(raw):
         raise Unsupported("dictionary page size")
     return np.frombuffer(raw, dtype=np.float32, count=n)
@@ -317,7 +321,7 @@ def _page_header(fd: int, pos: int, end: int) -> tuple[dict, int, int]:
         try:
             typed, used = thrift.read_struct(buf, 0)
             fields = thrift.plain(typed)
-            usize, csize = fields.get(2), fields.get(3)
+            usize, csize = fields.get(PageHeader.UNCOMPRESSED_PAGE_SIZE), fields.get(PageHeader.COMPRESSED_PAGE_SIZE)
             if not isinstance(usize, int) or not isinstance(csize, int) or usize < 0 or csize < 0 \
                     or pos + used + csize > end:
                 raise Unsupported("bad page header")
@@ -337,7 +341,7 @@ def _page_header(fd: int, pos: int, end: int) -> tuple[dict, int, int]:
 #: about this many bytes of values per data page (pyarrow's default page size)
 PAGE_VALUE_BYTES = 1 << 20
 CODEC_IDS = {None: 0, "snappy": 1, "gzip": 2, "brotli": 4, "zstd": 6, "lz4_raw": 7}
-INT32, FLOAT = 1, 4  # parquet physical types
+INT32, FLOAT = PhysicalType.INT32, PhysicalType.FLOAT
 
 
 def encode_chunk(X: np.ndarray, offset: int, *, max_def: int, path: list[str], codec: str | None,
@@ -355,11 +359,11 @@ def encode_chunk(X: np.ndarray, offset: int, *, max_def: int, path: list[str], c
 
     def page(kind: int, raw: bytes, sub_id: int, sub: list) -> None:
         body = raw if pcodec is None else pcodec.compress(raw, asbytes=True)
-        fields = [thrift.Field(1, thrift.I32, kind), thrift.Field(2, thrift.I32, len(raw)),
-                  thrift.Field(3, thrift.I32, len(body))]
+        fields = [thrift.Field(PageHeader.TYPE, thrift.I32, kind), thrift.Field(PageHeader.UNCOMPRESSED_PAGE_SIZE, thrift.I32, len(raw)),
+                  thrift.Field(PageHeader.COMPRESSED_PAGE_SIZE, thrift.I32, len(body))]
         if checksum:
             crc = zlib.crc32(body)
-            fields.append(thrift.Field(4, thrift.I32, crc - (1 << 32) if crc >= 1 << 31 else crc))
+            fields.append(thrift.Field(PageHeader.CRC, thrift.I32, crc - (1 << 32) if crc >= 1 << 31 else crc))
         fields.append(thrift.Field(sub_id, thrift.STRUCT, [thrift.Field(i, thrift.I32, v) for i, v in sub]))
         header = thrift.write_struct(fields)
         parts.extend((header, body))
@@ -368,7 +372,8 @@ def encode_chunk(X: np.ndarray, offset: int, *, max_def: int, path: list[str], c
 
     if X.dtype == np.int8:
         dict_offset = offset
-        page(DICTIONARY_PAGE, np.arange(-128, 128, dtype="<i4").tobytes(), 7, [(1, 256), (2, PLAIN)])
+        page(DICTIONARY_PAGE, np.arange(-128, 128, dtype="<i4").tobytes(), PageHeader.DICTIONARY_PAGE_HEADER,
+             [(DictionaryPageHeader.NUM_VALUES, 256), (DictionaryPageHeader.ENCODING, PLAIN)])
         physical, encoding, encodings = INT32, RLE_DICTIONARY, [PLAIN, RLE, RLE_DICTIONARY]
     elif X.dtype == np.float32:
         physical, encoding, encodings = FLOAT, PLAIN, [PLAIN, RLE]
@@ -391,14 +396,17 @@ def encode_chunk(X: np.ndarray, offset: int, *, max_def: int, path: list[str], c
             idx[:k] = block.reshape(-1).view(np.uint8) ^ 0x80
             values = bytes([8]) + thrift.encode_uvarint(groups << 1 | 1) + idx.tobytes()
         raw = struct.pack("<I", len(rep)) + rep + struct.pack("<I", len(dfl)) + dfl + values
-        page(DATA_PAGE, raw, 5, [(1, k), (2, encoding), (3, RLE), (4, RLE)])
-    meta = [thrift.Field(1, thrift.I32, physical), thrift.Field(2, thrift.LIST, thrift.List(thrift.I32, encodings)),
-            thrift.Field(3, thrift.LIST, thrift.List(thrift.BINARY, [p.encode() for p in path])),
-            thrift.Field(4, thrift.I32, CODEC_IDS[codec]), thrift.Field(5, thrift.I64, n * d),
-            thrift.Field(6, thrift.I64, sizes[0]), thrift.Field(7, thrift.I64, sizes[1]),
-            thrift.Field(9, thrift.I64, data_offset)]
+        page(DATA_PAGE, raw, PageHeader.DATA_PAGE_HEADER, [(DataPageHeader.NUM_VALUES, k), (DataPageHeader.ENCODING, encoding),
+                                                          (DataPageHeader.DEFINITION_LEVEL_ENCODING, RLE),
+                                                          (DataPageHeader.REPETITION_LEVEL_ENCODING, RLE)])
+    C = ColumnMetaData
+    meta = [thrift.Field(C.TYPE, thrift.I32, physical), thrift.Field(C.ENCODINGS, thrift.LIST, thrift.List(thrift.I32, encodings)),
+            thrift.Field(C.PATH_IN_SCHEMA, thrift.LIST, thrift.List(thrift.BINARY, [p.encode() for p in path])),
+            thrift.Field(C.CODEC, thrift.I32, CODEC_IDS[codec]), thrift.Field(C.NUM_VALUES, thrift.I64, n * d),
+            thrift.Field(C.TOTAL_UNCOMPRESSED_SIZE, thrift.I64, sizes[0]), thrift.Field(C.TOTAL_COMPRESSED_SIZE, thrift.I64, sizes[1]),
+            thrift.Field(C.DATA_PAGE_OFFSET, thrift.I64, data_offset)]
     if dict_offset is not None:
-        meta.append(thrift.Field(11, thrift.I64, dict_offset))
+        meta.append(thrift.Field(C.DICTIONARY_PAGE_OFFSET, thrift.I64, dict_offset))
     return parts, meta
 
 

@@ -19,6 +19,7 @@ from .._fs import commit_file, storage_error, sweep_stale, temp_name, writable
 from ..base import OutputSpec
 from ..errors import EmbcompressError, InputError, OutputExistsError
 from . import pages, thrift
+from .schema import PAGE_OFFSETS, ColumnChunk, ColumnMetaData, FileMetaData, RowGroup, unknown_fields
 from .readers import META_KEY, SIDECAR_SUFFIX, file_format
 
 #: about this many bytes of codes (plus carried columns) per parquet row group
@@ -68,7 +69,7 @@ class PageWriter:
         leaf = pf.schema.column(len(pf.schema) - 1)
         self._path, self._max_def = leaf.path.split("."), int(leaf.max_definition_level)
         self._footer = _footer(template)
-        thrift.put(self._footer, 6, thrift.BINARY, f"embcompress version {__version__} (list codes; other columns by "
+        thrift.put(self._footer, FileMetaData.CREATED_BY, thrift.BINARY, f"embcompress version {__version__} (list codes; other columns by "
                                                    f"parquet-cpp-arrow version {pa.__version__})".encode())
         self._row_groups: list = []
         self._rows = 0
@@ -85,37 +86,48 @@ class PageWriter:
         chunks, start = [], self._pos
         if table.num_columns > 1:  # the carried columns, by pyarrow, moved to this place in the file
             buf = _parquet_bytes(table.select(range(table.num_columns - 1)), self.compression)
-            group = thrift.get(_footer(buf), 4).value.items[0]
-            for cc in thrift.get(group, 1).value.items:  # its ColumnChunks
-                meta = thrift.get(cc, 3).value
-                lo = min(f.value for f in meta if f.fid in (9, 11) and f.value)  # dictionary or data page
-                length = thrift.get(meta, 7).value
-                for f in meta:
-                    if f.fid in (9, 10, 11, 14) and f.value:  # page offsets (and a bloom filter's)
-                        f.value += self._pos - lo
-                f0 = thrift.get(cc, 2)
-                if f0 is not None and f0.value:
-                    f0.value += self._pos - lo
-                self._put(buf[lo : lo + length])
-                chunks.append(cc)
+            group = thrift.get(_footer(buf), FileMetaData.ROW_GROUPS).value.items[0]
+            for cc in thrift.get(group, RowGroup.COLUMNS).value.items:
+                chunks.append(self._moved_chunk(cc, buf))
         col = table.column(table.num_columns - 1).combine_chunks()
         width = col.type.list_size
         X = np.asarray(col.flatten().to_numpy(zero_copy_only=False)).reshape(len(col), width)
         parts, meta = pages.encode_chunk(X, self._pos, max_def=self._max_def, path=self._path, codec=self.compression)
         for part in parts:
             self._put(part)
-        chunks.append([thrift.Field(2, thrift.I64, 0), thrift.Field(3, thrift.STRUCT, meta)])
-        metas = [thrift.get(cc, 3).value for cc in chunks]
+        chunks.append([thrift.Field(ColumnChunk.FILE_OFFSET, thrift.I64, 0), thrift.Field(ColumnChunk.META_DATA, thrift.STRUCT, meta)])
+        metas = [thrift.get(cc, ColumnChunk.META_DATA).value for cc in chunks]
         self._row_groups.append([
-            thrift.Field(1, thrift.LIST, thrift.List(thrift.STRUCT, chunks)),
-            thrift.Field(2, thrift.I64, sum(thrift.get(m, 6).value for m in metas)),
-            thrift.Field(3, thrift.I64, table.num_rows),
-            thrift.Field(5, thrift.I64, start),
-            thrift.Field(6, thrift.I64, sum(thrift.get(m, 7).value for m in metas)),
+            thrift.Field(RowGroup.COLUMNS, thrift.LIST, thrift.List(thrift.STRUCT, chunks)),
+            thrift.Field(RowGroup.TOTAL_BYTE_SIZE, thrift.I64, sum(thrift.get(m, ColumnMetaData.TOTAL_UNCOMPRESSED_SIZE).value for m in metas)),
+            thrift.Field(RowGroup.NUM_ROWS, thrift.I64, table.num_rows),
+            thrift.Field(RowGroup.FILE_OFFSET, thrift.I64, start),
+            thrift.Field(RowGroup.TOTAL_COMPRESSED_SIZE, thrift.I64, sum(thrift.get(m, ColumnMetaData.TOTAL_COMPRESSED_SIZE).value for m in metas)),
         ])
         if len(self._row_groups) <= 32767:  # the ordinal is an i16 (optional)
-            self._row_groups[-1].append(thrift.Field(7, thrift.I16, len(self._row_groups) - 1))
+            self._row_groups[-1].append(thrift.Field(RowGroup.ORDINAL, thrift.I16, len(self._row_groups) - 1))
         self._rows += table.num_rows
+
+    def _moved_chunk(self, cc: list, buf: bytes) -> list:
+        """A ColumnChunk of pyarrow's bytes ``buf``, its pages written here and its offsets moved
+        to where they now are. A field the rewrite does not know is refused (it might hold an
+        offset that would then point to the wrong bytes)."""
+        meta = thrift.get(cc, ColumnChunk.META_DATA).value
+        unknown = [f"ColumnChunk field {i}" for i in unknown_fields(ColumnChunk, cc)] + \
+                  [f"ColumnMetaData field {i}" for i in unknown_fields(ColumnMetaData, meta)]
+        if unknown:
+            raise ValueError(f"pyarrow {pa.__version__} wrote {', '.join(unknown)} in a carried column, which the "
+                             "footer rewrite does not know; update embcompress/io/schema.py's REWRITE_KNOWS")
+        lo = min(f.value for f in meta if f.fid in (ColumnMetaData.DATA_PAGE_OFFSET, ColumnMetaData.DICTIONARY_PAGE_OFFSET) and f.value)
+        length = thrift.get(meta, ColumnMetaData.TOTAL_COMPRESSED_SIZE).value
+        for f in meta:
+            if f.fid in PAGE_OFFSETS and f.value:
+                f.value += self._pos - lo
+        f0 = thrift.get(cc, ColumnChunk.FILE_OFFSET)
+        if f0 is not None and f0.value:
+            f0.value += self._pos - lo
+        self._put(buf[lo : lo + length])
+        return cc
 
     def _put(self, data) -> None:
         self._f.write(data)
@@ -126,8 +138,8 @@ class PageWriter:
             return
         self.is_open = False
         try:
-            thrift.put(self._footer, 3, thrift.I64, self._rows)
-            thrift.put(self._footer, 4, thrift.LIST, thrift.List(thrift.STRUCT, self._row_groups))
+            thrift.put(self._footer, FileMetaData.NUM_ROWS, thrift.I64, self._rows)
+            thrift.put(self._footer, FileMetaData.ROW_GROUPS, thrift.LIST, thrift.List(thrift.STRUCT, self._row_groups))
             footer = thrift.write_struct(self._footer)
             self._f.write(footer + struct.pack("<I", len(footer)) + b"PAR1")
         finally:
