@@ -1,4 +1,5 @@
-"""Build the optional C kernels (Hamming search, binarization); everything else is in pyproject.toml.
+"""Build the optional C kernels (four extensions: the Hamming scan, the lookup-table and dense code scans,
+parquet level and dictionary decoding, binarization and RaBitQ grid codes); everything else is in pyproject.toml.
 
 The extensions are optional: where no C compiler is available the install still succeeds and
 embcompress falls back to numpy implementations (slower, same results)."""
@@ -12,7 +13,8 @@ if platform.machine().lower() in ("x86_64", "amd64"):
     flags.append("-mpopcnt")  # hardware popcount, present on every x86-64 CPU since 2008
 
 setup(ext_modules=[
-    Extension("embcompress.search._hamming", ["embcompress/search/_hamming.c"], extra_compile_args=flags, optional=True),
+    Extension("embcompress.search._hamming", ["embcompress/search/_hamming.c"], depends=["embcompress/_cext.h"],
+              extra_compile_args=flags, optional=True),
     # top-k over byte codes scored with lookup tables (PQ, RQ) or decoded per dimension (SQ, RaBitQ);
     # no fused multiply-adds, so its AVX2 path (chosen at run time) and the portable one agree exactly
     Extension("embcompress.search._adc", ["embcompress/search/_adc.c"], depends=["embcompress/_cext.h"],

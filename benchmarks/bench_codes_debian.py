@@ -57,7 +57,7 @@ def faiss_row(label, build, D, Q, qids, dids, qrels, float_ndcg, fits) -> dict:
     pool, each filled with the fold it did not see (out-of-sample) or with a fold its pool holds
     (in-sample); the folds' top 10 merged by score. Also the first model filling every document
     (half-new: fitted on half, scored on the whole corpus)."""
-    from embcompress.search.index import _merge_top
+    from embcompress.search.topk import merge_topk
 
     t0 = time.perf_counter()
     models = []
@@ -86,7 +86,7 @@ def faiss_row(label, build, D, Q, qids, dids, qrels, float_ndcg, fits) -> dict:
                 secs += time.perf_counter() - t
             rows.append(part[i])
             scores.append(s)
-        top, _ = _merge_top(rows, scores, 10)
+        _, top = merge_topk(scores, rows, 10)
         return evaluate_run({q: [dids[j] for j in r] for q, r in zip(qids, top)}, qrels, 10).ndcg, enc, secs
 
     k = len(models)

@@ -50,23 +50,38 @@ def _pairs_from_source(source: str, module: str, min_body: int) -> list[DocPair]
     return out
 
 
-def stdlib_docstring_pairs(limit: int | None = 2000, *, seed: int = 0, min_body: int = 80,
-                           root: str | Path | None = None) -> list[DocPair]:
-    """Up to ``limit`` (query, document) pairs from the standard library (or from the Python
-    sources under ``root``, e.g. a site-packages directory), a seeded sample with duplicate
-    queries and documents removed; the same sources give the same pairs."""
-    root = stdlib_dir() if root is None else Path(root)
-    pairs: list[DocPair] = []
+def _sources_under(root: Path):
+    """(module name, source text) of every Python file under ``root``, in path order, skipping
+    test and tooling folders."""
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
         if any(part in _SKIP_DIRS for part in rel.parts[:-1]):
             continue
-        module = ".".join(rel.with_suffix("").parts)
         try:
-            source = path.read_text(encoding="utf-8")
+            yield ".".join(rel.with_suffix("").parts), path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        pairs.extend(_pairs_from_source(source, module, min_body))
+
+
+def _sources_in_wheel(wheel: Path):
+    """(module name, source text) of every Python file inside a wheel (a zip archive), read from
+    the archive without installing or importing anything."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as zf:
+        for name in sorted(zf.namelist()):
+            parts = name.split("/")
+            if not name.endswith(".py") or any(part in _SKIP_DIRS or part.endswith((".dist-info", ".data")) for part in parts[:-1]):
+                continue
+            try:
+                yield ".".join(parts)[:-3], zf.read(name).decode("utf-8")
+            except (UnicodeDecodeError, KeyError):
+                continue
+
+
+def unique_pairs(pairs, limit: int | None = None, *, seed: int = 0) -> list[DocPair]:
+    """``pairs`` with every repeated query or document dropped (the first one kept), a name seen
+    twice renamed ``name#2``; a seeded sample of ``limit`` of them when there are more."""
     seen_q: set[str] = set()
     seen_d: set[str] = set()
     ids: dict[str, int] = {}
@@ -81,3 +96,21 @@ def stdlib_docstring_pairs(limit: int | None = 2000, *, seed: int = 0, min_body:
     if limit is not None and len(unique) > limit:
         unique = [unique[i] for i in sample_rows(len(unique), limit, seed)]
     return unique
+
+
+def stdlib_docstring_pairs(limit: int | None = 2000, *, seed: int = 0, min_body: int = 80,
+                           root: str | Path | None = None) -> list[DocPair]:
+    """Up to ``limit`` (query, document) pairs from the standard library (or from the Python
+    sources under ``root``, e.g. a site-packages directory), a seeded sample with duplicate
+    queries and documents removed; the same sources give the same pairs."""
+    root = stdlib_dir() if root is None else Path(root)
+    pairs = (p for module, source in _sources_under(root) for p in _pairs_from_source(source, module, min_body))
+    return unique_pairs(pairs, limit, seed=seed)
+
+
+def wheel_docstring_pairs(wheels, *, min_body: int = 80) -> list[DocPair]:
+    """(query, document) pairs from the Python files inside the given wheels, in the order given,
+    duplicates removed as in :func:`unique_pairs`. Nothing is installed or imported."""
+    pairs = (p for wheel in wheels for module, source in _sources_in_wheel(Path(wheel))
+             for p in _pairs_from_source(source, module, min_body))
+    return unique_pairs(pairs)

@@ -10,6 +10,7 @@ from embcompress import InputError, from_spec
 from embcompress.compressors.sq import lloyd_levels
 from embcompress.search import Index, float_search
 from embcompress.search import adc as adc_module
+from embcompress.search import topk as topk_mod
 from embcompress.search import index as index_module
 from embcompress.search.adc import adc_scores, adc_topk, dense_scores, scan_adc, scan_dense
 from embcompress.search.exact import topk_by_blocks
@@ -271,7 +272,7 @@ def test_dense_kernel_equals_reference_with_ties_by_row(layout, bits, monkeypatc
     scale = np.where(rng.random(nd) < 0.5, 1.0, 2.0).astype(np.float32)
     bias, qconst = rng.integers(-1, 2, nd).astype(np.float32), rng.integers(-4, 5, nq).astype(np.float32)
     np.testing.assert_array_equal(adc_module.unpack_dense(codes, layout, bits, d), u)
-    monkeypatch.setattr(adc_module, "_MIN_DOCS_PER_THREAD", 500)  # let one query split by document range
+    monkeypatch.setattr(topk_mod, "MIN_DOCS_PER_THREAD", 500)  # let one query split by document range
     for sc, bi, qc in ((None, None, None), (scale, bias, qconst)):
         rs, ri = topk_by_blocks(lambda q0, q1, d0, d1: dense_scores(
             Q[q0:q1], codes[d0:d1], layout, bits, levels, None if sc is None else sc[d0:d1],

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import embcompress
 from embcompress import InputError, from_spec
 from embcompress.search import Index, NpyStore, ParquetStore, float_search, hamming_search, hamming_topk, kernel_available
-from embcompress.search import hamming as hamming_mod
+from embcompress.search import topk as topk_mod
 from embcompress.search.files import load_index, load_queries
 from embcompress.stream import compress_file, fit_file
 from embcompress_cli.main import app
@@ -44,7 +44,7 @@ def test_hamming_kernel_equals_reference(nbytes, monkeypatch):
         got = hamming_topk(q, d, 40, threads=threads)
         np.testing.assert_array_equal(got[0], ref[0])
         np.testing.assert_array_equal(got[1], ref[1])
-    monkeypatch.setattr(hamming_mod, "_MIN_DOCS_PER_THREAD", 100)  # exercise split-by-documents + merge
+    monkeypatch.setattr(topk_mod, "MIN_DOCS_PER_THREAD", 100)  # exercise split-by-documents + merge
     got = hamming_topk(q[:1], d, 40, threads=3)
     np.testing.assert_array_equal(got[1], ref[1][:1])
 

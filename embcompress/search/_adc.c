@@ -43,22 +43,9 @@
 
 #define DBLOCK_BYTES (128 * 1024)
 
-/* min-heap on (score, -idx): the root is the worst kept candidate */
-static inline int worse(float sa, int64_t ia, float sb, int64_t ib) {
-    return sa < sb || (sa == sb && ia > ib);
-}
-
-static void sift_down(float *hs, int64_t *hi, Py_ssize_t k, Py_ssize_t pos) {
-    for (;;) {
-        Py_ssize_t l = 2 * pos + 1, r = l + 1, m = pos;
-        if (l < k && worse(hs[l], hi[l], hs[m], hi[m])) m = l;
-        if (r < k && worse(hs[r], hi[r], hs[m], hi[m])) m = r;
-        if (m == pos) return;
-        float ts = hs[pos]; hs[pos] = hs[m]; hs[m] = ts;
-        int64_t ti = hi[pos]; hi[pos] = hi[m]; hi[m] = ti;
-        pos = m;
-    }
-}
+/* the kept scores form a min-heap on (score, -idx): the root is the worst kept candidate */
+#define SCORE_WORSE(sa, ia, sb, ib) ((sa) < (sb) || ((sa) == (sb) && (ia) > (ib)))
+EC_TOPK_HEAP(score_heap, float, SCORE_WORSE)
 
 /* sum of one document's table entries, four independent accumulators */
 static inline float adc_score(const float *T, const unsigned char *c, Py_ssize_t nbytes) {
@@ -81,17 +68,9 @@ static void heap_init(float *score, int64_t *idx, Py_ssize_t n) {
     }
 }
 
-/* heaps -> descending (score, ascending idx): repeatedly move the root (worst) to the end */
+/* heaps -> descending (score, ascending idx) */
 static void heap_sort_all(float *score, int64_t *idx, Py_ssize_t nq, Py_ssize_t k) {
-    for (Py_ssize_t q = 0; q < nq; q++) {
-        float *hs = score + q * k;
-        int64_t *hi = idx + q * k;
-        for (Py_ssize_t end = k - 1; end > 0; end--) {
-            float ts = hs[0]; hs[0] = hs[end]; hs[end] = ts;
-            int64_t ti = hi[0]; hi[0] = hi[end]; hi[end] = ti;
-            sift_down(hs, hi, end, 0);
-        }
-    }
+    for (Py_ssize_t q = 0; q < nq; q++) score_heap_sort(score + q * k, idx + q * k, k);
 }
 
 /* offer document j to a heap of k whose root is the worst kept, with its score: the kernel's
@@ -101,11 +80,7 @@ static inline void heap_offer(float *hs, int64_t *hi, Py_ssize_t k, float s, Py_
                               const float *bias, float qc) {
     if (scale) s *= scale[j];
     if (bias) s += bias[j] * qc;
-    if (s > hs[0]) {
-        hs[0] = s;
-        hi[0] = j;
-        sift_down(hs, hi, k, 0);
-    }
+    if (s > hs[0]) score_heap_replace_root(hs, hi, k, s, j);
 }
 
 static void scan(const unsigned char *D, const float *T, const float *scale, const float *bias, const float *qconst,

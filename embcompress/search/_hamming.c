@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../_cext.h"
+
 #define QBLOCK 32
 #define DBLOCK_BYTES (256 * 1024)
 
@@ -51,29 +53,9 @@ DEFINE_FIXED(12)
 DEFINE_FIXED(16)
 DEFINE_FIXED(32)
 
-/* max-heap on (dist, idx): the root is the worst kept candidate */
-static inline int worse(int32_t da, int64_t ia, int32_t db, int64_t ib) {
-    return da > db || (da == db && ia > ib);
-}
-
-static void sift_down(int32_t *hd, int64_t *hi, Py_ssize_t k, Py_ssize_t pos) {
-    for (;;) {
-        Py_ssize_t l = 2 * pos + 1, r = l + 1, m = pos;
-        if (l < k && worse(hd[l], hi[l], hd[m], hi[m])) m = l;
-        if (r < k && worse(hd[r], hi[r], hd[m], hi[m])) m = r;
-        if (m == pos) return;
-        int32_t td = hd[pos]; hd[pos] = hd[m]; hd[m] = td;
-        int64_t ti = hi[pos]; hi[pos] = hi[m]; hi[m] = ti;
-        pos = m;
-    }
-}
-
-static inline void push(int32_t *hd, int64_t *hi, Py_ssize_t k, int32_t d, int64_t idx) {
-    /* the caller checked d < hd[0]; replace the root and restore the heap */
-    hd[0] = d;
-    hi[0] = idx;
-    sift_down(hd, hi, k, 0);
-}
+/* the kept distances form a max-heap on (dist, idx): the root is the worst kept candidate */
+#define DIST_WORSE(da, ia, db, ib) ((da) > (db) || ((da) == (db) && (ia) > (ib)))
+EC_TOPK_HEAP(dist_heap, int32_t, DIST_WORSE)
 
 #define SCAN_BLOCK(DISTFN)                                                                   \
     for (Py_ssize_t q = q0; q < q1; q++) {                                                   \
@@ -84,7 +66,7 @@ static inline void push(int32_t *hd, int64_t *hi, Py_ssize_t k, int32_t d, int64
         for (Py_ssize_t j = d0; j < d1; j++) {                                               \
             int32_t dd = DISTFN;                                                             \
             if (dd < worst) {                                                                \
-                push(hd, hi, k, dd, j);                                                      \
+                dist_heap_replace_root(hd, hi, k, dd, j);                                    \
                 worst = hd[0];                                                               \
             }                                                                                \
         }                                                                                    \
@@ -114,16 +96,8 @@ static void scan(const unsigned char *Q, Py_ssize_t nq, const unsigned char *D, 
             }
         }
     }
-    /* heap -> ascending (dist, idx): repeatedly move the root to the end */
-    for (Py_ssize_t q = 0; q < nq; q++) {
-        int32_t *hd = dist + q * k;
-        int64_t *hi = idx + q * k;
-        for (Py_ssize_t end = k - 1; end > 0; end--) {
-            int32_t td = hd[0]; hd[0] = hd[end]; hd[end] = td;
-            int64_t ti = hi[0]; hi[0] = hi[end]; hi[end] = ti;
-            sift_down(hd, hi, end, 0);
-        }
-    }
+    /* heap -> ascending (dist, idx) */
+    for (Py_ssize_t q = 0; q < nq; q++) dist_heap_sort(dist + q * k, idx + q * k, k);
 }
 
 static PyObject *py_topk(PyObject *self, PyObject *args) {

@@ -17,21 +17,18 @@ where it could not be built.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
-from .._parallel import num_threads
 from ..compressors._codes import unpack_codes, unpack_planes
 from ..errors import InputError
 from .exact import check_k, scan_blocks
+from .topk import split_scan
 
 try:  # built by setup.py; optional
     from . import _adc
 except ImportError:  # pragma: no cover - depends on the build
     _adc = None
 
-_MIN_DOCS_PER_THREAD = 50_000
 
 
 def kernel_available() -> bool:
@@ -58,13 +55,6 @@ def _with_factors(out: np.ndarray, scale: np.ndarray | None, bias: np.ndarray | 
     if bias is not None:
         out += bias[None, :] * np.asarray(qconst, dtype=np.float32)[:, None]
     return out
-
-
-def _merge(parts: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
-    s = np.concatenate([p[0] for p in parts], axis=1)
-    i = np.concatenate([p[1] for p in parts], axis=1)
-    order = np.lexsort((i, -s), axis=1)[:, :k]
-    return np.take_along_axis(s, order, axis=1), np.take_along_axis(i, order, axis=1)
 
 
 def adc_topk(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray | None = None,
@@ -112,8 +102,7 @@ def scan_adc(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray
 
 
 def _split(run, nq: int, nd: int, k: int, threads: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """Calls ``run(q0, q1, d0, d1, scores_out, indices_out)`` of a kernel on threads: by query, or
-    by document range (then merged) when there are fewer queries than threads."""
+    """Calls ``run(q0, q1, d0, d1, scores_out, indices_out)`` of a kernel through :func:`split_scan`."""
 
     def part(q0: int, q1: int, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         kk = min(k, end - start)
@@ -122,18 +111,7 @@ def _split(run, nq: int, nd: int, k: int, threads: int | None) -> tuple[np.ndarr
         run(q0, q1, start, end, s, i)
         return s, i
 
-    threads = threads or num_threads()
-    if threads <= 1 or (nq < threads and nd < 2 * _MIN_DOCS_PER_THREAD):
-        return part(0, nq, 0, nd)
-    with ThreadPoolExecutor(threads) as pool:
-        if nq >= threads:  # split queries: no merge needed
-            bounds = np.linspace(0, nq, threads + 1).astype(int)
-            parts = list(pool.map(lambda j: part(bounds[j], bounds[j + 1], 0, nd), range(threads)))
-            return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-        n_parts = max(1, min(threads, nd // _MIN_DOCS_PER_THREAD))
-        bounds = np.linspace(0, nd, n_parts + 1).astype(int)
-        parts = list(pool.map(lambda j: part(0, nq, bounds[j], bounds[j + 1]), range(n_parts)))
-    return _merge(parts, k)
+    return split_scan(part, nq, nd, k, threads)
 
 
 #: how per-dimension codes are laid out in a row: bit-planes (RaBitQ) or packed (few-bit SQ)

@@ -13,6 +13,7 @@ import numpy as np
 
 from .._util import check_positive_int, normalize_rows
 from ..errors import InputError
+from .topk import merge_topk
 
 QUERY_BLOCK = 1024
 DOC_BLOCK = 32768
@@ -63,9 +64,7 @@ def scan_blocks(score: Callable[[int, int, int, int], np.ndarray], n_queries: in
             if best_s is None:
                 best_s, best_i = s, i
                 continue
-            cs, ci = np.concatenate([best_s, s], axis=1), np.concatenate([best_i, i], axis=1)
-            order = np.lexsort((ci, -cs), axis=1)[:, :k]
-            best_s, best_i = np.take_along_axis(cs, order, axis=1), np.take_along_axis(ci, order, axis=1)
+            best_s, best_i = merge_topk([best_s, s], [best_i, i], k)
         out_s[q0:q1], out_i[q0:q1] = best_s, best_i
     return out_s, out_i
 

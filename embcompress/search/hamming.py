@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._parallel import num_threads
 from ..errors import InputError
 from .exact import check_k, hamming_search
+from .topk import split_scan
 
 try:  # built by setup.py; optional
     from . import _hamming
 except ImportError:  # pragma: no cover - depends on the build
     _hamming = None
-
-#: fewest documents per thread before a single query's scan is split by document range
-_MIN_DOCS_PER_THREAD = 50_000
-
 
 def kernel_available() -> bool:
     return _hamming is not None
@@ -33,14 +29,6 @@ def _as_codes(codes, what: str) -> np.ndarray:
     if arr.ndim != 2 or arr.dtype not in (np.uint8, np.int8):
         raise InputError(f"{what} must be a 2-D array of packed bits (uint8), got {arr.dtype} with shape {arr.shape}")
     return np.ascontiguousarray(arr.view(np.uint8))
-
-
-def _merge(parts: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Merge per-range top-k lists into one, ordered by (distance, index)."""
-    dist = np.concatenate([p[0] for p in parts], axis=1)
-    idx = np.concatenate([p[1] for p in parts], axis=1)
-    order = np.lexsort((idx, dist), axis=1)[:, :k]
-    return np.take_along_axis(dist, order, axis=1), np.take_along_axis(idx, order, axis=1)
 
 
 def hamming_topk(queries, docs, k: int, *, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -59,26 +47,13 @@ def scan_hamming(q: np.ndarray, d: np.ndarray, k: int, *, threads: int | None = 
     """:func:`hamming_topk` on validated uint8 code arrays and a ``k`` already in 1..len(d)."""
     if _hamming is None:
         return hamming_search(q, d, k)
-    threads = threads or num_threads()
-    nq, nd, nb = len(q), len(d), q.shape[1]
+    nb = q.shape[1]
 
-    def run(qpart: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+    def part(q0: int, q1: int, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         kk = min(k, end - start)
-        dist = np.empty((len(qpart), kk), dtype=np.int32)
-        idx = np.empty((len(qpart), kk), dtype=np.int64)
-        _hamming.topk(qpart, d, nb, kk, start, end, dist, idx)
+        dist = np.empty((q1 - q0, kk), dtype=np.int32)
+        idx = np.empty((q1 - q0, kk), dtype=np.int64)
+        _hamming.topk(q[q0:q1], d, nb, kk, start, end, dist, idx)
         return dist, idx
 
-    if threads <= 1 or (nq < threads and nd < 2 * _MIN_DOCS_PER_THREAD):
-        return run(q, 0, nd)
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(threads) as pool:
-        if nq >= threads:  # split queries: no merge needed
-            bounds = np.linspace(0, nq, threads + 1).astype(int)
-            parts = list(pool.map(lambda i: run(q[bounds[i]:bounds[i + 1]], 0, nd), range(threads)))
-            return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-        n_parts = max(1, min(threads, nd // _MIN_DOCS_PER_THREAD))
-        bounds = np.linspace(0, nd, n_parts + 1).astype(int)
-        parts = list(pool.map(lambda i: run(q, bounds[i], bounds[i + 1]), range(n_parts)))
-    return _merge(parts, k)
+    return split_scan(part, len(q), len(d), k, threads, larger_is_better=False)

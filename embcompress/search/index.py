@@ -34,6 +34,7 @@ from .adc import scan_adc, scan_dense
 from .exact import check_k, scan_blocks
 from .hamming import scan_hamming
 from .stores import ArrayStore, VectorStore
+from .topk import merge_topk
 
 DEFAULT_MULTIPLIER = 10
 #: queries whose lookup tables are built and scanned at once
@@ -311,14 +312,6 @@ class _RowsView:
         return self.store.get(self.rows[np.asarray(rows)])
 
 
-def _merge_top(rows: list[np.ndarray], scores: list[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The top ``k`` of several (queries, n_i) result blocks whose rows are already global: by
-    score, ties by row, lowest first."""
-    r, s = np.concatenate(rows, axis=1), np.concatenate(scores, axis=1)
-    order = np.lexsort((r, -s), axis=1)[:, :k]
-    return np.take_along_axis(r, order, axis=1), np.take_along_axis(s, order, axis=1)
-
-
 class PartedIndex:
     """One corpus whose documents were encoded by several fitted compressors of the same spec, each
     holding its own part (``parts``: the global rows of a part and the :class:`Index` of their
@@ -373,13 +366,12 @@ class PartedIndex:
         if rerank is None:
             found = [idx.search(Q, min(k, idx.num_docs), originals=v, threads=threads)
                      for (rows, idx), v in zip(self.parts, views)]
-            rows, scores = _merge_top([self.parts[i][0][f.rows] for i, f in enumerate(found)],
-                                      [f.scores for f in found], k)
+            scores, rows = merge_topk([f.scores for f in found], [self.parts[i][0][f.rows] for i, f in enumerate(found)], k)
             info = {"candidates": k}
         else:
             n_cand = min(k * check_positive_int("multiplier", multiplier), self.num_docs)
             firsts = [idx._first_stage(Q, min(n_cand, idx.num_docs)) for _, idx in self.parts]
-            cand, _ = _merge_top([self.parts[i][0][r] for i, (_, r) in enumerate(firsts)], [s for s, _ in firsts], n_cand)
+            _, cand = merge_topk([s for s, _ in firsts], [self.parts[i][0][r] for i, (_, r) in enumerate(firsts)], n_cand)
             part_of = np.empty(self.num_docs, dtype=np.int64)
             local = np.empty(self.num_docs, dtype=np.int64)
             for p, (r, _) in enumerate(self.parts):
@@ -390,7 +382,7 @@ class PartedIndex:
                 if mine.any():  # every candidate scored by the model of its part (others: row 0, dropped)
                     s = idx._rerank_scores(Q, np.where(mine, local[cand], 0), rerank, views[p])
                     sc[mine] = s[mine]
-            rows, scores = _merge_top([cand], [sc], k)
+            scores, rows = merge_topk([sc], [cand], k)
             info = {"candidates": n_cand, "rerank": rerank}
         ids = self.ids[rows] if self.ids is not None else None
         return SearchResult(rows=rows, scores=scores, ids=ids, seconds=time.perf_counter() - t0, info=info)

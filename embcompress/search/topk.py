@@ -1,0 +1,44 @@
+"""Top-k lists: the one merge of partial results, and the one way a C scan kernel is spread over
+threads. Every scan (lookup tables, dense codes, Hamming, float blocks, parted indexes) keeps
+its top ``k`` per query in the same order: best value first, ties by lower row."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .._parallel import num_threads
+
+#: below this many documents a thread of its own costs more than it gains
+MIN_DOCS_PER_THREAD = 50_000
+
+
+def merge_topk(values: Sequence[np.ndarray], rows: Sequence[np.ndarray], k: int, *,
+               larger_is_better: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The best ``k`` of several (queries, n_i) result blocks whose rows are already global:
+    (values, rows), best first (largest similarity or smallest distance), ties by lower row."""
+    v = np.concatenate(values, axis=1)
+    r = np.concatenate(rows, axis=1)
+    order = np.lexsort((r, -v if larger_is_better else v), axis=1)[:, :k]
+    return np.take_along_axis(v, order, axis=1), np.take_along_axis(r, order, axis=1)
+
+
+def split_scan(part: Callable[[int, int, int, int], tuple[np.ndarray, np.ndarray]], nq: int, nd: int, k: int,
+               threads: int | None, *, larger_is_better: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``part(q0, q1, d0, d1)`` -> (values, rows) of the top ``min(k, d1 - d0)`` of queries
+    ``q0:q1`` over documents ``d0:d1``, run on threads: by query when there are at least as
+    many queries as threads (no merge), else by document range, merged with :func:`merge_topk`."""
+    threads = threads or num_threads()
+    if threads <= 1 or (nq < threads and nd < 2 * MIN_DOCS_PER_THREAD):
+        return part(0, nq, 0, nd)
+    with ThreadPoolExecutor(threads) as pool:
+        if nq >= threads:
+            bounds = np.linspace(0, nq, threads + 1).astype(int)
+            parts = list(pool.map(lambda j: part(bounds[j], bounds[j + 1], 0, nd), range(threads)))
+            return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        n_parts = max(1, min(threads, nd // MIN_DOCS_PER_THREAD))
+        bounds = np.linspace(0, nd, n_parts + 1).astype(int)
+        parts = list(pool.map(lambda j: part(0, nq, bounds[j], bounds[j + 1]), range(n_parts)))
+    return merge_topk([p[0] for p in parts], [p[1] for p in parts], k, larger_is_better=larger_is_better)
