@@ -64,7 +64,7 @@ def report(
     methods: Optional[str] = typer.Option(None, "--methods", help="Comma-separated: truncate, random_select, random_projection, pca, geopres, autoencoder."),
     codes: Optional[str] = typer.Option(None, "--codes", help="Code families at 16x-128x, comma-separated: binary, sq, opq, pq, rabitq (default: binary,sq,opq,rabitq; 'none' for none)."),
     budget: Optional[int] = typer.Option(None, "--budget", min=1, help="Bytes per vector you can afford: the best configuration within it is highlighted."),
-    sample: Optional[int] = typer.Option(None, "--sample", min=50, help="N documents: the first N (default 50,000); with --qrels all by default, or the judged documents of a seeded sample of queries plus random others, N in all."),
+    sample: Optional[int] = typer.Option(None, "--sample", min=50, help="N documents: a seeded uniform sample across the whole file (default 50,000); with --qrels all by default, or the judged documents of a seeded sample of queries plus random others, N in all."),
     geopres: str = typer.Option("", "--geopres-params", help="Extra GeoPres parameters, e.g. 'min_steps=100,batch_size=1024'."),
     column: Optional[str] = ColumnOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
@@ -117,7 +117,7 @@ def recommend(
     queries: Optional[Path] = typer.Option(None, "--queries", help="Float query embeddings, with --qrels: rank by nDCG@10."),
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="BEIR qrels.tsv[.gz]."),
     labels: Optional[str] = typer.Option(None, "--labels", help="Column of class labels in INPUT: rank by kNN accuracy."),
-    sample: Optional[int] = typer.Option(None, "--sample", min=50, help="Rank on N documents: the first N (default 20,000); with --qrels all by default, or the judged documents of a seeded sample of queries plus random others, N in all."),
+    sample: Optional[int] = typer.Option(None, "--sample", min=50, help="Rank on N documents: a seeded uniform sample across the whole file (default 20,000); with --qrels all by default, or the judged documents of a seeded sample of queries plus random others, N in all."),
     folds: int = typer.Option(2, "--folds", min=1, help="Fit each candidate on all folds but one and score the one left out; 1: in-sample."),
     max_fit_seconds: Optional[float] = typer.Option(None, "--max-fit-seconds", min=0.001, help="Only candidates whose fit on the sample took at most this long can win."),
     min_encode_rate: Optional[float] = typer.Option(None, "--min-encode-rate", min=1.0, help="Only candidates that encode at least this many rows/s can win."),

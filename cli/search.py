@@ -72,7 +72,7 @@ def evaluate(
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="BEIR qrels.tsv[.gz] (query-id, corpus-id, score); without it: recall against float search."),
     config: List[str] = typer.Option([], "--config", help="float, SPEC, SPEC@asym, SPEC@float, SPEC@floatxM (repeatable; default: a standard grid)."),
     k: int = typer.Option(10, "--k", "-k", min=1, help="Cut-off for nDCG/recall/MRR."),
-    fit_sample: Optional[int] = typer.Option(None, "--fit-sample", min=2, help="Fit each model on at most N documents (the first of those it may see)."),
+    fit_sample: Optional[int] = typer.Option(None, "--fit-sample", min=2, help="Fit each model on at most N documents (a seeded uniform sample of those it may see)."),
     folds: int = typer.Option(2, "--folds", min=1, help="Fit on all but one fold, score the fold left out (out-of-sample); 1: fit on every document (in-sample only)."),
     norm_power: float = NormPowerOpt,
     json: bool = JsonOpt,

@@ -252,13 +252,13 @@ class CrossFit:
     did not see (out-of-sample), with the in-sample figure beside it.
 
     With ``folds`` >= 2 (the default 2) the documents are split at random (seeded) into that many
-    folds; model ``i`` is fitted on the documents outside fold ``i`` (its *pool*; the first
-    ``fit_rows`` of it when given) and encodes fold ``i``: every document is scored through a code
+    folds; model ``i`` is fitted on the documents outside fold ``i`` (its *pool*; a seeded uniform
+    sample of ``fit_rows`` of it when given) and encodes fold ``i``: every document is scored through a code
     whose fit never saw it, in a corpus of the same size, as the rows of a file larger than the
     fit sample are. For the in-sample figure fold ``i`` is encoded by model ``i + 1``, whose pool
     holds it: the same models, so the gap between the two is what the fit memorized. Each
     document's codes come from one model; :class:`~embcompress.search.PartedIndex` searches them
-    as one corpus. ``folds=1`` fits one model on all the documents (or their first ``fit_rows``):
+    as one corpus. ``folds=1`` fits one model on all the documents (or a seeded uniform sample of ``fit_rows``):
     in-sample only. ``fit_on`` fits one model on those vectors instead (a protocol of the caller's)."""
 
     def __init__(self, docs: np.ndarray, folds: int = 2, *, fit_on: np.ndarray | None = None,
@@ -275,12 +275,13 @@ class CrossFit:
                 fit_rows = check_positive_int("fit_rows", fit_rows)
             if self.folds == 1:
                 self.parts = [np.arange(n)]
-                self.pools = [np.arange(min(n, fit_rows or n))]
+                self.pools = [sample_rows(n, fit_rows, seed + 1)]
                 self.protocol = self.describe(1)
             else:
                 perm = np.random.default_rng(seed).permutation(n)
                 self.parts = [np.sort(p) for p in np.array_split(perm, self.folds)]
-                self.pools = [np.setdiff1d(np.arange(n), p)[:fit_rows] for p in self.parts]
+                pools = [np.setdiff1d(np.arange(n), p) for p in self.parts]  # each fit: a uniform sample of its pool
+                self.pools = [pool[sample_rows(len(pool), fit_rows, seed + 1 + i)] for i, pool in enumerate(pools)]
                 self.protocol = self.describe(self.folds)
             self.caches = [FitCache(docs[p]) for p in self.pools]
         self.part_docs = [docs if len(p) == n else docs[p] for p in self.parts]
@@ -447,7 +448,7 @@ def evaluate(
     search. Compressors are fitted as :class:`CrossFit` says: by default each on half of ``docs``
     and scored on the other half (``retention``, out-of-sample), with the in-sample figure beside
     it (``retention_in_sample``); ``folds=1`` fits on all of them, in-sample only; ``fit_sample``
-    caps the rows each model is fitted on (the first of its pool). Float reranks
+    caps the rows each model is fitted on (a seeded uniform sample of its pool). Float reranks
     read ``originals`` (default: ``docs`` themselves). ``norm_power``: how codes scored
     asymmetrically weigh their reconstruction's norm (see :class:`~embcompress.search.Index`)."""
     docs = np.ascontiguousarray(docs, dtype=np.float32)
@@ -472,6 +473,9 @@ def evaluate(
                       "fitted on all of them and scored in-sample")
         folds = 1
     summary["fitted"] = CrossFit.describe(folds)
+    if fit_sample is not None:  # how many rows each fit's sample is drawn from
+        pool = fold_pool_rows(len(docs), folds)
+        summary["fit_sample"] = {"rows": min(pool, fit_sample), "drawn_from": pool, "uniform": True}
     rows = run_configs(docs, task, configs, doc_ids=doc_ids, originals=originals, folds=folds, fit_rows=fit_sample,
                        progress=progress, norm_power=norm_power)
     if any(r["retention"] != r["retention"] for r in rows):  # NaN: the float reference scored 0

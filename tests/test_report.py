@@ -16,7 +16,7 @@ from embcompress.report import build_report, render_html
 from embcompress.evaluate import parse_config
 from embcompress.report.grid import pareto_front
 
-from conftest import write_parquet
+from conftest import make_vectors, write_parquet
 from embcompress_cli.main import app
 
 runner = CliRunner()
@@ -307,3 +307,64 @@ def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path):
     assert res.exit_code == 1 and "already exists" in res.stderr
     res = runner.invoke(app, ["recommend", str(tmp_path / "v.parquet"), str(tmp_path / "m2"), "--budget", "4", "--target", "2"])
     assert res.exit_code == 2  # a usage error: the target is a retention in (0, 1]
+
+
+def _two_regimes(n: int = 2000, d: int = 32, seed: int = 0) -> np.ndarray:
+    """Half the rows vary in their first 8 dimensions, half in their last 8: truncation to 8 keeps
+    the first half whole and loses the second."""
+    rng = np.random.default_rng(seed)
+    X = 0.05 * rng.standard_normal((n, d)).astype(np.float32)
+    X[: n // 2, :8] += rng.standard_normal((n // 2, 8)).astype(np.float32)
+    X[n // 2 :, -8:] += rng.standard_normal((n - n // 2, 8)).astype(np.float32)
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+def test_a_sorted_file_ranks_as_the_same_file_shuffled(tmp_path):
+    from embcompress.report.grid import load_task_files
+    from embcompress.report.recommend import rank_candidates
+
+    X = _two_regimes()
+    perm = np.random.default_rng(1).permutation(len(X))
+    write_parquet(tmp_path / "sorted.parquet", X, row_group_size=250)
+    write_parquet(tmp_path / "shuffled.parquet", X[perm], row_group_size=250)
+    configs = ["truncate:8", "sq:2"]
+    rankings = {}
+    for name in ("sorted", "shuffled"):
+        data = load_task_files(tmp_path / f"{name}.parquet", sample=400)
+        assert len(data["docs"]) == 400
+        assert data["sampled"] == {"documents": 2000, "kept_documents": 400, "seed": 0}
+        rankings[name] = [r["config"] for r in rank_candidates(data.pop("docs"), 32, configs=configs)["ranking"]]
+    assert rankings["sorted"] == rankings["shuffled"] == ["sq:2", "truncate:8"]
+    # what the first 400 rows of the sorted file (one regime only) would have said
+    first = [r["config"] for r in rank_candidates(X[:400], 32, configs=configs)["ranking"]]
+    assert first == ["truncate:8", "sq:2"]
+
+
+def test_read_sample_draws_across_row_groups_in_file_order(tmp_path):
+    from embcompress.io import read_sample
+
+    X = make_vectors(1000, 8)
+    write_parquet(tmp_path / "v.parquet", X, row_group_size=100)
+    S, ids, _ = read_sample(tmp_path / "v.parquet", limit=50)
+    rows = [int(i[3:]) for i in ids]
+    assert rows == sorted(rows) and len(set(rows)) == 50
+    assert len({r // 100 for r in rows}) >= 8  # from (nearly) every row group, not the first
+    np.testing.assert_array_equal(S, X[rows])
+    again, ids2, _ = read_sample(tmp_path / "v.parquet", limit=50)
+    assert ids2 == ids
+    assert read_sample(tmp_path / "v.parquet", limit=50, seed=1)[1] != ids
+    assert len(read_sample(tmp_path / "v.parquet", limit=5000)[0]) == 1000
+
+
+def test_fit_sample_is_drawn_across_the_pool():
+    from embcompress.evaluate import CrossFit, evaluate
+
+    X = make_vectors(400, 16)
+    fits = CrossFit(X, 2, fit_rows=50)
+    for pool, part in zip(fits.pools, fits.parts):
+        assert len(pool) == 50 and not set(pool) & set(part)
+        assert pool.max() > 300  # not the first 50 of the pool
+    one = CrossFit(X, 1, fit_rows=50)
+    assert len(one.pools[0]) == 50 and one.pools[0].max() > 100
+    res = evaluate(X, X[:20], configs=["binary"], fit_sample=50)
+    assert res["summary"]["fit_sample"] == {"rows": 50, "drawn_from": 200, "uniform": True}

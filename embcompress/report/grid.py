@@ -26,7 +26,7 @@ from ..datasets import read_qrels
 from ..errors import InputError
 from ..evaluate import (FLOAT, Config, CrossFit, LabelFreeTask, LabelTask, QrelsTask, fold_pool_rows, parse_config,
                         run_configs, trainable)
-from ..io import read_all, read_sample
+from ..io import count_rows, read_all, read_sample
 from .candidates import available_families, candidates, grid_budgets, grid_families
 from .candidates import code_families as registered_families
 from .html import write_report
@@ -243,16 +243,20 @@ def load_task_files(input, *, queries=None, qrels=None, labels=None, sample: int
     and qrels. Keyword arguments for :func:`validate` / :func:`build_report` (``docs`` first), and
     ``sampled`` (None, or what :func:`judged_subset` kept).
 
-    Without qrels: the first ``sample`` rows (``default_sample`` when not given). With qrels, every
+    Without qrels: a seeded uniform sample of ``sample`` rows (``default_sample`` when not given)
+    drawn across the whole file, so a file sorted by source, date or cluster is sampled as a
+    shuffled one would be; ``sampled`` then says how many rows it was drawn from. With qrels, every
     document by default (judged documents may be anywhere in the file); with ``sample``, the judged
     documents of a seeded sample of queries and random others, ``sample`` in all."""
     if (queries is None) != (qrels is None):
         raise InputError("queries and qrels go together (task retention needs both): give --queries and --qrels")
     if labels and qrels:
         raise InputError("give either --labels or --queries/--qrels, not both")
-    D, ids, lab = read_sample(input, limit=None if qrels else (sample or default_sample), column=column,
-                              label_column=labels)
+    limit = None if qrels else (sample or default_sample)
+    D, ids, lab = read_sample(input, limit=limit, column=column, label_column=labels)
     Q = qids = judged = sampled = None
+    if limit is not None and (total := count_rows(input, column=column)) > len(D):
+        sampled = {"documents": total, "kept_documents": len(D), "seed": 0}
     if qrels:
         Q, qids = read_all(queries)
         judged = read_qrels(qrels)
@@ -306,7 +310,7 @@ def report_files(input: str | os.PathLike, out_dir: str | os.PathLike, *, querie
                  budget: int | None = None, sample: int | None = None,
                  geopres_params: str = "", column: str | None = None, overwrite: bool = False,
                  progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
-    """The report on files: documents from ``input`` (its first ``sample`` rows, 50,000 by default;
+    """The report on files: documents from ``input`` (a uniform sample of ``sample`` rows, 50,000 by default;
     with qrels all of them, or a judged sample: :func:`load_task_files`), queries and BEIR qrels or
     a label column, written to ``out_dir`` as report.json and report.html. Outputs and inputs are
     checked before the grid runs."""

@@ -113,8 +113,12 @@ def _rate(v) -> str:
 
 
 def sampled_line(counts: dict[str, int]) -> str:
-    """One sentence on a judged sample (:func:`embcompress.report.grid.judged_subset`'s counts)."""
+    """One sentence on a sample: a uniform one (:func:`embcompress.report.grid.load_task_files`) or a
+    judged one (:func:`embcompress.report.grid.judged_subset`'s counts)."""
     c = counts
+    if "judged_documents" not in c:
+        return (f"a uniform sample of {c['kept_documents']:,} of {c['documents']:,} documents, drawn across the whole "
+                f"file with seed {c['seed']}")
     return (f"sampled {c['kept_documents']:,} of {c['documents']:,} documents: the {c['judged_documents']:,} judged "
             f"relevant to {c['kept_queries']:,} of {c['queries']:,} queries (drawn with seed {c['seed']}) and "
             f"{c['kept_documents'] - c['judged_documents']:,} others at random; scores on a smaller corpus are "

@@ -98,7 +98,7 @@ def recommend_files(input: str | os.PathLike, model_dir: str | os.PathLike, budg
                     folds: int = 2, max_fit_seconds: float | None = None, min_encode_rate: float | None = None,
                     overwrite: bool = False, progress: Callable[[str, int, int], None] | None = None,
                     fit_progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Rank the candidates on the first ``sample`` vectors of ``input`` (with queries and qrels,
+    """Rank the candidates on a seeded uniform sample of ``sample`` vectors of ``input`` (with queries and qrels,
     or a label column, when given), fit the winner on the whole file (streaming) and save it to
     ``model_dir``."""
     check_model_path(model_dir, overwrite=overwrite)
