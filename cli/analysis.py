@@ -57,7 +57,7 @@ def _report_table(rep: dict) -> Table:
 def report(
     input: Path = typer.Argument(..., help="Float document embeddings (.parquet with ids, or .npy)."),
     out_dir: Path = typer.Argument(..., help="Directory for report.json and report.html."),
-    queries: Optional[Path] = typer.Option(None, "--queries", help="Float query embeddings (same model), with --qrels."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="Float query embeddings (same model): with --qrels, nDCG@10; without, scored against float search (--reference)."),
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="BEIR qrels.tsv[.gz]: task retention as nDCG@10."),
     labels: Optional[str] = typer.Option(None, "--labels", help="Column of class labels in INPUT: task retention as kNN accuracy."),
     widths: Optional[str] = typer.Option(None, "--widths", help="Comma-separated target widths (default: d/2, d/4, d/8)."),
@@ -65,6 +65,7 @@ def report(
     codes: Optional[str] = typer.Option(None, "--codes", help="Code families at 16x-128x, comma-separated: binary, sq, opq, pq, rabitq (default: binary,sq,opq,rabitq; 'none' for none)."),
     budget: Optional[int] = typer.Option(None, "--budget", min=1, help="Bytes per vector you can afford: the best configuration within it is highlighted."),
     sample: Optional[int] = typer.Option(None, "--sample", min=50, help="N documents: a seeded uniform sample across the whole file (default 50,000); with --qrels all by default, or the judged documents of a seeded sample of queries plus random others, N in all."),
+    reference: str = typer.Option("top1", "--reference", help="Without --qrels, how your queries are scored against float search: top1 (its top result as the relevant one), graded (its top 10, graded), recall (recall@10)."),
     geopres: str = typer.Option("", "--geopres-params", help="Extra GeoPres parameters, e.g. 'min_steps=100,batch_size=1024'."),
     column: Optional[str] = ColumnOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
@@ -75,7 +76,7 @@ def report(
         rep = report_files(input, out_dir, queries=queries, qrels=qrels, labels=labels, widths=split_list(widths, int, "--widths"),
                            methods=split_list(methods, str, "--methods"), budget=budget, sample=sample, geopres_params=geopres,
                            codes=[] if codes == "none" else split_list(codes, str, "--codes"),
-                           column=column, overwrite=overwrite, progress=bars.step)
+                           column=column, overwrite=overwrite, reference=reference, progress=bars.step)
     if json:
         emit(rep, True)
         return
@@ -86,6 +87,8 @@ def report(
         from embcompress.report.html import sampled_line
 
         out.print(sampled_line(s["sampled_from"]))
+    if s.get("queries_note"):
+        out.print(s["queries_note"])
     out.print(_report_table(rep))
     out.print(f"wrote {out_dir / 'report.html'} and {out_dir / 'report.json'}")
 
@@ -114,10 +117,11 @@ def recommend(
     model_dir: Path = typer.Argument(..., help="Directory to save the winning compressor in, ready for 'embcompress apply'."),
     budget: int = typer.Option(..., "--budget", min=1, help="Bytes per vector you can afford (codes only, no original vectors)."),
     target: Optional[float] = typer.Option(None, "--target", min=0.0, max=1.0, help="Retention to reach, e.g. 0.95: the smallest candidate that reaches it wins."),
-    queries: Optional[Path] = typer.Option(None, "--queries", help="Float query embeddings, with --qrels: rank by nDCG@10."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="Float query embeddings (same model): with --qrels, rank by nDCG@10; without, against float search (--reference)."),
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="BEIR qrels.tsv[.gz]."),
     labels: Optional[str] = typer.Option(None, "--labels", help="Column of class labels in INPUT: rank by kNN accuracy."),
     sample: Optional[int] = typer.Option(None, "--sample", min=50, help="Rank on N documents: a seeded uniform sample across the whole file (default 20,000); with --qrels all by default, or the judged documents of a seeded sample of queries plus random others, N in all."),
+    reference: str = typer.Option("top1", "--reference", help="Without --qrels, how your queries are scored against float search: top1 (its top result as the relevant one), graded (its top 10, graded), recall (recall@10)."),
     folds: int = typer.Option(2, "--folds", min=1, help="Fit each candidate on all folds but one and score the one left out; 1: in-sample."),
     max_fit_seconds: Optional[float] = typer.Option(None, "--max-fit-seconds", min=0.001, help="Only candidates whose fit on the sample took at most this long can win."),
     min_encode_rate: Optional[float] = typer.Option(None, "--min-encode-rate", min=1.0, help="Only candidates that encode at least this many rows/s can win."),
@@ -129,7 +133,7 @@ def recommend(
 
     with Bars() as bars:
         res = recommend_files(input, model_dir, budget, target=target, queries=queries, qrels=qrels, labels=labels,
-                              sample=sample, column=column, folds=folds, max_fit_seconds=max_fit_seconds,
+                              sample=sample, column=column, reference=reference, folds=folds, max_fit_seconds=max_fit_seconds,
                               min_encode_rate=min_encode_rate, overwrite=overwrite, progress=bars.step,
                               fit_progress=bars.stage("fitting the winner on all rows", None))
     if json:
@@ -140,6 +144,11 @@ def recommend(
         from embcompress.report.html import sampled_line
 
         out.print(sampled_line(res["sampled_from"]))
+    if res.get("queries_note"):
+        out.print(res["queries_note"])
+    if res.get("within_uncertainty"):
+        out.print(f"within the label-free figure's uncertainty (95% bootstrap over queries) of the leader: "
+                  f"{', '.join(res['within_uncertainty'])}; the cheapest to encode of them wins")
     w = res["winner"]
     note = "" if target is None else (" (reaches the target)" if res["target_reached"] else f" (no candidate reaches {100 * target:.1f}%; the best)")
     name = w["label"] if w["label"] == res["spec"] else f"{w['label']} = {res['spec']}"

@@ -28,7 +28,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ._util import check_positive_int, sample_rows
-from .analysis import check_qrels, check_unique_ids, evaluate_run, knn_accuracy, neighbour_recall, retention
+from .analysis import (check_qrels, check_unique_ids, evaluate_run, knn_accuracy, neighbour_recall_per_query,
+                       pseudo_relevance_ndcg, retention)
 from .base import Compressor
 from .datasets import read_qrels
 from .errors import InputError
@@ -97,6 +98,7 @@ class Measured:
     seconds: float  # search time
     queries: int
     candidates: int
+    per_query: np.ndarray | None = None  # the main figure of each query (for a bootstrap over queries)
 
 
 class QrelsTask:
@@ -118,15 +120,34 @@ class QrelsTask:
         res = _search(index, self.queries, self.k, cfg, originals)
         s = evaluate_run({q: list(r) for q, r in zip(self.query_ids, res.ids)}, self.qrels, self.k)
         metrics = {f"ndcg@{self.k}": s.ndcg, f"recall@{self.k}": s.recall, f"mrr@{self.k}": s.mrr}
-        return Measured(s.ndcg, metrics, res.seconds, len(self.queries), res.info["candidates"])
+        per = np.array([s.per_query[q]["ndcg"] if q in s.per_query else np.nan for q in self.query_ids])
+        return Measured(s.ndcg, metrics, res.seconds, len(self.queries), res.info["candidates"], per)
+
+
+#: how a label-free score reads the float search's ranking (LabelFreeTask's ``reference``)
+REFERENCES = {
+    "top1": "nDCG@{k} with the float top-1 as the relevant document",
+    "graded": "nDCG@{k} with the float top-{k} as relevant documents, graded {k} to 1",
+    "recall": "recall@{k} vs float",
+}
+#: the reference for the user's own queries without judgments: of the three, the one whose ranking of
+#: codes agreed best with the judged ranking across the sets of benchmarks/README.md ("Label-free picks")
+DEFAULT_REFERENCE = "top1"
 
 
 class LabelFreeTask:
-    """Recall@k of the configuration's search against exact float search for the same queries."""
+    """A score without judgments: the configuration's ranking of each query against exact float
+    search's ranking of the same query, read as ``reference`` says (:data:`REFERENCES`): the
+    float top-1 as a pseudo-relevant document, the float top-k graded, or recall@k against the
+    float top-k (the default here; :data:`DEFAULT_REFERENCE` is what reports and ``recommend``
+    use for the user's own queries). ``source`` says what the queries are: the user's own
+    ``"queries"``, or ``"documents"`` standing in for them."""
 
-    def __init__(self, queries: np.ndarray, k: int = 10):
-        self.queries, self.k = queries, k
-        self.metric = f"recall@{k} vs float (label-free)"
+    def __init__(self, queries: np.ndarray, k: int = 10, *, reference: str = "recall", source: str = "documents"):
+        if reference not in REFERENCES:
+            raise InputError(f"reference must be one of {', '.join(REFERENCES)}, got {reference!r}")
+        self.queries, self.k, self.reference, self.source = queries, k, reference, source
+        self.metric = REFERENCES[reference].format(k=k) + (" (label-free)" if source == "documents" else " (label-free, your queries)")
         self.mode = "label-free"
         self._reference: np.ndarray | None = None
 
@@ -141,8 +162,13 @@ class LabelFreeTask:
             self._reference = res.rows
         if self._reference is None:
             raise InputError("label-free scores need the float reference evaluated first (run_configs does that)")
-        r = neighbour_recall(self._reference, res.rows, self.k)
-        return Measured(r, {f"recall@{self.k}_vs_float": r}, res.seconds, len(self.queries), res.info["candidates"])
+        if self.reference == "recall":
+            per, name = neighbour_recall_per_query(self._reference, res.rows, self.k), f"recall@{self.k}_vs_float"
+        else:
+            depth = 1 if self.reference == "top1" else self.k
+            per, name = pseudo_relevance_ndcg(self._reference, res.rows, self.k, depth), f"ndcg@{self.k}_vs_float_{self.reference}"
+        score = float(per.mean())
+        return Measured(score, {name: score}, res.seconds, len(self.queries), res.info["candidates"], per)
 
 
 class LabelTask:
@@ -350,6 +376,7 @@ def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Seque
         "score": m.score, **m.metrics, "score_in_sample": m_in.score,
         **costs, "search_seconds": m.seconds,
         "queries_per_second": m.queries / m.seconds if m.seconds > 0 else float("inf"), "candidates": m.candidates,
+        "per_query": m.per_query,
     }
     if proxy is not None:
         row["rank_proxy"] = proxy(index, cfg, originals)
@@ -391,7 +418,8 @@ class RankProxy:
 def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *, doc_ids: Sequence | None = None,
                 originals: VectorStore | np.ndarray | None = None, folds: int = 2, fit_rows: int | None = None,
                 fit_on: np.ndarray | None = None, proxy_sample: int | None = None,
-                progress: Callable[[str, int, int], None] | None = None, norm_power: float = 1.0) -> list[dict[str, Any]]:
+                progress: Callable[[str, int, int], None] | None = None, norm_power: float = 1.0,
+                per_query: bool = False) -> list[dict[str, Any]]:
     """Evaluate each configuration on ``docs`` with ``task`` (the float reference first, added
     when missing). Compressors are fitted and scored as :class:`CrossFit` says: by default on two
     folds, so that ``score`` and ``retention`` are out-of-sample (every document encoded by a
@@ -399,7 +427,8 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
     figures of the same models; ``folds=1`` fits on all the documents (in-sample only) and
     ``fit_on`` on given vectors. Codes scored asymmetrically weigh the reconstruction's norm with
     ``norm_power`` (see :class:`~embcompress.search.Index`). Returns one row per configuration
-    with its scores, retentions, size, fit and encoding costs and search speed."""
+    with its scores, retentions, size, fit and encoding costs and search speed (and with
+    ``per_query``, the main figure of each query as an array, under that key)."""
     cfgs = [parse_config(c) for c in configs]
     if not any(c.spec is None for c in cfgs):
         cfgs.insert(0, FLOAT)
@@ -421,6 +450,8 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
         ref = rows[0] if rows else row
         row["retention"] = retention(row["score"], ref["score"])
         row["retention_in_sample"] = retention(row["score_in_sample"], ref["score"])
+        if not per_query:
+            row.pop("per_query")
         rows.append(row)
     if progress:
         progress("done", len(cfgs), len(cfgs))

@@ -163,7 +163,8 @@ def test_labels_and_qrels_modes():
     ({"widths": [32]}, "allowed is 1..31"),
     ({"methods": ["pq"]}, "unknown report method"),
     ({"labels": [1, 2]}, "2 labels for 600 vectors"),
-    ({"queries": np.zeros((2, 32), np.float32)}, "needs both queries and qrels"),
+    ({"qrels": {"q": {"d": 1}}}, "give the queries too"),
+    ({"reference": "top3"}, "reference must be one of top1, graded, recall"),
 ])
 def test_report_bad_input(kwargs, message):
     X, _ = clustered()
@@ -368,3 +369,54 @@ def test_fit_sample_is_drawn_across_the_pool():
     assert len(one.pools[0]) == 50 and one.pools[0].max() > 100
     res = evaluate(X, X[:20], configs=["binary"], fit_sample=50)
     assert res["summary"]["fit_sample"] == {"rows": 50, "drawn_from": 200, "uniform": True}
+
+
+def test_pseudo_relevance_ndcg_equals_ndcg_against_float_judgments():
+    from embcompress.analysis import ndcg_at_k, pseudo_relevance_ndcg
+
+    rng = np.random.default_rng(0)
+    ref = np.stack([rng.permutation(50)[:10] for _ in range(30)])
+    found = np.stack([rng.permutation(50)[:10] for _ in range(30)])
+    found[:5] = ref[:5]  # some identical rankings: nDCG 1
+    for depth in (1, 10):
+        got = pseudo_relevance_ndcg(ref, found, 10, depth)
+        want = [ndcg_at_k([str(d) for d in f], {str(d): depth - j for j, d in enumerate(r[:depth])}, 10)
+                for r, f in zip(ref, found)]
+        np.testing.assert_allclose(got, want)
+        assert np.all(got[:5] == 1.0)
+
+
+def test_recommend_with_unjudged_queries_scores_them_against_float_search():
+    from embcompress.report.recommend import rank_candidates
+
+    X, _ = clustered()
+    Q = X[:40] + 0.05 * np.random.default_rng(3).standard_normal(X[:40].shape).astype(np.float32)
+    res = rank_candidates(X, 8, queries=Q, configs=["sq:2", "binary@asym", "truncate:2"])
+    assert res["mode"] == "label-free" and "your queries" in res["metric"] and "top-1" in res["metric"]
+    assert "not judged" in res["queries_note"]
+    for r in res["ranking"]:
+        lo, hi = r["retention_ci95"]
+        assert lo <= r["retention"] <= hi
+    assert res["ranking"][-1]["within_uncertainty"] is False  # truncation to 2 dims is far behind
+    tied = [r for r in res["ranking"] if r["within_uncertainty"]]
+    assert res["winner"] is max(tied, key=lambda r: (r["encode_rows_per_second"], r["retention"]))
+    graded = rank_candidates(X, 8, queries=Q, configs=["sq:2"], reference="graded")
+    assert "graded" in graded["metric"]
+    none = rank_candidates(X, 8, configs=["sq:2"])
+    assert "documents stand in" in none["queries_note"]
+
+
+def test_cli_recommend_with_queries_and_no_qrels(tmp_path):
+    from embcompress_cli.main import app
+
+    X, _ = clustered()
+    write_parquet(tmp_path / "docs.parquet", X)
+    write_parquet(tmp_path / "queries.parquet", X[:30])
+    r = CliRunner().invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "model"), "--budget", "8",
+                                 "--queries", str(tmp_path / "queries.parquet")])
+    assert r.exit_code == 0, r.output
+    assert "not judged" in r.output and (tmp_path / "model" / "config.json").exists()
+    bad = CliRunner().invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "m2"), "--budget", "8",
+                                   "--queries", str(tmp_path / "queries.parquet"), "--reference", "best"])
+    assert bad.exit_code == 1 and "reference must be one of top1, graded, recall" in bad.output
+    assert not (tmp_path / "m2").exists()

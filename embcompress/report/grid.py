@@ -24,7 +24,7 @@ from .._fs import check_output_dir
 from ..analysis import check_unique_ids, intrinsic_dimensionality, spearman, uniformity
 from ..datasets import read_qrels
 from ..errors import InputError
-from ..evaluate import (FLOAT, Config, CrossFit, LabelFreeTask, LabelTask, QrelsTask, fold_pool_rows, parse_config,
+from ..evaluate import (DEFAULT_REFERENCE, FLOAT, REFERENCES, Config, CrossFit, LabelFreeTask, LabelTask, QrelsTask, fold_pool_rows, parse_config,
                         run_configs, trainable)
 from ..io import count_rows, read_all, read_sample
 from .candidates import available_families, candidates, grid_budgets, grid_families
@@ -86,9 +86,11 @@ class Setup:
 
 def validate(docs, *, doc_ids=None, queries=None, query_ids=None, qrels=None, labels=None, widths=None,
              methods=DEFAULT_METHODS, chain_methods=CHAINED, budget=None, proxy_sample=2000, geopres_params="",
-             code_families=CODE_FAMILIES) -> Setup:
-    """Check the request and choose the task: qrels (nDCG@10), labels (kNN accuracy) or
-    label-free (recall@10 against float search, with held-out rows of the sample as queries)."""
+             code_families=CODE_FAMILIES, reference: str = DEFAULT_REFERENCE) -> Setup:
+    """Check the request and choose the task: qrels (nDCG@10), labels (kNN accuracy), the
+    user's own queries without judgments (label-free against float search, read as ``reference``
+    says: :data:`~embcompress.evaluate.REFERENCES`), or neither (recall@10 against float
+    search, with held-out rows of the sample standing in for queries)."""
     docs = np.ascontiguousarray(docs, dtype=np.float32)
     n, dim = docs.shape
     if n < MIN_VECTORS:
@@ -104,16 +106,20 @@ def validate(docs, *, doc_ids=None, queries=None, query_ids=None, qrels=None, la
     bad_codes = sorted(set(code_families) - set(known_codes))
     if bad_codes:
         raise InputError(f"unknown code famil{'ies' if len(bad_codes) > 1 else 'y'} {bad_codes}; known: {', '.join(known_codes)}")
-    if (queries is None) != (qrels is None):
-        raise InputError("task retention needs both queries and qrels (or neither)")
-    if labels is not None and qrels is not None:
-        raise InputError("give either labels or queries with qrels, not both")
+    if qrels is not None and queries is None:
+        raise InputError("qrels judge queries: give the queries too")
+    if reference not in REFERENCES:
+        raise InputError(f"reference must be one of {', '.join(REFERENCES)}, got {reference!r}")
+    if labels is not None and queries is not None:
+        raise InputError("give either labels or queries (with or without qrels), not both")
     doc_ids = [str(i) for i in (doc_ids if doc_ids is not None else range(n))]
     if qrels is not None:
         query_ids = [str(i) for i in (query_ids if query_ids is not None else range(len(queries)))]
         task = QrelsTask(np.ascontiguousarray(queries, dtype=np.float32), query_ids, qrels, K)
     elif labels is not None:
         task = LabelTask(labels, K)
+    elif queries is not None:  # the user's own queries, unjudged: scored against float search's ranking
+        task = LabelFreeTask(np.ascontiguousarray(queries, dtype=np.float32), K, reference=reference, source="queries")
     else:  # held-out rows of the sample are the queries; the rest is indexed
         n_q = min(1000, max(1, n // 10))
         task = LabelFreeTask(docs[:n_q], K)
@@ -223,6 +229,7 @@ def build_report(
     geopres_params: str = "",
     code_families: Sequence[str] = CODE_FAMILIES,
     sampled: Mapping[str, int] | None = None,
+    reference: str = DEFAULT_REFERENCE,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Run the grid; returns the report as a JSON-able dict (see module docstring): validate, plan,
@@ -230,10 +237,14 @@ def build_report(
     setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels,
                      widths=widths, methods=methods, chain_methods=chain_methods, budget=budget,
                      proxy_sample=proxy_sample, geopres_params=geopres_params,
-                     code_families=available_families(code_families) if code_families == CODE_FAMILIES else code_families)
+                     code_families=available_families(code_families) if code_families == CODE_FAMILIES else code_families,
+                     reference=reference)
     rows = run(setup, plan(setup), progress)
     rep = summarize(setup, rows, np.ascontiguousarray(docs, dtype=np.float32))
-    rep["summary"]["sampled_from"] = dict(sampled) if sampled else None  # judged_subset's counts
+    rep["summary"]["sampled_from"] = dict(sampled) if sampled else None  # judged_subset's or the uniform sample's counts
+    from .recommend import queries_note
+
+    rep["summary"]["queries_note"] = queries_note(setup.task)
     return rep
 
 
@@ -248,15 +259,17 @@ def load_task_files(input, *, queries=None, qrels=None, labels=None, sample: int
     shuffled one would be; ``sampled`` then says how many rows it was drawn from. With qrels, every
     document by default (judged documents may be anywhere in the file); with ``sample``, the judged
     documents of a seeded sample of queries and random others, ``sample`` in all."""
-    if (queries is None) != (qrels is None):
-        raise InputError("queries and qrels go together (task retention needs both): give --queries and --qrels")
-    if labels and qrels:
-        raise InputError("give either --labels or --queries/--qrels, not both")
+    if qrels is not None and queries is None:
+        raise InputError("--qrels judges queries: give --queries too")
+    if labels and queries:
+        raise InputError("give either --labels or --queries (with or without --qrels), not both")
     limit = None if qrels else (sample or default_sample)
     D, ids, lab = read_sample(input, limit=limit, column=column, label_column=labels)
     Q = qids = judged = sampled = None
     if limit is not None and (total := count_rows(input, column=column)) > len(D):
         sampled = {"documents": total, "kept_documents": len(D), "seed": 0}
+    if queries and not qrels:
+        Q, qids = read_all(queries)
     if qrels:
         Q, qids = read_all(queries)
         judged = read_qrels(qrels)
@@ -309,6 +322,7 @@ def report_files(input: str | os.PathLike, out_dir: str | os.PathLike, *, querie
                  methods: Sequence[str] | None = None, codes: Sequence[str] | None = None,
                  budget: int | None = None, sample: int | None = None,
                  geopres_params: str = "", column: str | None = None, overwrite: bool = False,
+                 reference: str = DEFAULT_REFERENCE,
                  progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """The report on files: documents from ``input`` (a uniform sample of ``sample`` rows, 50,000 by default;
     with qrels all of them, or a judged sample: :func:`load_task_files`), queries and BEIR qrels or
@@ -318,6 +332,7 @@ def report_files(input: str | os.PathLike, out_dir: str | os.PathLike, *, querie
     data = load_task_files(input, queries=queries, qrels=qrels, labels=labels, sample=sample, column=column)
     rep = build_report(data.pop("docs"), **data, widths=widths,
                        methods=list(methods or DEFAULT_METHODS), budget=budget, geopres_params=geopres_params,
-                       code_families=available_families(CODE_FAMILIES) if codes is None else list(codes), progress=progress)
+                       code_families=available_families(CODE_FAMILIES) if codes is None else list(codes),
+                       reference=reference, progress=progress)
     write_report(rep, out_dir, overwrite=overwrite)
     return rep

@@ -150,6 +150,7 @@ def render_html(report: dict[str, Any], title: str = "embcompress retention repo
     corr = s.get("proxy_retention_spearman")
     facts = [
         ("vectors in the sample", f"{s['vectors']:,}" + (f" ({sampled_line(s['sampled_from'])})" if s.get("sampled_from") else "")),
+        *([("queries", s["queries_note"])] if s.get("queries_note") else []),
         ("dimensions", s["dim"]), ("task score", s["metric"]),
         ("float32 score", _fmt(s["float_score"])),
         (f"intrinsic dimensionality ({100 * s['intrinsic_threshold']:.0f}% variance)", f"{s['intrinsic_dimensionality']} of {s['dim']}"),

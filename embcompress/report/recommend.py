@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..evaluate import check_folds, fold_pool_rows, parse_config, run_configs, trainable
+from ..evaluate import DEFAULT_REFERENCE, check_folds, fold_pool_rows, parse_config, run_configs, trainable
 from ..persist import check_model_path, save
 from ..registry import from_spec
 from ..stream import fit_file
@@ -21,7 +21,7 @@ from .grid import load_task_files, validate
 def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None, query_ids=None, qrels=None,
                     labels=None, target: float | None = None, configs: Sequence[str] | None = None,
                     sampled: Mapping[str, int] | None = None, folds: int = 2, max_fit_seconds: float | None = None,
-                    min_encode_rate: float | None = None,
+                    min_encode_rate: float | None = None, reference: str = DEFAULT_REFERENCE,
                     progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """Evaluate every candidate of at most ``budget`` bytes per vector on ``docs`` (a sample) with
     the task the data allows (qrels, labels or label-free). Returns the rows ranked by retention
@@ -36,7 +36,13 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
 
     Every row carries what the candidate cost: ``fit_seconds`` (one model, on ``fit_rows`` rows) and
     ``encode_rows_per_second``. Candidates slower than ``max_fit_seconds`` or ``min_encode_rate``
-    stay in the ranking, marked ``too_slow``, and cannot win."""
+    stay in the ranking, marked ``too_slow``, and cannot win.
+
+    Every row carries ``retention_ci95``, a bootstrap over queries. Without judgments (the user's
+    own ``queries`` scored against float search as ``reference`` says, or documents standing in
+    for queries) a lead within that uncertainty is no lead: among the candidates whose gap to the
+    leader is not significant (``within_uncertainty``) the cheapest to encode wins, and the result
+    names them."""
     if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
         raise InputError(f"budget must be a positive number of bytes per vector, got {budget!r}")
     if target is not None and not 0 < target <= 1:
@@ -44,7 +50,8 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     for name, v in (("max_fit_seconds", max_fit_seconds), ("min_encode_rate", min_encode_rate)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
             raise InputError(f"{name} must be a positive number, got {v!r}")
-    setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels)
+    setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels,
+                     reference=reference)
     dim = setup.docs.shape[1]
     folds = check_folds(folds, len(setup.docs))
     n_fit = fold_pool_rows(len(setup.docs), folds)
@@ -61,8 +68,10 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
             warnings.warn(f"left out, as {n_fit} document(s) are too few to train them: {', '.join(too_small)}")
         if not cands:
             raise InputError(f"no code within {budget} bytes per vector can be trained on {n_fit} document(s)")
-    rows = run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, folds=folds, progress=progress)
+    rows = run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, folds=folds, progress=progress,
+                       per_query=True)
     ref, found = rows[0], rows[1:]
+    per = {r["config"]: r.pop("per_query") for r in rows}
     for r in found:
         r["label"] = cands[r["config"]]
         slow = []
@@ -80,7 +89,11 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
         raise InputError(f"no candidate within {budget} bytes per vector is fast enough: "
                          + "; ".join(f"{r['label']}: {r['too_slow']}" for r in ranked)
                          + ". Allow more (--max-fit-seconds, --min-encode-rate) or a larger budget")
-    winner = eligible[0]
+    add_uncertainty(ranked, per, ref["score"], eligible[0]["config"])
+    winner, tied = eligible[0], None
+    if setup.task.mode == "label-free":  # a leader within the figure's uncertainty is no leader: take the cheapest
+        tied = [r for r in eligible if r["within_uncertainty"]]
+        winner = max(tied, key=lambda r: (r["encode_rows_per_second"] or 0.0, r["retention"]))
     if target is not None:
         reaching = [r for r in eligible if r["retention"] >= target]
         if reaching:
@@ -89,13 +102,53 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
             "fitted": rows[1]["fitted"], "sample": len(setup.docs),
             "sampled_from": dict(sampled) if sampled else None, "fit_rows": n_fit, "float_score": ref["score"],
             "max_fit_seconds": max_fit_seconds, "min_encode_rate": min_encode_rate,
-            "ranking": ranked, "winner": winner, "target_reached": None if target is None else winner["retention"] >= target}
+            "ranking": ranked, "winner": winner, "target_reached": None if target is None else winner["retention"] >= target,
+            "within_uncertainty": None if tied is None or len(tied) < 2 else [r["config"] for r in tied],
+            "queries_note": queries_note(setup.task)}
+
+
+#: resamples of the queries for a figure's uncertainty
+BOOTSTRAP = 500
+
+
+def add_uncertainty(rows: list[dict[str, Any]], per: Mapping[str, np.ndarray | None], ref_score: float, leader: str,
+                    *, seed: int = 0) -> None:
+    """Each row's ``retention_ci95`` (a bootstrap over queries: the 2.5th and 97.5th percentiles
+    of its retention when the queries are drawn again with replacement) and ``within_uncertainty``:
+    whether the ``leader``'s lead over it is not significant (the 95% interval of the paired
+    difference, on the same resampled queries, reaches 0). Rows whose task has no per-query
+    figures (kNN accuracy) get None for both."""
+    lead = per.get(leader)
+    if lead is None or not ref_score:
+        for r in rows:
+            r["retention_ci95"] = r["within_uncertainty"] = None
+        return
+    valid = ~np.isnan(lead)
+    draws = np.random.default_rng(seed).integers(0, int(valid.sum()), (BOOTSTRAP, int(valid.sum())))
+    lead_means = lead[valid][draws].mean(axis=1)
+    for r in rows:
+        mine = per[r["config"]][valid][draws].mean(axis=1)
+        lo, hi = np.percentile(mine / ref_score, [2.5, 97.5])
+        r["retention_ci95"] = [float(lo), float(hi)]
+        r["within_uncertainty"] = bool(r["config"] == leader or np.percentile(lead_means - mine, 2.5) <= 0)
+
+
+def queries_note(task) -> str | None:
+    """One line on what stands in for judged queries, when something does."""
+    if task.mode != "label-free":
+        return None
+    if getattr(task, "source", "documents") == "documents":
+        return ("no queries given: held-out documents stand in for them, scored against float search's neighbours; "
+                "documents are longer and closer to each other than real queries are to them, so this can favour "
+                "codes that keep fine local structure over those that keep what a query needs (give --queries)")
+    return ("your queries are not judged: each is scored against float search's ranking of it "
+            f"({task.metric}); a code can only lose against that reference, never beat it")
 
 
 def recommend_files(input: str | os.PathLike, model_dir: str | os.PathLike, budget: int, *, target: float | None = None,
                     queries: str | os.PathLike | None = None, qrels: str | os.PathLike | None = None,
                     labels: str | None = None, sample: int | None = None, column: str | None = None,
-                    folds: int = 2, max_fit_seconds: float | None = None, min_encode_rate: float | None = None,
+                    reference: str = DEFAULT_REFERENCE, folds: int = 2, max_fit_seconds: float | None = None, min_encode_rate: float | None = None,
                     overwrite: bool = False, progress: Callable[[str, int, int], None] | None = None,
                     fit_progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Rank the candidates on a seeded uniform sample of ``sample`` vectors of ``input`` (with queries and qrels,
@@ -105,7 +158,7 @@ def recommend_files(input: str | os.PathLike, model_dir: str | os.PathLike, budg
     data = load_task_files(input, queries=queries, qrels=qrels, labels=labels, sample=sample, default_sample=20_000,
                            column=column)
     res = rank_candidates(data.pop("docs"), budget, **data, target=target, folds=folds, max_fit_seconds=max_fit_seconds,
-                          min_encode_rate=min_encode_rate, progress=progress)
+                          min_encode_rate=min_encode_rate, reference=reference, progress=progress)
     spec = res["winner"]["spec"]
     comp = fit_file(from_spec(spec), input, column=column, progress=fit_progress)
     save(comp, model_dir, overwrite=overwrite)
