@@ -8,6 +8,8 @@ from typing import Optional
 import typer
 from rich.table import Table
 
+from embcompress.capabilities import code_families, grid_families
+
 from ._common import Bars, BatchOpt, ColumnOpt, JsonOpt, OverwriteOpt, emit, guarded, kv_table, out, progress_bar, split_list
 
 app = typer.Typer()
@@ -62,7 +64,7 @@ def report(
     labels: Optional[str] = typer.Option(None, "--labels", help="Column of class labels in INPUT: task retention as kNN accuracy."),
     widths: Optional[str] = typer.Option(None, "--widths", help="Comma-separated target widths (default: d/2, d/4, d/8)."),
     methods: Optional[str] = typer.Option(None, "--methods", help="Comma-separated: truncate, random_select, random_projection, pca, geopres, autoencoder."),
-    codes: Optional[str] = typer.Option(None, "--codes", help="Code families at 16x-128x, comma-separated: binary, sq, opq, pq, rabitq (default: binary,sq,opq,rabitq; 'none' for none)."),
+    codes: Optional[str] = typer.Option(None, "--codes", help=f"Code families at 16x-128x, comma-separated: {', '.join(c.name for c in code_families())} (default: {','.join(grid_families())}; 'none' for none)."),
     budget: Optional[int] = typer.Option(None, "--budget", min=1, help="Bytes per vector you can afford: the best configuration within it is highlighted."),
     sample: Optional[int] = typer.Option(None, "--sample", min=50, help="N documents: a seeded uniform sample across the whole file (default 50,000); with --qrels all by default, or the judged documents of a seeded sample of queries plus random others, N in all."),
     reference: str = typer.Option("top1", "--reference", help="Without --qrels, how your queries are scored against float search: top1 (its top result as the relevant one), graded (its top 10, graded), recall (recall@10)."),

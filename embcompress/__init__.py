@@ -11,13 +11,13 @@ Importing this package does not import torch or sentence-transformers.
 
 from ._version import __version__
 from .base import Compressor, OutputSpec  # noqa: E402
-from .compressors import Autoencoder, Binary, GeoPres, Int8, PCA, Pipeline, RandomProjection, RandomSelect, Truncate  # noqa: E402
+from . import compressors  # noqa: E402  (registers every family)
+from .compressors import *  # noqa: E402,F401,F403  (every family's class: compressors.__all__)
 from .errors import EmbcompressError, FormatError, InputError, NotFittedError, OutputExistsError  # noqa: E402
 from .persist import describe, load, save  # noqa: E402
 from .registry import available, from_spec, get, register  # noqa: E402
 
 __all__ = [
-    "Autoencoder", "Binary", "GeoPres", "Compressor", "EmbcompressError", "FormatError", "InputError", "Int8", "NotFittedError",
-    "OutputExistsError", "OutputSpec", "PCA", "Pipeline", "RandomProjection", "RandomSelect", "Truncate",
-    "available", "describe", "from_spec", "get", "load", "register", "save", "__version__",
+    "Compressor", "EmbcompressError", "FormatError", "InputError", "NotFittedError", "OutputExistsError", "OutputSpec",
+    "available", "describe", "from_spec", "get", "load", "register", "save", "__version__", *compressors.__all__,
 ]

@@ -135,3 +135,15 @@ class BudgetCodes:
 def pca_prefix(width: int, dim: int) -> str:
     """``"pca:W+"`` in front of a code that quantizes ``width`` of ``dim`` dimensions, else ``""``."""
     return "" if width >= dim else f"pca:{width}+"
+
+
+def code_families() -> list[type[BudgetCodes]]:
+    """The registered code families (:class:`BudgetCodes`), in the order they are registered."""
+    from .registry import registered
+
+    return [cls for cls in registered() if issubclass(cls, BudgetCodes)]
+
+
+def grid_families() -> tuple[str, ...]:
+    """The families the report's grid shows by default (quick to fit)."""
+    return tuple(cls.name for cls in code_families() if cls.in_grid)

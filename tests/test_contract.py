@@ -7,35 +7,21 @@ import pytest
 
 import embcompress
 from embcompress import NotFittedError, InputError, available, from_spec, load
+from embcompress.registry import registered
 
 from conftest import make_vectors
 
 # One or more example specs per registered name; the first test checks none is forgotten.
-EXAMPLES = {
-    "truncate": ["truncate:16", "truncate:16:renormalize=true"],
-    "random_select": ["random_select:16:seed=3"],
-    "random_projection": ["random_projection:16:seed=3"],
-    "pca": ["pca:16", "pca:0.9"],
-    "binary": ["binary", "binary:mean"],
-    "int8": ["int8"],
-    "pipeline": ["pca:24+binary", "random_projection:20+int8", "truncate:40+pca:9+binary", "geopres:12:batch_size=64,min_steps=6+binary"],
-    # tiny training budgets: the contract, not the quality, is tested here (see test_geopres.py)
-    "geopres": ["geopres:10:batch_size=64,min_steps=8,epochs=1", "geopres:10:loss=angular,batch_size=64,min_steps=8",
-                "geopres:10:loss=rank,batch_size=64,min_steps=8"],
-    "autoencoder": ["autoencoder:10:batch_size=64,min_steps=8"],
-    "rotate": ["rotate:seed=3", "rotate:center=true"],
-    "itq": ["itq:iters=5", "pca:24+itq:5+binary"],
-    "sq": ["sq:1", "sq:2", "sq:4", "pca:20+sq:2"],
-    "pq": ["pq:8", "pq:4:nbits=4", "pca:24+pq:6"],
-    "opq": ["opq:8", "opq:4:nbits=4"],
-    "rabitq": ["rabitq", "rabitq:2", "rabitq:3", "pca:24+rabitq:4"],
-    "rq": ["rq:4", "rq:5:nbits=4"],
-}
+#: each family's own examples (its ``examples`` declaration): a new family brings its cases with it
+EXAMPLES = {cls.name: list(cls.examples) for cls in registered()}
 ALL_SPECS = [s for specs in EXAMPLES.values() for s in specs]
 
 
 def test_every_registered_compressor_has_examples():
     assert sorted(EXAMPLES) == available()
+    assert all(EXAMPLES.values()), [n for n, e in EXAMPLES.items() if not e]
+    for name, specs in EXAMPLES.items():  # each family's examples use it
+        assert all(name in s for s in specs) or name == "pipeline", (name, specs)
 
 
 @pytest.fixture(scope="module")
@@ -156,13 +142,7 @@ def test_rows_are_encoded_alone(spec, data):
 sklearn = pytest.importorskip("sklearn")
 
 #: one spec per registered name, at widths that fit scikit-learn's small check data (a few features)
-SKLEARN_SPECS = {
-    "truncate": "truncate:1", "random_select": "random_select:1", "random_projection": "random_projection:1",
-    "pca": "pca:1", "binary": "binary:mean", "int8": "int8", "pipeline": "pca:1+binary",
-    "geopres": "geopres:1:batch_size=16,min_steps=2,epochs=1", "autoencoder": "autoencoder:1:batch_size=16,min_steps=2,epochs=1",
-    "rotate": "rotate:center=true", "itq": "itq:iters=3", "sq": "sq:2", "rabitq": "rabitq:2",
-    "pq": "pq:1:nbits=4", "opq": "opq:1:nbits=4", "rq": "rq:2:nbits=4",
-}
+SKLEARN_SPECS = {cls.name: cls.sklearn_example for cls in registered()}
 #: checks that do not apply, and why
 NOT_APPLICABLE = {
     "check_estimators_dtypes": "integer input is refused on purpose: embeddings are float16/32/64",
@@ -178,6 +158,7 @@ TOO_FEW_ROWS = {"check_n_features_in_after_fitting", "check_estimators_nan_inf",
 
 def test_every_registered_compressor_faces_sklearn_checks():
     assert sorted(SKLEARN_SPECS) == available()
+    assert all(SKLEARN_SPECS.values()), [n for n, s in SKLEARN_SPECS.items() if not s]
 
 
 @pytest.mark.parametrize("name", sorted(SKLEARN_SPECS))

@@ -278,7 +278,13 @@ def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path):
     if importlib.util.find_spec("faiss"):  # rq, with and without a beam, is measured, not assumed
         assert {"rq:8", "rq:8:beam=4"} <= {r["config"] for r in res["ranking"]}
     rets = [r["retention"] for r in res["ranking"]]
-    assert rets == sorted(rets, reverse=True) and res["winner"] is res["ranking"][0]
+    assert rets == sorted(rets, reverse=True)
+    # label-free: the leader's lead is tested on resampled queries; among the candidates it does not
+    # significantly beat, the cheapest to encode wins
+    tied = [r for r in res["ranking"] if r["within_uncertainty"]]
+    assert res["ranking"][0] in tied and res["winner"] in tied
+    assert res["winner"]["encode_rows_per_second"] == max(r["encode_rows_per_second"] for r in tied)
+    assert (res["within_uncertainty"] is None) == (len(tied) == 1)
     # costs decide when asked: a slow winner is marked and passed over, and nothing fast enough is an error
     if importlib.util.find_spec("faiss"):  # (two codes that encode orders of magnitude apart: sign bits and a residual code with a beam)
         pair = ["binary@asym", "rq:8:beam=4"]

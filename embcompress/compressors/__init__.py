@@ -14,7 +14,8 @@ from .sq import SQ
 from .pq import OPQ, PQ
 from .rq import RQ
 from .rabitq import RaBitQ
+from .normalize import Normalize
 from .pipeline import Pipeline
 
-__all__ = ["Autoencoder", "Binary", "GeoPres", "ITQ", "Int8", "OPQ", "PCA", "PQ", "Pipeline", "RaBitQ", "RandomProjection", "RandomSelect", "Rotate", "RQ",
+__all__ = ["Autoencoder", "Binary", "GeoPres", "ITQ", "Int8", "Normalize", "OPQ", "PCA", "PQ", "Pipeline", "RaBitQ", "RandomProjection", "RandomSelect", "Rotate", "RQ",
            "SQ", "Truncate", "pack_bits", "unpack_signs"]

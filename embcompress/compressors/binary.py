@@ -77,6 +77,9 @@ class Binary(MeanStats, BudgetCodes, Compressor):
     they are byte-identical to sentence-transformers ``quantize_embeddings(x, "ubinary")``."""
 
     name = "binary"
+    examples = ("binary", "binary:mean")  # the contract suite's cases
+    sklearn_example = "binary:mean"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
+    color = "#e377c2"  # its points in the report's plot
     _state_in_file = True
     _positional = "threshold"
     _state_arrays = ("thresholds_", "levels_")

@@ -105,6 +105,9 @@ class RaBitQ(MeanStats, DenseScan, BudgetCodes, Compressor):
     ``bytes_per_vector`` and is stored at the end of each code row."""
 
     name = "rabitq"
+    examples = ("rabitq", "rabitq:2", "rabitq:3", "pca:24+rabitq:4")  # the contract suite's cases
+    sklearn_example = "rabitq:2"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
+    color = "#f7b6d2"  # its points in the report's plot
     _positional = "bits"
     _state_arrays = ("center_", "rotation_")
 

@@ -48,6 +48,8 @@ class Rotate(MeanStats, OrthogonalMap):
     the width is unchanged; chain it before ``binary``: ``rotate+binary``."""
 
     name = "rotate"
+    examples = ("rotate:seed=3", "rotate:center=true")  # the contract suite's cases
+    sklearn_example = "rotate:center=true"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
     _positional = "seed"
 
     def __init__(self, seed: int = 0, center: bool = False):

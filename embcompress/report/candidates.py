@@ -7,21 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import compressors  # noqa: F401  (registers every family)
-from ..capabilities import BudgetCodes
-from ..registry import get, registered
+from ..capabilities import BudgetCodes, code_families, grid_families  # noqa: F401  (re-exported)
+from ..registry import get
 
 RATIOS = (16, 32, 64, 128)
-
-
-def code_families() -> list[type[BudgetCodes]]:
-    """The registered code families (:class:`~embcompress.capabilities.BudgetCodes`), in the
-    order they are registered."""
-    return [cls for cls in registered() if issubclass(cls, BudgetCodes)]
-
-
-def grid_families() -> tuple[str, ...]:
-    """The families the report's grid shows by default (quick to fit)."""
-    return tuple(cls.name for cls in code_families() if cls.in_grid)
 
 
 def available_families(families) -> list[str]:

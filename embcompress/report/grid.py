@@ -242,10 +242,20 @@ def build_report(
     rows = run(setup, plan(setup), progress)
     rep = summarize(setup, rows, np.ascontiguousarray(docs, dtype=np.float32))
     rep["summary"]["sampled_from"] = dict(sampled) if sampled else None  # judged_subset's or the uniform sample's counts
-    from .recommend import queries_note
-
     rep["summary"]["queries_note"] = queries_note(setup.task)
     return rep
+
+
+def queries_note(task) -> str | None:
+    """One line on what stands in for judged queries, when something does."""
+    if task.mode != "label-free":
+        return None
+    if getattr(task, "source", "documents") == "documents":
+        return ("no queries given: held-out documents stand in for them, scored against float search's neighbours; "
+                "documents are longer and closer to each other than real queries are to them, so this can favour "
+                "codes that keep fine local structure over those that keep what a query needs (give --queries)")
+    return ("your queries are not judged: each is scored against float search's ranking of it "
+            f"({task.metric}); a code can only lose against that reference, never beat it")
 
 
 def load_task_files(input, *, queries=None, qrels=None, labels=None, sample: int | None = None,

@@ -7,21 +7,32 @@ import html
 import json
 import math
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
 from .._fs import atomic_dir
 from ..references import REFERENCES
+from ..registry import available, get
 
 COLORS = {
     "float": "#222222", "truncate": "#1f77b4", "truncate+binary": "#6baed6", "random_select": "#aec7e8",
     "random_select+binary": "#c6dbef", "random_projection": "#9467bd", "random_projection+binary": "#c5b0d5",
     "pca": "#2ca02c", "pca+binary": "#98df8a", "geopres": "#d62728", "geopres+binary": "#ff9896",
     "autoencoder": "#8c564b", "binary": "#ff7f0e", "binary+rerank": "#ffbb78", "int8": "#17becf",
-    # the code families (codes searched alone, at 16x to 128x)
-    "codes: binary": "#e377c2", "codes: sq": "#bcbd22", "codes: opq": "#7f7f7f", "codes: pq": "#c7c7c7",
-    "codes: rabitq": "#f7b6d2",
 }
+
+
+def color(method: str) -> str:
+    """A method's colour; a code family ("codes: NAME") has the one it declares, or one derived
+    from its name (the same in every report)."""
+    if method in COLORS:
+        return COLORS[method]
+    if method.startswith("codes: "):
+        name = method[len("codes: "):]
+        declared = get(name).color if name in available() else None
+        return declared or "#%06x" % (zlib.crc32(name.encode()) & 0x7F7F7F | 0x404040)
+    return "#777"
 W, H, PAD = 640, 360, 56
 TOP = 16  # nothing is drawn above a plot: less margin there than beside and below it
 
@@ -74,7 +85,7 @@ def _retention_plot(rows: list[dict], budget: int | None) -> str:
     for r in rows:
         if math.isnan(r["retention"]):
             continue
-        c = COLORS.get(r["method"], "#777")
+        c = color(r["method"])
         shape = "rect" if r.get("extra_storage") else "circle"
         x, y = px(r["bytes_per_vector"]), py(r["retention"])
         tip = f"{r['config']}: {r['bytes_per_vector']} B, retention {100 * r['retention']:.1f}%, rank proxy {r['rank_proxy']:.3f}"
@@ -83,7 +94,7 @@ def _retention_plot(rows: list[dict], budget: int | None) -> str:
         else:
             out.append(f'<rect x="{x - 4:.1f}" y="{y - 4:.1f}" width="8" height="8" fill="{c}" stroke="#333" stroke-width="0.4"><title>{_esc(tip + " (+ originals for the rerank)")}</title></rect>')
     out.append("</svg>")
-    legend = "".join(f'<span class="key"><i style="background:{COLORS.get(m, "#777")}"></i>{_esc(m)}</span>'
+    legend = "".join(f'<span class="key"><i style="background:{color(m)}"></i>{_esc(m)}</span>'
                      for m in dict.fromkeys(r["method"] for r in rows))
     return "".join(out) + f'<div class="legend">{legend}<span class="key">dashed line: Pareto front; squares need the original vectors too</span></div>'
 

@@ -15,7 +15,7 @@ from ..persist import check_model_path, save
 from ..registry import from_spec
 from ..stream import fit_file
 from .candidates import candidates
-from .grid import load_task_files, validate
+from .grid import load_task_files, queries_note, validate
 
 
 def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None, query_ids=None, qrels=None,
@@ -43,43 +43,19 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     for queries) a lead within that uncertainty is no lead: among the candidates whose gap to the
     leader is not significant (``within_uncertainty``) the cheapest to encode wins, and the result
     names them."""
-    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
-        raise InputError(f"budget must be a positive number of bytes per vector, got {budget!r}")
-    if target is not None and not 0 < target <= 1:
-        raise InputError(f"target must be a retention in (0, 1], e.g. 0.98, got {target!r}")
-    for name, v in (("max_fit_seconds", max_fit_seconds), ("min_encode_rate", min_encode_rate)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
-            raise InputError(f"{name} must be a positive number, got {v!r}")
+    _check_limits(budget, target, max_fit_seconds, min_encode_rate)
     setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels,
                      reference=reference)
-    dim = setup.docs.shape[1]
     folds = check_folds(folds, len(setup.docs))
     n_fit = fold_pool_rows(len(setup.docs), folds)
-    cands = {c.config: c.label for c in candidates(dim, int(budget))} if configs is None else {c: c for c in configs}
-    if not cands:
-        raise InputError(f"no code fits in {budget} bytes per vector for {dim}-dimensional embeddings; the smallest "
-                         "candidates need a few bytes (e.g. 8 bits of itq+binary)")
-    if labels is not None:  # kNN accuracy scores decoded vectors; the asymmetric suffix has no meaning there
-        cands = {k.replace("@asym", ""): v for k, v in cands.items()}
-    if configs is None:  # the standard candidates: leave out what the sample is too small to train
-        too_small = [v for k, v in cands.items() if not trainable(parse_config(k).spec, n_fit)]
-        cands = {k: v for k, v in cands.items() if v not in too_small}
-        if too_small:
-            warnings.warn(f"left out, as {n_fit} document(s) are too few to train them: {', '.join(too_small)}")
-        if not cands:
-            raise InputError(f"no code within {budget} bytes per vector can be trained on {n_fit} document(s)")
+    cands = _candidates(setup.docs.shape[1], int(budget), configs, labels is not None, n_fit)
     rows = run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, folds=folds, progress=progress,
                        per_query=True)
     ref, found = rows[0], rows[1:]
     per = {r["config"]: r.pop("per_query") for r in rows}
     for r in found:
         r["label"] = cands[r["config"]]
-        slow = []
-        if max_fit_seconds is not None and r["fit_seconds"] > max_fit_seconds:
-            slow.append(f"fit {r['fit_seconds']:.1f} s > {max_fit_seconds:g} s")
-        if min_encode_rate is not None and r["encode_rows_per_second"] < min_encode_rate:
-            slow.append(f"encodes {r['encode_rows_per_second']:,.0f} rows/s < {min_encode_rate:,.0f}")
-        r["too_slow"] = "; ".join(slow) or None
+        r["too_slow"] = _too_slow(r, max_fit_seconds, min_encode_rate)
     over = [r for r in found if r["bytes_per_vector"] > budget]
     if over:  # candidates() sizes them to the budget; a mismatch is a bug, not user error
         raise AssertionError(f"candidates over budget: {[r['config'] for r in over]}")
@@ -90,14 +66,7 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
                          + "; ".join(f"{r['label']}: {r['too_slow']}" for r in ranked)
                          + ". Allow more (--max-fit-seconds, --min-encode-rate) or a larger budget")
     add_uncertainty(ranked, per, ref["score"], eligible[0]["config"])
-    winner, tied = eligible[0], None
-    if setup.task.mode == "label-free":  # a leader within the figure's uncertainty is no leader: take the cheapest
-        tied = [r for r in eligible if r["within_uncertainty"]]
-        winner = max(tied, key=lambda r: (r["encode_rows_per_second"] or 0.0, r["retention"]))
-    if target is not None:
-        reaching = [r for r in eligible if r["retention"] >= target]
-        if reaching:
-            winner = min(reaching, key=lambda r: (r["bytes_per_vector"], -r["retention"]))
+    winner, tied = _winner(eligible, setup.task.mode == "label-free", target)
     return {"budget_bytes": int(budget), "target": target, "metric": setup.task.metric, "mode": setup.task.mode,
             "fitted": rows[1]["fitted"], "sample": len(setup.docs),
             "sampled_from": dict(sampled) if sampled else None, "fit_rows": n_fit, "float_score": ref["score"],
@@ -105,6 +74,59 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
             "ranking": ranked, "winner": winner, "target_reached": None if target is None else winner["retention"] >= target,
             "within_uncertainty": None if tied is None or len(tied) < 2 else [r["config"] for r in tied],
             "queries_note": queries_note(setup.task)}
+
+
+def _check_limits(budget, target, max_fit_seconds, min_encode_rate) -> None:
+    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
+        raise InputError(f"budget must be a positive number of bytes per vector, got {budget!r}")
+    if target is not None and not 0 < target <= 1:
+        raise InputError(f"target must be a retention in (0, 1], e.g. 0.98, got {target!r}")
+    for name, v in (("max_fit_seconds", max_fit_seconds), ("min_encode_rate", min_encode_rate)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
+            raise InputError(f"{name} must be a positive number, got {v!r}")
+
+
+def _candidates(dim: int, budget: int, configs: Sequence[str] | None, labels: bool, n_fit: int) -> dict[str, str]:
+    """config -> label of the candidates to rank: the given ``configs``, or the standard ones
+    within ``budget`` that ``n_fit`` rows can train."""
+    cands = {c.config: c.label for c in candidates(dim, budget)} if configs is None else {c: c for c in configs}
+    if not cands:
+        raise InputError(f"no code fits in {budget} bytes per vector for {dim}-dimensional embeddings; the smallest "
+                         "candidates need a few bytes (e.g. 8 bits of itq+binary)")
+    if labels:  # kNN accuracy scores decoded vectors; the asymmetric suffix has no meaning there
+        cands = {k.replace("@asym", ""): v for k, v in cands.items()}
+    if configs is None:  # the standard candidates: leave out what the sample is too small to train
+        too_small = [v for k, v in cands.items() if not trainable(parse_config(k).spec, n_fit)]
+        cands = {k: v for k, v in cands.items() if v not in too_small}
+        if too_small:
+            warnings.warn(f"left out, as {n_fit} document(s) are too few to train them: {', '.join(too_small)}")
+        if not cands:
+            raise InputError(f"no code within {budget} bytes per vector can be trained on {n_fit} document(s)")
+    return cands
+
+
+def _too_slow(row: dict[str, Any], max_fit_seconds: float | None, min_encode_rate: float | None) -> str | None:
+    slow = []
+    if max_fit_seconds is not None and row["fit_seconds"] > max_fit_seconds:
+        slow.append(f"fit {row['fit_seconds']:.1f} s > {max_fit_seconds:g} s")
+    if min_encode_rate is not None and row["encode_rows_per_second"] < min_encode_rate:
+        slow.append(f"encodes {row['encode_rows_per_second']:,.0f} rows/s < {min_encode_rate:,.0f}")
+    return "; ".join(slow) or None
+
+
+def _winner(eligible: list[dict[str, Any]], label_free: bool, target: float | None):
+    """(the winner, the candidates tied with the leader or None): the best; without judgments the
+    cheapest to encode of those the leader does not significantly beat; with ``target`` the
+    smallest candidate that reaches it."""
+    winner, tied = eligible[0], None
+    if label_free:  # a leader within the figure's uncertainty is no leader: take the cheapest
+        tied = [r for r in eligible if r["within_uncertainty"]]
+        winner = max(tied, key=lambda r: (r["encode_rows_per_second"] or 0.0, r["retention"]))
+    if target is not None:
+        reaching = [r for r in eligible if r["retention"] >= target]
+        if reaching:
+            winner = min(reaching, key=lambda r: (r["bytes_per_vector"], -r["retention"]))
+    return winner, tied
 
 
 #: resamples of the queries for a figure's uncertainty
@@ -131,18 +153,6 @@ def add_uncertainty(rows: list[dict[str, Any]], per: Mapping[str, np.ndarray | N
         lo, hi = np.percentile(mine / ref_score, [2.5, 97.5])
         r["retention_ci95"] = [float(lo), float(hi)]
         r["within_uncertainty"] = bool(r["config"] == leader or np.percentile(lead_means - mine, 2.5) <= 0)
-
-
-def queries_note(task) -> str | None:
-    """One line on what stands in for judged queries, when something does."""
-    if task.mode != "label-free":
-        return None
-    if getattr(task, "source", "documents") == "documents":
-        return ("no queries given: held-out documents stand in for them, scored against float search's neighbours; "
-                "documents are longer and closer to each other than real queries are to them, so this can favour "
-                "codes that keep fine local structure over those that keep what a query needs (give --queries)")
-    return ("your queries are not judged: each is scored against float search's ranking of it "
-            f"({task.metric}); a code can only lose against that reference, never beat it")
 
 
 def recommend_files(input: str | os.PathLike, model_dir: str | os.PathLike, budget: int, *, target: float | None = None,

@@ -1,0 +1,55 @@
+"""Rows scaled to unit length, optionally after subtracting the corpus mean."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._util import normalize_rows
+from ..base import Compressor, OutputSpec, float_spec
+from ..errors import InputError
+from ..registry import register
+from ._sample import MeanStats, stream_mean
+
+
+@register
+class Normalize(MeanStats, Compressor):
+    """``x -> (x - mean) / |x - mean|`` (the mean subtracted only with ``center=True``): the width is
+    unchanged and inner product becomes cosine. For embeddings that are not unit-length (many
+    models' raw outputs), and, centred, for anisotropic ones whose vectors share a common
+    direction; chain it first: ``normalize:center=true+binary``. All-zero rows stay zero."""
+
+    name = "normalize"
+    examples = ("normalize", "normalize:center=true", "normalize:center=true+binary")  # the contract suite's cases
+    sklearn_example = "normalize:center=true"  # scikit-learn's estimator checks
+    _state_arrays = ("mean_",)
+    _state_in_file = True
+
+    def __init__(self, center: bool = False):
+        self.center = center
+
+    @property
+    def learns_from_data(self) -> bool:
+        return bool(self.center)
+
+    @property
+    def combines_blocks(self) -> bool:  # the mean, from per-block sums
+        return bool(self.center)
+
+    def _validate_params(self, n_features: int) -> None:
+        if not isinstance(self.center, bool):
+            raise InputError(f"center must be true or false, got {self.center!r}")
+
+    def _fit_stats(self, stats: dict, n_features: int) -> None:
+        self.mean_ = self._stats_mean(stats) if self.center else np.zeros(n_features, dtype=np.float32)
+
+    def _fit(self, batches, n_features: int) -> None:
+        self.mean_ = stream_mean(batches) if self.center else np.zeros(n_features, dtype=np.float32)
+
+    def _transform(self, X: np.ndarray) -> np.ndarray:
+        return normalize_rows(np.subtract(X, self.mean_, dtype=np.float32), copy=False)
+
+    def _inverse(self, Z: np.ndarray) -> np.ndarray:
+        return np.asarray(Z, dtype=np.float32)  # the length and the mean are gone: the direction is what comes back
+
+    def _output_spec(self) -> OutputSpec:
+        return float_spec(self.n_features_in_)
