@@ -88,7 +88,7 @@ def main() -> None:
         t = best_of(lambda: idx.search(Q, 100), args.repeat)
         base_s = base_s or t
         t0 = time.perf_counter()
-        idx._reconstruction()  # once per index: the reconstructions' norms for the asymmetric cosine
+        idx.scorer.reconstruction()  # once per index: the reconstructions' norms for the asymmetric cosine
         t_prep = time.perf_counter() - t0
         t_r = best_of(lambda: idx.search(Q, 10, rerank="asymmetric"), args.repeat)
         # the rerank's share, timed inside the same searches as their first stage (two separate

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import make_parquet  # noqa: E402
 
 from embcompress import from_spec  # noqa: E402
-from embcompress.engine_ray import ray_compress  # noqa: E402
+from embcompress.ray_engine import ray_compress  # noqa: E402
 from embcompress.stream import compress_file, fit_file  # noqa: E402
 
 

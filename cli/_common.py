@@ -54,7 +54,7 @@ def engine_for(engine: str, address: str | None, resume: bool = False):
         return None
     if engine != "ray":
         raise typer.BadParameter(f"engine must be local or ray, got {engine!r}", param_hint="--engine")
-    from embcompress.engine_ray import RayEngine
+    from embcompress.ray_engine import RayEngine
 
     return RayEngine(address, resume=resume)
 

@@ -108,7 +108,8 @@ def _ranking_table(res: dict) -> Table:
         shares = [r["retention"], r["retention_in_sample"]][: len(kept)]
         t.add_row("*" if r is res["winner"] else str(i + 1), r["label"], str(r["bytes_per_vector"]), f"{r['score']:.4f}",
                   *[f"{100 * v:.1f}%" for v in shares], f"{r['fit_seconds']:.1f}", f"{r['encode_rows_per_second']:,.0f}",
-                  f"{r['queries_per_second']:,.0f}", f"too slow: {r['too_slow']}" if r["too_slow"] else "")
+                  f"{r['queries_per_second']:,.0f}",
+                  f"too slow: {r['too_slow']}" if r["too_slow"] else (r.get("not_servable") or ""))
     return t
 
 
@@ -127,6 +128,7 @@ def recommend(
     folds: int = typer.Option(2, "--folds", min=1, help="Fit each candidate on all folds but one and score the one left out; 1: in-sample."),
     max_fit_seconds: Optional[float] = typer.Option(None, "--max-fit-seconds", min=0.001, help="Only candidates whose fit on the sample took at most this long can win."),
     min_encode_rate: Optional[float] = typer.Option(None, "--min-encode-rate", min=1.0, help="Only candidates that encode at least this many rows/s can win."),
+    serve: Optional[str] = typer.Option(None, "--serve", help="faiss, usearch or lancedb: only codes that target can hold (embcompress export --to) can win."),
     column: Optional[str] = ColumnOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
     """Pick the code that keeps the most quality within a byte budget, on documents its fit did not
@@ -136,7 +138,7 @@ def recommend(
     with Bars() as bars:
         res = recommend_files(input, model_dir, budget, target=target, queries=queries, qrels=qrels, labels=labels,
                               sample=sample, column=column, reference=reference, folds=folds, max_fit_seconds=max_fit_seconds,
-                              min_encode_rate=min_encode_rate, overwrite=overwrite, progress=bars.step,
+                              min_encode_rate=min_encode_rate, serve=serve, overwrite=overwrite, progress=bars.step,
                               fit_progress=bars.stage("fitting the winner on all rows", None))
     if json:
         emit(res, True)

@@ -189,7 +189,7 @@ def _umask() -> int:
 class RemoteOutput:
     """An output directory on a pyarrow filesystem, named by a URI (``s3://bucket/codes``, with
     pyarrow's query options such as ``?endpoint_override=host:port&scheme=http``). Only the Ray
-    engine writes one: each worker uploads its shards itself (see :mod:`embcompress.engine_ray`).
+    engine writes one: each worker uploads its shards itself (see :mod:`embcompress.ray_engine`).
     Object stores rename nothing in one step, so a run stages its shards under a hidden prefix
     beside the output, moves them in when every shard succeeded and writes the manifest last;
     a failed run deletes its staging prefix."""

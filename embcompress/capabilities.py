@@ -107,6 +107,19 @@ class BlockStats:
         return self  # type: ignore[return-value]
 
 
+class FaissExport:
+    """A family whose codes a faiss index of its own type holds as they are (PQ: ``IndexPQ``; OPQ:
+    the same behind its rotation), so ``export --to faiss`` writes them without re-encoding.
+    Declared by the family; an index of bits, float vectors or int8 needs no declaration."""
+
+    #: the serving targets that hold this family's codes (when the family is the whole compressor)
+    exports: ClassVar[tuple[str, ...]] = ("faiss",)
+
+    def to_faiss(self, codes: "np.ndarray"):
+        """A faiss index holding ``codes`` (documents x bytes) in row order, scored by inner product."""
+        raise NotImplementedError
+
+
 class BudgetCodes:
     """A code family offered for a byte budget by ``recommend`` (every variant) and by the
     report's grid (one headline configuration per family). Its name is the registered name."""

@@ -27,7 +27,7 @@ from .persist import describe
 from .search import ann
 from .search.files import load_index
 
-TARGETS = ("faiss", "usearch", "lancedb")
+TARGETS = ann.TARGETS
 
 QUERY_HOWTO = {
     "bits": "compress float queries with the same compressor (embcompress binarize/apply, or the saved model) "

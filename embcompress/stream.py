@@ -264,7 +264,7 @@ def fit_and_compress(
     save the fitted compressor to ``save_model`` if given. Every output is checked before any
     work starts. ``stage(description, rows)`` may return a progress callback for each pass.
     ``engine`` runs the passes: None for this process (``threads`` workers), or an object with
-    ``fit_file`` and ``compress_file`` such as :class:`embcompress.engine_ray.RayEngine`.
+    ``fit_file`` and ``compress_file`` such as :class:`embcompress.ray_engine.RayEngine`.
     Returns the sizes, the ratio and the time."""
     run = engine or _LOCAL
     check_destination(src_path, dst_path, overwrite=overwrite, remote_ok=getattr(run, "writes_remote", False))

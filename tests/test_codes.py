@@ -11,7 +11,7 @@ from embcompress.compressors.sq import lloyd_levels
 from embcompress.search import Index, float_search
 from embcompress.search import adc as adc_module
 from embcompress.search import topk as topk_mod
-from embcompress.search import index as index_module
+from embcompress.search import scorers as scorers_module
 from embcompress.search.adc import adc_scores, adc_topk, dense_scores, scan_adc, scan_dense
 from embcompress.search.exact import topk_by_blocks
 
@@ -314,7 +314,7 @@ def test_decoded_scan_matches_tables(spec, data):
     np.testing.assert_allclose(dense_scores(c.dense_queries(Q[:20]), codes, layout, bits, levels),
                                adc_scores(c.lookup_tables(Q[:20]), codes), rtol=1e-5, atol=1e-4)
     index = Index(rows, compressor=c)
-    assert index._dense is not None and len(Q) >= index_module.DENSE_MIN_QUERIES
+    assert index.scorer.dense is not None and len(Q) >= scorers_module.DENSE_MIN_QUERIES
     batch = index.search(Q, 10)
     alone = [index.search(q[None], 10) for q in Q[:40]]  # below the threshold: tables
     same = np.mean([np.array_equal(a.rows[0], b) for a, b in zip(alone, batch.rows[:40])])

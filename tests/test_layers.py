@@ -22,7 +22,7 @@ LAYERS = [
     ("streaming", ["stream"]),
     ("search", ["search"]),
     ("analysis", ["analysis"]),
-    ("evaluation", ["evaluate", "embed", "export", "engine_ray"]),
+    ("evaluation", ["evaluate", "embed", "export", "ray_engine"]),
     ("reports", ["report", "demo"]),
     ("training", ["train"]),
     ("facade", ["__init__"]),

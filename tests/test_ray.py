@@ -12,7 +12,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from embcompress import InputError, from_spec  # noqa: E402
-from embcompress.engine_ray import RayEngine, connect  # noqa: E402
+from embcompress.ray_engine import RayEngine, connect  # noqa: E402
 from embcompress.stream import fit_and_compress, fit_file  # noqa: E402
 
 from conftest import make_vectors, s3_objects, write_parquet  # noqa: E402
@@ -54,7 +54,7 @@ def test_workers_write_their_shards_and_the_driver_only_commits(tmp_path, shards
     import json
 
     from embcompress import describe
-    from embcompress.engine_ray import MANIFEST, ray_compress
+    from embcompress.ray_engine import MANIFEST, ray_compress
 
     comp = fit_file(from_spec("pca:16+binary"), shards)
     got: dict = {}
@@ -70,7 +70,7 @@ def test_workers_write_their_shards_and_the_driver_only_commits(tmp_path, shards
 
 
 def test_a_failed_shard_leaves_nothing_and_resume_skips_the_finished_ones(tmp_path, shards, local_ray):
-    from embcompress.engine_ray import MANIFEST
+    from embcompress.ray_engine import MANIFEST
 
     bad = shards / RELS[1]
     good = bad.read_bytes()
@@ -110,12 +110,12 @@ def test_a_chain_fits_stage_by_stage_on_the_cluster(shards, local_ray, spec, mon
     from statistics equal the local fit's to float tolerance; a sampled stage is fitted on a
     sample of rows already mapped by the stages before it (all 1,500 here, as max_rows is larger;
     ITQ's iterations amplify the last bits of the PCA before it, so its codes are compared)."""
-    from embcompress import engine_ray
+    from embcompress.ray_engine import blocks as engine_ray, fit as ray_fit_module
 
     streamed, sampled = [], []
-    real_rows, real_sample = engine_ray._row_batches, engine_ray._cluster_sample
-    monkeypatch.setattr(engine_ray, "_row_batches", lambda *a, **k: streamed.append(a[4]) or real_rows(*a, **k))
-    monkeypatch.setattr(engine_ray, "_cluster_sample",
+    real_rows, real_sample = engine_ray.row_batches, engine_ray.cluster_sample
+    monkeypatch.setattr(ray_fit_module, "row_batches", lambda *a, **k: streamed.append(a[4]) or real_rows(*a, **k))
+    monkeypatch.setattr(ray_fit_module, "cluster_sample",
                         lambda *a, **k: sampled.append(a[2].get("width")) or real_sample(*a, **k))
     a = fit_file(from_spec(spec), shards)
     b = local_ray.fit_file(from_spec(spec), shards)
@@ -166,7 +166,7 @@ def test_ray_refuses_npy_and_an_address_that_does_not_answer(tmp_path, local_ray
 def test_units_are_handed_on_in_order_whatever_order_the_cluster_finishes_them_in():
     import pyarrow as pa
 
-    from embcompress import engine_ray
+    from embcompress.ray_engine import blocks as engine_ray
 
     units = [{"seq": k, "shard": k // 4, "path": "p", "group": k % 4} for k in range(12)]
     finished = [7, 0, 3, 1, 2, 11, 4, 6, 5, 9, 8, 10]  # as a cluster might return them
@@ -190,7 +190,7 @@ def test_units_are_handed_on_in_order_whatever_order_the_cluster_finishes_them_i
         def cluster_resources():
             return {"CPU": 2}
 
-    order = [u["seq"] for u, t in engine_ray._in_order(FakeRay, units, {}, None)]
+    order = [u["seq"] for u, t in engine_ray.in_order(FakeRay, units, {}, None)]
     assert order == list(range(12))
 
 
@@ -200,7 +200,7 @@ def test_ray_fit_on_a_sample_drawn_on_the_cluster(shards, local_ray):
     from every shard, are sent, not the data."""
     import pyarrow.parquet as pq
 
-    from embcompress import engine_ray
+    from embcompress.ray_engine import blocks as engine_ray
     from embcompress.io import open_vectors, read_all
 
     a = fit_file(from_spec("itq"), shards)
@@ -209,9 +209,9 @@ def test_ray_fit_on_a_sample_drawn_on_the_cluster(shards, local_ray):
     np.testing.assert_allclose(a.mean_, b.mean_, atol=1e-6)
     X, _ = read_all(shards)
     src = open_vectors(shards)
-    units = engine_ray._units(src)
+    units = engine_ray.units_of(src)
     kwargs = {"config": None, "arrays": None, "column": "embedding", "carried": [], "dim": 48, "spec": None}
-    S = engine_ray._cluster_sample(ray, units, kwargs, 500, from_spec("sq:2:max_rows=500"), None, None)
+    S = engine_ray.cluster_sample(ray, units, kwargs, 500, from_spec("sq:2:max_rows=500"), None, None)
     assert S.shape == (500, 48) and len(np.unique(S, axis=0)) == 500
     rows = {r.tobytes(): i for i, r in enumerate(X)}
     picked = np.array([rows[r.tobytes()] for r in S])  # every sampled row is a row of the data
@@ -225,7 +225,7 @@ def test_workers_upload_their_shards_to_s3_and_the_bytes_are_the_local_engines(t
     import json
 
     from embcompress import OutputExistsError
-    from embcompress.engine_ray import MANIFEST, ray_compress
+    from embcompress.ray_engine import MANIFEST, ray_compress
 
     uri, fs = s3
     comp = fit_file(from_spec("pca:16+binary"), shards)

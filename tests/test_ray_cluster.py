@@ -22,7 +22,7 @@ ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
 
 from embcompress import from_spec, save  # noqa: E402
-from embcompress.engine_ray import MANIFEST  # noqa: E402
+from embcompress.ray_engine import MANIFEST  # noqa: E402
 from embcompress.stream import fit_and_compress, fit_file  # noqa: E402
 
 from conftest import make_vectors, s3_objects, write_parquet  # noqa: E402
@@ -86,10 +86,10 @@ def test_binarize_and_apply_on_two_nodes_by_the_heads_ip_address(cluster, datase
 
 
 def _kill_a_shard_task(stop: threading.Event, killed: list) -> None:
-    """Kill -9 the first worker process seen running a shard task (its title is ray::_compress_shard)."""
+    """Kill -9 the first worker process seen running a shard task (its title is ray::compress_shard)."""
     while not stop.is_set() and not killed:
         for p in psutil.process_iter(["pid", "cmdline"]):
-            if any("_compress_shard" in part for part in (p.info["cmdline"] or [])):
+            if any("compress_shard" in part for part in (p.info["cmdline"] or [])):
                 try:
                     p.kill()
                     killed.append(p.info["pid"])
@@ -100,7 +100,7 @@ def _kill_a_shard_task(stop: threading.Event, killed: list) -> None:
 
 
 def test_a_worker_killed_in_the_middle_is_retried_and_the_output_is_identical(cluster, dataset, tmp_path):
-    from embcompress.engine_ray import RayEngine
+    from embcompress.ray_engine import RayEngine
 
     c, _ = cluster
     comp = fit_file(from_spec("rq:24:max_rows=2000"), dataset, max_rows=2000)  # encode-bound: a shard takes a while
@@ -146,7 +146,7 @@ def test_a_chain_fitted_on_the_cluster_with_a_worker_killed_fits_the_same(cluste
     """fit pca:64+binary: the Ray Data worker that computes PCA's block statistics is killed in the
     middle; Ray restarts it and reruns its row groups, and the fitted state is that of a run
     without the kill (PCA's statistics combine exactly as in the local fit: within 1e-5)."""
-    from embcompress.engine_ray import RayEngine
+    from embcompress.ray_engine import RayEngine
     from embcompress.persist import to_config
 
     c, _ = cluster
@@ -180,7 +180,7 @@ def test_output_storage_that_fills_up_fails_in_one_line_and_leaves_nothing(clust
     which the kernel enforces as it would a full disk: the write fails); each shard's output is
     larger. The run fails with one line that says so, and neither the output nor the staging
     directory is left."""
-    from embcompress.engine_ray import ray_compress
+    from embcompress.ray_engine import ray_compress
     from embcompress._fs import StorageError
 
     c, _ = cluster
@@ -207,7 +207,7 @@ def test_ctrl_c_on_the_driver_stops_the_workers_and_leaves_no_temporary_shard(cl
     comp = fit_file(from_spec("rq:16:beam=8,max_rows=500"), dataset, max_rows=500)  # a shard takes seconds
     save(comp, tmp_path / "m")
     before = set(tmp_path.iterdir())
-    old = frozenset(q.info["pid"] for q in _processes("_compress_shard"))  # another job's, if any
+    old = frozenset(q.info["pid"] for q in _processes("compress_shard"))  # another job's, if any
     # The driver as a terminal starts it: SIGINT at its default. A test run started in the background
     # by a shell without job control (`cmd &` in a script, nohup) inherits SIGINT ignored, and Python
     # keeps an inherited SIG_IGN: the CLI then never sees the Ctrl-C and runs to the end (exit 0).
@@ -215,7 +215,7 @@ def test_ctrl_c_on_the_driver_stops_the_workers_and_leaves_no_temporary_shard(cl
                           "--engine", "ray", "--address", c.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        assert _wait_for("_compress_shard", old=old), "no shard task was seen running"
+        assert _wait_for("compress_shard", old=old), "no shard task was seen running"
         time.sleep(0.2)
         masks = _signals(p.pid)  # SigIgn with bit 2 (SIGINT ignored) explained the exit 0 seen before
         p.send_signal(signal.SIGINT)
@@ -226,9 +226,9 @@ def test_ctrl_c_on_the_driver_stops_the_workers_and_leaves_no_temporary_shard(cl
     assert err.strip().endswith("interrupted; no output was written") and len(err.strip().splitlines()) == 1, err
     assert set(tmp_path.iterdir()) == before  # no output, no staging directory, no temporary shard
     end = time.time() + 2  # the workers were stopped, not left to finish their shards
-    while _processes("_compress_shard") and time.time() < end:
+    while _processes("compress_shard") and time.time() < end:
         time.sleep(0.1)
-    assert not _processes("_compress_shard")
+    assert not _processes("compress_shard")
 
 
 def test_apply_on_two_nodes_uploads_each_shard_to_s3_from_its_worker(cluster, dataset, tmp_path, s3):
@@ -251,7 +251,7 @@ def test_apply_on_two_nodes_uploads_each_shard_to_s3_from_its_worker(cluster, da
 
 
 def test_a_node_removed_in_the_middle_leaves_the_work_to_the_other(cluster, dataset, tmp_path):
-    from embcompress.engine_ray import RayEngine
+    from embcompress.ray_engine import RayEngine
 
     c, nodes = cluster
     comp = fit_file(from_spec("rq:4:nbits=4,max_rows=2000"), dataset, max_rows=2000)
@@ -261,7 +261,7 @@ def test_a_node_removed_in_the_middle_leaves_the_work_to_the_other(cluster, data
     def remove_when_started():
         deadline = time.time() + 60
         while time.time() < deadline:
-            if any("_compress_shard" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])):
+            if any("compress_shard" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])):
                 c.remove_node(nodes[1])
                 done.append(True)
                 return

@@ -426,3 +426,24 @@ def test_cli_recommend_with_queries_and_no_qrels(tmp_path):
                                    "--queries", str(tmp_path / "queries.parquet"), "--reference", "best"])
     assert bad.exit_code == 1 and "reference must be one of top1, graded, recall" in bad.output
     assert not (tmp_path / "m2").exists()
+
+
+def test_recommend_serve_ranks_every_candidate_but_only_a_servable_one_wins():
+    from embcompress.report.recommend import rank_candidates
+    from embcompress.search.ann import serve_targets
+
+    X, _ = clustered()
+    configs = ["sq:2", "rabitq:2", "binary@asym", "pca:16+int8"]
+    free = rank_candidates(X, 16, configs=configs, folds=1)
+    served = rank_candidates(X, 16, configs=configs, folds=1, serve="usearch")
+    assert [r["config"] for r in served["ranking"]] == [r["config"] for r in free["ranking"]]
+    by = {r["config"]: r for r in served["ranking"]}
+    assert by["sq:2"]["not_servable"] == "usearch cannot hold sq:2 codes" and by["rabitq:2"]["serves"] == []
+    assert by["binary@asym"]["not_servable"] is None and "usearch" in by["binary@asym"]["serves"]
+    assert served["winner"]["config"] in ("binary@asym", "pca:16+int8")
+    assert serve_targets(from_spec("opq:8"), "codes") == ("faiss",)
+    assert serve_targets(from_spec("pca:16+pq:8"), "codes") == ()  # a chain's codes: no faiss type holds them
+    with pytest.raises(InputError, match="serve must be one of faiss, usearch, lancedb"):
+        rank_candidates(X, 16, configs=configs, serve="milvus")
+    with pytest.raises(InputError, match="servable by lancedb"):
+        rank_candidates(X, 16, configs=["sq:2", "pca:16+int8"], folds=1, serve="lancedb")

@@ -7,7 +7,7 @@ import numpy as np
 
 from .._util import check_positive_int, require
 from ..base import OutputSpec, make_rng
-from ..capabilities import BudgetCodes, TableScan
+from ..capabilities import BudgetCodes, FaissExport, TableScan
 from ..errors import InputError
 from ..registry import register
 from ._codes import nibble_indices, nibble_tables
@@ -22,7 +22,7 @@ def _divisors(d: int) -> list[int]:
 
 
 @register
-class PQ(TableScan, BudgetCodes, FaissBacked):
+class PQ(FaissExport, TableScan, BudgetCodes, FaissBacked):
     """``m`` sub-quantizers of ``2**nbits`` centroids each: the vector is cut into ``m`` equal
     slices and each slice is coded by its nearest centroid (one byte per slice at ``nbits=8``,
     two slices per byte at ``nbits=4``, the first in the low half as faiss packs them).
@@ -137,6 +137,17 @@ class PQ(TableScan, BudgetCodes, FaissBacked):
         return OutputSpec(kind="codes", dtype="uint8", width=nbytes, nbytes=nbytes, metric="adc")
 
 
+    def to_faiss(self, codes: np.ndarray):
+        """faiss ``IndexPQ`` with the fitted codebooks, the codes copied as they are."""
+        faiss = require("faiss", "faiss", "faiss indexes")
+        pq = faiss.IndexPQ(self.n_features_in_, int(self.m), int(self.nbits), faiss.METRIC_INNER_PRODUCT)
+        faiss.copy_array_to_vector(self.centroids_.reshape(-1).astype(np.float32), pq.pq.centroids)
+        pq.is_trained = True
+        faiss.copy_array_to_vector(np.ascontiguousarray(codes, dtype=np.uint8).reshape(-1), pq.codes)
+        pq.ntotal = len(codes)
+        return pq
+
+
 @register
 class OPQ(PQ):
     """Product quantization after an orthogonal rotation learned jointly with the codebooks
@@ -150,6 +161,17 @@ class OPQ(PQ):
     color = "#7f7f7f"  # its points in the report's plot
     _state_arrays = ("centroids_", "rotation_")
     in_grid = True
+
+    def to_faiss(self, codes: np.ndarray):
+        """PQ's index behind the fitted rotation (``IndexPreTransform``)."""
+        faiss = require("faiss", "faiss", "faiss indexes")
+        d = self.n_features_in_
+        lt = faiss.LinearTransform(d, d, False)
+        faiss.copy_array_to_vector(self.rotation_.reshape(-1).astype(np.float32), lt.A)
+        lt.is_trained = True
+        out = faiss.IndexPreTransform(lt, super().to_faiss(codes))
+        out.is_trained = True
+        return out
 
     def _fit(self, batches, n_features: int) -> None:
         X = np.ascontiguousarray(self._sample(batches))

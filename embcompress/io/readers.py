@@ -235,7 +235,7 @@ class ParquetVectors(Streamed):
     def num_row_groups(self) -> int:
         return self._pf.num_row_groups
 
-    def _group_starts(self) -> np.ndarray:
+    def group_starts(self) -> np.ndarray:
         md = self._pf.metadata
         try:
             sizes = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
@@ -250,8 +250,8 @@ class ParquetVectors(Streamed):
         where the direct page decoder reads a row group of more than :data:`SPLIT_BYTES`, a span
         of whole batches of it (about :data:`SPAN_BYTES` of values), so that even a file of one
         huge row group is decoded on every worker."""
-        batch_size = _batch_size(batch_size, self.nbytes_per_row)
-        starts = self._group_starts()
+        batch_size = batch_rows(batch_size, self.nbytes_per_row)
+        starts = self.group_starts()
         units, largest = [], 0
         for g in range(len(starts) - 1):
             spans = self.group_spans(int(starts[g + 1] - starts[g]), batch_size)
@@ -474,7 +474,7 @@ class NpyVectors(Streamed):
     def units(self, batch_size: int | None = None, *, max_rows: int | None = None, transform: Transform | None = None,
               result_row_bytes: int | None = None, base: int = 0, shard: int = 0) -> tuple[list, int]:
         """As :meth:`ParquetVectors.units`; a unit is a run of 16 batches."""
-        batch_size = _batch_size(batch_size, self.nbytes_per_row)
+        batch_size = batch_rows(batch_size, self.nbytes_per_row)
         span = 16 * batch_size
         end = self.num_rows if max_rows is None else min(self.num_rows, int(max_rows))
         units = [functools.partial(self._read_span, start=s, stop=min(s + span, self.num_rows), batch_size=batch_size,
@@ -594,7 +594,7 @@ class DatasetVectors(Streamed):
         return units, unit_bytes
 
 
-def _batch_size(batch_size: int | None, row_bytes: int) -> int:
+def batch_rows(batch_size: int | None, row_bytes: int) -> int:
     if batch_size is None:
         return auto_batch_size(row_bytes)
     if batch_size < 1:

@@ -13,6 +13,7 @@ from ..errors import InputError
 from ..evaluate import DEFAULT_REFERENCE, check_folds, fold_pool_rows, parse_config, run_configs, trainable
 from ..persist import check_model_path, save
 from ..registry import from_spec
+from ..search.ann import TARGETS, serve_targets
 from ..stream import fit_file
 from .candidates import candidates
 from .grid import load_task_files, queries_note, validate
@@ -22,6 +23,7 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
                     labels=None, target: float | None = None, configs: Sequence[str] | None = None,
                     sampled: Mapping[str, int] | None = None, folds: int = 2, max_fit_seconds: float | None = None,
                     min_encode_rate: float | None = None, reference: str = DEFAULT_REFERENCE,
+                    serve: str | None = None,
                     progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """Evaluate every candidate of at most ``budget`` bytes per vector on ``docs`` (a sample) with
     the task the data allows (qrels, labels or label-free). Returns the rows ranked by retention
@@ -42,8 +44,14 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     own ``queries`` scored against float search as ``reference`` says, or documents standing in
     for queries) a lead within that uncertainty is no lead: among the candidates whose gap to the
     leader is not significant (``within_uncertainty``) the cheapest to encode wins, and the result
-    names them."""
+    names them.
+
+    With ``serve`` (faiss, usearch or lancedb) only the codes that target can hold can win
+    (:func:`~embcompress.search.ann.serve_targets`); the others stay in the ranking, marked
+    ``not_servable``."""
     _check_limits(budget, target, max_fit_seconds, min_encode_rate)
+    if serve is not None and serve not in TARGETS:
+        raise InputError(f"serve must be one of {', '.join(TARGETS)}, got {serve!r}")
     setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels,
                      reference=reference)
     folds = check_folds(folds, len(setup.docs))
@@ -56,21 +64,23 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     for r in found:
         r["label"] = cands[r["config"]]
         r["too_slow"] = _too_slow(r, max_fit_seconds, min_encode_rate)
+        r["serves"] = list(serve_targets(from_spec(r["spec"]), r["kind"]))
+        r["not_servable"] = None if serve is None or serve in r["serves"] else f"{serve} cannot hold {r['label']} codes"
     over = [r for r in found if r["bytes_per_vector"] > budget]
     if over:  # candidates() sizes them to the budget; a mismatch is a bug, not user error
         raise AssertionError(f"candidates over budget: {[r['config'] for r in over]}")
     ranked = sorted(found, key=lambda r: (-r["retention"], r["bytes_per_vector"], r["config"]))
-    eligible = [r for r in ranked if r["too_slow"] is None]
+    eligible = [r for r in ranked if r["too_slow"] is None and r["not_servable"] is None]
     if not eligible:
-        raise InputError(f"no candidate within {budget} bytes per vector is fast enough: "
-                         + "; ".join(f"{r['label']}: {r['too_slow']}" for r in ranked)
-                         + ". Allow more (--max-fit-seconds, --min-encode-rate) or a larger budget")
+        raise InputError(f"no candidate within {budget} bytes per vector is fast enough{' and servable by ' + serve if serve else ''}: "
+                         + "; ".join(f"{r['label']}: {r['too_slow'] or r['not_servable']}" for r in ranked)
+                         + ". Allow more (--max-fit-seconds, --min-encode-rate), another --serve or a larger budget")
     add_uncertainty(ranked, per, ref["score"], eligible[0]["config"])
     winner, tied = _winner(eligible, setup.task.mode == "label-free", target)
     return {"budget_bytes": int(budget), "target": target, "metric": setup.task.metric, "mode": setup.task.mode,
             "fitted": rows[1]["fitted"], "sample": len(setup.docs),
             "sampled_from": dict(sampled) if sampled else None, "fit_rows": n_fit, "float_score": ref["score"],
-            "max_fit_seconds": max_fit_seconds, "min_encode_rate": min_encode_rate,
+            "max_fit_seconds": max_fit_seconds, "min_encode_rate": min_encode_rate, "serve": serve,
             "ranking": ranked, "winner": winner, "target_reached": None if target is None else winner["retention"] >= target,
             "within_uncertainty": None if tied is None or len(tied) < 2 else [r["config"] for r in tied],
             "queries_note": queries_note(setup.task)}
@@ -158,7 +168,7 @@ def add_uncertainty(rows: list[dict[str, Any]], per: Mapping[str, np.ndarray | N
 def recommend_files(input: str | os.PathLike, model_dir: str | os.PathLike, budget: int, *, target: float | None = None,
                     queries: str | os.PathLike | None = None, qrels: str | os.PathLike | None = None,
                     labels: str | None = None, sample: int | None = None, column: str | None = None,
-                    reference: str = DEFAULT_REFERENCE, folds: int = 2, max_fit_seconds: float | None = None, min_encode_rate: float | None = None,
+                    reference: str = DEFAULT_REFERENCE, serve: str | None = None, folds: int = 2, max_fit_seconds: float | None = None, min_encode_rate: float | None = None,
                     overwrite: bool = False, progress: Callable[[str, int, int], None] | None = None,
                     fit_progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Rank the candidates on a seeded uniform sample of ``sample`` vectors of ``input`` (with queries and qrels,
@@ -168,7 +178,7 @@ def recommend_files(input: str | os.PathLike, model_dir: str | os.PathLike, budg
     data = load_task_files(input, queries=queries, qrels=qrels, labels=labels, sample=sample, default_sample=20_000,
                            column=column)
     res = rank_candidates(data.pop("docs"), budget, **data, target=target, folds=folds, max_fit_seconds=max_fit_seconds,
-                          min_encode_rate=min_encode_rate, reference=reference, progress=progress)
+                          min_encode_rate=min_encode_rate, reference=reference, serve=serve, progress=progress)
     spec = res["winner"]["spec"]
     comp = fit_file(from_spec(spec), input, column=column, progress=fit_progress)
     save(comp, model_dir, overwrite=overwrite)

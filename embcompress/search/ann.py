@@ -26,9 +26,22 @@ from typing import Any
 import numpy as np
 
 from .._util import normalize_rows, require
+from ..capabilities import FaissExport
 from ..errors import InputError
 
 STRUCTURES = ("flat", "hnsw")
+#: the serving targets that hold each output kind; codes only where their family declares one
+KIND_TARGETS = {"bits": ("faiss", "usearch", "lancedb"), "float": ("faiss", "usearch", "lancedb"),
+                "int8": ("faiss", "usearch"), "codes": ()}
+TARGETS = ("faiss", "usearch", "lancedb")
+
+
+def serve_targets(comp, kind: str) -> tuple[str, ...]:
+    """Where codes of output ``kind`` made by ``comp`` (None: float vectors) can be exported and
+    served: what the kind allows, plus what a whole-compressor family declares
+    (:class:`~embcompress.capabilities.FaissExport`)."""
+    declared = getattr(comp, "exports", ()) if comp is not None else ()
+    return tuple(t for t in TARGETS if t in KIND_TARGETS.get(kind, ()) or t in declared)
 HNSW_M = 32  # links per node: faiss' and usearch's usual choice for recall near 0.95+ at ef 64-128
 HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 128
@@ -76,29 +89,10 @@ def faiss_index(index, structure: str = "flat", *, m: int = HNSW_M, ef_construct
         faiss.copy_array_to_vector(codes.reshape(-1), out.codes)
         out.ntotal = len(codes)
         return out
-    if kind == "codes" and comp.name in ("pq", "opq") and index.compressor is comp:
-        return _faiss_pq(comp, data)
+    if isinstance(index.compressor, FaissExport):  # the family declares its own faiss index (not in a chain)
+        return index.compressor.to_faiss(data)
     raise InputError(f"{index.compressor.name} codes have no faiss index type here; faiss indexes take bits, float "
-                     "vectors, int8 and (unchained) pq / opq codes")
-
-
-def _faiss_pq(comp, codes: np.ndarray) -> Any:
-    faiss = require_faiss()
-    d = comp.n_features_in_
-    m, nbits = int(comp.m), int(comp.nbits)
-    pq = faiss.IndexPQ(d, m, nbits, faiss.METRIC_INNER_PRODUCT)
-    faiss.copy_array_to_vector(comp.centroids_.reshape(-1).astype(np.float32), pq.pq.centroids)
-    pq.is_trained = True
-    faiss.copy_array_to_vector(np.ascontiguousarray(codes, dtype=np.uint8).reshape(-1), pq.codes)
-    pq.ntotal = len(codes)
-    if comp.name != "opq":
-        return pq
-    lt = faiss.LinearTransform(d, d, False)
-    faiss.copy_array_to_vector(comp.rotation_.reshape(-1).astype(np.float32), lt.A)
-    lt.is_trained = True
-    out = faiss.IndexPreTransform(lt, pq)
-    out.is_trained = True
-    return out
+                     "vectors, int8 and the codes of a family that declares one (unchained pq, opq)")
 
 
 def faiss_queries(index, Q: np.ndarray) -> np.ndarray:

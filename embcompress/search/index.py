@@ -28,24 +28,13 @@ import numpy as np
 from .._parallel import run_blocks
 from .._util import check_positive_int, normalize_rows
 from ..base import Compressor, check_array
-from ..capabilities import DenseScan, TableScan
 from ..errors import InputError
-from .adc import scan_adc, scan_dense
-from .exact import check_k, scan_blocks
-from .hamming import scan_hamming
+from .exact import check_k
+from .scorers import make_scorer
 from .stores import ArrayStore, VectorStore
 from .topk import merge_topk
 
 DEFAULT_MULTIPLIER = 10
-#: queries whose lookup tables are built and scanned at once
-ADC_QUERY_BLOCK = 1024
-#: per-dimension codes of at least this many bits (few-bit SQ, RaBitQ) are scanned decoded rather
-#: than by tables when a search brings at least DENSE_MIN_QUERIES queries: decoding a block of
-#: documents is paid once for all of them. benchmarks/bench_codes_speed.py --only dense, 200,000 x
-#: 384, 2 threads, tables / dense time at 100 queries: 3.27 rabitq:4, 1.46 rabitq:2, 1.75 sq:2, but
-#: 0.88 rabitq:1; at 1 query 0.09-0.21 (the decoding is not shared).
-DENSE_MIN_BITS = 2
-DENSE_MIN_QUERIES = 64
 RERANKS = ("asymmetric", "float")
 #: first-stage structures: the exact scan, or an HNSW graph (faiss) over bits or float vectors
 STRUCTURES = ("exact", "hnsw")
@@ -111,141 +100,33 @@ class Index:
         if ids is not None and len(ids) != len(data):
             raise InputError(f"{len(ids)} ids for {len(data)} documents")
         self.ids = None if ids is None else np.asarray(ids, dtype=object)
-        self._norms = None  # int8: norms of the decoded documents
-        self._unit_docs = None  # reduced floats compared by cosine: normalized once, on first search
         if self.kind == "float" and self.metric == "cosine":
             self.data = normalize_rows(data)
-        self._recon: tuple[np.ndarray, np.ndarray] | None | bool = False  # asymmetric cosine state, on first use
-        if self.kind == "codes":  # the bytes the lookup tables index, and the per-document scale
-            last = compressor.last_stage
-            if not isinstance(last, TableScan):
-                raise InputError(f"{last.name} codes cannot be searched: the family does not score them by lookup tables "
-                                 "(embcompress.capabilities.TableScan)")
-            codes, scale = last.adc_codes(data)
-            self._adc_codes = np.ascontiguousarray(codes, dtype=np.uint8)
-            self._adc_scale = None if scale is None else np.ascontiguousarray(scale, dtype=np.float32)
-            form = last.dense_codes() if isinstance(last, DenseScan) else None
-            self._dense = form if form is not None and form[1] >= DENSE_MIN_BITS else None
-        if self.kind == "int8":  # decoded norms for cosine, computed once, block by block
-            self._norms = np.concatenate([
-                np.linalg.norm(compressor.decode(data[s : s + 65536]), axis=1) for s in range(0, len(data), 65536)
-            ]).astype(np.float32)
-
-    def _reconstruction(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """For codes scored asymmetrically: each document's reconstruction norm in the original
-        space to the power ``-norm_power``, and the original-space point the origin of the
-        quantized space maps to (``b0``). With them a float query's score is
-        ``(<q', z_decoded> + <q, b0>) / ||x_hat|| ** norm_power`` (at 1 the cosine with the
-        reconstruction, which is what float search ranks by). None when a stage has no inverse
-        (then the score is the inner product in the quantized space)."""
-        if self._recon is False:
-            comp = self.compressor
-            try:
-                b0 = comp.prefix_inverse(np.zeros((1, comp.last_stage.n_features_in_), np.float32))[0]
-                norms = np.concatenate([np.linalg.norm(comp.inverse_transform(self.data[s : s + 16384]), axis=1)
-                                        for s in range(0, self.num_docs, 16384)])
-                safe = np.where(norms > 0, norms, 1.0).astype(np.float64)
-                inv = np.where(norms > 0, safe ** -self.norm_power, 0.0).astype(np.float32)
-                self._recon = (inv, b0.astype(np.float32))
-            except NotImplementedError:
-                self._recon = None
-        return self._recon
-
-    def _asymmetric_scores(self, Q: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """(queries, candidates) scores of the decoded candidate ``rows`` (queries, candidates)
-        for the float queries."""
-        comp = self.compressor
-        qf = comp.query_prefix(Q)  # (q, d') the space the codes quantize, linear part
-        nq, nc = rows.shape
-        dec = comp.last_stage.decode(self.data[rows.reshape(-1)])  # (q*c, d') decoded candidates
-        dots = np.matmul(dec.reshape(nq, nc, -1), qf[:, :, None])[..., 0]  # (q, c)
-        recon = self._reconstruction()
-        if recon is None:
-            return dots.astype(np.float32)
-        inv, b0 = recon
-        return ((dots + (Q @ b0)[:, None]) * inv[rows]).astype(np.float32)
-
-    def _dense_scorer(self, Q: np.ndarray):
-        """For float and int8 indexes: ``score(q0, q1, d0, d1)``, the (queries x documents) block
-        of first-stage scores."""
-        comp = self.compressor
-        if self.kind == "int8":
-            qf = normalize_rows(comp.float_prefix(Q))
-            docs, norms, last = self.data, self._norms, comp.last_stage
-
-            def score(q0, q1, d0, d1):
-                dec = last.decode(docs[d0:d1])  # (b, d) float32
-                return (qf[q0:q1] @ dec.T) / np.where(norms[d0:d1] > 0, norms[d0:d1], 1)
-
-            return score
-        q = Q if comp is None else comp.transform(Q)
-        if self.metric == "cosine":
-            q = normalize_rows(q)
-        docs = self.data if comp is None or self.metric != "cosine" else self._normalized_docs()
-        return lambda q0, q1, d0, d1: q[q0:q1] @ docs[d0:d1].T
-
-    def _scan_codes(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The exact first stage over codes: lookup tables, or the dense scan of decoded codes,
-        with the per-document factors of :meth:`_reconstruction` (computed once per search) and
-        each query's constant; a block of queries at a time (each query's tables take bytes x 1
-        KiB). The path is chosen once per search, so every query of a batch is scored the same
-        way (the two differ in the last bits of a float sum)."""
-        comp = self.compressor
-        last = comp.last_stage
-        dense = self._dense is not None and len(Q) >= DENSE_MIN_QUERIES
-        scale, bias, recon = self._adc_scale, None, self._reconstruction()
-        if recon is not None:
-            inv, b0 = recon
-            scale = inv if self._adc_scale is None else self._adc_scale * inv
-            bias = inv
-        scores = np.empty((len(Q), k), dtype=np.float32)
-        rows = np.empty((len(Q), k), dtype=np.int64)
-        for s in range(0, len(Q), ADC_QUERY_BLOCK):
-            Qb = Q[s : s + ADC_QUERY_BLOCK]
-            qf = comp.query_prefix(Qb)
-            qconst = None if recon is None else (Qb @ b0 + last.adc_offset(qf)).astype(np.float32)
-            if dense:
-                layout, bits, levels = self._dense
-                out = scan_dense(last.dense_queries(qf), self._adc_codes, k, layout=layout, bits=bits, levels=levels,
-                                 scale=scale, bias=bias, qconst=qconst)
-            else:
-                out = scan_adc(last.lookup_tables(qf), self._adc_codes, k, scale=scale, bias=bias, qconst=qconst)
-            scores[s : s + ADC_QUERY_BLOCK], rows[s : s + ADC_QUERY_BLOCK] = out
-        return scores, rows
+        self.scorer = make_scorer(self)
 
     @property
     def nbytes_per_vector(self) -> int:
         return self.compressor.output_spec.nbytes if self.compressor else 4 * self.width
 
-    # ---- first stage --------------------------------------------------------------------------
-    def _first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        comp = self.compressor
+    # ---- first stage ----------------------------------------------------------------------------
+    def first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, rows) of the top ``k`` (1..documents, not checked here) of each float query
+        (queries, width) by the index's own first stage: its scorer's exact scan, or the HNSW graph."""
         if self.structure == "hnsw":
             from . import ann
 
             if self._graph is None:
                 self._graph = ann.faiss_index(self, "hnsw")
             return ann.hnsw_search(self, self._graph, Q, k, self.ef_search or ann.HNSW_EF_SEARCH)
-        if self.kind == "bits":
-            dist, rows = scan_hamming(comp.transform(Q), self.data, k)
-            return (self.width - dist).astype(np.float32), rows
-        if self.kind == "codes":
-            return self._scan_codes(Q, k)
-        return scan_blocks(self._dense_scorer(Q), len(Q), self.num_docs, k)
-
-    def _normalized_docs(self) -> np.ndarray:
-        if self._unit_docs is None:
-            self._unit_docs = normalize_rows(self.data)
-        return self._unit_docs
+        return self.scorer.first_stage(Q, k)
 
     # ---- rerank -------------------------------------------------------------------------------
-    def _rerank_scores(self, Q: np.ndarray, rows: np.ndarray, how: str, originals: VectorStore | None) -> np.ndarray:
-        """(queries, candidates) float32 scores of the candidate ``rows`` for the float queries."""
+    def rerank_scores(self, Q: np.ndarray, rows: np.ndarray, how: str, originals: VectorStore | None) -> np.ndarray:
+        """(queries, candidates) float32 scores of the candidate ``rows`` for the float queries,
+        by ``how``: "asymmetric" (the decoded codes) or "float" (the ``originals``)."""
         nq, nc = rows.shape
         if how == "asymmetric":
-            if self.compressor is None:
-                raise InputError("asymmetric rerank needs an index of codes; this one holds float vectors")
-            return self._asymmetric_scores(Q, rows)
+            return self.scorer.asymmetric(Q, rows)
         if originals is None:
             raise InputError("float rerank needs the original document vectors (originals=...)")
         if originals.num_rows != self.num_docs:
@@ -275,12 +156,12 @@ class Index:
         if isinstance(originals, np.ndarray):
             originals = ArrayStore(originals)
         if rerank is None:
-            scores, rows = self._first_stage(Q, k)
+            scores, rows = self.first_stage(Q, k)
             info = {"candidates": k}
         else:
             multiplier = check_positive_int("multiplier", multiplier)
             n_cand = min(k * int(multiplier), self.num_docs)
-            _, cand = self._first_stage(Q, n_cand)
+            _, cand = self.first_stage(Q, n_cand)
             t_first = time.perf_counter() - t0
             scores = np.empty((len(Q), k), dtype=np.float32)
             rows = np.empty((len(Q), k), dtype=np.int64)
@@ -289,7 +170,7 @@ class Index:
             # 0.068 s at 32 queries against 0.119 s at 256 for 1000 x 100 candidates of 1024 bits
             def rerank_block(s: int) -> None:
                 c = cand[s : s + query_block]
-                sc = self._rerank_scores(Q[s : s + query_block], c, rerank, originals)
+                sc = self.rerank_scores(Q[s : s + query_block], c, rerank, originals)
                 order = np.lexsort((c, -sc), axis=1)[:, :k]
                 scores[s : s + len(c)] = np.take_along_axis(sc, order, axis=1)
                 rows[s : s + len(c)] = np.take_along_axis(c, order, axis=1)
@@ -370,7 +251,7 @@ class PartedIndex:
             info = {"candidates": k}
         else:
             n_cand = min(k * check_positive_int("multiplier", multiplier), self.num_docs)
-            firsts = [idx._first_stage(Q, min(n_cand, idx.num_docs)) for _, idx in self.parts]
+            firsts = [idx.first_stage(Q, min(n_cand, idx.num_docs)) for _, idx in self.parts]
             _, cand = merge_topk([s for s, _ in firsts], [self.parts[i][0][r] for i, (_, r) in enumerate(firsts)], n_cand)
             part_of = np.empty(self.num_docs, dtype=np.int64)
             local = np.empty(self.num_docs, dtype=np.int64)
@@ -380,7 +261,7 @@ class PartedIndex:
             for p, (_, idx) in enumerate(self.parts):
                 mine = part_of[cand] == p
                 if mine.any():  # every candidate scored by the model of its part (others: row 0, dropped)
-                    s = idx._rerank_scores(Q, np.where(mine, local[cand], 0), rerank, views[p])
+                    s = idx.rerank_scores(Q, np.where(mine, local[cand], 0), rerank, views[p])
                     sc[mine] = s[mine]
             scores, rows = merge_topk([sc], [cand], k)
             info = {"candidates": n_cand, "rerank": rerank}

@@ -63,12 +63,12 @@ class ParquetStore:
         src = open_vectors(path, column=column)
         self.path, self.column, self.dim, self.num_rows = Path(path), src.column, src.dim, src.num_rows
         shards = getattr(src, "shards", [src])  # a dataset's row groups are numbered across its shards
-        if any(not hasattr(s, "_group_starts") for s in shards):
+        if any(not hasattr(s, "group_starts") for s in shards):
             raise InputError(f"originals in {path} are .npy shards; give parquet shards, or one .npy file")
         # the units decoded and cached: row groups, or spans of the row groups the direct page
         # decoder splits (a row group of pyarrow's default 1Mi rows is 4 GiB of 1024-d floats)
         self._groups = [(s.path, g, r0, r1)  # unit -> (file, row group, first row in it, end row in it)
-                        for s in shards for g, n in enumerate(np.diff(s._group_starts()))
+                        for s in shards for g, n in enumerate(np.diff(s.group_starts()))
                         for r0, r1 in s.group_spans(int(n))]
         self._shards = {s.path: s for s in shards}
         sizes = [r1 - r0 for _, _, r0, r1 in self._groups]

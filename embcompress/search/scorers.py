@@ -1,0 +1,191 @@
+"""How an index scores documents, one class per output kind: float vectors, int8 codes, packed
+bits and byte codes (lookup tables or the dense scan). :func:`make_scorer` is the one place an
+output kind chooses code; :class:`~embcompress.search.Index` asks its scorer for the exact first
+stage and for the asymmetric rerank, and never looks at the kind again.
+
+Every score is "higher is better"; ties are broken by row, lowest first (the scans' contract)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from .._util import normalize_rows
+from ..capabilities import DenseScan, TableScan
+from ..errors import InputError
+from .adc import scan_adc, scan_dense
+from .exact import scan_blocks
+from .hamming import scan_hamming
+
+if TYPE_CHECKING:
+    from .index import Index
+
+#: queries whose lookup tables are built and scanned at once
+ADC_QUERY_BLOCK = 1024
+#: per-dimension codes of at least this many bits (few-bit SQ, RaBitQ) are scanned decoded rather
+#: than by tables when a search brings at least DENSE_MIN_QUERIES queries: decoding a block of
+#: documents is paid once for all of them (benchmarks/README.md, "Dense scan").
+DENSE_MIN_BITS = 2
+DENSE_MIN_QUERIES = 64
+
+
+class Scorer(Protocol):
+    def first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The exact top ``k`` (1..documents) of each float query: (scores, rows)."""
+
+    def asymmetric(self, Q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """(queries, candidates) scores of the float queries against the decoded candidate ``rows``."""
+
+
+class _Scorer:
+    """What every kind shares: the asymmetric score of a float query against decoded codes, as the
+    cosine with each document's reconstruction (see :class:`~embcompress.search.Index`)."""
+
+    def __init__(self, index: "Index"):
+        self.index = index
+        self._recon: tuple[np.ndarray, np.ndarray] | None | bool = False  # computed on first use
+
+    def reconstruction(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Each document's reconstruction norm in the original space to the power
+        ``-norm_power``, and the original-space point the origin of the quantized space maps to
+        (``b0``). With them a float query's score is ``(<q', z_decoded> + <q, b0>) / ||x_hat|| **
+        norm_power`` (at 1 the cosine with the reconstruction, which is what float search ranks
+        by). None when a stage has no inverse (then the score is the inner product in the
+        quantized space)."""
+        if self._recon is False:
+            idx, comp = self.index, self.index.compressor
+            try:
+                b0 = comp.prefix_inverse(np.zeros((1, comp.last_stage.n_features_in_), np.float32))[0]
+                norms = np.concatenate([np.linalg.norm(comp.inverse_transform(idx.data[s : s + 16384]), axis=1)
+                                        for s in range(0, idx.num_docs, 16384)])
+                safe = np.where(norms > 0, norms, 1.0).astype(np.float64)
+                inv = np.where(norms > 0, safe ** -idx.norm_power, 0.0).astype(np.float32)
+                self._recon = (inv, b0.astype(np.float32))
+            except NotImplementedError:
+                self._recon = None
+        return self._recon
+
+    def asymmetric(self, Q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        comp = self.index.compressor
+        if comp is None:
+            raise InputError("asymmetric rerank needs an index of codes; this one holds float vectors")
+        qf = comp.query_prefix(Q)  # (q, d') the space the codes quantize, linear part
+        nq, nc = rows.shape
+        dec = comp.last_stage.decode(self.index.data[rows.reshape(-1)])  # (q*c, d') decoded candidates
+        dots = np.matmul(dec.reshape(nq, nc, -1), qf[:, :, None])[..., 0]  # (q, c)
+        recon = self.reconstruction()
+        if recon is None:
+            return dots.astype(np.float32)
+        inv, b0 = recon
+        return ((dots + (Q @ b0)[:, None]) * inv[rows]).astype(np.float32)
+
+
+class FloatScorer(_Scorer):
+    """Float vectors (the originals, or a float-valued code such as PCA's): cosine or inner product."""
+
+    def __init__(self, index: "Index"):
+        super().__init__(index)
+        self._unit_docs = None  # reduced floats compared by cosine: normalized once, on first search
+
+    def first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        idx, comp = self.index, self.index.compressor
+        q = Q if comp is None else comp.transform(Q)
+        if idx.metric == "cosine":
+            q = normalize_rows(q)
+        docs = idx.data if comp is None or idx.metric != "cosine" else self._normalized_docs()
+        return scan_blocks(lambda q0, q1, d0, d1: q[q0:q1] @ docs[d0:d1].T, len(Q), idx.num_docs, k)
+
+    def _normalized_docs(self) -> np.ndarray:
+        if self._unit_docs is None:
+            self._unit_docs = normalize_rows(self.index.data)
+        return self._unit_docs
+
+
+class Int8Scorer(_Scorer):
+    """int8 codes: the cosine of the float query with each decoded document (norms computed once)."""
+
+    def __init__(self, index: "Index"):
+        super().__init__(index)
+        comp, data = index.compressor, index.data
+        self.norms = np.concatenate([
+            np.linalg.norm(comp.decode(data[s : s + 65536]), axis=1) for s in range(0, len(data), 65536)
+        ]).astype(np.float32)
+
+    def first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        idx, comp = self.index, self.index.compressor
+        qf = normalize_rows(comp.float_prefix(Q))
+        docs, norms, last = idx.data, self.norms, comp.last_stage
+
+        def score(q0, q1, d0, d1):
+            dec = last.decode(docs[d0:d1])  # (b, d) float32
+            return (qf[q0:q1] @ dec.T) / np.where(norms[d0:d1] > 0, norms[d0:d1], 1)
+
+        return scan_blocks(score, len(Q), idx.num_docs, k)
+
+
+class BitsScorer(_Scorer):
+    """Packed bits: the Hamming similarity (bits - Hamming distance) of the query's own bits."""
+
+    def first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        idx = self.index
+        dist, rows = scan_hamming(idx.compressor.transform(Q), idx.data, k)
+        return (idx.width - dist).astype(np.float32), rows
+
+
+class CodesScorer(_Scorer):
+    """Byte codes of a :class:`~embcompress.capabilities.TableScan` family: lookup tables, or the
+    dense scan of decoded codes (:class:`~embcompress.capabilities.DenseScan`) for a search of
+    many queries, with the per-document factors of :meth:`reconstruction` and each query's
+    constant."""
+
+    def __init__(self, index: "Index"):
+        super().__init__(index)
+        last = index.compressor.last_stage
+        if not isinstance(last, TableScan):
+            raise InputError(f"{last.name} codes cannot be searched: the family does not score them by lookup tables "
+                             "(embcompress.capabilities.TableScan)")
+        codes, scale = last.adc_codes(index.data)
+        self.codes = np.ascontiguousarray(codes, dtype=np.uint8)  # the bytes the lookup tables index
+        self.scale = None if scale is None else np.ascontiguousarray(scale, dtype=np.float32)  # per document
+        form = last.dense_codes() if isinstance(last, DenseScan) else None
+        self.dense = form if form is not None and form[1] >= DENSE_MIN_BITS else None
+
+    def first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """A block of queries at a time (each query's tables take bytes x 1 KiB). The path is
+        chosen once per search, so every query of a batch is scored the same way (the two differ
+        in the last bits of a float sum)."""
+        comp = self.index.compressor
+        last = comp.last_stage
+        dense = self.dense is not None and len(Q) >= DENSE_MIN_QUERIES
+        scale, bias, recon = self.scale, None, self.reconstruction()
+        if recon is not None:
+            inv, b0 = recon
+            scale = inv if self.scale is None else self.scale * inv
+            bias = inv
+        scores = np.empty((len(Q), k), dtype=np.float32)
+        rows = np.empty((len(Q), k), dtype=np.int64)
+        for s in range(0, len(Q), ADC_QUERY_BLOCK):
+            Qb = Q[s : s + ADC_QUERY_BLOCK]
+            qf = comp.query_prefix(Qb)
+            qconst = None if recon is None else (Qb @ b0 + last.adc_offset(qf)).astype(np.float32)
+            if dense:
+                layout, bits, levels = self.dense
+                out = scan_dense(last.dense_queries(qf), self.codes, k, layout=layout, bits=bits, levels=levels,
+                                 scale=scale, bias=bias, qconst=qconst)
+            else:
+                out = scan_adc(last.lookup_tables(qf), self.codes, k, scale=scale, bias=bias, qconst=qconst)
+            scores[s : s + ADC_QUERY_BLOCK], rows[s : s + ADC_QUERY_BLOCK] = out
+        return scores, rows
+
+
+#: the scorer of each output kind (OutputSpec.kind)
+SCORERS = {"float": FloatScorer, "int8": Int8Scorer, "bits": BitsScorer, "codes": CodesScorer}
+
+
+def make_scorer(index: "Index") -> Scorer:
+    try:
+        cls = SCORERS[index.kind]
+    except KeyError:
+        raise InputError(f"no scorer for {index.kind!r} outputs; known: {', '.join(SCORERS)}") from None
+    return cls(index)
