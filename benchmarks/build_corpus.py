@@ -10,7 +10,10 @@ installed, imported or executed. torch is read from the installed copy pinned by
     python benchmarks/build_corpus.py [--out bench-data/big] [--queries 20000] [--model PATH]
 
 Writes, under OUT:
-  corpus.jsonl.gz, queries.jsonl.gz, qrels.tsv   the judged set in BEIR's layout (texts)
+  pairs.jsonl.gz                                 every pair parsed (kept: parsing is the slow part)
+  corpus.jsonl.gz, queries.jsonl.gz, qrels.tsv   the judged set in BEIR's layout (texts): 250,000
+                                                 documents by default (--max-docs), every judged one
+                                                 among them, and 20,000 judged queries
   MODEL/corpus.parquet, MODEL/queries.parquet    the embeddings (MODEL: minilm by default)
   MODEL/parts/                                   finished slices; a stopped run resumes from them
 Documents are embedded in order of length (little padding), in slices of 4,096, each saved as it
@@ -101,20 +104,46 @@ def build_pairs(cache: Path, min_docs: int):
     return pairs
 
 
-def write_beir(out: Path, pairs, queries: int, seed: int) -> list[int]:
-    """corpus.jsonl.gz (every document), queries.jsonl.gz and qrels.tsv (a seeded sample of the
-    queries); returns the row numbers of the sampled queries."""
+def cached_pairs(out: Path, cache: Path, min_docs: int):
+    """Every pair, parsed once and kept in ``OUT/pairs.jsonl.gz`` (parsing 3,900 wheels takes
+    10-40 minutes on 2 cores)."""
+    from embcompress.corpus import DocPair
+
+    path = out / "pairs.jsonl.gz"
+    if path.exists():
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return [DocPair(**json.loads(line)) for line in f]
+    pairs = build_pairs(cache, min_docs)
+    tmp = out / ".pairs.jsonl.gz.tmp"
+    with gzip.open(tmp, "wt", encoding="utf-8") as f:
+        for p in pairs:
+            f.write(json.dumps({"id": p.id, "query": p.query, "document": p.document}, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return pairs
+
+
+def select(n: int, queries: int, max_docs: int | None, seed: int) -> tuple[list[int], list[int]]:
+    """(the pairs whose queries are judged: a seeded sample of ``queries``; the documents kept: every
+    judged one and a seeded sample of the others, ``max_docs`` in all), both in pair order."""
     from embcompress._util import sample_rows
 
-    picked = [int(i) for i in sample_rows(len(pairs), queries, seed)]
-    for name, rows, field in (("corpus", range(len(pairs)), "document"), ("queries", picked, "query")):
+    picked = [int(i) for i in sample_rows(n, queries, seed)]
+    if max_docs is None or max_docs >= n:
+        return picked, list(range(n))
+    others = np.setdiff1d(np.arange(n), picked)
+    extra = others[sample_rows(len(others), max(max_docs - len(picked), 0), seed + 1)]
+    return picked, sorted(picked + [int(i) for i in extra])
+
+
+def write_beir(out: Path, pairs, picked: list[int], kept: list[int]) -> None:
+    """corpus.jsonl.gz (the kept documents), queries.jsonl.gz and qrels.tsv (the judged queries)."""
+    for name, rows, field in (("corpus", kept, "document"), ("queries", picked, "query")):
         tmp = out / f".{name}.jsonl.gz.tmp"
         with gzip.open(tmp, "wt", encoding="utf-8") as f:
             for i in rows:
                 f.write(json.dumps({"_id": pairs[i].id, "text": getattr(pairs[i], field)}, ensure_ascii=False) + "\n")
         os.replace(tmp, out / f"{name}.jsonl.gz")
     (out / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{pairs[i].id}\t{pairs[i].id}\t1\n" for i in picked))
-    return picked
 
 
 def embed_resumable(model, texts: list[str], parts: Path, label: str) -> np.ndarray:
@@ -152,29 +181,34 @@ def main() -> None:
     ap.add_argument("--wheels", default="bench-data/wheels", help="where the pinned wheels are kept")
     ap.add_argument("--queries", type=int, default=20000, help="a seeded sample of this many queries is judged")
     ap.add_argument("--min-docs", type=int, default=200000)
+    ap.add_argument("--max-docs", type=int, default=250000,
+                    help="documents kept: every judged one and a seeded sample of the others (0: all of them)")
     ap.add_argument("--model", default=None, help="a local sentence-transformers directory (default: the packaged MiniLM)")
     ap.add_argument("--model-label", default="minilm", help="the folder under OUT for this model's embeddings")
     ap.add_argument("--max-seq-length", type=int, default=256, help="tokens per text (MiniLM's own setting: 256)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    args.max_docs = args.max_docs or None
     from embcompress.embed import DEFAULT_MODEL, load_model, write_embeddings
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    pairs = build_pairs(Path(args.wheels), args.min_docs)
-    picked = write_beir(out, pairs, args.queries, args.seed)
-    lengths = np.array([len(p.document) for p in pairs])
+    pairs = cached_pairs(out, Path(args.wheels), args.min_docs)
+    picked, kept = select(len(pairs), args.queries, args.max_docs, args.seed)
+    write_beir(out, pairs, picked, kept)
+    lengths = np.array([len(pairs[i].document) for i in kept])
     qlen = np.array([len(pairs[i].query) for i in picked])
-    print(f"{len(pairs):,} documents (median {np.median(lengths):.0f} chars), {len(picked):,} judged queries "
-          f"(median {np.median(qlen):.0f} chars) from {len(pinned())} pinned packages and torch in {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"{len(kept):,} documents of {len(pairs):,} pairs (median {np.median(lengths):.0f} chars), {len(picked):,} judged "
+          f"queries (median {np.median(qlen):.0f} chars) from {len(pinned())} pinned packages and torch in "
+          f"{time.perf_counter() - t0:.0f} s", flush=True)
 
     emb = out / args.model_label
     model = load_model(args.model)
     model.max_seq_length = args.max_seq_length
     name = args.model or DEFAULT_MODEL
     for label, ids, texts in (("queries", [pairs[i].id for i in picked], [pairs[i].query for i in picked]),
-                              ("corpus", [p.id for p in pairs], [p.document for p in pairs])):
+                              ("corpus", [pairs[i].id for i in kept], [pairs[i].document for i in kept])):
         path = emb / f"{label}.parquet"
         if path.exists():
             print(f"{path} exists, kept")

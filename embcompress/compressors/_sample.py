@@ -9,6 +9,7 @@ from typing import Callable
 import numpy as np
 
 from ..capabilities import BlockStats
+from ..errors import InputError
 
 
 def reservoir(batches: Callable, max_rows: int, rng: np.random.Generator) -> np.ndarray:
@@ -58,3 +59,28 @@ class MeanStats(BlockStats):
     @staticmethod
     def _stats_mean(stats: dict) -> np.ndarray:
         return (stats["total"] / int(stats["n"][0])).astype(np.float32)
+
+
+class OptionalCentering(MeanStats):
+    """A map that subtracts the per-dimension mean only with ``center=True``: it learns from the
+    data (and combines per-block sums) only then, and ``mean_`` is the fitted mean or zeros."""
+
+    center: bool
+
+    @property
+    def learns_from_data(self) -> bool:
+        return bool(self.center)
+
+    @property
+    def combines_blocks(self) -> bool:  # the mean, from per-block sums
+        return bool(self.center)
+
+    def _check_center(self) -> None:
+        if not isinstance(self.center, bool):
+            raise InputError(f"center must be true or false, got {self.center!r}")
+
+    def _centre_from(self, stats: dict | None, batches: Callable | None, n_features: int) -> np.ndarray:
+        """The mean to subtract: from block statistics, from the batches, or zeros without centering."""
+        if not self.center:
+            return np.zeros(n_features, dtype=np.float32)
+        return self._stats_mean(stats) if stats is not None else stream_mean(batches)

@@ -6,13 +6,12 @@ import numpy as np
 
 from .._util import normalize_rows
 from ..base import Compressor, OutputSpec, float_spec
-from ..errors import InputError
 from ..registry import register
-from ._sample import MeanStats, stream_mean
+from ._sample import OptionalCentering
 
 
 @register
-class Normalize(MeanStats, Compressor):
+class Normalize(OptionalCentering, Compressor):
     """``x -> (x - mean) / |x - mean|`` (the mean subtracted only with ``center=True``): the width is
     unchanged and inner product becomes cosine. For embeddings that are not unit-length (many
     models' raw outputs), and, centred, for anisotropic ones whose vectors share a common
@@ -27,23 +26,14 @@ class Normalize(MeanStats, Compressor):
     def __init__(self, center: bool = False):
         self.center = center
 
-    @property
-    def learns_from_data(self) -> bool:
-        return bool(self.center)
-
-    @property
-    def combines_blocks(self) -> bool:  # the mean, from per-block sums
-        return bool(self.center)
-
     def _validate_params(self, n_features: int) -> None:
-        if not isinstance(self.center, bool):
-            raise InputError(f"center must be true or false, got {self.center!r}")
+        self._check_center()
 
     def _fit_stats(self, stats: dict, n_features: int) -> None:
-        self.mean_ = self._stats_mean(stats) if self.center else np.zeros(n_features, dtype=np.float32)
+        self.mean_ = self._centre_from(stats, None, n_features)
 
     def _fit(self, batches, n_features: int) -> None:
-        self.mean_ = stream_mean(batches) if self.center else np.zeros(n_features, dtype=np.float32)
+        self.mean_ = self._centre_from(None, batches, n_features)
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         return normalize_rows(np.subtract(X, self.mean_, dtype=np.float32), copy=False)

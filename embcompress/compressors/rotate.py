@@ -6,9 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import Compressor, OutputSpec, float_spec, make_rng
-from ..errors import InputError
 from ..registry import register
-from ._sample import MeanStats, stream_mean
+from ._sample import OptionalCentering
 
 
 def random_orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
@@ -42,7 +41,7 @@ class OrthogonalMap(Compressor):
 
 
 @register
-class Rotate(MeanStats, OrthogonalMap):
+class Rotate(OptionalCentering, OrthogonalMap):
     """``x -> (x - mean) @ R`` with ``R`` a seeded random orthogonal matrix (the mean is
     subtracted only with ``center=True``). Lengths and angles are kept (without centering),
     the width is unchanged; chain it before ``binary``: ``rotate+binary``."""
@@ -56,25 +55,14 @@ class Rotate(MeanStats, OrthogonalMap):
         self.seed = seed
         self.center = center
 
-    @property
-    def learns_from_data(self) -> bool:
-        return bool(self.center)
-
-    @property
-    def combines_blocks(self) -> bool:  # the mean, from per-block sums
-        return bool(self.center)
-
     def _fit_stats(self, stats: dict, n_features: int) -> None:
         self.rotation_ = random_orthogonal(n_features, make_rng(self.seed))
-        self.mean_ = self._stats_mean(stats)
+        self.mean_ = self._centre_from(stats, None, n_features)
 
     def _validate_params(self, n_features: int) -> None:
         make_rng(self.seed)
-        if not isinstance(self.center, bool):
-            raise InputError(f"center must be true or false, got {self.center!r}")
+        self._check_center()
 
     def _fit(self, batches, n_features: int) -> None:
         self.rotation_ = random_orthogonal(n_features, make_rng(self.seed))
-        self.mean_ = np.zeros(n_features, dtype=np.float32)
-        if self.center:
-            self.mean_ = stream_mean(batches)
+        self.mean_ = self._centre_from(None, batches, n_features)

@@ -122,16 +122,12 @@ class RQ(BudgetCodes, Additive):
     vector is ``<q, mean> + sum_j <q, C_j[c_j]>``: one 256-entry table per byte.
 
     Slower to train and to encode than ``pq``/``opq`` (every codebook spans all dimensions), and
-    it keeps more: on MiniLM embeddings of the Debian set, ``rq:48`` keeps about 98.7% of nDCG@10
-    at 48 bytes where ``opq:48`` keeps 96.4%, when fitted on all the documents it encodes; fitted
-    on half of them, 97.2% against 96.3% (its many codewords partly memorize a small corpus; see
-    benchmarks/README.md). ``beam=4`` trains and encodes with a beam of 4: three to four times
-    slower to fit, 1.6 times slower to encode at 24 B (faiss's table-based beam search, which makes
-    a beam 2-3x faster than its plain one, up to m = 64 at 8 bits; above, the tables would pass
-    512 MB and the plain search is kept), and on documents outside the fit sample it keeps 0.5
-    (48 B) to 1.2-1.4 (24 B) points more (Debian and Python docstrings), the better choice for a
-    corpus larger than the sample; on the sample itself it keeps 0.06-0.3 points less (96 to
-    24 B). ``recommend`` offers both."""
+    it keeps more per byte; its many codewords partly memorize the rows it was fitted on, so its
+    figure on documents outside the fit sample is the one to read. ``beam=4`` trains and encodes
+    with a beam of 4: slower to fit and to encode (faiss's table-based beam search up to m = 64 at
+    8 bits; above, the tables would pass 512 MB and the plain search is kept), and better on
+    documents outside the fit sample. benchmarks/README.md ("rq with a beam of 4", "Codes on
+    documents their fit did not see") has the measured figures."""
 
     name = "rq"
     examples = ("rq:4", "rq:5:nbits=4")  # the contract suite's cases

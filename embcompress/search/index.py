@@ -56,10 +56,9 @@ class Index:
     Codes scored asymmetrically (lookup tables, and the asymmetric rerank) rank a document by
     ``<q, x_hat> / ||x_hat|| ** norm_power``, ``x_hat`` its reconstruction. The default, 1, is
     the cosine with the reconstruction, as float search ranks by cosine. Other powers lift (above
-    1) or lower the documents the code shrank most; which power ranks best depends on the data:
-    on MiniLM embeddings of the Debian set 1.25-1.5 keeps up to 0.7 points more nDCG@10 for the
-    centroid codes, on Python docstrings 0.75 does for ``rq`` (see benchmarks/README.md).
-    Measure on your queries before changing it."""
+    1) or lower the documents the code shrank most; which power ranks best depends on the data
+    and the code (benchmarks/README.md, "The power of the reconstruction's norm in asymmetric
+    scores"). Measure on your queries before changing it."""
 
     def __init__(self, data: np.ndarray, *, compressor: Compressor | None = None, ids: Sequence | None = None,
                  metric: str = "cosine", structure: str = "exact", ef_search: int | None = None,
@@ -166,8 +165,8 @@ class Index:
             scores = np.empty((len(Q), k), dtype=np.float32)
             rows = np.empty((len(Q), k), dtype=np.int64)
 
-            # small query blocks keep each (queries x candidates x dim) gather in cache: measured
-            # 0.068 s at 32 queries against 0.119 s at 256 for 1000 x 100 candidates of 1024 bits
+            # small query blocks keep each (queries x candidates x dim) gather in cache
+            # (benchmarks/README.md, "Figures moved from docstrings")
             def rerank_block(s: int) -> None:
                 c = cand[s : s + query_block]
                 sc = self.rerank_scores(Q[s : s + query_block], c, rerank, originals)

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 ADC_QUERY_BLOCK = 1024
 #: per-dimension codes of at least this many bits (few-bit SQ, RaBitQ) are scanned decoded rather
 #: than by tables when a search brings at least DENSE_MIN_QUERIES queries: decoding a block of
-#: documents is paid once for all of them (benchmarks/README.md, "Dense scan").
+#: documents is paid once for all of them (benchmarks/README.md, "Per-dimension codes: tables
+#: against the dense scan").
 DENSE_MIN_BITS = 2
 DENSE_MIN_QUERIES = 64
 
