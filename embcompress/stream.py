@@ -16,6 +16,7 @@ from ._parallel import prefetch
 from ._version import __version__
 from .base import Compressor, check_values
 from .errors import EmbcompressError, InputError
+from .fitplan import BlockStats, plan_for
 from .io import VectorWriter, check_output_path, open_vectors
 from .io.readers import is_dataset
 from .persist import check_model_path, codes_file_config, save
@@ -56,9 +57,11 @@ def fit_file(
             if max_rows is not None and seen >= max_rows:
                 return
 
-    if comp.combines_blocks and comp.stats_per_batch:
-        limit = min((n for n in (max_rows, comp.fit_rows) if n is not None), default=None)
-        return _fit_from_batch_stats(comp, src, batch_size, threads, progress, batches, limit)
+    plan = plan_for(comp, max_rows)
+    if isinstance(plan, BlockStats) and plan.per_batch:  # statistics on the reader's workers
+        return _fit_from_batch_stats(comp, src, batch_size, threads, progress, batches, plan.limit)
+    # every other plan reads the stream in order, up to max_rows: the family takes what it needs
+    # (the width, its first rows, its sample, or all of it)
     return comp.fit_batches(batches)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -78,17 +78,29 @@ class Pipeline(Compressor):
                 raise InputError("pipelines cannot be nested; list the stages in one pipeline")
 
     def _fit(self, batches, n_features: int) -> None:
-        fitted: list[Compressor] = []
-        for i, template in enumerate(self.stages):
-            done, stage = list(fitted), template.clone()
-
-            def prefixed(done=done):
+        def fit_stage(stage: Compressor, done: list[Compressor]) -> None:
+            def prefixed():
                 for b in batches():
                     for s in done:
                         b = s._transform(b)
                     yield b
 
             stage.fit_batches(prefixed)
+
+        self._fit_each_stage(fit_stage)
+
+    def fit_stages(self, n_features: int, fit_stage: Callable[[Compressor, list[Compressor]], None]) -> "Pipeline":
+        """Fit the chain stage by stage: ``fit_stage(stage, done)`` fits the fresh ``stage`` on the
+        rows as the fitted stages ``done`` map them (an engine's own way: the Ray engine's workers
+        map their rows and send statistics or samples). The frame, the order and the rule that
+        only the last stage may output codes are the chain's. Returns self."""
+        return self._fitted(n_features, lambda n: self._fit_each_stage(fit_stage))
+
+    def _fit_each_stage(self, fit_stage: Callable[[Compressor, list[Compressor]], None]) -> None:
+        fitted: list[Compressor] = []
+        for i, template in enumerate(self.stages):
+            stage = template.clone()
+            fit_stage(stage, list(fitted))
             if i < len(self.stages) - 1 and stage.output_spec.kind != "float":
                 raise InputError(
                     f"stage {i + 1} ({stage.name}) outputs {stage.output_spec.kind} codes, which no later "

@@ -9,8 +9,8 @@ from typing import Iterator
 import numpy as np
 
 from ..base import Compressor
+from ..fitplan import BlockStats, Sample, Stream, WidthOnly, plan_for
 from ..compressors.pipeline import Pipeline
-from ..errors import InputError
 from ..io import open_vectors
 from ..io.readers import batch_rows
 from ..persist import arrays_from_json, arrays_to_json, from_config, to_config
@@ -45,26 +45,16 @@ def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus:
         units = first_units(units, max_rows)
     if not isinstance(comp, Pipeline) or max_rows is not None:
         return _fit_stage(ray, src, comp, units, kwargs, src.dim, size, max_rows, workers, progress)
-    comp._check_params()
-    comp._validate_params(src.dim)
-    fitted: list[Compressor] = []
-    width = src.dim
-    for i, template in enumerate(comp.stages):
-        stage = template.clone()
-        stage_kwargs = dict(kwargs)
-        if fitted:  # the workers apply the fitted stages before the next one sees the rows
-            config, arrays = to_config(Pipeline.from_fitted(fitted))
+
+    def fit_stage(stage: Compressor, done: list[Compressor]) -> None:
+        stage_kwargs, width = dict(kwargs), src.dim
+        if done:  # the workers apply the fitted stages before the next one sees the rows
+            config, arrays = to_config(Pipeline.from_fitted(done))
+            width = done[-1].output_spec.width
             stage_kwargs.update(prefix={"config": config, "arrays": arrays_to_json(arrays)}, width=width)
-        _fit_stage(ray, src, stage, units, stage_kwargs, width, size, None, workers, progress if i == 0 else None)
-        if i < len(comp.stages) - 1 and stage.output_spec.kind != "float":
-            raise InputError(f"stage {i + 1} ({stage.name}) outputs {stage.output_spec.kind} codes, which no later "
-                             "stage can take; put it last")
-        fitted.append(stage)
-        width = stage.output_spec.width
-    comp._clear_state()
-    comp.stages_ = fitted
-    comp.n_features_in_ = src.dim
-    return comp
+        _fit_stage(ray, src, stage, units, stage_kwargs, width, size, None, workers, None if done else progress)
+
+    return comp.fit_stages(src.dim, fit_stage)
 
 
 def _first_rows_here(src, kwargs: dict, size: int, limit: int, progress) -> Iterator[np.ndarray]:
@@ -90,19 +80,15 @@ def _first_rows_here(src, kwargs: dict, size: int, limit: int, progress) -> Iter
 
 def _fit_stage(ray, src, comp: Compressor, units: list, kwargs: dict, dim: int, size: int, max_rows: int | None,
                workers: int | None, progress) -> Compressor:
-    """Fit one compressor (a chain's stage: its input is ``dim`` wide) on the rows the workers
-    hand out, by statistics or a cluster sample; the first rows in order (a prefix of bounded
-    size) are read by the driver (see :func:`ray_fit`)."""
-    sample_rows = getattr(comp, "max_rows", None)
-    if not comp.learns_from_data:  # the width is all it needs
+    """Fit one compressor (a chain's stage: its input is ``dim`` wide) as its plan says
+    (:func:`~embcompress.fitplan.plan_for`): statistics computed on the workers, a sample drawn
+    there, every row in order through the cluster, or the first rows, read by the driver."""
+    plan = plan_for(comp, max_rows)
+    if isinstance(plan, WidthOnly):
         return comp.fit_batches(lambda: _first_rows_here(src, kwargs, size, 1, None))
-    if max_rows is None and not comp.combines_blocks and isinstance(sample_rows, int) and sample_rows > 0 \
-            and not isinstance(comp, Pipeline):
-        return comp.fit(cluster_sample(ray, units, kwargs, int(sample_rows), comp, workers, progress))
-    if comp.combines_blocks and max_rows is None and comp.fit_rows is None:  # fit_rows: the first rows, in order
-        comp._check_params()
-        comp._validate_params(dim)
-
+    if isinstance(plan, Sample):
+        return comp.fit(cluster_sample(ray, units, kwargs, plan.rows, comp, workers, progress))
+    if isinstance(plan, BlockStats) and plan.limit is None:
         def blocks():
             stats_kwargs = {**kwargs, "stats_of": {"name": comp.name, "params": comp.get_params(deep=False)}}
             for unit, table in in_order(ray, units, stats_kwargs, workers):
@@ -111,14 +97,10 @@ def _fit_stage(ray, src, comp: Compressor, units: list, kwargs: dict, dim: int, 
                 yield arrays_from_json(json.loads(table.column("stats")[0].as_py()))
 
         # e.g. binary's levels: the first rows, in order, after the thresholds
-        return comp.fit_from_block_stats(blocks(), dim, lambda: _first_rows_here(
-            src, kwargs, size, comp.rows_after_stats, None))
-
-    limit = max_rows if max_rows is not None else comp.fit_rows  # binary's levels read the first rows only
-
-    def batches():
-        if limit is not None:
-            return _first_rows_here(src, kwargs, size, limit, progress)
-        return row_batches(ray, units, kwargs, size, None, workers, progress)
-
-    return comp.fit_batches(batches)
+        comp._check_params()
+        comp._validate_params(dim)
+        return comp.fit_from_block_stats(blocks(), dim, lambda: _first_rows_here(src, kwargs, size, plan.after, None))
+    if isinstance(plan, Stream):
+        return comp.fit_batches(lambda: row_batches(ray, units, kwargs, size, None, workers, progress))
+    limit = plan.limit if isinstance(plan, BlockStats) else plan.rows  # the first rows, in order
+    return comp.fit_batches(lambda: _first_rows_here(src, kwargs, size, limit, progress))

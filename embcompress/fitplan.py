@@ -1,0 +1,72 @@
+"""How a compressor is fitted, as data: :func:`plan_for` looks at a stage once and says which rows
+its fit needs and in what form. The engines only execute a plan: the local engine
+(:func:`embcompress.stream.fit_file`) and the Ray engine (:mod:`embcompress.ray_engine.fit`) each map
+every plan onto their own readers and workers, and neither decides one.
+
+=============  ===================================================================================
+plan           what the fit reads
+=============  ===================================================================================
+WidthOnly      nothing but the input width (one peek at the first batch)
+BlockStats     statistics of blocks of rows that merge by addition (a mean, int8's ranges, PCA's
+               scatter), of the first ``limit`` rows (None: all), then the first ``after`` rows in
+               order (binary's levels)
+Sample         a uniform sample of ``rows`` rows
+FirstRows      the first ``rows`` rows, in order
+Stream         every row, in order
+=============  ===================================================================================
+
+A chain is fitted stage by stage (:meth:`~embcompress.compressors.Pipeline.fit_stages`), each
+stage by its own plan over the rows the stages before it map; ``max_rows`` (the user's cap on the
+rows a fit reads, from the start) makes every plan read the first rows only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+
+@dataclass(frozen=True)
+class WidthOnly:
+    pass
+
+
+@dataclass(frozen=True)
+class BlockStats:
+    limit: int | None  # the statistics of the first `limit` rows (None: every row)
+    after: int | None  # then the first `after` rows in order (None: none)
+    per_batch: bool  # cheap enough to compute per read batch (else per row group or per stream)
+
+
+@dataclass(frozen=True)
+class Sample:
+    rows: int
+
+
+@dataclass(frozen=True)
+class FirstRows:
+    rows: int
+
+
+@dataclass(frozen=True)
+class Stream:
+    pass
+
+
+Plan = Union[WidthOnly, BlockStats, Sample, FirstRows, Stream]
+
+
+def plan_for(comp, max_rows: int | None = None) -> Plan:
+    """The plan of one compressor (a chain's stage, or a chain as a whole with ``max_rows``).
+    ``max_rows``: the user's cap, the first rows only."""
+    if not comp.learns_from_data:
+        return WidthOnly()
+    if comp.combines_blocks:
+        limit = min((n for n in (max_rows, comp.fit_rows) if n is not None), default=None)
+        return BlockStats(limit, comp.rows_after_stats, bool(comp.stats_per_batch))
+    if max_rows is not None:
+        return FirstRows(int(max_rows))
+    sample = getattr(comp, "max_rows", None)
+    if isinstance(sample, int) and not isinstance(sample, bool) and sample > 0:  # a family that fits on a sample
+        return Sample(sample)
+    return FirstRows(int(comp.fit_rows)) if comp.fit_rows is not None else Stream()
