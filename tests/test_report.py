@@ -447,3 +447,21 @@ def test_recommend_serve_ranks_every_candidate_but_only_a_servable_one_wins():
         rank_candidates(X, 16, configs=configs, serve="milvus")
     with pytest.raises(InputError, match="servable by lancedb"):
         rank_candidates(X, 16, configs=["sq:2", "pca:16+int8"], folds=1, serve="lancedb")
+
+
+def test_report_opens_with_the_best_code_per_ratio_and_labels_name_their_own_size():
+    X, _ = clustered(n=400, d=32)
+    rep = build_report(X, widths=[8], methods=["pca"], code_families=["sq", "binary"])
+    codes = [r for r in rep["rows"] if r.get("ratio")]
+    assert codes and {r["ratio"] for r in codes} <= {16, 32, 64, 128}
+    for r in codes:  # the label says the code's own size, not the budget's
+        assert r["config"].endswith(f"({4 * 32 / r['bytes_per_vector']:.0f}x)"), r["config"]
+    best = rep["summary"]["best_per_ratio"]
+    assert [b["ratio"] for b in best] == sorted({r["ratio"] for r in codes})
+    for b in best:
+        group = [r for r in codes if r["ratio"] == b["ratio"]]
+        assert b["retention"] == max(r["retention"] for r in group)
+        assert {"fit_seconds", "encode_rows_per_second", "retention_in_sample"} <= set(b)
+    page = render_html(rep)
+    assert page.index("The answer: the best code per size") < page.index("All configurations")
+    assert page.count('<tr class="group">') == len(best)

@@ -145,7 +145,10 @@ def render_html(report: dict[str, Any], title: str = "embcompress retention repo
                                               "encode rows/s", "eval s"))
     body = []
     full = 4 * s["dim"]
-    for r in rows:
+    for r in _grouped(rows, len(head.split("<th>")) - 1):
+        if isinstance(r, str):  # a group's heading row
+            body.append(r)
+            continue
         cls = " ".join(c for c, on in (("pareto", r.get("pareto")), ("best", r["config"] == best),
                                        ("over", r.get("within_budget") is False)) if on)
         extra = " <small>(+ originals)</small>" if r.get("extra_storage") else ""
@@ -178,7 +181,8 @@ th:first-child, td:first-child {{ text-align: left; }} thead th {{ background: #
 tr.pareto td:first-child::after {{ content: " ◆"; color: #555; }} tr.best {{ background: #fff3c4; font-weight: bold; }}
 tr.over {{ color: #999; }} .legend {{ font-size: 12px; margin: 4px 0 1.5em; }} .key {{ margin-right: 12px; white-space: nowrap; }}
 .key i {{ display: inline-block; width: 10px; height: 10px; margin-right: 4px; border: 1px solid #333; }}
-small {{ color: #777; }}
+small {{ color: #777; }} tr.group th {{ text-align: left; background: #fafafa; }}
+table.answer {{ font-size: 1.05em; }}
 </style></head><body>
 <h1>{_esc(title)}</h1>
 <p>Which compression keeps how much of the task score on these embeddings. Retention = compressed score / float32 score,
@@ -190,11 +194,14 @@ The rank proxy needs no labels: sampled documents are searched as queries, exact
 10 nearest documents by float cosine as the relevant ones (after the rank statistics of Kalyfommatos et al., 2025);
 it predicts retention (the correlation for this data is shown below). ◆ marks the Pareto front
 (no other configuration is both smaller and better).</p>
+{_answer(s)}
 <table class="facts">{facts_html}</table>
 {budget_line}
 <h2>Retention against size</h2>
 {_retention_plot(rows, s.get("budget_bytes"))}
 <h2>All configurations</h2>
+<p>Dimension reductions, sign bits and int8 first, then the code families by the compression they were planned for;
+each code's label gives its own size.</p>
 <table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>
 <h2>Explained variance</h2>
 <p>Cumulative share of the variance explained by the leading principal components; fewer components for the same share
@@ -205,6 +212,33 @@ it predicts retention (the correlation for this data is shown below). ◆ marks 
 <p><small>Made by embcompress. The same figures are in report.json.</small></p>
 </body></html>
 """
+
+
+def _answer(s: dict[str, Any]) -> str:
+    """The page's first table: per ratio, the best code on documents its fit did not see."""
+    best = s.get("best_per_ratio") or []
+    if not best:
+        return ""
+    body = "".join(
+        f"<tr><td>{b['ratio']}x</td><td>{_esc(b['config'])}</td><td>{b['bytes_per_vector']}</td>"
+        f"<td>{_fmt(b['retention'], True)}</td><td>{_fmt(b.get('retention_in_sample'), True)}</td>"
+        f"<td>{b['fit_seconds']:.2f}</td><td>{_rate(b.get('encode_rows_per_second'))}</td></tr>" for b in best)
+    head = "".join(f"<th>{h}</th>" for h in ("smaller by", "best code", "bytes / vector",
+                                              "retention<br><small>unseen documents</small>",
+                                              "retention<br><small>in-sample</small>", "fit s", "encode rows/s"))
+    return (f"<h2>The answer: the best code per size</h2><table class=\"answer\"><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table>")
+
+
+def _grouped(rows: list[dict[str, Any]], columns: int) -> list:
+    """The rows with the codes grouped by the ratio they were planned for, each group under a
+    heading row; the other configurations first, in their order."""
+    plain = [r for r in rows if not r.get("ratio")]
+    out: list = list(plain)
+    for ratio in sorted({r["ratio"] for r in rows if r.get("ratio")}):
+        out.append(f'<tr class="group"><th colspan="{columns}">codes at {ratio}x</th></tr>')
+        out += [r for r in rows if r.get("ratio") == ratio]
+    return out
 
 
 #: the papers this page cites
