@@ -49,9 +49,7 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     With ``serve`` (faiss, usearch or lancedb) only the codes that target can hold can win
     (:func:`~embcompress.search.ann.serve_targets`); the others stay in the ranking, marked
     ``not_servable``."""
-    _check_limits(budget, target, max_fit_seconds, min_encode_rate)
-    if serve is not None and serve not in TARGETS:
-        raise InputError(f"serve must be one of {', '.join(TARGETS)}, got {serve!r}")
+    _check_limits(budget, target, max_fit_seconds, min_encode_rate, serve)
     setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels,
                      reference=reference)
     folds = check_folds(folds, len(setup.docs))
@@ -86,7 +84,9 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
             "queries_note": queries_note(setup.task)}
 
 
-def _check_limits(budget, target, max_fit_seconds, min_encode_rate) -> None:
+def _check_limits(budget, target, max_fit_seconds, min_encode_rate, serve) -> None:
+    if serve is not None and serve not in TARGETS:
+        raise InputError(f"serve must be one of {', '.join(TARGETS)}, got {serve!r}")
     if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
         raise InputError(f"budget must be a positive number of bytes per vector, got {budget!r}")
     if target is not None and not 0 < target <= 1:
@@ -175,6 +175,7 @@ def recommend_files(input: str | os.PathLike, model_dir: str | os.PathLike, budg
     or a label column, when given), fit the winner on the whole file (streaming) and save it to
     ``model_dir``."""
     check_model_path(model_dir, overwrite=overwrite)
+    _check_limits(budget, target, max_fit_seconds, min_encode_rate, serve)  # before the sample is read
     data = load_task_files(input, queries=queries, qrels=qrels, labels=labels, sample=sample, default_sample=20_000,
                            column=column)
     res = rank_candidates(data.pop("docs"), budget, **data, target=target, folds=folds, max_fit_seconds=max_fit_seconds,
