@@ -81,6 +81,8 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=20000, help="documents: the judged ones of sampled queries and others")
     ap.add_argument("--queries", type=int, default=2000, help="a seeded sample of the queries")
     ap.add_argument("--configs", default=None, help="only these candidates, comma-separated")
+    ap.add_argument("--exclude", default="", help="leave out candidates with a stage of these families, comma-separated "
+                    "(e.g. rq,opq: their faiss fits take minutes, far longer on a shared machine)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     emb = Path(args.emb)
@@ -99,6 +101,8 @@ def main() -> None:
     for budget in (int(b) for b in args.budgets.split(",")):
         t0 = time.perf_counter()
         configs = args.configs.split(",") if args.configs else [c.config for c in candidates(D.shape[1], budget)]
+        drop = {f for f in args.exclude.split(",") if f}
+        configs = [c for c in configs if not {st.split(":")[0] for st in c.split("@")[0].split("+")} & drop]
         task = BothTask(Q, qids, qrels)
         rows = run_configs(D, task, ["float", *configs], doc_ids=dids, folds=2, per_query=True)
         ref, found = rows[0], rows[1:]
