@@ -54,7 +54,7 @@ class BothTask:
         return Measured(m.score, {**m.metrics, **extra}, m.seconds, m.queries, m.candidates, m.per_query)
 
 
-def picks(rows, free_ref: dict, ref_scores: dict, label_free_ref: str | None):
+def picks(rows, free_ref: dict, ref_scores: dict, label_free_ref: str | None, tie: float = 16.0):
     """The winner as recommend picks it from ``rows`` (judged when ``label_free_ref`` is None)."""
     ranked = [dict(r) for r in rows]
     if label_free_ref is None:
@@ -67,7 +67,7 @@ def picks(rows, free_ref: dict, ref_scores: dict, label_free_ref: str | None):
     for r in ranked:
         r["too_slow"] = None
     per = {r["config"]: (r["per_query"] if label_free_ref is None else free_ref[r["config"]][label_free_ref]) for r in ranked}
-    add_uncertainty(ranked, per, ref_scores[label_free_ref], ranked[0]["config"])
+    add_uncertainty(ranked, per, ref_scores[label_free_ref], ranked[0]["config"], tie_percentile=tie)
     winner, _ = _winner(ranked, label_free_ref is not None, None)
     return winner["config"]
 
@@ -115,6 +115,8 @@ def main() -> None:
         line = {"set": args.name, "budget": budget, "judged_pick": judged_pick, "judged": by[judged_pick]["retention"],
                 "seconds": round(time.perf_counter() - t0)}
         for name in REFERENCES:
+            line[f"{name}_pick_tie95"] = picks(found, task.side, ref_scores, name, 2.5)
+            line[f"{name}_judged_tie95"] = by[line[f"{name}_pick_tie95"]]["retention"]
             p = picks(found, task.side, ref_scores, name)
             rho = spearman(np.array([r["retention"] for r in found]), np.array([r[f"free_{name}_retention"] for r in found]))
             line.update({f"{name}_pick": p, f"{name}_judged": by[p]["retention"], f"{name}_spearman": float(rho)})
@@ -122,6 +124,9 @@ def main() -> None:
         print(f"  {budget:3d} B  judged pick {judged_pick} {100 * line['judged']:.2f}%  |  " + "  |  ".join(
             f"{n}: {line[n + '_pick']} {100 * line[n + '_judged']:.2f}% ({100 * (line[n + '_judged'] - line['judged']):+.2f}), "
             f"rho {line[n + '_spearman']:.2f}" for n in REFERENCES) + f"  [{line['seconds']} s]", flush=True)
+        print("        with a 95% tie test instead: " + "  |  ".join(
+            f"{n}: {line[n + '_pick_tie95']} {100 * line[n + '_judged_tie95']:.2f}% "
+            f"({100 * (line[n + '_judged_tie95'] - line['judged']):+.2f})" for n in REFERENCES), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=float))
 
