@@ -3,8 +3,7 @@
 results both ways: judged (nDCG@10 against the qrels) and label-free (the user's real queries
 scored against float search's ranking of them, read as each of the references ``top1``, ``graded``
 and ``recall``). Then the picks: the judged one (best judged retention) and, per reference, the
-one ``recommend`` makes without judgments (the cheapest to encode among the candidates whose gap
-to the label-free leader is within its bootstrap uncertainty). Printed per row: the set, the
+one ``recommend`` makes without judgments (the label-free leader). Printed per row: the set, the
 budget, both picks and the judged nDCG@10 retention of each, and the Spearman correlation of
 each reference's retentions with the judged ones across the candidates.
 
@@ -115,8 +114,6 @@ def main() -> None:
         line = {"set": args.name, "budget": budget, "judged_pick": judged_pick, "judged": by[judged_pick]["retention"],
                 "seconds": round(time.perf_counter() - t0)}
         for name in REFERENCES:
-            line[f"{name}_pick_tie95"] = picks(found, task.side, ref_scores, name, 2.5)
-            line[f"{name}_judged_tie95"] = by[line[f"{name}_pick_tie95"]]["retention"]
             p = picks(found, task.side, ref_scores, name)
             rho = spearman(np.array([r["retention"] for r in found]), np.array([r[f"free_{name}_retention"] for r in found]))
             line.update({f"{name}_pick": p, f"{name}_judged": by[p]["retention"], f"{name}_spearman": float(rho)})
@@ -124,9 +121,6 @@ def main() -> None:
         print(f"  {budget:3d} B  judged pick {judged_pick} {100 * line['judged']:.2f}%  |  " + "  |  ".join(
             f"{n}: {line[n + '_pick']} {100 * line[n + '_judged']:.2f}% ({100 * (line[n + '_judged'] - line['judged']):+.2f}), "
             f"rho {line[n + '_spearman']:.2f}" for n in REFERENCES) + f"  [{line['seconds']} s]", flush=True)
-        print("        with a 95% tie test instead: " + "  |  ".join(
-            f"{n}: {line[n + '_pick_tie95']} {100 * line[n + '_judged_tie95']:.2f}% "
-            f"({100 * (line[n + '_judged_tie95'] - line['judged']):+.2f})" for n in REFERENCES), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=float))
 

@@ -151,8 +151,8 @@ def recommend(
     if res.get("queries_note"):
         out.print(res["queries_note"])
     if res.get("within_uncertainty"):
-        out.print(f"within the label-free figure's uncertainty (95% bootstrap over queries) of the leader: "
-                  f"{', '.join(res['within_uncertainty'])}; the cheapest to encode of them wins")
+        out.print(f"within one standard error of the leader's label-free figure (a bootstrap over queries): "
+                  f"{', '.join(res['within_uncertainty'])}; judge a few queries to tell them apart")
     w = res["winner"]
     note = "" if target is None else (" (reaches the target)" if res["target_reached"] else f" (no candidate reaches {100 * target:.1f}%; the best)")
     name = w["label"] if w["label"] == res["spec"] else f"{w['label']} = {res['spec']}"
