@@ -16,7 +16,7 @@ LAYERS = [
     ("foundations", ["errors", "_version", "_util", "_fs", "_parallel", "references"]),
     ("registry", ["registry"]),
     ("persistence", ["persist"]),
-    ("contract", ["base", "capabilities"]),
+    ("contract", ["base", "capabilities", "fitplan"]),
     ("files", ["io", "datasets", "corpus"]),
     ("compressors", ["compressors"]),
     ("streaming", ["stream"]),
