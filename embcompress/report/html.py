@@ -136,16 +136,11 @@ def sampled_line(counts: dict[str, int]) -> str:
             "higher, retention (over float32 on the same sample) is what compares")
 
 
-def render_html(report: dict[str, Any], title: str = "embcompress retention report") -> str:
-    s, rows = report["summary"], report["rows"]
-    best = s.get("best_within_budget")
-    head = "".join(f"<th>{h}</th>" for h in ("configuration", "bytes / vector", "smaller by", _esc(s["metric"]),
-                                              "retention<br><small>unseen documents</small>",
-                                              "retention<br><small>in-sample</small>", "rank proxy", "fit s",
-                                              "encode rows/s", "eval s"))
+def _rows_html(rows: list[dict[str, Any]], s: dict[str, Any], best, columns: int) -> list[str]:
+    """The long table's rows, codes grouped by ratio (:func:`_grouped`)."""
     body = []
     full = 4 * s["dim"]
-    for r in _grouped(rows, len(head.split("<th>")) - 1):
+    for r in _grouped(rows, columns):
         if isinstance(r, str):  # a group's heading row
             body.append(r)
             continue
@@ -157,6 +152,17 @@ def render_html(report: dict[str, Any], title: str = "embcompress retention repo
                     f'<td>{_fmt(r.get("retention_in_sample"), True)}</td><td>{_fmt(r["rank_proxy"])}</td>'
                     f'<td>{r["fit_seconds"]:.2f}</td><td>{_rate(r.get("encode_rows_per_second"))}</td>'
                     f'<td>{r["eval_seconds"]:.2f}</td></tr>')
+    return body
+
+
+def render_html(report: dict[str, Any], title: str = "embcompress retention report") -> str:
+    s, rows = report["summary"], report["rows"]
+    best = s.get("best_within_budget")
+    head = "".join(f"<th>{h}</th>" for h in ("configuration", "bytes / vector", "smaller by", _esc(s["metric"]),
+                                              "retention<br><small>unseen documents</small>",
+                                              "retention<br><small>in-sample</small>", "rank proxy", "fit s",
+                                              "encode rows/s", "eval s"))
+    body = _rows_html(rows, s, best, len(head.split("<th>")) - 1)
     budget_line = ""
     if s.get("budget_bytes"):
         budget_line = (f"<p><b>Budget {s['budget_bytes']} bytes per vector:</b> best is <b>{_esc(best)}</b>.</p>" if best
