@@ -10,7 +10,9 @@ A compressor follows the scikit-learn conventions:
 
 Every fitted compressor declares its output in :attr:`Compressor.output_spec` (dtype, width,
 bytes per vector and how two outputs are compared) so that search and reports read it instead of
-guessing. ``save``/``load`` live in :mod:`embcompress.persist` and never use pickle.
+guessing, and how its fit reads data in :attr:`Compressor.fit_tags` (per instance, as
+scikit-learn's tags), which the fit plan (:mod:`embcompress.fitplan`) and the fit frame read.
+``save``/``load`` live in :mod:`embcompress.persist` and never use pickle.
 
 The scikit-learn estimator API holds without importing scikit-learn: ``get_params(deep=True)``,
 ``set_params`` with nested keys (``stages__0__dim`` in a chain), ``fit(X, y=None)``,
@@ -18,148 +20,31 @@ The scikit-learn estimator API holds without importing scikit-learn: ``get_param
 scikit-learn only when scikit-learn itself asks). So ``sklearn.base.clone`` works and any
 compressor can be a step of ``sklearn.pipeline.make_pipeline``.
 
-Every compressor answers ``float_prefix(X)`` (the float space the last stage quantizes),
-``last_stage`` and ``decode``. What only some families can do (codes scanned by tables or
-decoded, fits from merged block statistics, candidates for a byte budget) is declared by the
-mixins of :mod:`embcompress.capabilities` they inherit, and asked with ``isinstance``.
+Where a float query meets the stored output is one object, :attr:`Compressor.query_space`: the
+stages before the last, the last stage, and the maps into and back out of the space the last
+stage quantizes. What only some families can do (codes scanned by tables or decoded, fits from
+merged block statistics, candidates for a byte budget, an affine map) is declared by the mixins
+of :mod:`embcompress.capabilities` they inherit, and asked with ``isinstance``.
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import asdict, dataclass
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Union
 
 import numpy as np
 
 from . import persist
 from .capabilities import BlockStats
-from ._util import check_positive_int
+from .checks import (FLOAT_DTYPES, MAX_ABS, NonFiniteChunk, check_array, check_dim, check_values,  # noqa: F401
+                     make_rng, values_ok)
 from .errors import InputError, NotFittedError
+from .specs import FitTags, OutputSpec, QuerySpace, float_spec  # noqa: F401
 
 #: How two compressed vectors are compared.
 METRICS = ("cosine", "inner_product", "hamming", "adc")
 
-#: Float dtypes accepted as input; everything is computed in float32.
-FLOAT_DTYPES = (np.float16, np.float32, np.float64)
-
 BatchSource = Union[np.ndarray, Iterable[np.ndarray], Callable[[], Iterator[np.ndarray]]]
-
-
-@dataclass(frozen=True)
-class OutputSpec:
-    """What a fitted compressor produces for one input vector.
-
-    ``kind`` is ``"float"`` (float32 values), ``"int8"`` (int8 codes), ``"bits"`` (packed bits,
-    most significant bit first, ``nbytes = ceil(width / 8)``, the padding bits are zero) or
-    ``"codes"`` (opaque uint8 rows of ``nbytes`` bytes scored with lookup tables, metric
-    ``"adc"``: product and scalar quantization codes, RaBitQ codes with their factors).
-    ``width`` counts logical dimensions (bits for ``"bits"``, bytes for ``"codes"``).
-    """
-
-    kind: str
-    dtype: str
-    width: int
-    nbytes: int
-    metric: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @property
-    def packed(self) -> bool:
-        """Rows are opaque bytes (stored as fixed-size binary), not one value per dimension."""
-        return self.kind in ("bits", "codes")
-
-    @property
-    def row_width(self) -> int:
-        """Values per stored row: bytes for packed kinds, dimensions otherwise."""
-        return self.nbytes if self.packed else self.width
-
-
-def check_array(X: Any, *, what: str = "X", row_offset: int = 0, finite: bool = True) -> np.ndarray:
-    """Return ``X`` as a C-contiguous 2-D float32 array of finite values, or raise InputError.
-
-    The error names the first bad row (counting from ``row_offset``) and what is allowed.
-    ``finite=False`` skips the NaN/inf test, for callers that test each chunk themselves.
-    """
-    if isinstance(X, np.ndarray):
-        arr = X
-    elif hasattr(X, "toarray") and hasattr(X, "nnz"):  # a scipy sparse matrix or array
-        raise InputError(f"{what} is sparse; sparse input is not supported, give a dense 2-D float array")
-    else:
-        try:
-            arr = np.asarray(X)
-        except ValueError as exc:  # ragged nested lists
-            raise InputError(f"{what} is not a rectangular array ({exc}); give a 2-D float array") from None
-    if arr.dtype == object:
-        raise InputError(f"{what} has dtype object (ragged rows or mixed types); give a 2-D float array")
-    if arr.ndim != 2:
-        raise InputError(
-            f"{what} must be 2-D (rows x dims), got {arr.ndim}-D with shape {arr.shape}. "
-            "Reshape your data with x.reshape(1, -1) for a single vector"
-        )
-    if arr.dtype.kind == "c":
-        raise InputError(f"{what} has dtype {arr.dtype}. Complex data not supported; give real float embeddings")
-    if arr.dtype.type not in FLOAT_DTYPES:
-        raise InputError(
-            f"{what} has dtype {arr.dtype}; only float16, float32 and float64 embeddings are accepted"
-        )
-    if arr.shape[1] == 0:
-        raise InputError(f"{what} has 0 feature(s) (shape=({arr.shape[0]}, 0)) while a minimum of 1 is required: "
-                         "embeddings need at least 1 dimension")
-    if finite and arr.dtype == np.float64:  # before the cast, where 1e300 is still 1e300, not inf
-        check_values(arr, what=what, row_offset=row_offset)
-    arr = np.ascontiguousarray(arr, dtype=np.float32)
-    if finite:
-        check_values(arr, what=what, row_offset=row_offset)
-    return arr
-
-
-#: largest magnitude accepted in an embedding: squares, norms, dot products and covariance sums
-#: of such values stay far inside float32 (larger finite values, such as 1e38, would overflow to
-#: inf in the first product and turn every score and component into 0 or NaN)
-MAX_ABS = 1e15
-
-
-def values_ok(arr: np.ndarray) -> bool:
-    """True when every value is finite and at most :data:`MAX_ABS` in magnitude. One pass: the
-    sum of squares is finite and at most MAX_ABS**2 exactly when that holds for the common case;
-    otherwise the exact test decides."""
-    flat = arr.reshape(-1)
-    with np.errstate(over="ignore", invalid="ignore"):
-        total = np.dot(flat, flat)
-    if np.isfinite(total) and total <= MAX_ABS * MAX_ABS:
-        return True
-    return bool(np.isfinite(arr).all() and (arr.size == 0 or np.abs(arr).max() <= MAX_ABS))
-
-
-class NonFiniteChunk(Exception):
-    """Raised inside a fused transform loop; the caller reports the row (see Compressor.transform)."""
-
-
-def check_values(arr: np.ndarray, *, what: str = "X", row_offset: int = 0) -> None:
-    """Raise InputError naming the first row that holds NaN, +-inf or a value beyond
-    +-:data:`MAX_ABS` (checked in the input's own dtype, so float64 values beyond the float32
-    range are named as such, not as inf)."""
-    if values_ok(arr):
-        return
-    with np.errstate(invalid="ignore"):
-        bad = ~np.isfinite(arr) | (np.abs(arr) > MAX_ABS)
-    bad_rows = np.flatnonzero(bad.any(axis=1))
-    row = int(bad_rows[0])
-    col = int(np.flatnonzero(bad[row])[0])
-    value = arr[row, col]
-    where = f"{what} row {row + row_offset}"
-    tail = f"{len(bad_rows)} row(s) in this batch are affected"
-    if np.isfinite(value):
-        raise InputError(
-            f"{where} has the value {float(value):.6g} at dimension {col}, beyond the accepted range of "
-            f"+-{MAX_ABS:.0e} (embcompress computes in float32; scale the embeddings down); {tail}"
-        )
-    raise InputError(
-        f"{where} has a non-finite value ({value} at dimension {col}); {tail}; embeddings must be finite (no NaN or inf)"
-    )
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -167,6 +52,11 @@ def _same(a: Any, b: Any) -> bool:
         return bool(a == b) and type(a) is type(b)
     except Exception:  # arrays and other values without a plain truth value
         return a is b
+
+
+def param_names(cls: type) -> list[str]:
+    """A compressor class's constructor parameters, in order."""
+    return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
 
 
 def _batch_factory(source: BatchSource) -> Callable[[], Iterator[np.ndarray]]:
@@ -199,6 +89,8 @@ class Compressor:
     name: ClassVar[str] = ""
     _state_arrays: ClassVar[tuple[str, ...]] = ()
     _state_scalars: ClassVar[tuple[str, ...]] = ()
+    #: other attributes a fit makes (a chain's fitted stages, a faiss object), dropped by a refit
+    _fit_made: ClassVar[tuple[str, ...]] = ()
     #: True when ``_transform`` tests each chunk for NaN/inf itself (raising NonFiniteChunk),
     #: which saves a separate pass over the input
     _fused_finite_check: ClassVar[bool] = False
@@ -226,22 +118,13 @@ class Compressor:
     def positional(cls, value: Any) -> dict[str, Any]:
         """Keyword arguments meant by a bare value in a spec (``"pca:128"`` -> ``dim=128``)."""
         if cls._positional is None:
-            raise InputError(f"{cls.name} takes no value, only key=value parameters: {', '.join(cls._param_names()) or 'none'}")
+            raise InputError(f"{cls.name} takes no value, only key=value parameters: {', '.join(param_names(cls)) or 'none'}")
         return {cls._positional: value}
-
-    @classmethod
-    def from_params(cls, params: dict[str, Any]) -> "Compressor":
-        return cls(**params)
-
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        sig = inspect.signature(cls.__init__)
-        return [p for p in sig.parameters if p != "self"]
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """Constructor parameters by name (scikit-learn API). With ``deep``, parameters of nested
         compressors too: ``stages__0`` and ``stages__0__dim`` for the first stage of a chain."""
-        params = {name: getattr(self, name) for name in self._param_names()}
+        params = {name: getattr(self, name) for name in param_names(type(self))}
         if deep:
             for name, value in list(params.items()):
                 for key, sub in _nested(name, value):
@@ -254,7 +137,7 @@ class Compressor:
         replaces the first stage of a chain, ``stages__0__dim=64`` sets its width. Unknown names
         are an InputError listing the valid ones. Returns self."""
         valid = self.get_params(deep=True)
-        own = set(self._param_names())
+        own = set(param_names(type(self)))
         nested: dict[str, dict[str, Any]] = {}
         for key, value in params.items():
             if key not in valid:
@@ -284,12 +167,6 @@ class Compressor:
             params[name] = value
         return type(self)(**params)
 
-    @property
-    def fitted_stages(self) -> list["Compressor"]:
-        """The fitted stages in order: ``[self]`` for a single compressor."""
-        self._check_fitted()
-        return [self]
-
     def __repr__(self) -> str:
         """``Binary()``, ``PCA(dim=128)``: the class and the parameters that differ from the defaults."""
         sig = inspect.signature(type(self).__init__)
@@ -312,24 +189,9 @@ class Compressor:
                     input_tags=InputTags(allow_nan=False))
 
     @property
-    def state_fits_in_file(self) -> bool:
-        return self._state_in_file
-
-    @property
-    def learns_from_data(self) -> bool:
-        """False when fitting needs only the input width (one peek at the first batch)."""
-        return True
-
-    @property
-    def min_rows(self) -> int:
-        """Fewest rows a fit needs (a grid skips what the data are too small for)."""
-        return 1
-
-    @property
-    def fit_rows(self) -> int | None:
-        """Rows a fit reads at most, from the start (None: all of them); file readers stop
-        decoding there."""
-        return None
+    def fit_tags(self) -> FitTags:
+        """How this compressor's fit reads data (see :class:`FitTags`)."""
+        return FitTags(block_stats=isinstance(self, BlockStats))
 
     def _validate_params(self, n_features: int) -> None:
         """Raise InputError for parameters that cannot work with ``n_features`` inputs."""
@@ -370,43 +232,6 @@ class Compressor:
         ``n_features_in_``; a loaded model is checked against it."""
         return {}
 
-    def _check_loaded(self) -> None:
-        """Raise InputError when fitted arrays (from a saved model) do not fit the parameters:
-        wrong dtype (complex, text), NaN or inf, or a shape other than :meth:`_state_shapes`;
-        then one row goes through ``transform`` (and ``decode``) as a final check."""
-        d = self.n_features_in_
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-            raise InputError(f"n_features_in_ must be a positive integer, got {d!r}")
-        self._check_params()
-        self._validate_params(int(d))
-        shapes = self._state_shapes()
-        for name in self._state_arrays:
-            arr = self.__dict__.get(name)
-            if arr is None:
-                raise InputError(f"fitted array {name!r} is missing")
-            a = np.asarray(arr)
-            if a.dtype.kind not in "biuf":
-                raise InputError(f"fitted array {name!r} has dtype {a.dtype}; expected real numbers")
-            if a.dtype.kind == "f" and not np.isfinite(a).all():
-                raise InputError(f"fitted array {name!r} holds NaN or inf")
-            want = shapes.get(name)
-            if want is not None and (a.ndim != len(want) or any(w is not None and w != g for w, g in zip(want, a.shape))):
-                shown = "(" + ", ".join("any" if w is None else str(w) for w in want) + ")"
-                raise InputError(f"fitted array {name!r} has shape {a.shape}; expected {shown} for {self!r} "
-                                 f"on {d} input dimensions")
-        probe = np.linspace(-1, 1, 2 * d, dtype=np.float32).reshape(2, d)
-        try:
-            out = self.transform(probe)
-            if out.shape != (2, self.output_spec.row_width):
-                raise InputError(f"it produces rows of {out.shape[1]} values, but its output is declared as "
-                                 f"{self.output_spec.row_width}")
-            if hasattr(self, "decode"):
-                self.decode(out)
-        except InputError:
-            raise
-        except Exception as exc:  # a state that does not fit together fails in numpy or faiss
-            raise InputError(f"its fitted arrays do not fit together ({type(exc).__name__}: {exc})") from None
-
     # ---- fitting ----------------------------------------------------------------------------
     def fit(self, X: Any, y: Any = None) -> "Compressor":
         """Fit on an in-memory array (rows x dims). ``y`` is ignored (scikit-learn API). Returns self."""
@@ -439,29 +264,29 @@ class Compressor:
         first = next(checked(), None)
         if first is None:
             raise InputError("cannot fit on empty input (0 rows)")
-        return self._fitted(first.shape[1], lambda n_features: self._fit(checked, n_features))
+        need, rows = self.fit_tags.min_rows, 0
+        for batch in checked() if len(first) < need else ():
+            rows += len(batch)
+            if rows >= need:
+                break
+        return self._fitted(first.shape[1], lambda n_features: self._fit(checked, n_features), rows=max(rows, len(first)))
 
-    def _fitted(self, n_features: int, fit: Callable[[int], None]) -> "Compressor":
-        """Check the parameters for ``n_features`` inputs, clear the old state, run ``fit`` and
-        mark the compressor fitted: the frame of every way to fit."""
+    def _fitted(self, n_features: int, fit: Callable[[int], None], *, rows: int | None = None) -> "Compressor":
+        """The frame of every way to fit: check the parameters for ``n_features`` inputs, refuse
+        fewer ``rows`` (when known) than :attr:`FitTags.min_rows`, clear the old state, run ``fit``
+        and mark the compressor fitted."""
         self._check_params()
         self._validate_params(n_features)
-        self._clear_state()
+        tags = self.fit_tags
+        if tags.sample is not None and tags.sample < tags.min_rows:
+            raise InputError(f"{self.name} max_rows={tags.sample} is below the {tags.min_rows} rows its fit needs")
+        if rows is not None and rows < tags.min_rows:
+            raise InputError(f"{self.name} needs at least {tags.min_rows} rows to fit, got {rows} (n_samples = {rows})")
+        for attr in (*self._state_arrays, *self._state_scalars, *self._fit_made, "n_features_in_"):
+            self.__dict__.pop(attr, None)
         fit(n_features)
         self.n_features_in_ = n_features
         return self
-
-    # ---- fits from statistics combined across blocks (the Ray engine) --------------------------
-    @property
-    def combines_blocks(self) -> bool:
-        """Whether this compressor can be fitted from per-block statistics computed anywhere and
-        merged in any order (it is a :class:`~embcompress.capabilities.BlockStats`)."""
-        return isinstance(self, BlockStats)
-
-    def _clear_state(self) -> None:
-        for attr in (*self._state_arrays, *self._state_scalars, "n_features_in_"):
-            if attr in self.__dict__:
-                delattr(self, attr)
 
     def _fit(self, batches: Callable[[], Iterator[np.ndarray]], n_features: int) -> None:
         raise NotImplementedError
@@ -501,32 +326,19 @@ class Compressor:
         raise NotImplementedError
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
-        """Map outputs back to float32 vectors in the space of :meth:`float_prefix`, so that a
+        """Map outputs back to float32 vectors in the space of ``query_space.forward``, so that a
         float query's inner product with them is the asymmetric score (identity for float outputs;
         the fitted reconstruction levels for bits; dequantized values for int8)."""
         self._check_fitted()
         return np.asarray(codes, dtype=np.float32)
 
-    # ---- what search needs (codes scanned by tables: capabilities.TableScan and DenseScan) ----
+    # ---- where a float query meets the output ----------------------------------------------
     @property
-    def last_stage(self) -> "Compressor":
-        """The stage whose output is stored (itself, for a single compressor)."""
-        return self
-
-    def float_prefix(self, X: Any) -> np.ndarray:
-        """``X`` mapped into the float space that :attr:`last_stage` quantizes (``X`` itself for a
-        single compressor; every stage but the last for a chain)."""
+    def query_space(self) -> QuerySpace:
+        """The stages before the last (none here), the last stage (itself) and the maps between
+        the input space and the space the last stage quantizes (see :class:`QuerySpace`)."""
         self._check_fitted()
-        return check_array(X, what="queries")
-
-    def query_prefix(self, X: Any) -> np.ndarray:
-        """Float queries mapped for inner products with decoded codes: like :meth:`float_prefix`
-        but through the *linear part* of each stage before the last. A stage ``z = A x + b`` (PCA,
-        ITQ and centred rotations subtract a mean) reconstructs ``x ~ A^T (z - b)``, so
-        ``<q, x> ~ <A q, z> - <A q, b>``: the last term is the same for every document, and
-        ranking by ``<A q, z_decoded>`` is ranking by the estimated inner product ``<q, x>``.
-        (Mapping the query through ``b`` too would add a per-document bias ``-<b, z>``.)"""
-        return self.float_prefix(X)
+        return QuerySpace((), self)
 
     def inverse_transform(self, Z: Any) -> np.ndarray:
         """Map outputs back to the input space (scikit-learn API): the decoded vectors for codes,
@@ -538,16 +350,6 @@ class Compressor:
 
     def _inverse(self, Z: np.ndarray) -> np.ndarray:
         raise NotImplementedError(f"{self.name} has no inverse_transform")
-
-    def prefix_inverse(self, Z: np.ndarray) -> np.ndarray:
-        """Vectors of the :meth:`float_prefix` space back in the input space (identity for a
-        single compressor)."""
-        return np.asarray(Z, dtype=np.float32)
-
-    def _linear(self, X: np.ndarray) -> np.ndarray:
-        """The linear part of ``_transform`` (the transform itself for linear stages; affine
-        stages override it to leave their offset out)."""
-        return self._transform(X)
 
     # ---- output ------------------------------------------------------------------------------
     @property
@@ -577,10 +379,6 @@ class Compressor:
         persist.save(self, path, overwrite=overwrite)
 
 
-def float_spec(width: int, metric: str = "cosine") -> OutputSpec:
-    return OutputSpec(kind="float", dtype="float32", width=int(width), nbytes=4 * int(width), metric=metric)
-
-
 def _nested(name: str, value: Any) -> list[tuple[str, "Compressor"]]:
     """Compressors held by a parameter: itself, or the items of a list (``stages__0``...)."""
     if isinstance(value, Compressor):
@@ -588,20 +386,3 @@ def _nested(name: str, value: Any) -> list[tuple[str, "Compressor"]]:
     if isinstance(value, (list, tuple)):
         return [(f"{name}__{i}", v) for i, v in enumerate(value) if isinstance(v, Compressor)]
     return []
-
-
-def check_dim(name: str, value: Any, n_features: int, *, allow_equal: bool = True) -> int:
-    """Validate a target width against the input width."""
-    value = check_positive_int(name, value)
-    top = n_features if allow_equal else n_features - 1
-    if not 1 <= value <= top:
-        raise InputError(
-            f"{name}={value} is out of range: the input has {n_features} dimensions ({n_features} feature(s)), allowed is 1..{top}"
-        )
-    return value
-
-
-def make_rng(seed: Any) -> np.random.Generator:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise InputError(f"seed must be an integer, got {seed!r}")
-    return np.random.default_rng(int(seed))

@@ -11,6 +11,9 @@ family's module names the family.
   order (PCA, binary thresholds, int8 ranges, means), so that a cluster fits it in one pass.
 - :class:`BudgetCodes`: a code family that ``recommend`` and the report offer for a byte budget;
   it names its own candidate configurations and the extra it needs.
+- :class:`Affine`: a float map ``z = A x + b`` with an offset, whose linear part queries take
+  before meeting decoded codes (PCA, centred rotations).
+- :class:`FaissExport`: codes a faiss index of the family's own type holds as they are.
 
 A new family is then its module (a ``Compressor`` subclass with the mixins that apply), its
 tests and one import in ``embcompress/compressors/__init__.py``, which registers it.
@@ -34,7 +37,7 @@ class TableScan:
         """(queries, code bytes, 256) float32 tables such that a code's score for a query (the
         inner product with its decoded vector, up to a per-query constant and the per-document
         scale of :meth:`adc_codes`) is the sum of one entry per byte. ``Q`` is in the space of
-        ``float_prefix``."""
+        ``query_space.forward``."""
         raise NotImplementedError
 
     def adc_offset(self, Q: np.ndarray) -> np.ndarray:
@@ -58,7 +61,7 @@ class DenseScan(TableScan):
         raise NotImplementedError
 
     def dense_queries(self, Q: np.ndarray) -> np.ndarray:
-        """Queries (in the space of ``float_prefix``) mapped to the space of :meth:`dense_codes`."""
+        """Queries (in the space of ``query_space.forward``) mapped to the space of :meth:`dense_codes`."""
         return np.asarray(Q, dtype=np.float32)
 
 
@@ -90,8 +93,10 @@ class BlockStats:
         :meth:`fit_from_stats`."""
 
     def fit_from_stats(self, stats: dict[str, np.ndarray], n_features: int) -> "Compressor":
-        """Fit from merged block statistics. Returns self."""
-        return self._fitted(n_features, lambda n: self._fit_stats(stats, n))  # type: ignore[attr-defined]
+        """Fit from merged block statistics (the fit frame checks the row count ``n`` where the
+        statistics hold one). Returns self."""
+        rows = int(np.asarray(stats["n"]).sum()) if "n" in stats else None
+        return self._fitted(n_features, lambda n: self._fit_stats(stats, n), rows=rows)  # type: ignore[attr-defined]
 
     def fit_from_block_stats(self, blocks: Iterable[dict], n_features: int,
                              first_rows: Callable[[], Iterator[np.ndarray]] | None = None) -> "Compressor":
@@ -105,6 +110,15 @@ class BlockStats:
         if self.rows_after_stats:
             self._after_stats(first_rows)
         return self  # type: ignore[return-value]
+
+
+class Affine:
+    """A float map ``z = A x + b`` whose offset ``b`` queries leave out before an inner product
+    with decoded codes (see :meth:`embcompress.specs.QuerySpace.linear`)."""
+
+    def linear_part(self, X: np.ndarray) -> np.ndarray:
+        """``A x``: the map without its offset."""
+        raise NotImplementedError
 
 
 class FaissExport:

@@ -73,7 +73,7 @@ def parse_config(text: str | Config) -> Config:
 
 def trainable(spec: str | None, rows: int) -> bool:
     """Whether the compressor of ``spec`` (None: float) can be fitted on ``rows`` rows."""
-    return spec is None or from_spec(spec).min_rows <= rows
+    return spec is None or from_spec(spec).fit_tags.min_rows <= rows
 
 
 def default_configs(dim: int, rows: int = 2) -> tuple[list[str], list[str]]:
@@ -193,7 +193,7 @@ class LabelTask:
         if isinstance(index, PartedIndex):
             Z = index.decoded()
         else:
-            Z = index.data if comp is None else comp.last_stage.decode(index.data)
+            Z = index.data if comp is None else comp.query_space.last.decode(index.data)
         acc = knn_accuracy(Z, self.labels, k=self.k)
         return Measured(acc, {"knn_accuracy": acc}, time.perf_counter() - t0, len(Z), self.k)
 
@@ -252,7 +252,7 @@ class FitCache:
             if prefix_spec not in self._outputs:
                 self._outputs[prefix_spec] = prefix.transform(self.docs)
             rest = from_spec("+".join(stages[done:])).fit(self._outputs[prefix_spec])
-            comp = get("pipeline").from_fitted([*prefix.fitted_stages, *rest.fitted_stages])
+            comp = get("pipeline").from_fitted([*prefix.query_space.stages, *rest.query_space.stages])
         self._fitted[spec] = comp
         self.fit_seconds[spec] = time.perf_counter() - t0
         return comp

@@ -57,16 +57,17 @@ Plan = Union[WidthOnly, BlockStats, Sample, FirstRows, Stream]
 
 
 def plan_for(comp, max_rows: int | None = None) -> Plan:
-    """The plan of one compressor (a chain's stage, or a chain as a whole with ``max_rows``).
-    ``max_rows``: the user's cap, the first rows only."""
-    if not comp.learns_from_data:
+    """The plan of one compressor (a chain's stage, or a chain as a whole with ``max_rows``), from
+    its :attr:`~embcompress.base.Compressor.fit_tags` alone. ``max_rows``: the user's cap, the
+    first rows only."""
+    tags = comp.fit_tags
+    if not tags.learns:
         return WidthOnly()
-    if comp.combines_blocks:
-        limit = min((n for n in (max_rows, comp.fit_rows) if n is not None), default=None)
+    if tags.block_stats:
+        limit = min((n for n in (max_rows, tags.first_rows) if n is not None), default=None)
         return BlockStats(limit, comp.rows_after_stats, bool(comp.stats_per_batch))
     if max_rows is not None:
         return FirstRows(int(max_rows))
-    sample = getattr(comp, "max_rows", None)
-    if isinstance(sample, int) and not isinstance(sample, bool) and sample > 0:  # a family that fits on a sample
-        return Sample(sample)
-    return FirstRows(int(comp.fit_rows)) if comp.fit_rows is not None else Stream()
+    if tags.sample is not None:
+        return Sample(int(tags.sample))
+    return FirstRows(int(tags.first_rows)) if tags.first_rows is not None else Stream()

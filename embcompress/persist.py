@@ -18,7 +18,7 @@ import numpy as np
 
 from ._fs import atomic_dir, check_output_dir
 from ._version import __version__
-from .errors import EmbcompressError, FormatError
+from .errors import EmbcompressError, FormatError, InputError
 from .registry import get
 
 if TYPE_CHECKING:  # the persisted objects are Compressors; persist sits below base and does not import it
@@ -80,15 +80,83 @@ def from_config(config: dict[str, Any], arrays: dict[str, np.ndarray], *, where:
     if not isinstance(params, dict) or not isinstance(fitted, dict):
         raise FormatError(f"{what} is corrupt: 'params' and 'fitted' must be JSON objects")
     try:
-        comp = cls.from_params(params)
+        comp = build(cls.name, params)
         comp._check_params()
         comp._set_state(fitted, arrays)
-        comp._check_loaded()
+        check_loaded(comp)
     except EmbcompressError as exc:
         raise FormatError(f"{what} is inconsistent: {exc}") from None
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise FormatError(f"{what} is incomplete or inconsistent ({type(exc).__name__}: {exc})") from None
     return comp
+
+
+def build(name: str, params: dict[str, Any]) -> "Compressor":
+    """An unfitted compressor of the registered ``name`` from JSON parameters, nested compressors
+    (``{"name": ..., "params": ...}``, as :func:`to_config` writes them) rebuilt too; the deep keys
+    (``stages__0__dim``) that ``get_params`` adds repeat those and are skipped."""
+    def value(v: Any) -> Any:
+        if isinstance(v, dict) and isinstance(v.get("name"), str) and set(v) <= {"name", "params"}:
+            return build(v["name"], v.get("params") or {})
+        if isinstance(v, list):
+            return [value(item) for item in v]
+        return v
+
+    return get(name)(**{k: value(v) for k, v in params.items() if "__" not in k})  # deep keys repeat the nested
+
+
+def check_loaded(comp: "Compressor") -> None:
+    """Raise InputError when fitted arrays (from a saved model) do not fit the parameters: each
+    stage in turn (its input width, then its own arrays), then the whole: wrong dtype (complex,
+    text), NaN or inf, or a shape other than the family's ``_state_shapes``; then one row goes
+    through ``transform`` (and ``decode``) as a final check."""
+    stages = comp.query_space.stages
+    if len(stages) > 1:
+        width = comp.n_features_in_
+        for i, s in enumerate(stages):
+            if s.n_features_in_ != width:
+                raise InputError(f"stage {i + 1} ({s.name}) takes {s.n_features_in_} dimensions but is given {width}")
+            try:
+                check_loaded(s)
+            except InputError as exc:
+                raise InputError(f"stage {i + 1} ({s.name}): {exc}") from None
+            width = s.output_spec.width
+    _check_arrays(comp)
+
+
+def _check_arrays(comp: "Compressor") -> None:
+    d = comp.n_features_in_
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+        raise InputError(f"n_features_in_ must be a positive integer, got {d!r}")
+    comp._check_params()
+    comp._validate_params(int(d))
+    shapes = comp._state_shapes()
+    for name in comp._state_arrays:
+        arr = comp.__dict__.get(name)
+        if arr is None:
+            raise InputError(f"fitted array {name!r} is missing")
+        a = np.asarray(arr)
+        if a.dtype.kind not in "biuf":
+            raise InputError(f"fitted array {name!r} has dtype {a.dtype}; expected real numbers")
+        if a.dtype.kind == "f" and not np.isfinite(a).all():
+            raise InputError(f"fitted array {name!r} holds NaN or inf")
+        want = shapes.get(name)
+        if want is not None and (a.ndim != len(want) or any(w is not None and w != g for w, g in zip(want, a.shape))):
+            shown = "(" + ", ".join("any" if w is None else str(w) for w in want) + ")"
+            raise InputError(f"fitted array {name!r} has shape {a.shape}; expected {shown} for {comp!r} "
+                             f"on {d} input dimensions")
+    probe = np.linspace(-1, 1, 2 * d, dtype=np.float32).reshape(2, d)
+    try:
+        out = comp.transform(probe)
+        if out.shape != (2, comp.output_spec.row_width):
+            raise InputError(f"it produces rows of {out.shape[1]} values, but its output is declared as "
+                             f"{comp.output_spec.row_width}")
+        if hasattr(comp, "decode"):
+            comp.decode(out)
+    except InputError:
+        raise
+    except Exception as exc:  # a state that does not fit together fails in numpy or faiss
+        raise InputError(f"its fitted arrays do not fit together ({type(exc).__name__}: {exc})") from None
 
 
 def arrays_to_json(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
@@ -120,7 +188,7 @@ def codes_file_config(comp: "Compressor") -> dict[str, Any]:
     arrays when the compressor keeps only per-dimension state (sign bits and their decoding
     levels, int8 ranges, truncation), so that search can rebuild it from the file alone."""
     doc = describe(comp)
-    if comp.state_fits_in_file:
+    if all(s._state_in_file for s in comp.query_space.stages):
         doc["arrays"] = arrays_to_json(comp._get_state()[1])
     return doc
 

@@ -72,7 +72,9 @@ def _parse_stage(text: str) -> "Compressor":
                 kwargs[key.strip()] = _parse_value(value.strip())
             else:
                 kwargs.update(cls.positional(_parse_value(item)))
-    allowed = cls._param_names()
+    from .base import param_names  # base imports the registry (through persist)
+
+    allowed = param_names(cls)
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
         raise InputError(

@@ -275,9 +275,10 @@ def fit_and_compress(
         check_model_path(save_model, overwrite=overwrite)
     rows = open_vectors(src_path, column=column).num_rows
     stage = stage or (lambda description, total: None)
-    if fit and comp.learns_from_data:
-        run.fit_file(comp, src_path, column=column, batch_size=batch_size, max_rows=comp.fit_rows,
-                 progress=stage(f"fitting {comp.name}", min(rows, comp.fit_rows or rows)), threads=threads)
+    tags = comp.fit_tags
+    if fit and tags.learns:
+        run.fit_file(comp, src_path, column=column, batch_size=batch_size, max_rows=tags.first_rows,
+                 progress=stage(f"fitting {comp.name}", min(rows, tags.first_rows or rows)), threads=threads)
     elif fit:  # only the width is needed: a small first batch
         fit_file(comp, src_path, column=column, batch_size=min(batch_size or 1024, 1024), max_rows=1024, threads=1)
     res = run.compress_file(comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns,

@@ -332,7 +332,7 @@ def test_adc_bad_inputs():
 # ---- bad input ---------------------------------------------------------------------------------------
 def test_code_families_refuse_bad_input(data):
     D, _ = data
-    with pytest.raises(InputError, match="pq needs at least 256 rows to train 256 centroids per sub-quantizer"):
+    with pytest.raises(InputError, match="pq needs at least 256 rows to fit"):
         from_spec("pq:8").fit(D[:100])
     with pytest.raises(InputError, match=r"pq:7 needs m to divide the width 48 .*allowed m: 1, 2, 3, 4, 6, 8, 12, 16, 24, 48"):
         from_spec("pq:7").fit(D)

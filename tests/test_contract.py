@@ -75,7 +75,7 @@ def test_declared_output_holds(spec, data):
     assert out.shape[1] * out.dtype.itemsize == s.nbytes
     assert s.metric in embcompress.base.METRICS
     # decoded codes live in the space the last stage quantizes (its input), floats are their own decoding
-    assert c.decode(out).shape == (37, c.last_stage.n_features_in_ if s.kind == "codes" else s.width)
+    assert c.decode(out).shape == (37, c.query_space.last.n_features_in_ if s.kind == "codes" else s.width)
 
 
 @pytest.mark.parametrize("spec", ALL_SPECS)

@@ -110,7 +110,7 @@ def test_a_family_from_one_module_is_searched_saved_and_streamed(families, tmp_p
     # vectors score highest
     idx = Index(codes, compressor=c, norm_power=0)  # scores: <q, x_hat>
     decoded = c.decode(codes)
-    want = np.argsort(-(c.query_prefix(Q) @ decoded.T), axis=1, kind="stable")[:, :5]
+    want = np.argsort(-(c.query_space.linear(Q) @ decoded.T), axis=1, kind="stable")[:, :5]
     for qs in (Q[:1], Q):
         rows = idx.search(qs, 5).rows
         agree = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(rows, want[: len(qs)])])
@@ -121,7 +121,7 @@ def test_a_family_from_one_module_is_searched_saved_and_streamed(families, tmp_p
     # a fit from merged block statistics equals the fit on all rows
     parts = from_spec("uniform4").fit_from_block_stats([Uniform4()._block_stats(b) for b in np.array_split(X, 5)], 32)
     whole = from_spec("uniform4").fit(X)
-    assert parts.combines_blocks
+    assert parts.fit_tags.block_stats
     np.testing.assert_array_equal(parts.lo_, whole.lo_)
     np.testing.assert_array_equal(parts.hi_, whole.hi_)
 

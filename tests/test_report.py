@@ -80,7 +80,7 @@ def test_rank_proxy_equals_a_direct_computation():
     comp = from_spec("binary").fit(X)
     got = RankProxy(X, rows)(Index(comp.transform(X), compressor=comp), parse_config("binary"), None)
     U = X / np.linalg.norm(X, axis=1, keepdims=True)
-    bits = X > comp.last_stage.thresholds_
+    bits = X > comp.query_space.last.thresholds_
     disc = 1 / np.log2(np.arange(2, 12))
     want = []
     for q in rows:

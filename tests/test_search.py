@@ -316,7 +316,7 @@ def test_parted_index_of_one_model_equals_one_index(clustered, spec, rerank):
         np.testing.assert_allclose(b.scores, a.scores, rtol=1e-6, atol=1e-6)
         assert (b.ids == a.ids).all() and b.info["candidates"] == a.info["candidates"]
     if comp is not None:
-        np.testing.assert_allclose(parted.decoded(), comp.last_stage.decode(data), rtol=1e-6)
+        np.testing.assert_allclose(parted.decoded(), comp.query_space.last.decode(data), rtol=1e-6)
     with pytest.raises(InputError, match="number the documents 0..n-1, each once"):
         PartedIndex([(parts[0][0], parts[0][1]), (parts[0][0], parts[0][1])])
 

@@ -12,6 +12,8 @@ class FaissBacked(Compressor):
     (:meth:`_build_faiss`), dropped when the compressor is refitted, loaded or pickled (faiss objects
     do not pickle; the arrays are the state)."""
 
+    _fit_made = ("_faiss_obj",)
+
     def _build_faiss(self, d: int) -> Any:
         raise NotImplementedError
 
@@ -23,10 +25,6 @@ class FaissBacked(Compressor):
     def _set_state(self, scalars, arrays) -> None:
         super()._set_state(scalars, arrays)
         self.__dict__["_faiss_obj"] = None
-
-    def _clear_state(self) -> None:
-        super()._clear_state()
-        self.__dict__.pop("_faiss_obj", None)
 
     def __getstate__(self):
         state = dict(self.__dict__)

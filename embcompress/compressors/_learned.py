@@ -8,11 +8,14 @@ import math
 import time
 from typing import Any
 
+from dataclasses import replace
+
 import numpy as np
 
 from .._util import check_positive_int, pick_device, require
 from ..base import Compressor, check_dim, make_rng
 from ..errors import InputError
+from ..specs import FitTags
 from ._sample import reservoir
 
 MIN_ROWS = 20
@@ -25,8 +28,8 @@ class LearnedMap(Compressor):
     _state_scalars = ("history_", "best_step_", "device_used_")
 
     @property
-    def min_rows(self) -> int:
-        return MIN_ROWS
+    def fit_tags(self) -> FitTags:  # a uniform sample of max_rows rows
+        return replace(super().fit_tags, min_rows=MIN_ROWS, sample=self.max_rows)
 
     def _validate_common(self, n_features: int) -> None:
         check_dim("dim", self.dim, n_features, allow_equal=False)
@@ -55,8 +58,6 @@ class LearnedMap(Compressor):
     def _fit(self, batches, n_features: int) -> None:
         rng = make_rng(self.seed)
         X = reservoir(batches, self.max_rows, rng)
-        if len(X) < MIN_ROWS:
-            raise InputError(f"{self.name} needs at least {MIN_ROWS} rows to train and validate, got {len(X)} (n_samples = {len(X)})")
         perm = rng.permutation(len(X))
         n_val = max(2, int(round(self.val_fraction * len(X))))
         train_rows, val_rows = X[perm[n_val:]], X[perm[:n_val]]

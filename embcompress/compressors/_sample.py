@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from typing import Callable
 
+from dataclasses import replace
+
 import numpy as np
 
+from ..specs import FitTags
 from ..capabilities import BlockStats
 from ..errors import InputError
 
@@ -68,12 +71,8 @@ class OptionalCentering(MeanStats):
     center: bool
 
     @property
-    def learns_from_data(self) -> bool:
-        return bool(self.center)
-
-    @property
-    def combines_blocks(self) -> bool:  # the mean, from per-block sums
-        return bool(self.center)
+    def fit_tags(self) -> FitTags:  # the mean, from per-block sums, only when centring
+        return replace(super().fit_tags, learns=bool(self.center), block_stats=bool(self.center))
 
     def _check_center(self) -> None:
         if not isinstance(self.center, bool):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from ..specs import FitTags
 from .._parallel import map_rows
 from ..base import Compressor, NonFiniteChunk, OutputSpec, values_ok
 from ..capabilities import BudgetCodes, pca_prefix
@@ -91,8 +94,12 @@ class Binary(MeanStats, BudgetCodes, Compressor):
         self.decoder = decoder
 
     @property
-    def learns_from_data(self) -> bool:
-        return self.threshold != "zero" or self.decoder == "levels"
+    def fit_tags(self) -> FitTags:
+        """It learns the mean threshold or the decoding levels (those of the first LEVEL_ROWS rows
+        with the zero threshold), each from block statistics."""
+        return replace(super().fit_tags, learns=self.threshold != "zero" or self.decoder == "levels",
+                       first_rows=LEVEL_ROWS if self.threshold == "zero" else None,
+                       block_stats=self.threshold == "mean" or self.decoder == "levels")
 
     @classmethod
     def budget_configs(cls, dim: int, budget: int, *, full: bool) -> list[tuple[str, str]]:
@@ -111,10 +118,6 @@ class Binary(MeanStats, BudgetCodes, Compressor):
                 out.append(("binary, asym", "binary@asym"))
         return out
 
-    @property
-    def fit_rows(self) -> int | None:
-        return LEVEL_ROWS if self.threshold == "zero" else None
-
     def _state_shapes(self):
         d = self.n_features_in_
         return {"thresholds_": (d,), "levels_": (2, d)}
@@ -132,10 +135,6 @@ class Binary(MeanStats, BudgetCodes, Compressor):
     # ---- statistics combined from blocks: the mean threshold, then the fitted levels, which need
     # the thresholds first, from the first rows in order; with the zero threshold, the levels'
     # per-side sums and counts themselves ---------------------------------------------------------
-    @property
-    def combines_blocks(self) -> bool:
-        return self.threshold == "mean" or self.decoder == "levels"
-
     def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
         if self.threshold == "mean":
             return super()._block_stats(X)
@@ -154,7 +153,7 @@ class Binary(MeanStats, BudgetCodes, Compressor):
         self.levels_ = fit_levels(batches, self.thresholds_, LEVEL_ROWS)
 
     def _fit_stats(self, stats: dict, n_features: int) -> None:
-        if self.threshold == "zero":  # the levels' sums (of the first fit_rows rows)
+        if self.threshold == "zero":  # the levels' sums (of the first LEVEL_ROWS rows)
             self.thresholds_ = np.zeros(n_features, dtype=np.float32)
             self.levels_ = levels_from(stats["sums"], stats["counts"], self.thresholds_)
             return

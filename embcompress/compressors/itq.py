@@ -3,11 +3,14 @@ learned so that the sign code loses as little as possible."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .._util import check_positive_int
 from ..base import make_rng
 from ..errors import InputError
+from ..specs import FitTags
 from ..registry import register
 from ._sample import reservoir, stream_mean
 from .rotate import OrthogonalMap, random_orthogonal
@@ -32,8 +35,8 @@ class ITQ(OrthogonalMap):
     _state_arrays = ("rotation_", "mean_", "loss_")  # the loss per iteration is kept with the model
 
     @property
-    def min_rows(self) -> int:
-        return MIN_ROWS
+    def fit_tags(self) -> FitTags:  # a uniform sample of max_rows rows
+        return replace(super().fit_tags, min_rows=MIN_ROWS, sample=self.max_rows)
 
     def __init__(self, iters: int = 50, max_rows: int = 25_000, seed: int = 0):
         self.iters = iters
@@ -52,8 +55,6 @@ class ITQ(OrthogonalMap):
         rng = make_rng(self.seed)
         self.mean_ = stream_mean(batches)  # the mean over all rows; the rotation is learned on a sample
         V = reservoir(batches, self.max_rows, rng)
-        if len(V) < MIN_ROWS:
-            raise InputError(f"itq needs at least {MIN_ROWS} rows to fit, got {len(V)} (n_samples = {len(V)})")
         V -= self.mean_
         R = random_orthogonal(n_features, rng)
         losses = []

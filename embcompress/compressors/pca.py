@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from ..base import Compressor, OutputSpec, check_dim, float_spec
-from ..capabilities import BlockStats
+from ..base import Compressor, FitTags, OutputSpec, check_dim, float_spec
+from ..capabilities import Affine, BlockStats
 from ..errors import InputError
 from ..registry import register
 
@@ -16,7 +17,7 @@ _CHUNK = 16384
 
 
 @register
-class PCA(BlockStats, Compressor):
+class PCA(BlockStats, Affine, Compressor):
     """Project centered vectors on the top principal components.
 
     Give ``dim`` (number of components) or ``variance`` (keep the fewest components whose
@@ -35,8 +36,8 @@ class PCA(BlockStats, Compressor):
     _state_scalars = ("n_samples_seen_",)
 
     @property
-    def min_rows(self) -> int:
-        return 2
+    def fit_tags(self) -> FitTags:
+        return replace(super().fit_tags, min_rows=2)
 
     def __init__(self, dim: int | None = None, variance: float | None = None):
         self.dim = dim
@@ -69,8 +70,6 @@ class PCA(BlockStats, Compressor):
                 total += block.sum(axis=0, dtype=np.float64)
                 scatter += block.T @ block  # (d, d), float32 product, float64 sum
             n += len(batch)
-        if n < 2:
-            raise InputError(f"pca needs at least 2 rows to fit, got {n} sample(s) (n_samples = {n})")
         mean_shifted = total / n
         cov = (scatter - n * np.outer(mean_shifted, mean_shifted)) / (n - 1)
         self._from_covariance(cov, shift.astype(np.float64) + mean_shifted, n)
@@ -106,8 +105,6 @@ class PCA(BlockStats, Compressor):
 
     def _fit_stats(self, stats: dict, n_features: int) -> None:
         n = int(stats["n"][0])
-        if n < 2:
-            raise InputError(f"pca needs at least 2 rows to fit, got {n} sample(s) (n_samples = {n})")
         self._from_covariance(stats["m2"] / (n - 1), stats["mean"], n)
 
     @property
@@ -121,7 +118,7 @@ class PCA(BlockStats, Compressor):
     def _inverse(self, Z: np.ndarray) -> np.ndarray:
         return Z @ self.components_ + self.mean_
 
-    def _linear(self, X: np.ndarray) -> np.ndarray:
+    def linear_part(self, X: np.ndarray) -> np.ndarray:
         return X @ self.components_.T
 
     def _state_shapes(self):

@@ -6,9 +6,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..base import Compressor, OutputSpec
+from ..base import Compressor, FitTags, OutputSpec, QuerySpace
 from ..errors import InputError
-from ..registry import get, register
+from ..registry import register
 
 
 @register
@@ -23,36 +23,19 @@ class Pipeline(Compressor):
                 "geopres:12:batch_size=64,min_steps=6+binary")
     sklearn_example = "pca:1+binary"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
     _positional = None
+    _fit_made = ("stages_",)
 
     def __init__(self, stages: list[Compressor] | None = None):
         self.stages = stages
 
-    @classmethod
-    def from_params(cls, params: dict[str, Any]) -> "Pipeline":
-        stages = [get(s["name"]).from_params(s.get("params", {})) for s in params["stages"]]
-        return cls(stages=stages)
-
     @property
-    def state_fits_in_file(self) -> bool:
-        return all(s.state_fits_in_file for s in self.stages or [])
-
-    @property
-    def fitted_stages(self) -> list[Compressor]:
-        self._check_fitted()
-        return list(self.stages_)
-
-    @property
-    def learns_from_data(self) -> bool:
-        return any(s.learns_from_data for s in self.stages or [])
-
-    @property
-    def min_rows(self) -> int:
-        return max([s.min_rows for s in self.stages or []], default=1)
-
-    @property
-    def fit_rows(self) -> int | None:
-        rows = [s.fit_rows for s in self.stages or [] if s.learns_from_data]
-        return None if not rows or None in rows else max(rows)
+    def fit_tags(self) -> FitTags:
+        """The stages' tags combined: it learns when a stage does, needs the most rows any stage
+        needs, and reads the first rows only when every learning stage does."""
+        tags = [s.fit_tags for s in self.stages or []]
+        rows = [t.first_rows for t in tags if t.learns]
+        return FitTags(learns=bool(rows), min_rows=max([t.min_rows for t in tags], default=1),
+                       first_rows=None if not rows or None in rows else max(rows))
 
     @classmethod
     def from_fitted(cls, stages: list[Compressor]) -> "Pipeline":
@@ -119,33 +102,13 @@ class Pipeline(Compressor):
         return self.stages_[-1].decode(codes)
 
     @property
-    def last_stage(self) -> Compressor:
+    def query_space(self) -> QuerySpace:
         self._check_fitted()
-        return self.stages_[-1]
-
-    def float_prefix(self, X: np.ndarray) -> np.ndarray:
-        """``X`` through every stage but the last: the float space the last stage quantizes
-        (where a full-precision query meets the decoded codes in a rerank)."""
-        X = super().float_prefix(X)
-        for s in self.stages_[:-1]:
-            X = s._transform(X)
-        return X
-
-    def prefix_inverse(self, Z: np.ndarray) -> np.ndarray:
-        Z = np.asarray(Z, dtype=np.float32)
-        for s in reversed(self.stages_[:-1]):
-            Z = s.inverse_transform(Z)
-        return Z
+        return QuerySpace(tuple(self.stages_[:-1]), self.stages_[-1])
 
     def inverse_transform(self, Z) -> np.ndarray:
         self._check_fitted()
-        return self.prefix_inverse(self.stages_[-1].inverse_transform(Z))
-
-    def query_prefix(self, X: np.ndarray) -> np.ndarray:
-        X = super().float_prefix(X)  # checks only
-        for s in self.stages_[:-1]:
-            X = s._linear(X)
-        return X
+        return self.query_space.back(self.stages_[-1].inverse_transform(Z))
 
     def _output_spec(self) -> OutputSpec:
         return self.stages_[-1].output_spec
@@ -166,19 +129,3 @@ class Pipeline(Compressor):
             s._set_state(sc, {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)})
         self.stages_ = stages
         self.n_features_in_ = int(scalars["n_features_in_"])
-
-    def _check_loaded(self) -> None:
-        width = self.n_features_in_
-        for i, s in enumerate(self.stages_):
-            if s.n_features_in_ != width:
-                raise InputError(f"stage {i + 1} ({s.name}) takes {s.n_features_in_} dimensions but is given {width}")
-            try:
-                s._check_loaded()
-            except InputError as exc:
-                raise InputError(f"stage {i + 1} ({s.name}): {exc}") from None
-            width = s.output_spec.width
-        super()._check_loaded()
-
-    def _clear_state(self) -> None:
-        super()._clear_state()
-        self.__dict__.pop("stages_", None)

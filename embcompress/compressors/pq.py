@@ -3,12 +3,15 @@ trained and encoded with faiss, scored with asymmetric lookup tables."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .._util import check_positive_int, require
 from ..base import OutputSpec, make_rng
 from ..capabilities import BudgetCodes, FaissExport, TableScan
 from ..errors import InputError
+from ..specs import FitTags
 from ..registry import register
 from ._codes import nibble_indices, nibble_tables
 from ._faiss import FaissBacked
@@ -46,8 +49,8 @@ class PQ(FaissExport, TableScan, BudgetCodes, FaissBacked):
         return [] if m is None else [(f"{cls.name}:{m}", f"{cls.name}:{m}")]
 
     @property
-    def min_rows(self) -> int:
-        return 2 ** int(self.nbits)
+    def fit_tags(self) -> FitTags:  # a uniform sample of max_rows rows
+        return replace(super().fit_tags, min_rows=2 ** int(self.nbits), sample=self.max_rows)
 
     def __init__(self, m: int = 16, nbits: int = 8, max_rows: int = 100_000, seed: int = 0):
         self.m = m
@@ -68,10 +71,6 @@ class PQ(FaissExport, TableScan, BudgetCodes, FaissBacked):
 
     def _sample(self, batches) -> np.ndarray:
         X = reservoir(batches, self.max_rows, make_rng(self.seed))
-        k = 2 ** self.nbits
-        if len(X) < k:
-            raise InputError(f"{self.name} needs at least {k} rows to train {k} centroids per sub-quantizer "
-                             f"(nbits={self.nbits}), got {len(X)} (n_samples = {len(X)})")
         return X
 
     def _new_faiss_pq(self, d: int):

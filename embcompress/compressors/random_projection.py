@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from ..specs import FitTags
 from ..base import Compressor, OutputSpec, check_dim, float_spec, make_rng
 from ..registry import register
 
@@ -28,8 +31,8 @@ class RandomProjection(Compressor):
         self.seed = seed
 
     @property
-    def learns_from_data(self) -> bool:
-        return False
+    def fit_tags(self) -> FitTags:
+        return replace(super().fit_tags, learns=False)
 
     def _validate_params(self, n_features: int) -> None:
         check_dim("dim", self.dim, n_features)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import Compressor, OutputSpec, float_spec, make_rng
+from ..capabilities import Affine
 from ..registry import register
 from ._sample import OptionalCentering
 
@@ -17,7 +18,7 @@ def random_orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
     return (q * np.sign(np.diag(r))).astype(np.float32)
 
 
-class OrthogonalMap(Compressor):
+class OrthogonalMap(Affine, Compressor):
     """``x -> (x - mean_) @ rotation_`` with an orthogonal ``rotation_``: the width is unchanged,
     the inverse is the transpose. Subclasses choose the rotation (and whether to centre)."""
 
@@ -29,7 +30,7 @@ class OrthogonalMap(Compressor):
     def _inverse(self, Z: np.ndarray) -> np.ndarray:
         return Z @ self.rotation_.T + self.mean_
 
-    def _linear(self, X: np.ndarray) -> np.ndarray:
+    def linear_part(self, X: np.ndarray) -> np.ndarray:
         return X @ self.rotation_
 
     def _state_shapes(self):

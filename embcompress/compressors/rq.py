@@ -14,12 +14,15 @@ each time (6 rows/s). See benchmarks/README.md for its quality and cost as faiss
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .._util import check_positive_int, require
 from ..base import OutputSpec, make_rng
 from ..capabilities import BudgetCodes, TableScan
 from ..errors import InputError
+from ..specs import FitTags
 from ..registry import register
 from ._codes import nibble_indices, nibble_tables
 from ._faiss import FaissBacked
@@ -43,8 +46,8 @@ class Additive(TableScan, FaissBacked):
     _what = "additive quantization"
 
     @property
-    def min_rows(self) -> int:
-        return 2 ** int(self.nbits)
+    def fit_tags(self) -> FitTags:  # a uniform sample of max_rows rows
+        return replace(super().fit_tags, min_rows=2 ** int(self.nbits), sample=self.max_rows)
 
     def _validate_params(self, n_features: int) -> None:
         check_positive_int("m", self.m)
@@ -60,13 +63,9 @@ class Additive(TableScan, FaissBacked):
     def _fit(self, batches, n_features: int) -> None:
         self.mean_ = stream_mean(batches)
         X = reservoir(batches, self.max_rows, make_rng(self.seed))
-        k = 2 ** self.nbits
-        if len(X) < k:
-            raise InputError(f"{self.name} needs at least {k} rows to train {k} codewords per codebook (nbits={self.nbits}), "
-                             f"got {len(X)} (n_samples = {len(X)})")
         faiss, q = self._new_quantizer(n_features)
         q.train(np.ascontiguousarray(X - self.mean_))
-        self.codebooks_ = faiss.vector_to_array(q.codebooks).reshape(int(self.m), k, n_features).astype(np.float32)
+        self.codebooks_ = faiss.vector_to_array(q.codebooks).reshape(int(self.m), 2 ** int(self.nbits), n_features).astype(np.float32)
         # encode with a quantizer rebuilt from the codebooks, as after loading, so that the codes of
         # a fitted and a loaded model are the same (the trained one breaks near-ties differently);
         # built here, not on first use, as transform must leave the estimator's __dict__ as it is

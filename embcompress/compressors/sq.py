@@ -3,12 +3,15 @@ the data, packed codes, and float queries scored against the decoded levels thro
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .._util import check_positive_int
 from ..base import Compressor, OutputSpec, make_rng
 from ..capabilities import BudgetCodes, DenseScan
 from ..errors import InputError
+from ..specs import FitTags
 from ..registry import register
 from ._codes import byte_tables, pack_codes, unpack_codes
 from ._sample import reservoir
@@ -64,8 +67,8 @@ class SQ(DenseScan, BudgetCodes, Compressor):
     _state_arrays = ("levels_",)
 
     @property
-    def min_rows(self) -> int:
-        return 2 ** int(self.bits)
+    def fit_tags(self) -> FitTags:  # a uniform sample of max_rows rows
+        return replace(super().fit_tags, min_rows=2 ** int(self.bits), sample=self.max_rows)
 
     @classmethod
     def budget_configs(cls, dim: int, budget: int, *, full: bool) -> list[tuple[str, str]]:
@@ -94,13 +97,11 @@ class SQ(DenseScan, BudgetCodes, Compressor):
         if isinstance(self.bits, bool) or self.bits not in BITS:
             raise InputError(f"sq bits must be one of {', '.join(map(str, BITS))} per dimension, got {self.bits!r}")
         check_positive_int("iters", self.iters, minimum=0)
-        check_positive_int("max_rows", self.max_rows, minimum=2)
+        check_positive_int("max_rows", self.max_rows, minimum=2 ** self.bits)
         make_rng(self.seed)
 
     def _fit(self, batches, n_features: int) -> None:
         X = reservoir(batches, self.max_rows, make_rng(self.seed))
-        if len(X) < 2 ** self.bits:
-            raise InputError(f"sq:{self.bits} needs at least {2 ** self.bits} rows to fit its levels, got {len(X)} (n_samples = {len(X)})")
         self.levels_ = lloyd_levels(X, 2 ** self.bits, int(self.iters))
 
     def _transform(self, X: np.ndarray) -> np.ndarray:

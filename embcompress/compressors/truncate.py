@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from ..specs import FitTags
 from .._util import normalize_rows
 from ..base import Compressor, OutputSpec, check_dim, float_spec
 from ..registry import register
@@ -27,8 +30,8 @@ class Truncate(Compressor):
         self.renormalize = renormalize
 
     @property
-    def learns_from_data(self) -> bool:
-        return False
+    def fit_tags(self) -> FitTags:
+        return replace(super().fit_tags, learns=False)
 
     def _validate_params(self, n_features: int) -> None:
         check_dim("dim", self.dim, n_features)

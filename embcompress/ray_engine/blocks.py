@@ -18,7 +18,7 @@ from ..io import pages
 from ..io.readers import column_to_numpy
 from ..io.writers import to_arrow
 from ..persist import arrays_from_json, arrays_to_json, from_config
-from ..registry import get
+from ..persist import build
 
 
 SEQ = "__embcompress_seq"
@@ -52,7 +52,7 @@ class _Unit:
         # prefix: the fitted stages of a chain that map the rows before a later stage's fit sees them
         self.prefix = from_config(prefix["config"], arrays_from_json(prefix["arrays"])) if prefix else None
         # stats_of: {"name", "params"} of an unfitted compressor whose block statistics are returned
-        self.stats_of = get(stats_of["name"]).from_params(stats_of["params"]) if stats_of else None
+        self.stats_of = build(stats_of["name"], stats_of["params"]) if stats_of else None
         self.column, self.carried, self.dim, self.spec = column, carried, dim, spec
         self.files: dict = {}
         self.direct: dict = {}  # path -> where io.pages decodes the column (None: pyarrow)

@@ -78,7 +78,7 @@ def faiss_index(index, structure: str = "flat", *, m: int = HNSW_M, ef_construct
     if structure == "hnsw":
         raise InputError(f"an HNSW graph is built over bits or float vectors; these are {kind} codes "
                          "(search them exactly, or export them to a flat index)")
-    comp = index.compressor.last_stage
+    comp = index.compressor.query_space.last
     if kind == "int8":
         lo, hi = comp.ranges_.astype(np.float32)
         d = len(lo)
@@ -103,7 +103,7 @@ def faiss_queries(index, Q: np.ndarray) -> np.ndarray:
         return comp.transform(Q)
     if comp is None:
         return normalize_rows(Q) if index.metric == "cosine" else np.ascontiguousarray(Q, dtype=np.float32)
-    return np.ascontiguousarray(comp.query_prefix(Q), dtype=np.float32)
+    return np.ascontiguousarray(comp.query_space.linear(Q), dtype=np.float32)
 
 
 def hnsw_search(index, graph, Q: np.ndarray, k: int, ef: int = HNSW_EF_SEARCH) -> tuple[np.ndarray, np.ndarray]:

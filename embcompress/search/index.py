@@ -224,7 +224,7 @@ class PartedIndex:
         """Every document decoded by its own part's model, in row order."""
         out = None
         for rows, idx in self.parts:
-            z = idx.data if idx.compressor is None else idx.compressor.last_stage.decode(idx.data)
+            z = idx.data if idx.compressor is None else idx.compressor.query_space.last.decode(idx.data)
             if out is None:
                 out = np.empty((self.num_docs, z.shape[1]), dtype=np.float32)
             out[rows] = z

@@ -57,7 +57,8 @@ class _Scorer:
         if self._recon is False:
             idx, comp = self.index, self.index.compressor
             try:
-                b0 = comp.prefix_inverse(np.zeros((1, comp.last_stage.n_features_in_), np.float32))[0]
+                space = comp.query_space
+                b0 = space.back(np.zeros((1, space.last.n_features_in_), np.float32))[0]
                 norms = np.concatenate([np.linalg.norm(comp.inverse_transform(idx.data[s : s + 16384]), axis=1)
                                         for s in range(0, idx.num_docs, 16384)])
                 safe = np.where(norms > 0, norms, 1.0).astype(np.float64)
@@ -71,9 +72,10 @@ class _Scorer:
         comp = self.index.compressor
         if comp is None:
             raise InputError("asymmetric rerank needs an index of codes; this one holds float vectors")
-        qf = comp.query_prefix(Q)  # (q, d') the space the codes quantize, linear part
+        space = comp.query_space
+        qf = space.linear(Q)  # (q, d') the space the codes quantize, linear part
         nq, nc = rows.shape
-        dec = comp.last_stage.decode(self.index.data[rows.reshape(-1)])  # (q*c, d') decoded candidates
+        dec = space.last.decode(self.index.data[rows.reshape(-1)])  # (q*c, d') decoded candidates
         dots = np.matmul(dec.reshape(nq, nc, -1), qf[:, :, None])[..., 0]  # (q, c)
         recon = self.reconstruction()
         if recon is None:
@@ -115,8 +117,9 @@ class Int8Scorer(_Scorer):
 
     def first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         idx, comp = self.index, self.index.compressor
-        qf = normalize_rows(comp.float_prefix(Q))
-        docs, norms, last = idx.data, self.norms, comp.last_stage
+        space = comp.query_space
+        qf = normalize_rows(space.forward(Q))
+        docs, norms, last = idx.data, self.norms, space.last
 
         def score(q0, q1, d0, d1):
             dec = last.decode(docs[d0:d1])  # (b, d) float32
@@ -142,7 +145,7 @@ class CodesScorer(_Scorer):
 
     def __init__(self, index: "Index"):
         super().__init__(index)
-        last = index.compressor.last_stage
+        last = index.compressor.query_space.last
         if not isinstance(last, TableScan):
             raise InputError(f"{last.name} codes cannot be searched: the family does not score them by lookup tables "
                              "(embcompress.capabilities.TableScan)")
@@ -157,7 +160,7 @@ class CodesScorer(_Scorer):
         chosen once per search, so every query of a batch is scored the same way (the two differ
         in the last bits of a float sum)."""
         comp = self.index.compressor
-        last = comp.last_stage
+        last = comp.query_space.last
         dense = self.dense is not None and len(Q) >= DENSE_MIN_QUERIES
         scale, bias, recon = self.scale, None, self.reconstruction()
         if recon is not None:
@@ -168,7 +171,7 @@ class CodesScorer(_Scorer):
         rows = np.empty((len(Q), k), dtype=np.int64)
         for s in range(0, len(Q), ADC_QUERY_BLOCK):
             Qb = Q[s : s + ADC_QUERY_BLOCK]
-            qf = comp.query_prefix(Qb)
+            qf = comp.query_space.linear(Qb)
             qconst = None if recon is None else (Qb @ b0 + last.adc_offset(qf)).astype(np.float32)
             if dense:
                 layout, bits, levels = self.dense
