@@ -110,32 +110,8 @@ def ordered_units(units: Sequence[Unit], *, threads: int, window: int) -> Iterat
 
     share = max(1, reader_threads() // max(1, min(threads, n)))
 
-    def work() -> None:
-        local: dict = {}
-        omp_set = False
-        while not stop.is_set():
-            try:
-                i = tasks.get(timeout=0.05)
-            except queue.Empty:
-                continue
-            if i is None:
-                return
-            if not omp_set:
-                omp_set = _share_openmp(share)
-            try:
-                for item in units[i](local):
-                    if stop.is_set():
-                        return
-                    if i > first_failed[0]:
-                        break
-                    outs[i].put(item)
-                else:
-                    outs[i].put(_END)
-            except BaseException as exc:  # handed to the consumer when it reaches unit i
-                first_failed[0] = min(first_failed[0], i)
-                outs[i].put(_Failed(exc))
-
-    workers = [threading.Thread(target=work, daemon=True, name=f"embcompress-reader-{k}") for k in range(min(threads, n))]
+    workers = [threading.Thread(target=_work, args=(units, tasks, outs, stop, first_failed, share), daemon=True,
+                                name=f"embcompress-reader-{k}") for k in range(min(threads, n))]
     for t in workers:
         t.start()
     submitted = 0
@@ -161,6 +137,36 @@ def ordered_units(units: Sequence[Unit], *, threads: int, window: int) -> Iterat
             tasks.put(None)
         for t in workers:  # each stops after its current item; none may be inside pyarrow when we return
             t.join(timeout=30)
+
+
+def _work(units: Sequence[Unit], tasks: "queue.Queue[int | None]", outs: list, stop: threading.Event,
+          first_failed: list[int], share: int) -> None:
+    """A worker of :func:`ordered_units`: takes unit numbers until told to stop (None), puts each
+    unit's items on its queue then an end mark, or the unit's error; stops early once a unit
+    before it failed or the consumer closed."""
+    local: dict = {}
+    omp_set = False
+    while not stop.is_set():
+        try:
+            i = tasks.get(timeout=0.05)
+        except queue.Empty:
+            continue
+        if i is None:
+            return
+        if not omp_set:
+            omp_set = _share_openmp(share)
+        try:
+            for item in units[i](local):
+                if stop.is_set():
+                    return
+                if i > first_failed[0]:
+                    break
+                outs[i].put(item)
+            else:
+                outs[i].put(_END)
+        except BaseException as exc:  # handed to the consumer when it reaches unit i
+            first_failed[0] = min(first_failed[0], i)
+            outs[i].put(_Failed(exc))
 
 
 _END = object()

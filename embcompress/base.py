@@ -39,6 +39,7 @@ from .capabilities import BlockStats
 from .checks import (FLOAT_DTYPES, MAX_ABS, NonFiniteChunk, check_array, check_dim, check_values,  # noqa: F401
                      make_rng, values_ok)
 from .errors import InputError, NotFittedError
+from .registry import param_names
 from .specs import FitTags, OutputSpec, QuerySpace, float_spec  # noqa: F401
 
 #: How two compressed vectors are compared.
@@ -52,11 +53,6 @@ def _same(a: Any, b: Any) -> bool:
         return bool(a == b) and type(a) is type(b)
     except Exception:  # arrays and other values without a plain truth value
         return a is b
-
-
-def param_names(cls: type) -> list[str]:
-    """A compressor class's constructor parameters, in order."""
-    return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
 
 
 def _batch_factory(source: BatchSource) -> Callable[[], Iterator[np.ndarray]]:

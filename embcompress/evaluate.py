@@ -27,14 +27,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ._util import check_positive_int, sample_rows
+from ._util import sample_rows
 from .analysis import (check_qrels, check_unique_ids, evaluate_run, knn_accuracy, neighbour_recall_per_query,
                        pseudo_relevance_ndcg, retention)
-from .base import Compressor
+from .crossfit import CrossFit, FitCache, check_folds, fold_pool_rows  # noqa: F401 (part of this module's interface)
 from .datasets import read_qrels
 from .errors import InputError
 from .io import read_all
-from .registry import from_spec, get
+from .registry import from_spec
 from .search import DEFAULT_MULTIPLIER, ArrayStore, Index, PartedIndex, VectorStore
 
 #: neighbours per sampled document that the rank proxy looks for
@@ -199,152 +199,6 @@ class LabelTask:
 
 
 Task = QrelsTask | LabelFreeTask | LabelTask
-
-
-# ---- fitting ---------------------------------------------------------------------------------------
-class FitCache:
-    """Fitted compressors by spec, fitted on ``docs``. A chain reuses its longest fitted prefix
-    (``pca:96+binary`` fits only the binary stage when ``pca:96`` was fitted before). Keeps what
-    each fit and encoding cost: ``fit_seconds[spec]`` (the stages fitted for it) and
-    ``encoded[spec]`` (rows, seconds) over every encoding it ran."""
-
-    def __init__(self, docs: np.ndarray):
-        self.docs = docs
-        self._fitted: dict[str, Compressor] = {}
-        self._outputs: dict[str, np.ndarray] = {}  # float outputs of fitted prefixes, to fit later stages on
-        # (spec, {id(documents): (documents, their codes)}): the encodings of the last spec
-        self._last_codes: tuple[str, dict[int, tuple[np.ndarray, np.ndarray]]] | None = None
-        self.fit_seconds: dict[str, float] = {}
-        self.encoded: dict[str, tuple[int, float]] = {}
-
-    def encode(self, spec: str, docs: np.ndarray) -> np.ndarray:
-        """``docs`` through the fitted ``spec``. The encodings of the last spec are kept, so that
-        consecutive configurations of one spec on the same documents (its reranks, or several norm
-        powers) encode them once; those of one spec, not all, to bound the memory."""
-        if self._last_codes is None or self._last_codes[0] != spec:
-            self._last_codes = (spec, {})
-        kept = self._last_codes[1].get(id(docs))
-        if kept is not None and kept[0] is docs:
-            return kept[1]
-        comp = self.fit(spec)
-        t0 = time.perf_counter()
-        codes = comp.transform(docs)
-        rows, secs = self.encoded.get(spec, (0, 0.0))
-        self.encoded[spec] = (rows + len(docs), secs + time.perf_counter() - t0)
-        self._last_codes[1][id(docs)] = (docs, codes)
-        return codes
-
-    def fit(self, spec: str) -> Compressor:
-        if spec in self._fitted:
-            return self._fitted[spec]
-        t0 = time.perf_counter()
-        stages = spec.split("+")
-        done = 0
-        for i in range(len(stages) - 1, 0, -1):
-            if "+".join(stages[:i]) in self._fitted:
-                done = i
-                break
-        if done == 0:
-            comp = from_spec(spec).fit(self.docs)
-        else:
-            prefix_spec = "+".join(stages[:done])
-            prefix = self._fitted[prefix_spec]
-            if prefix_spec not in self._outputs:
-                self._outputs[prefix_spec] = prefix.transform(self.docs)
-            rest = from_spec("+".join(stages[done:])).fit(self._outputs[prefix_spec])
-            comp = get("pipeline").from_fitted([*prefix.query_space.stages, *rest.query_space.stages])
-        self._fitted[spec] = comp
-        self.fit_seconds[spec] = time.perf_counter() - t0
-        return comp
-
-
-def check_folds(folds, n: int | None = None) -> int:
-    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 1:
-        raise InputError(f"folds must be a whole number of at least 1 (2: fit on one half, score the other; "
-                         f"1: fit on every document, in-sample only), got {folds!r}")
-    if n is not None and folds > 1 and n < 2 * folds:
-        raise InputError(f"{folds}-fold fitting needs at least {2 * folds} documents (two per fold), got {n}")
-    return int(folds)
-
-
-def fold_pool_rows(n: int, folds: int, fit_rows: int | None = None) -> int:
-    """The fewest documents any model of a ``folds``-fold evaluation of ``n`` documents is fitted on."""
-    pool = n if folds == 1 else n - -(-n // folds)
-    return pool if fit_rows is None else min(pool, fit_rows)
-
-
-class CrossFit:
-    """Which fitted model encodes which documents, so that codes are scored on documents their fit
-    did not see (out-of-sample), with the in-sample figure beside it.
-
-    With ``folds`` >= 2 (the default 2) the documents are split at random (seeded) into that many
-    folds; model ``i`` is fitted on the documents outside fold ``i`` (its *pool*; a seeded uniform
-    sample of ``fit_rows`` of it when given) and encodes fold ``i``: every document is scored through a code
-    whose fit never saw it, in a corpus of the same size, as the rows of a file larger than the
-    fit sample are. For the in-sample figure fold ``i`` is encoded by model ``i + 1``, whose pool
-    holds it: the same models, so the gap between the two is what the fit memorized. Each
-    document's codes come from one model; :class:`~embcompress.search.PartedIndex` searches them
-    as one corpus. ``folds=1`` fits one model on all the documents (or a seeded uniform sample of ``fit_rows``):
-    in-sample only. ``fit_on`` fits one model on those vectors instead (a protocol of the caller's)."""
-
-    def __init__(self, docs: np.ndarray, folds: int = 2, *, fit_on: np.ndarray | None = None,
-                 fit_rows: int | None = None, seed: int = 0):
-        n = len(docs)
-        self.docs = docs
-        if fit_on is not None:
-            self.folds, self.protocol = 1, f"fitted on {len(fit_on):,} given vectors"
-            self.parts, self.pools = [np.arange(n)], [None]
-            self.caches = [FitCache(fit_on)]
-        else:
-            self.folds = check_folds(folds, n)
-            if fit_rows is not None:
-                fit_rows = check_positive_int("fit_rows", fit_rows)
-            if self.folds == 1:
-                self.parts = [np.arange(n)]
-                self.pools = [sample_rows(n, fit_rows, seed + 1)]
-                self.protocol = self.describe(1)
-            else:
-                perm = np.random.default_rng(seed).permutation(n)
-                self.parts = [np.sort(p) for p in np.array_split(perm, self.folds)]
-                pools = [np.setdiff1d(np.arange(n), p) for p in self.parts]  # each fit: a uniform sample of its pool
-                self.pools = [pool[sample_rows(len(pool), fit_rows, seed + 1 + i)] for i, pool in enumerate(pools)]
-                self.protocol = self.describe(self.folds)
-            self.caches = [FitCache(docs[p]) for p in self.pools]
-        self.part_docs = [docs if len(p) == n else docs[p] for p in self.parts]
-        self.fit_rows = min(len(c.docs) for c in self.caches)
-
-    @staticmethod
-    def describe(folds: int) -> str:
-        return "in-sample" if folds == 1 else f"out-of-sample ({folds}-fold)"
-
-    @property
-    def out_of_sample(self) -> bool:
-        return self.folds > 1
-
-    def indexes(self, spec: str, doc_ids: Sequence, norm_power: float = 1.0) -> dict[str, Index | PartedIndex]:
-        """``{"headline": index}``, plus ``"in_sample"`` when the headline is out-of-sample."""
-        def index(shift: int) -> Index | PartedIndex:
-            if self.folds == 1:
-                cache = self.caches[0]
-                return Index(cache.encode(spec, self.docs), compressor=cache.fit(spec), ids=doc_ids, norm_power=norm_power)
-            built = []
-            for i, (rows, part) in enumerate(zip(self.parts, self.part_docs)):
-                cache = self.caches[(i + shift) % self.folds]
-                built.append((rows, Index(cache.encode(spec, part), compressor=cache.fit(spec), norm_power=norm_power)))
-            return PartedIndex(built, ids=doc_ids)
-
-        out = {"headline": index(0)}
-        if self.out_of_sample:
-            out["in_sample"] = index(1)
-        return out
-
-    def costs(self, spec: str) -> dict[str, Any]:
-        """Mean seconds to fit one model of ``spec`` (on ``fit_rows``-odd rows) and rows/s encoded."""
-        fit = [c.fit_seconds[spec] for c in self.caches if spec in c.fit_seconds]
-        rows = sum(c.encoded.get(spec, (0, 0.0))[0] for c in self.caches)
-        secs = sum(c.encoded.get(spec, (0, 0.0))[1] for c in self.caches)
-        return {"fit_seconds": sum(fit) / len(fit) if fit else 0.0,
-                "encode_rows_per_second": rows / secs if secs > 0 else float("inf")}
 
 
 # ---- the engine ------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,11 @@ def available() -> list[str]:
 def registered() -> list[type["Compressor"]]:
     """The registered classes, in the order they were registered."""
     return list(_REGISTRY.values())
+
+
+def param_names(cls: type) -> list[str]:
+    """A compressor class's constructor parameters, in order."""
+    return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
 
 
 def get(name: str) -> type["Compressor"]:
@@ -72,8 +78,6 @@ def _parse_stage(text: str) -> "Compressor":
                 kwargs[key.strip()] = _parse_value(value.strip())
             else:
                 kwargs.update(cls.positional(_parse_value(item)))
-    from .base import param_names  # base imports the registry (through persist)
-
     allowed = param_names(cls)
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:

@@ -18,7 +18,7 @@ from .base import Compressor, check_values
 from .errors import EmbcompressError, InputError
 from .fitplan import BlockStats, plan_for
 from .io import VectorWriter, check_output_path, open_vectors
-from .io.readers import is_dataset
+from .io.sources import is_dataset
 from .persist import check_model_path, codes_file_config, save
 
 DEFAULT_BATCH_SIZE = None  # automatic: about 4 MiB of input values per batch

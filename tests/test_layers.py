@@ -13,16 +13,16 @@ ROOT = Path(__file__).resolve().parents[1] / "embcompress"
 
 #: lowest first; a module may import modules of its own layer or lower ones, never higher
 LAYERS = [
-    ("foundations", ["errors", "_version", "_util", "_fs", "_parallel", "references"]),
+    ("foundations", ["errors", "_version", "_util", "_fs", "_parallel", "references", "checks"]),
     ("registry", ["registry"]),
     ("persistence", ["persist"]),
-    ("contract", ["base", "capabilities", "fitplan"]),
+    ("contract", ["base", "capabilities", "specs", "fitplan"]),
     ("files", ["io", "datasets", "corpus"]),
     ("compressors", ["compressors"]),
     ("streaming", ["stream"]),
     ("search", ["search"]),
     ("analysis", ["analysis"]),
-    ("evaluation", ["evaluate", "embed", "export", "ray_engine"]),
+    ("evaluation", ["crossfit", "evaluate", "embed", "export", "ray_engine"]),
     ("reports", ["report", "demo"]),
     ("training", ["train"]),
     ("facade", ["__init__"]),

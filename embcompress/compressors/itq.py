@@ -9,7 +9,6 @@ import numpy as np
 
 from .._util import check_positive_int
 from ..base import make_rng
-from ..errors import InputError
 from ..specs import FitTags
 from ..registry import register
 from ._sample import reservoir, stream_mean

@@ -1,7 +1,10 @@
 """Streaming vector file I/O (parquet and npy)."""
 
 from .info import describe_path
-from .readers import Batch, META_KEY, NpyVectors, ParquetVectors, column_to_numpy, file_format, open_vectors, read_all, read_sample, count_rows
+from .npy import NpyVectors
+from .readers import Batch, META_KEY, ParquetVectors, column_to_numpy, file_format
+from .sources import open_vectors
+from .whole import count_rows, read_all, read_sample
 from .writers import VectorWriter, arrow_type, check_output_path, to_arrow
 
 __all__ = [

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..persist import describe, is_model_dir, load
-from .readers import is_dataset, open_vectors
+from .sources import is_dataset, open_vectors
 
 
 def describe_path(path: str | os.PathLike) -> dict[str, Any]:

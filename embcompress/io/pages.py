@@ -151,30 +151,9 @@ def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, ba
             dictionary = _dictionary_values(header, _decompress(codec, data, usize))
             continue
         if kind == DATA_PAGE:
-            sub = header.get(PageHeader.DATA_PAGE_HEADER) or {}
-            n = sub.get(DataPageHeader.NUM_VALUES, -1)
-            raw = memoryview(_decompress(codec, data, usize))
-            if sub.get(DataPageHeader.DEFINITION_LEVEL_ENCODING, RLE) != RLE or sub.get(DataPageHeader.REPETITION_LEVEL_ENCODING, RLE) != RLE:
-                raise Unsupported("level encoding")
-            at = _check_levels_v1(raw, 0, 1, n, 1, dim, seen)
-            at = _check_levels_v1(raw, at, def_width, n, col.max_def, 0, 0) if def_width else at
-            values = raw[at:]
-            encoding = sub.get(DataPageHeader.ENCODING)
+            n, values, encoding = _v1_values(header, data, codec, usize, def_width, col, dim, seen)
         elif kind == DATA_PAGE_V2:
-            sub = header.get(PageHeader.DATA_PAGE_HEADER_V2) or {}
-            n, nulls = sub.get(DataPageHeaderV2.NUM_VALUES, -1), sub.get(DataPageHeaderV2.NUM_NULLS, -1)
-            rep_len = sub.get(DataPageHeaderV2.REPETITION_LEVELS_BYTE_LENGTH, -1)
-            def_len = sub.get(DataPageHeaderV2.DEFINITION_LEVELS_BYTE_LENGTH, -1)
-            if nulls != 0 or not all(isinstance(v, int) and v >= 0 for v in (n, rep_len, def_len)) \
-                    or rep_len + def_len > csize:
-                raise Unsupported("v2 page header")
-            levels = memoryview(data)[: rep_len + def_len]
-            _check_stream(levels[:rep_len], 1, n, 1, dim, seen)
-            if def_width:
-                _check_stream(levels[rep_len:], def_width, n, col.max_def, 0, 0)
-            body = memoryview(data)[rep_len + def_len :]
-            values = memoryview(_decompress(codec, body, usize - rep_len - def_len)) if sub.get(DataPageHeaderV2.IS_COMPRESSED, True) else body
-            encoding = sub.get(DataPageHeaderV2.ENCODING)
+            n, values, encoding = _v2_values(header, data, codec, usize, csize, def_width, col, dim, seen)
         else:
             raise Unsupported(f"page type {kind}")
         if not isinstance(n, int) or n < 0 or seen + n > total:
@@ -194,6 +173,38 @@ def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, ba
                 filled = 0
     if done != hi or (rows is None and seen != total):
         raise Unsupported(f"{seen} values in the column chunk, expected {total}")
+
+
+def _v1_values(header: dict, data, codec, usize: int, def_width: int, col: Column, dim: int, seen: int):
+    """(value count, the encoded values, their encoding) of a v1 data page, its levels checked: every
+    value present, a new list every ``dim`` values from value ``seen`` of the chunk."""
+    sub = header.get(PageHeader.DATA_PAGE_HEADER) or {}
+    n = sub.get(DataPageHeader.NUM_VALUES, -1)
+    raw = memoryview(_decompress(codec, data, usize))
+    if sub.get(DataPageHeader.DEFINITION_LEVEL_ENCODING, RLE) != RLE or sub.get(DataPageHeader.REPETITION_LEVEL_ENCODING, RLE) != RLE:
+        raise Unsupported("level encoding")
+    at = _check_levels_v1(raw, 0, 1, n, 1, dim, seen)
+    at = _check_levels_v1(raw, at, def_width, n, col.max_def, 0, 0) if def_width else at
+    return n, raw[at:], sub.get(DataPageHeader.ENCODING)
+
+
+def _v2_values(header: dict, data, codec, usize: int, csize: int, def_width: int, col: Column, dim: int, seen: int):
+    """As :func:`_v1_values`, for a v2 data page (levels stored uncompressed before the values)."""
+    sub = header.get(PageHeader.DATA_PAGE_HEADER_V2) or {}
+    n, nulls = sub.get(DataPageHeaderV2.NUM_VALUES, -1), sub.get(DataPageHeaderV2.NUM_NULLS, -1)
+    rep_len = sub.get(DataPageHeaderV2.REPETITION_LEVELS_BYTE_LENGTH, -1)
+    def_len = sub.get(DataPageHeaderV2.DEFINITION_LEVELS_BYTE_LENGTH, -1)
+    if nulls != 0 or not all(isinstance(v, int) and v >= 0 for v in (n, rep_len, def_len)) \
+            or rep_len + def_len > csize:
+        raise Unsupported("v2 page header")
+    levels = memoryview(data)[: rep_len + def_len]
+    _check_stream(levels[:rep_len], 1, n, 1, dim, seen)
+    if def_width:
+        _check_stream(levels[rep_len:], def_width, n, col.max_def, 0, 0)
+    body = memoryview(data)[rep_len + def_len :]
+    compressed = sub.get(DataPageHeaderV2.IS_COMPRESSED, True)
+    return n, memoryview(_decompress(codec, body, usize - rep_len - def_len)) if compressed else body, \
+        sub.get(DataPageHeaderV2.ENCODING)
 
 
 def _chunk(md: pq.FileMetaData, g: int, col: Column):
@@ -388,13 +399,7 @@ def encode_chunk(X: np.ndarray, offset: int, *, max_def: int, path: list[str], c
         k = block.size
         rep = rep_row * len(block)
         dfl = _rle_run(k, max_def, def_bytes)
-        if encoding == PLAIN:
-            values = block.astype("<f4", copy=False).tobytes()
-        else:  # dictionary index = value + 128 = the byte with its top bit flipped
-            groups = (k + 7) // 8
-            idx = np.zeros(groups * 8, dtype=np.uint8)
-            idx[:k] = block.reshape(-1).view(np.uint8) ^ 0x80
-            values = bytes([8]) + thrift.encode_uvarint(groups << 1 | 1) + idx.tobytes()
+        values = _encoded_values(block, encoding)
         raw = struct.pack("<I", len(rep)) + rep + struct.pack("<I", len(dfl)) + dfl + values
         page(DATA_PAGE, raw, PageHeader.DATA_PAGE_HEADER, [(DataPageHeader.NUM_VALUES, k), (DataPageHeader.ENCODING, encoding),
                                                           (DataPageHeader.DEFINITION_LEVEL_ENCODING, RLE),
@@ -408,6 +413,18 @@ def encode_chunk(X: np.ndarray, offset: int, *, max_def: int, path: list[str], c
     if dict_offset is not None:
         meta.append(thrift.Field(C.DICTIONARY_PAGE_OFFSET, thrift.I64, dict_offset))
     return parts, meta
+
+
+def _encoded_values(block: np.ndarray, encoding: int) -> bytes:
+    """A data page's values: float32 PLAIN, or int8 as dictionary indices bit-packed at 8 bits
+    (index = value + 128 = the byte with its top bit flipped)."""
+    if encoding == PLAIN:
+        return block.astype("<f4", copy=False).tobytes()
+    k = block.size
+    groups = (k + 7) // 8
+    idx = np.zeros(groups * 8, dtype=np.uint8)
+    idx[:k] = block.reshape(-1).view(np.uint8) ^ 0x80
+    return bytes([8]) + thrift.encode_uvarint(groups << 1 | 1) + idx.tobytes()
 
 
 def _rle_run(count: int, value: int, width_bytes: int) -> bytes:

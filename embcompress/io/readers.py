@@ -1,5 +1,6 @@
 """Streaming readers for vector files: parquet (an embedding column plus ids and other columns),
-``.npy`` (memory-mapped), and datasets of either (a directory, Hive partitions included, or a glob).
+``.npy`` (memory-mapped, :mod:`.npy`), and datasets of either (a directory, Hive partitions included, or a glob:
+:mod:`.shards`); whole files and uniform samples of them: :mod:`.whole`.
 
 Readers yield :class:`Batch` objects: a float32 ``(rows, dim)`` array, the carried columns of the
 same rows, and the row offset of the batch in the file. A ``list`` or ``fixed_size_list`` of
@@ -11,10 +12,8 @@ float16/float64 are accepted; nulls, ragged rows and NaN/inf are errors that nam
 from __future__ import annotations
 
 import functools
-import glob as globlib
 import json
 import os
-import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,17 +21,15 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .._parallel import ordered_units, prefetch, reader_threads
-from .._util import sample_rows
 from ..base import check_values
 from ..errors import FormatError, InputError
 from . import pages
+from .columns import column_to_numpy, is_code_type, is_vector_type
 
 META_KEY = b"embcompress"
-FLOAT_TYPES = (pa.float16(), pa.float32(), pa.float64())
 DEFAULT_COLUMN_NAMES = ("embedding", "embeddings", "vector", "vectors", "emb")
 DEFAULT_ID_NAMES = ("id", "_id", "doc_id", "corpus_id", "query_id")
 SIDECAR_SUFFIX = ".embcompress.json"
@@ -62,19 +59,6 @@ class Batch:
     shard: int = 0  # which shard of a dataset the rows come from
 
 
-def _is_list(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
-
-
-def is_vector_type(t: pa.DataType) -> bool:
-    return _is_list(t) and t.value_type in FLOAT_TYPES
-
-
-def is_code_type(t: pa.DataType) -> bool:
-    """Columns written by compressors: packed bits, or int8 lists."""
-    return pa.types.is_fixed_size_binary(t) or (_is_list(t) and t.value_type == pa.int8())
-
-
 def file_format(path: str | os.PathLike) -> str:
     suffix = Path(path).suffix.lower()
     if suffix in (".parquet", ".pq"):
@@ -84,29 +68,21 @@ def file_format(path: str | os.PathLike) -> str:
     raise InputError(f"{path}: unknown file type {suffix or '(no suffix)'!r}; use .parquet (or .pq) or .npy")
 
 
-def open_vectors(
-    path: str | os.PathLike,
-    *,
-    column: str | None = None,
-    id_column: str | None = None,
-    keep_columns: Sequence[str] = (),
-    codes: bool | None = False,
-) -> "ParquetVectors | NpyVectors":
-    """Open a vector file for streaming. ``codes=True`` reads compressed code columns (packed
-    bits or int8) instead of float embeddings; ``codes=None`` accepts either."""
-    if is_dataset(path):
-        return DatasetVectors(path, column=column, id_column=id_column, keep_columns=keep_columns, codes=codes)
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path} does not exist")
-    if path.is_dir():
-        raise InputError(f"{path} is a saved compressor, not vectors; expected a .parquet or .npy file or a dataset directory")
-    fmt = file_format(path)
-    if fmt == "npy":
-        if column or id_column or keep_columns:
-            raise InputError(f"{path} is .npy: it has no named columns (drop --column/--id-column/--keep)")
-        return NpyVectors(path, codes=codes)
-    return ParquetVectors(path, column=column, id_column=id_column, keep_columns=keep_columns, codes=codes)
+def read_group(pf: pq.ParquetFile, path, g: int, *, column: str, dim: int, direct: pages.Column | None,
+               rows: tuple[int, int] | None = None, index: pages.PageIndex | None = None, offset: int = 0) -> np.ndarray:
+    """Row group ``g`` of ``pf`` (or its ``rows = (start, stop)``) as one checked float32 array
+    ``(rows, dim)``: through the direct page decoder (:mod:`.pages`; ``direct`` from
+    :func:`~.pages.find_column`, ``index`` from :func:`~.pages.scan_pages` to start at the right
+    page), and through pyarrow for every layout it does not take. The one row-group read of the
+    stores and the Ray workers; errors name rows from ``offset``."""
+    X = None if direct is None else pages.read_group(path, pf.metadata, g, direct, dim, rows=rows, index=index)
+    if X is not None:
+        check_values(X, what=f"column {column!r}", row_offset=offset)
+        return X
+    col = pf.read_row_group(g, columns=[column]).column(0)
+    if rows is not None:
+        col = col.slice(rows[0], rows[1] - rows[0])
+    return column_to_numpy(col, dim, offset=offset, column=column)
 
 
 class Streamed:
@@ -143,7 +119,7 @@ class ParquetVectors(Streamed):
                                                  page_checksum_verification=True)
             schema = self._pf.schema_arrow
         except (pa.ArrowException, OSError, ValueError) as exc:  # ValueError: names that are not UTF-8
-            raise FormatError(f"{self.path} is not a readable parquet file ({_first_line(exc)})") from None
+            raise FormatError(f"{self.path} is not a readable parquet file ({first_line(exc)})") from None
         self.schema = schema
         self.num_rows = self._pf.metadata.num_rows
         meta = schema.metadata or {}
@@ -218,7 +194,7 @@ class ParquetVectors(Streamed):
             first = next(self._pf.iter_batches(batch_size=1, columns=[self.column]))
         except (pa.ArrowException, OSError, StopIteration) as exc:
             raise FormatError(f"{self.path} is corrupt or truncated in row group 0 near row 0: "
-                              f"{_first_line(exc)}") from None
+                              f"{first_line(exc)}") from None
         value = first.column(0)[0]
         if not value.is_valid:
             raise InputError(f"column {self.column!r} row 0 is null; every row needs a vector")
@@ -240,7 +216,7 @@ class ParquetVectors(Streamed):
         try:
             sizes = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
         except (pa.ArrowException, OSError) as exc:
-            raise FormatError(f"{self.path} has corrupt row group metadata: {_first_line(exc)}") from None
+            raise FormatError(f"{self.path} has corrupt row group metadata: {first_line(exc)}") from None
         return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
     def units(self, batch_size: int | None = None, *, max_rows: int | None = None, transform: Transform | None = None,
@@ -273,16 +249,15 @@ class ParquetVectors(Streamed):
             span = max(1, SPAN_BYTES // (self.nbytes_per_row * multiple)) * multiple
         return [(r0, min(r0 + span, n)) for r0 in range(0, max(n, 1), max(span, 1))]
 
-    def read_direct(self, pf, g: int, rows: tuple[int, int]) -> np.ndarray | None:
-        """Rows ``rows`` of row group ``g`` as one float32 array through the direct page decoder
-        (from the page that holds the first of them), or None where pyarrow must read them."""
-        if self._direct is None:
-            return None
+    def read_rows(self, pf, g: int, rows: tuple[int, int], *, offset: int = 0) -> np.ndarray:
+        """Rows ``rows`` of row group ``g`` (the first numbered ``offset`` in errors) as one
+        checked float32 array, by :func:`read_group` (starting at the page that holds the first
+        of them when the direct decoder applies)."""
         whole = rows == (0, pf.metadata.row_group(g).num_rows)
-        index = None if whole else self._page_index(pf, g)
-        if not whole and index is None:
-            return None
-        return pages.read_group(self.path, pf.metadata, g, self._direct, self.dim, rows=None if whole else rows, index=index)
+        index = None if whole or self._direct is None else self._page_index(pf, g)
+        direct = self._direct if whole or index is not None else None
+        return read_group(pf, self.path, g, column=self.column, dim=self.dim, direct=direct,
+                          rows=None if whole else rows, index=index, offset=offset)
 
     def _read_group(self, local: dict, *, g: int, start: int, batch_size: int, transform, shard: int = 0,
                     rows: tuple[int, int] | None = None) -> Iterator[Batch]:
@@ -371,7 +346,7 @@ class ParquetVectors(Streamed):
                 return
             except (pa.ArrowException, OSError) as exc:
                 raise FormatError(f"{self.path} is corrupt or truncated in row group {g} near row {offset}: "
-                                  f"{_first_line(exc)}") from None
+                                  f"{first_line(exc)}") from None
             if skip:  # delivered already
                 skip -= 1
                 continue
@@ -400,200 +375,6 @@ def run_units(units: Sequence[Callable[[dict], Iterator[Batch]]], *, threads: in
     yield from prefetch(b for unit in units for b in unit(local))
 
 
-def column_to_numpy(arr: pa.Array, dim: int, *, offset: int = 0, column: str = "embedding",
-                    finite: bool = True) -> np.ndarray:
-    """A list / fixed_size_list / fixed_size_binary arrow array -> 2-D numpy array (float32 for
-    float lists, raw dtype for codes), refusing nulls, ragged rows and (unless ``finite`` is
-    False) non-finite values."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if arr.null_count:
-        row = int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0]) + offset
-        raise InputError(f"column {column!r} row {row} is null; every row needs a vector")
-    t = arr.type
-    n = len(arr)
-    if pa.types.is_fixed_size_binary(t):
-        buf = arr.buffers()[1]
-        data = np.frombuffer(buf, dtype=np.uint8, count=(arr.offset + n) * t.byte_width)
-        return data[arr.offset * t.byte_width :].reshape(n, t.byte_width)
-    if not pa.types.is_fixed_size_list(t):
-        lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False)
-        bad = np.flatnonzero(lengths != dim)
-        if len(bad):
-            row = int(bad[0])
-            raise InputError(
-                f"column {column!r} row {row + offset} has {lengths[row]} values, expected {dim} "
-                f"(as in row 0); rows of different lengths cannot be compressed together"
-            )
-    values = arr.flatten()
-    if values.null_count:
-        pos = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
-        raise InputError(f"column {column!r} row {pos // dim + offset} has a null value at dimension {pos % dim}")
-    flat = values.to_numpy(zero_copy_only=False)
-    X = flat.reshape(n, dim)
-    if X.dtype.kind == "f":
-        if X.dtype == np.float64:  # before the cast (even for a transform): 1e300 is out of range, not inf
-            check_values(X, what=f"column {column!r}", row_offset=offset)
-        if X.dtype != np.float32:
-            X = X.astype(np.float32)
-        if finite:
-            check_values(X, what=f"column {column!r}", row_offset=offset)
-    return X
-
-
-class NpyVectors(Streamed):
-    """A 2-D ``.npy`` array, memory-mapped; metadata from a ``.embcompress.json`` sidecar."""
-
-    id_column = None
-    carried_columns: list[str] = []
-
-    def __init__(self, path: Path, *, codes: bool = False):
-        self.path = Path(path)
-        try:
-            self._arr = np.load(self.path, mmap_mode="r", allow_pickle=False)
-        except Exception as exc:  # a damaged header raises value, OS, syntax and tokenize errors
-            if isinstance(exc, MemoryError):
-                raise
-            raise FormatError(f"{self.path} is not a readable .npy file ({_first_line(exc)})") from None
-        if self._arr.ndim != 2:
-            raise InputError(f"{self.path} holds a {self._arr.ndim}-D array of shape {self._arr.shape}; expected 2-D (rows x dims)")
-        kind = self._arr.dtype
-        if codes is None:
-            if kind.type not in (np.float16, np.float32, np.float64, np.uint8, np.int8):
-                raise InputError(f"{self.path} has dtype {kind}; expected float embeddings or uint8/int8 codes")
-        elif codes and kind not in (np.uint8, np.int8):
-            raise InputError(f"{self.path} has dtype {kind}; expected packed bits (uint8) or int8 codes")
-        elif not codes and kind.type not in (np.float16, np.float32, np.float64):
-            raise InputError(f"{self.path} has dtype {kind}; only float16, float32 and float64 embeddings are accepted")
-        self.num_rows, self.dim = self._arr.shape
-        self.column = "embedding"
-        self.metadata = read_sidecar(self.path)
-        self.nbytes_per_row = self.dim * kind.itemsize
-        self.type = kind
-
-    def units(self, batch_size: int | None = None, *, max_rows: int | None = None, transform: Transform | None = None,
-              result_row_bytes: int | None = None, base: int = 0, shard: int = 0) -> tuple[list, int]:
-        """As :meth:`ParquetVectors.units`; a unit is a run of 16 batches."""
-        batch_size = batch_rows(batch_size, self.nbytes_per_row)
-        span = 16 * batch_size
-        end = self.num_rows if max_rows is None else min(self.num_rows, int(max_rows))
-        units = [functools.partial(self._read_span, start=s, stop=min(s + span, self.num_rows), batch_size=batch_size,
-                                   transform=transform, base=base, shard=shard) for s in range(0, end, span)]
-        return units, span * (result_row_bytes or 4 * self.dim)
-
-    def _read_span(self, local: dict, *, start: int, stop: int, batch_size: int, transform, base: int = 0,
-                   shard: int = 0) -> Iterator[Batch]:
-        for s in range(start, stop, batch_size):
-            block = np.asarray(self._arr[s : min(s + batch_size, stop)])
-            if block.dtype.kind == "f":
-                if block.dtype == np.float64:  # before the cast: 1e300 is out of range, not inf
-                    check_values(block, what=str(self.path), row_offset=base + s)
-                block = block.astype(np.float32, copy=block.dtype != np.float32)
-                if transform is None:
-                    check_values(block, what=str(self.path), row_offset=base + s)
-            if transform is not None:
-                try:
-                    block = transform(block, base + s)
-                except InputError as exc:
-                    raise InputError(f"{self.path}: {exc}") from None
-            yield Batch(block, None, base + s, shard)
-
-
-# ---- datasets: a directory (Hive partitions included) or a glob of shards ----------------------
-
-SHARD_SUFFIXES = (".parquet", ".pq", ".npy")
-
-
-def is_dataset(path: str | os.PathLike) -> bool:
-    """A directory that is not a saved compressor, or a glob pattern."""
-    p = Path(path)
-    if p.is_dir():
-        return not (p / "config.json").is_file()
-    return not p.exists() and bool(re.search(r"[*?\[]", str(path)))
-
-
-def find_shards(path: str | os.PathLike) -> tuple[Path, list[str]]:
-    """(root, relative paths of the shards, sorted). Hidden files and directories (temporary
-    outputs, ``_SUCCESS``-style markers) are skipped."""
-    text = str(path)
-    if Path(text).is_dir():
-        root = Path(text)
-        files = [f for f in root.rglob("*") if f.is_file() and f.suffix.lower() in SHARD_SUFFIXES]
-        what = f"directory {root}"
-    else:
-        matches = sorted(globlib.glob(text, recursive=True))
-        files = [Path(f) for f in matches if Path(f).is_file() and Path(f).suffix.lower() in SHARD_SUFFIXES]
-        root = Path(os.path.commonpath([str(f.parent) for f in files])) if files else Path(text).parent
-        what = f"pattern {text!r}"
-    rels = sorted(str(f.relative_to(root)) for f in files
-                  if not any(part.startswith((".", "_")) for part in f.relative_to(root).parts))
-    if not rels:
-        raise InputError(f"{what} holds no .parquet or .npy files" if "directory" in what
-                         else f"{what} matches no .parquet or .npy files")
-    return root, rels
-
-
-class DatasetVectors(Streamed):
-    """Several vector files read as one: the interface of :class:`~embcompress.io.ParquetVectors`
-    (rows, width, columns, batches), plus ``shards`` and ``rels`` (relative paths)."""
-
-    def __init__(self, path: str | os.PathLike, *, column=None, id_column=None, keep_columns: Sequence[str] = (),
-                 codes=False):
-        self.path = Path(str(path))
-        self.root, self.rels = find_shards(path)
-        formats = {file_format(r) for r in self.rels}
-        if len(formats) > 1:
-            raise InputError(f"{path} mixes .parquet and .npy shards; a dataset is one or the other")
-        self.shards = []
-        for rel in self.rels:
-            self.shards.append(open_vectors(self.root / rel, column=column, id_column=id_column,
-                                            keep_columns=keep_columns, codes=codes))
-            self._check_alike(self.shards[0], self.shards[-1], rel)
-        first = self.shards[0]
-        self.column, self.id_column, self.type, self.dim = first.column, first.id_column, first.type, first.dim
-        self.carried_columns = list(first.carried_columns)
-        self.schema = getattr(first, "schema", None)
-        self.metadata = first.metadata
-        self.nbytes_per_row = first.nbytes_per_row
-        self.num_rows = sum(s.num_rows for s in self.shards)
-        self.starts = [0]
-        for s in self.shards:
-            self.starts.append(self.starts[-1] + s.num_rows)
-
-    def _check_alike(self, first, shard, rel: str) -> None:
-        if shard is first:
-            return
-        for name, a, b in (("embedding column", first.column, shard.column), ("type", str(first.type), str(shard.type)),
-                           ("width", first.dim, shard.dim), ("id column", first.id_column, shard.id_column),
-                           ("kept columns", first.carried_columns, shard.carried_columns)):
-            if a != b:
-                raise InputError(f"shard {self.root / rel} has {name} {b!r} but {self.root / self.rels[0]} has {a!r}; "
-                                 "every shard of a dataset needs the same columns")
-        fa = (first.metadata or {}).get("compressor", {}).get("fingerprint")
-        fb = (shard.metadata or {}).get("compressor", {}).get("fingerprint")
-        if fa != fb:
-            raise InputError(f"shard {self.root / rel} holds codes of compressor fingerprint {fb} but "
-                             f"{self.root / self.rels[0]} of {fa}; codes of different compressors cannot be mixed")
-
-    @property
-    def num_row_groups(self) -> int:
-        return sum(getattr(s, "num_row_groups", 1) for s in self.shards)
-
-    def units(self, batch_size: int | None = None, *, max_rows: int | None = None, transform: Transform | None = None,
-              result_row_bytes: int | None = None) -> tuple[list, int]:
-        """Every shard's units in order, batches tagged with their shard, one row numbering across
-        shards: the row groups of all shards are the units of the parallel reader."""
-        units, unit_bytes = [], 0
-        for i, shard in enumerate(self.shards):
-            if max_rows is not None and self.starts[i] >= max_rows:
-                break
-            u, b = shard.units(batch_size, max_rows=None if max_rows is None else max_rows - self.starts[i],
-                               transform=transform, result_row_bytes=result_row_bytes, base=self.starts[i], shard=i)
-            units += u
-            unit_bytes = max(unit_bytes, b)
-        return units, unit_bytes
-
-
 def batch_rows(batch_size: int | None, row_bytes: int) -> int:
     if batch_size is None:
         return auto_batch_size(row_bytes)
@@ -612,62 +393,6 @@ def read_sidecar(path: Path) -> dict | None:
         return None
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _pylist(col: pa.Array, take, path, name: str, offset: int) -> list:
-    """The first ``take`` values of a carried column (or the values at the row numbers ``take``)."""
-    try:
-        return (col.slice(0, take) if isinstance(take, int) else col.take(pa.array(take))).to_pylist()
-    except UnicodeDecodeError as exc:
-        last = offset + (take if isinstance(take, int) else len(col)) - 1
-        raise FormatError(f"column {name!r} of {path} holds bytes that are not UTF-8 text in rows {offset}.."
-                          f"{last} ({exc.reason}); the file is corrupt or was written with another encoding") from None
-
-
-def read_all(path: str | os.PathLike, *, column: str | None = None, id_column: str | None = None,
-             codes: bool | None = False, threads: int | None = None) -> tuple[np.ndarray, list | None]:
-    """Load a whole (small) vector file: (vectors or codes, ids or None). For files that fit in
-    memory; streaming code uses :func:`open_vectors`."""
-    X, ids, _ = read_sample(path, column=column, id_column=id_column, codes=codes, threads=threads)
-    return X, ids
-
-
-def read_sample(path: str | os.PathLike, *, limit: int | None = None, column: str | None = None,
-                id_column: str | None = None, label_column: str | None = None,
-                codes: bool | None = False, threads: int | None = None,
-                seed: int = 0) -> tuple[np.ndarray, list | None, list | None]:
-    """A seeded uniform sample of ``limit`` rows of a vector file, drawn across all of it (every
-    row group and shard) and returned in file order; every row when ``limit`` is None or not
-    smaller than the file. (vectors, ids or None, labels or None). ``label_column`` names a column
-    read beside the vectors (an error names the columns there are when it is missing). The file is
-    streamed once; only the sampled rows are kept. :func:`count_rows` says how many rows the
-    sample was drawn from."""
-    src = open_vectors(path, column=column, id_column=id_column, codes=codes,
-                       keep_columns=[label_column] if label_column else ())
-    wanted = None if limit is None or src.num_rows <= limit else sample_rows(src.num_rows, limit, seed)
-    parts, ids, labels = [], [], []
-    for b in src.batches(threads=threads):
-        if wanted is None:
-            take = len(b.vectors)
-            parts.append(np.array(b.vectors))
-        else:
-            lo, hi = np.searchsorted(wanted, [b.offset, b.offset + len(b.vectors)])
-            if lo == hi:
-                continue
-            take = wanted[lo:hi] - b.offset
-            parts.append(np.asarray(b.vectors)[take])
-        if b.carried is not None:
-            if src.id_column:
-                ids.extend(_pylist(b.carried.column(src.id_column), take, src.path, src.id_column, b.offset))
-            if label_column:
-                labels.extend(_pylist(b.carried.column(label_column), take, src.path, label_column, b.offset))
-    arr = np.concatenate(parts) if parts else np.empty((0, src.dim), dtype=np.float32)
-    return arr, (ids if src.id_column else None), (labels if label_column else None)
-
-
-def count_rows(path: str | os.PathLike, *, column: str | None = None) -> int:
-    """How many rows a vector file or dataset holds (from its metadata; nothing is decoded)."""
-    return int(open_vectors(path, column=column).num_rows)

@@ -12,10 +12,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..base import check_values
 from ..errors import InputError
 from ..io import pages
-from ..io.readers import column_to_numpy
+from ..io.readers import column_to_numpy, read_group
 from ..io.writers import to_arrow
 from ..persist import arrays_from_json, arrays_to_json, from_config
 from ..persist import build
@@ -67,14 +66,10 @@ class _Unit:
                 pf = self.files[item["path"]] = pq.ParquetFile(item["path"], page_checksum_verification=True)
             if item["path"] not in self.direct:
                 self.direct[item["path"]] = pages.find_column(pf, self.column)
-            direct = self.direct[item["path"]]
-            X = None if direct is None else pages.read_group(item["path"], pf.metadata, item["group"], direct, self.dim)
-            t = pf.read_row_group(item["group"], columns=self.carried if X is not None else [self.column, *self.carried])
+            t = pf.read_row_group(item["group"], columns=self.carried)
             try:
-                if X is not None:  # the direct page decoder (io.pages); pyarrow for every other layout
-                    check_values(X, what=f"column {self.column!r}")
-                else:
-                    X = column_to_numpy(t.column(self.column).combine_chunks(), self.dim, column=self.column)
+                X = read_group(pf, item["path"], item["group"], column=self.column, dim=self.dim,
+                               direct=self.direct[item["path"]])
                 if item.get("take") is not None:  # a uniform sample of `take` rows of the block (no compressor)
                     rng = np.random.default_rng([int(item["sample_seed"]), int(item["seq"])])
                     X = X[np.sort(rng.choice(len(X), size=int(item["take"]), replace=False))]

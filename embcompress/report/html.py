@@ -155,6 +155,17 @@ def _rows_html(rows: list[dict[str, Any]], s: dict[str, Any], best, columns: int
     return body
 
 
+_STYLE = """body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1000px; color: #222; padding: 0 1em; }
+table { border-collapse: collapse; margin: 1em 0; } th, td { padding: 4px 10px; border-bottom: 1px solid #ddd; text-align: right; }
+th:first-child, td:first-child { text-align: left; } thead th { background: #f2f2f2; }
+tr.pareto td:first-child::after { content: " ◆"; color: #555; } tr.best { background: #fff3c4; font-weight: bold; }
+tr.over { color: #999; } .legend { font-size: 12px; margin: 4px 0 1.5em; } .key { margin-right: 12px; white-space: nowrap; }
+.key i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; border: 1px solid #333; }
+small { color: #777; } tr.group th { text-align: left; background: #fafafa; }
+table.answer { font-size: 1.05em; } table.answer td:nth-child(2) { text-align: left; }
+"""
+
+
 def render_html(report: dict[str, Any], title: str = "embcompress retention report") -> str:
     s, rows = report["summary"], report["rows"]
     best = s.get("best_within_budget")
@@ -181,15 +192,7 @@ def render_html(report: dict[str, Any], title: str = "embcompress retention repo
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title>
 <style>
-body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1000px; color: #222; padding: 0 1em; }}
-table {{ border-collapse: collapse; margin: 1em 0; }} th, td {{ padding: 4px 10px; border-bottom: 1px solid #ddd; text-align: right; }}
-th:first-child, td:first-child {{ text-align: left; }} thead th {{ background: #f2f2f2; }}
-tr.pareto td:first-child::after {{ content: " ◆"; color: #555; }} tr.best {{ background: #fff3c4; font-weight: bold; }}
-tr.over {{ color: #999; }} .legend {{ font-size: 12px; margin: 4px 0 1.5em; }} .key {{ margin-right: 12px; white-space: nowrap; }}
-.key i {{ display: inline-block; width: 10px; height: 10px; margin-right: 4px; border: 1px solid #333; }}
-small {{ color: #777; }} tr.group th {{ text-align: left; background: #fafafa; }}
-table.answer {{ font-size: 1.05em; }} table.answer td:nth-child(2) {{ text-align: left; }}
-</style></head><body>
+{_STYLE}</style></head><body>
 <h1>{_esc(title)}</h1>
 <p>Which compression keeps how much of the task score on these embeddings. Retention = compressed score / float32 score,
 measured on documents the fit did not see: every code is fitted on one half of the sample and encodes the other half

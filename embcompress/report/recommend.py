@@ -59,6 +59,21 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
                        per_query=True)
     ref, found = rows[0], rows[1:]
     per = {r["config"]: r.pop("per_query") for r in rows}
+    ranked, eligible = _rank(found, cands, budget, max_fit_seconds, min_encode_rate, serve)
+    add_uncertainty(ranked, per, ref["score"], eligible[0]["config"])
+    winner, tied = _winner(eligible, setup.task.mode == "label-free", target)
+    return {"budget_bytes": int(budget), "target": target, "metric": setup.task.metric, "mode": setup.task.mode,
+            "fitted": rows[1]["fitted"], "sample": len(setup.docs),
+            "sampled_from": dict(sampled) if sampled else None, "fit_rows": n_fit, "float_score": ref["score"],
+            "max_fit_seconds": max_fit_seconds, "min_encode_rate": min_encode_rate, "serve": serve,
+            "ranking": ranked, "winner": winner, "target_reached": None if target is None else winner["retention"] >= target,
+            "within_uncertainty": None if tied is None or len(tied) < 2 else [r["config"] for r in tied],
+            "queries_note": queries_note(setup.task)}
+
+
+def _rank(found: list[dict], cands: Mapping[str, str], budget: int, max_fit_seconds, min_encode_rate, serve):
+    """The rows labelled and marked (too slow, not servable), ranked by retention (ties: fewer bytes
+    first), and those that may win; an InputError when none may."""
     for r in found:
         r["label"] = cands[r["config"]]
         r["too_slow"] = _too_slow(r, max_fit_seconds, min_encode_rate)
@@ -73,15 +88,7 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
         raise InputError(f"no candidate within {budget} bytes per vector is fast enough{' and servable by ' + serve if serve else ''}: "
                          + "; ".join(f"{r['label']}: {r['too_slow'] or r['not_servable']}" for r in ranked)
                          + ". Allow more (--max-fit-seconds, --min-encode-rate), another --serve or a larger budget")
-    add_uncertainty(ranked, per, ref["score"], eligible[0]["config"])
-    winner, tied = _winner(eligible, setup.task.mode == "label-free", target)
-    return {"budget_bytes": int(budget), "target": target, "metric": setup.task.metric, "mode": setup.task.mode,
-            "fitted": rows[1]["fitted"], "sample": len(setup.docs),
-            "sampled_from": dict(sampled) if sampled else None, "fit_rows": n_fit, "float_score": ref["score"],
-            "max_fit_seconds": max_fit_seconds, "min_encode_rate": min_encode_rate, "serve": serve,
-            "ranking": ranked, "winner": winner, "target_reached": None if target is None else winner["retention"] >= target,
-            "within_uncertainty": None if tied is None or len(tied) < 2 else [r["config"] for r in tied],
-            "queries_note": queries_note(setup.task)}
+    return ranked, eligible
 
 
 def _check_limits(budget, target, max_fit_seconds, min_encode_rate, serve) -> None:

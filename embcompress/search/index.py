@@ -29,6 +29,7 @@ from .._parallel import run_blocks
 from .._util import check_positive_int, normalize_rows
 from ..base import Compressor, check_array
 from ..errors import InputError
+from . import ann
 from .exact import check_k
 from .scorers import make_scorer
 from .stores import ArrayStore, VectorStore
@@ -91,7 +92,7 @@ class Index:
                 )
         if len(data) == 0:
             raise InputError("cannot index an empty set of documents")
-        if structure == "hnsw" and self.kind not in ("bits", "float"):
+        if structure == "hnsw" and not ann.graph_allowed(self):
             raise InputError(f"an HNSW graph is built over bits or float vectors; these are {self.kind} codes "
                              "(search them with the exact scan)")
         self.data = data
@@ -112,8 +113,6 @@ class Index:
         """(scores, rows) of the top ``k`` (1..documents, not checked here) of each float query
         (queries, width) by the index's own first stage: its scorer's exact scan, or the HNSW graph."""
         if self.structure == "hnsw":
-            from . import ann
-
             if self._graph is None:
                 self._graph = ann.faiss_index(self, "hnsw")
             return ann.hnsw_search(self, self._graph, Q, k, self.ef_search or ann.HNSW_EF_SEARCH)

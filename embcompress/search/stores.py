@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import FormatError, InputError
-from ..base import check_values
-from ..io.readers import READ_BUFFER_BYTES, column_to_numpy, is_dataset, open_vectors
+from ..io.readers import READ_BUFFER_BYTES
+from ..io.sources import is_dataset, open_vectors
 
 
 class VectorStore(Protocol):
@@ -101,12 +101,7 @@ class ParquetStore:
             if pf is None:
                 pf = files[path] = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
                                                   page_checksum_verification=True)
-            X = self._shards[path].read_direct(pf, local, (r0, r1))  # io.pages; pyarrow for every other layout
-            if X is not None:
-                check_values(X, what=f"column {self.column!r}", row_offset=int(self._starts[g]))
-            else:
-                col = pf.read_row_group(local, columns=[self.column]).column(0).slice(r0, r1 - r0)
-                X = column_to_numpy(col, self.dim, offset=int(self._starts[g]), column=self.column)
+            X = self._shards[path].read_rows(pf, local, (r0, r1), offset=int(self._starts[g]))
         except BaseException as exc:
             with self._lock:
                 self._decoding.pop(g).set()  # waiters wake up and try for themselves

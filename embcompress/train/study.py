@@ -107,6 +107,33 @@ def _tau_of(label: str) -> float | None:
     return float(label.split("tau=")[1].split()[0]) if label.startswith("InfoNCE tau=") else None
 
 
+def _series(keys, taus, others, dash: dict, x, y, span: tuple[float, float]) -> list[str]:
+    """SVG of each key's InfoNCE points joined by a line, and a horizontal line per other model
+    across ``span`` (x from, x to)."""
+    out = []
+    for k, color, _ in keys:
+        pts = [(x(t), y(r[k])) for t, r in taus if r.get(k) is not None]
+        if pts:
+            out.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="' +
+                       " ".join(f"{a:.1f},{b:.1f}" for a, b in pts) + '"/>')
+            out.extend(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3" fill="{color}"/>' for a, b in pts)
+        for r in others:
+            if r.get(k) is not None:
+                out.append(f'<line x1="{span[0]}" x2="{span[1]}" y1="{y(r[k]):.1f}" y2="{y(r[k]):.1f}" stroke="{color}" '
+                           f'stroke-dasharray="{dash[r["model"]]}" opacity="0.8"><title>{r["model"]}</title></line>')
+    return out
+
+
+def _key_legend(keys, left: float, at: float) -> list[str]:
+    """SVG of a legend line per key (its colour and label) from ``left``, at height ``at``."""
+    out, lx = [], left
+    for _, color, label in keys:
+        out.append(f'<line x1="{lx}" x2="{lx + 16}" y1="{at}" y2="{at}" stroke="{color}" stroke-width="2"/>'
+                   f'<text x="{lx + 20}" y="{at + 4}" fill="{color}">{label}</text>')
+        lx += 30 + 6 * len(label)
+    return out
+
+
 def study_svg(res: Mapping[str, Any]) -> str:
     """Three panels against tau (log scale): full nDCG@10, the intrinsic dimensionality, and the
     retention under truncation to 1/4 width, binarization and binarization + rerank. InfoNCE models
@@ -155,22 +182,9 @@ def study_svg(res: Mapping[str, Any]) -> str:
         for t, _ in taus:
             parts.append(f'<text x="{x(t):.1f}" y="{H - bottom + 34}" text-anchor="middle">{t:g}</text>')
         parts.append(f'<text x="{(left + W - right) / 2}" y="{H + 12}" text-anchor="middle">tau (log scale)</text>')
-        for k, color, _ in keys:
-            pts = [(x(t), y(r[k])) for t, r in taus if r.get(k) is not None]
-            if pts:
-                parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="' +
-                             " ".join(f"{a:.1f},{b:.1f}" for a, b in pts) + '"/>')
-                parts.extend(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3" fill="{color}"/>' for a, b in pts)
-            for r in others:
-                if r.get(k) is not None:
-                    parts.append(f'<line x1="{left}" x2="{W - right}" y1="{y(r[k]):.1f}" y2="{y(r[k]):.1f}" stroke="{color}" '
-                                 f'stroke-dasharray="{dash[r["model"]]}" opacity="0.8"><title>{r["model"]}</title></line>')
+        parts += _series(keys, taus, others, dash, x, y, (left, W - right))
         if len(keys) > 1:
-            lx = left
-            for k, color, label in keys:
-                parts.append(f'<line x1="{lx}" x2="{lx + 16}" y1="{H + 36}" y2="{H + 36}" stroke="{color}" stroke-width="2"/>'
-                             f'<text x="{lx + 20}" y="{H + 40}" fill="{color}">{label}</text>')
-                lx += 30 + 6 * len(label)
+            parts += _key_legend(keys, left, H + 36)
         parts.append("</g>")
     parts.append("</svg>")
     return "\n".join(parts)

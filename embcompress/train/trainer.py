@@ -211,23 +211,14 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
     Trainer, Args, Callback, PrinterCallback, hf_logging = _trainer_classes()
     config.validate()
     world, rank, local_rank = process_world()
-    out = Path(out_dir)
-    ckpts = out / "checkpoints"
-    if resume:
-        latest = last_checkpoint(ckpts)
-        if latest is None:
-            raise InputError(f"nothing to resume: {ckpts} holds no trainer checkpoint (checkpoint-N); train with --checkpoint-every first")
-    else:
-        latest = None
-        check_output_dir(out, overwrite=overwrite)
+    out, ckpts = Path(out_dir), Path(out_dir) / "checkpoints"
+    latest = _checkpoint_to_resume(out, resume=resume, overwrite=overwrite)
     if model is None:
         resolve_model_path(config.model)  # a clear error before anything is read or loaded
     if not pairs or len(pairs) < 2:
         raise InputError("training needs at least 2 pairs")
     sampler = make_sampler(pairs, config, world)
-    device = pick_device(config.device)
-    if device.startswith("cuda") and world > 1:
-        device = f"cuda:{local_rank}"
+    device = f"cuda:{local_rank}" if (device := pick_device(config.device)).startswith("cuda") and world > 1 else device
     if model is None:
         model = load_model(config.model, device=device)
     model.to(device)
@@ -249,16 +240,7 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
                 if progress:
                     progress(state.global_step, float(logs["loss"]))
 
-    args = Args(
-        output_dir=str(ckpts), max_steps=config.steps, per_device_train_batch_size=config.batch_size // world,
-        learning_rate=config.lr, weight_decay=config.weight_decay, max_grad_norm=config.grad_clip or 0.0,
-        warmup_steps=int(round(config.warmup_ratio * config.steps)),
-        lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr_rate": config.min_lr_ratio},
-        batch_sampler=FixedSampler(sampler), dataloader_drop_last=True, seed=config.seed,
-        bf16=use_bf16, use_cpu=device == "cpu", ddp_backend="gloo" if world > 1 and device == "cpu" else None,
-        save_strategy="steps" if config.checkpoint_every else "no", save_steps=config.checkpoint_every or config.steps,
-        save_total_limit=2, logging_steps=1, report_to="none", disable_tqdm=True,
-    )
+    args = _training_args(Args, config, ckpts, sampler, world=world, device=device, bf16=use_bf16)
     trainer = Trainer(model=model, args=args, train_dataset=train_dataset(pairs), loss=loss, callbacks=[_Log()])
     trainer.remove_callback(PrinterCallback)  # the summary and the progress callback report instead
     hf_logging.disable_progress_bar()
@@ -269,26 +251,64 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
     history = [{"step": e["step"], "loss": float(e["loss"]), "lr": float(e.get("learning_rate", float("nan"))),
                 **({"seconds": seconds_at[e["step"]]} if e["step"] in seconds_at else {})}
                for e in trainer.state.log_history if "loss" in e]  # with the steps before a resume
-    n_pairs = (config.steps - start) * config.batch_size
     summary = {"output": str(out / "model"), "steps": config.steps, "resumed_from": start, "device": device,
-               "bf16": use_bf16, "processes": world, "layers": n_layers, "frozen_layers": config.freeze_layers,
-               "loss": config.loss.label(), "seconds": seconds,
-               "pairs_per_second": n_pairs / seconds if seconds > 0 else float("nan"),
-               "first_loss": history[0]["loss"] if history else None, "last_loss": history[-1]["loss"] if history else None,
-               "config": {**asdict(config), "loss": {**asdict(config.loss), "taus": list(config.loss.taus)}}}
+               "bf16": use_bf16, "processes": world, "layers": n_layers, **_run_figures(config, start, seconds, history)}
     if trainer.is_world_process_zero():
         model.eval()
-        final = out / "model"
-        tmp = out / ".model.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        trainer.save_model(str(tmp))
-        (tmp / "training_args.bin").unlink(missing_ok=True)  # a pickle of the trainer's arguments; train_summary.json has them
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        if ckpts.is_dir() and not any(ckpts.iterdir()):
-            ckpts.rmdir()  # no checkpoint was asked for
-        (out / "train_summary.json").write_text(json.dumps({**summary, "history": history}, indent=2, default=str))
+        _save_model(trainer, out, {**summary, "history": history})
     return summary
+
+
+def _run_figures(config: TrainConfig, start: int, seconds: float, history: list[dict]) -> dict[str, Any]:
+    """The summary's figures of a run: time, throughput (pairs/s over the steps run here), first and
+    last loss, and the configuration."""
+    n_pairs = (config.steps - start) * config.batch_size
+    return {"frozen_layers": config.freeze_layers, "loss": config.loss.label(), "seconds": seconds,
+            "pairs_per_second": n_pairs / seconds if seconds > 0 else float("nan"),
+            "first_loss": history[0]["loss"] if history else None, "last_loss": history[-1]["loss"] if history else None,
+            "config": {**asdict(config), "loss": {**asdict(config.loss), "taus": list(config.loss.taus)}}}
+
+
+def _checkpoint_to_resume(out: Path, *, resume: bool, overwrite: bool) -> Path | None:
+    """The latest trainer checkpoint under ``out/checkpoints`` when resuming (an InputError when there
+    is none); otherwise None, once ``out`` is known to be writable."""
+    if not resume:
+        check_output_dir(out, overwrite=overwrite)
+        return None
+    latest = last_checkpoint(out / "checkpoints")
+    if latest is None:
+        raise InputError(f"nothing to resume: {out / 'checkpoints'} holds no trainer checkpoint (checkpoint-N); "
+                         "train with --checkpoint-every first")
+    return latest
+
+
+def _training_args(Args, config: TrainConfig, ckpts: Path, sampler, *, world: int, device: str, bf16: bool):
+    """The trainer's arguments: the global batch split over ``world`` processes, a cosine schedule
+    with warm-up down to ``min_lr_ratio``, our sampler's batches, checkpoints as asked."""
+    return Args(
+        output_dir=str(ckpts), max_steps=config.steps, per_device_train_batch_size=config.batch_size // world,
+        learning_rate=config.lr, weight_decay=config.weight_decay, max_grad_norm=config.grad_clip or 0.0,
+        warmup_steps=int(round(config.warmup_ratio * config.steps)),
+        lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr_rate": config.min_lr_ratio},
+        batch_sampler=FixedSampler(sampler), dataloader_drop_last=True, seed=config.seed,
+        bf16=bf16, use_cpu=device == "cpu", ddp_backend="gloo" if world > 1 and device == "cpu" else None,
+        save_strategy="steps" if config.checkpoint_every else "no", save_steps=config.checkpoint_every or config.steps,
+        save_total_limit=2, logging_steps=1, report_to="none", disable_tqdm=True,
+    )
+
+
+def _save_model(trainer, out: Path, summary: dict) -> None:
+    """Write ``out/model`` (through a temporary name) and ``out/train_summary.json``; drop an empty
+    checkpoints folder."""
+    final, tmp, ckpts = out / "model", out / ".model.tmp", out / "checkpoints"
+    shutil.rmtree(tmp, ignore_errors=True)
+    trainer.save_model(str(tmp))
+    (tmp / "training_args.bin").unlink(missing_ok=True)  # a pickle of the trainer's arguments; train_summary.json has them
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    if ckpts.is_dir() and not any(ckpts.iterdir()):
+        ckpts.rmdir()  # no checkpoint was asked for
+    (out / "train_summary.json").write_text(json.dumps(summary, indent=2, default=str))
 
 
 def check_distributed(nproc: int, device: str | None = None) -> str:

@@ -1,0 +1,68 @@
+"""Whole vector files and seeded uniform samples of them, in memory."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+
+from .._util import sample_rows
+from ..errors import FormatError
+from .sources import open_vectors
+
+
+def _pylist(col: pa.Array, take, path, name: str, offset: int) -> list:
+    """The first ``take`` values of a carried column (or the values at the row numbers ``take``)."""
+    try:
+        return (col.slice(0, take) if isinstance(take, int) else col.take(pa.array(take))).to_pylist()
+    except UnicodeDecodeError as exc:
+        last = offset + (take if isinstance(take, int) else len(col)) - 1
+        raise FormatError(f"column {name!r} of {path} holds bytes that are not UTF-8 text in rows {offset}.."
+                          f"{last} ({exc.reason}); the file is corrupt or was written with another encoding") from None
+
+
+def read_all(path: str | os.PathLike, *, column: str | None = None, id_column: str | None = None,
+             codes: bool | None = False, threads: int | None = None) -> tuple[np.ndarray, list | None]:
+    """Load a whole (small) vector file: (vectors or codes, ids or None). For files that fit in
+    memory; streaming code uses :func:`open_vectors`."""
+    X, ids, _ = read_sample(path, column=column, id_column=id_column, codes=codes, threads=threads)
+    return X, ids
+
+
+def read_sample(path: str | os.PathLike, *, limit: int | None = None, column: str | None = None,
+                id_column: str | None = None, label_column: str | None = None,
+                codes: bool | None = False, threads: int | None = None,
+                seed: int = 0) -> tuple[np.ndarray, list | None, list | None]:
+    """A seeded uniform sample of ``limit`` rows of a vector file, drawn across all of it (every
+    row group and shard) and returned in file order; every row when ``limit`` is None or not
+    smaller than the file. (vectors, ids or None, labels or None). ``label_column`` names a column
+    read beside the vectors (an error names the columns there are when it is missing). The file is
+    streamed once; only the sampled rows are kept. :func:`count_rows` says how many rows the
+    sample was drawn from."""
+    src = open_vectors(path, column=column, id_column=id_column, codes=codes,
+                       keep_columns=[label_column] if label_column else ())
+    wanted = None if limit is None or src.num_rows <= limit else sample_rows(src.num_rows, limit, seed)
+    parts, ids, labels = [], [], []
+    for b in src.batches(threads=threads):
+        if wanted is None:
+            take = len(b.vectors)
+            parts.append(np.array(b.vectors))
+        else:
+            lo, hi = np.searchsorted(wanted, [b.offset, b.offset + len(b.vectors)])
+            if lo == hi:
+                continue
+            take = wanted[lo:hi] - b.offset
+            parts.append(np.asarray(b.vectors)[take])
+        if b.carried is not None:
+            if src.id_column:
+                ids.extend(_pylist(b.carried.column(src.id_column), take, src.path, src.id_column, b.offset))
+            if label_column:
+                labels.extend(_pylist(b.carried.column(label_column), take, src.path, label_column, b.offset))
+    arr = np.concatenate(parts) if parts else np.empty((0, src.dim), dtype=np.float32)
+    return arr, (ids if src.id_column else None), (labels if label_column else None)
+
+
+def count_rows(path: str | os.PathLike, *, column: str | None = None) -> int:
+    """How many rows a vector file or dataset holds (from its metadata; nothing is decoded)."""
+    return int(open_vectors(path, column=column).num_rows)

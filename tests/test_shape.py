@@ -1,0 +1,61 @@
+"""Limits on the shape of the library and the CLI (issue 33), measured from their AST by
+benchmarks/structure.py: short functions, modules of one concern, no dispatch on a compressor's
+name outside the registry and persistence, search choosing by output kind in one place, and a
+slim Compressor."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 450
+MAX_SEARCH_KIND_COMPARISONS = 2
+MAX_COMPRESSOR_METHODS = 30
+
+
+@pytest.fixture(scope="module")
+def figures():
+    spec = importlib.util.spec_from_file_location("structure", ROOT / "benchmarks" / "structure.py")
+    structure = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(structure)
+    return structure.figures()
+
+
+def test_no_function_over_the_limit(figures):
+    long = [f"{where} ({n} lines)" for n, where in figures["functions"] if n > MAX_FUNCTION_LINES]
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def test_no_module_over_the_limit(figures):
+    big = [f"{where} ({n} lines)" for n, where in figures["modules"] if n > MAX_MODULE_LINES]
+    assert not big, f"modules over {MAX_MODULE_LINES} lines: {big}"
+
+
+def test_no_dispatch_on_a_compressor_name(figures):
+    assert not figures["names"], f"comparisons with a compressor's name outside the registry: {figures['names']}"
+
+
+def test_search_compares_kinds_at_most_twice(figures):
+    search = [k for k in figures["kinds"] if k.startswith("embcompress/search/")]
+    assert len(search) <= MAX_SEARCH_KIND_COMPARISONS, search
+
+
+def test_compressor_is_slim(figures):
+    assert figures["methods"] <= MAX_COMPRESSOR_METHODS
+
+
+def test_the_detector_sees_what_it_must_refuse(tmp_path):
+    """The measures find a long function, a name test and a kind test when there is one (so the
+    limits above cannot pass by measuring nothing)."""
+    import ast
+
+    spec = importlib.util.spec_from_file_location("structure", ROOT / "benchmarks" / "structure.py")
+    structure = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(structure)
+    body = "\n".join(f"    x{i} = {i}" for i in range(70))
+    tree = ast.parse(f"def f(comp, out):\n{body}\n    if comp.name == 'pq' or out.kind in ('bits', 'x'):\n        pass\n")
+    assert [n for _, n in structure.functions(tree)] == [73]
+    assert structure.string_comparisons(tree, "name", structure.compressor_names()) == [72]
+    assert structure.string_comparisons(tree, "kind", structure.KINDS) == [72]
