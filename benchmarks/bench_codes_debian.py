@@ -6,6 +6,14 @@ whole Debian set (33,253 documents and queries); retention = nDCG@10 / float32 n
 
     python benchmarks/embed_debian_ir.py        # once: caches the embeddings
     python benchmarks/bench_codes_debian.py [--queries N] [--budgets 96,48,24,12] [--configs rq:24,...] [--faiss opq,rq,lsq] [--json out.json]
+    python benchmarks/bench_codes_debian.py --emb bench-data/big/minilm --qrels bench-data/big/qrels.tsv --name "big corpus" \
+        --fit-rows 50000 --queries 2000 --json benchmarks/results/big-minilm.json     # the users' regime
+
+With ``--fit-rows N`` every model (ours and faiss's) is fitted on a seeded uniform sample of N
+documents of its half, as users fit on a sample (``max_rows``) and encode the rest: *unseen*
+is then every document encoded by a model that never saw it, *half-new* one model (fitted on N
+rows) encoding the whole corpus (N of its documents seen: the users' case), and *in-sample*
+each half encoded by the model whose N rows were drawn from it (N of the half's documents seen).
 
 Every code, ours and faiss's, is measured three ways from the same fits (``--folds 2``: a model
 fitted on each half of the documents): *unseen* (out-of-sample: each half encoded by the model
@@ -185,6 +193,8 @@ def main() -> None:
     ap.add_argument("--configs", default=None, help="only these configurations, comma-separated (default: recommend's candidates; 'none': faiss's rows only)")
     ap.add_argument("--faiss", default="opq,rq,lsq,rabitq", help="faiss rows: any of opq, rq, lsq, rabitq ('none': none)")
     ap.add_argument("--folds", type=int, default=2)
+    ap.add_argument("--fit-rows", type=int, default=None, help="fit every model on a seeded uniform sample of N rows of its pool")
+    ap.add_argument("--model", default="MiniLM", help="the embedding model's name, for the JSON and the README table")
     ap.add_argument("--norm-power", type=float, default=1.0,
                     help="score codes by <q, x_hat> / |x_hat|^P (default 1: the cosine with the reconstruction)")
     ap.add_argument("--json", default=None)
@@ -192,7 +202,7 @@ def main() -> None:
     D, dids, task, _ = load_set(args.emb, args.qrels or Path(args.data) / "qrels.tsv.gz", queries=args.queries)
     Q, qids, qrels = task.queries, task.query_ids, task.qrels
     ref = run_configs(D, task, ["float"], doc_ids=dids)[0]
-    fits = CrossFit(D, args.folds)
+    fits = CrossFit(D, args.folds, fit_rows=args.fit_rows)
     print(f"{args.name}, {len(D):,} documents x {D.shape[1]} dims, {len(Q):,} queries; float32 nDCG@10 {ref['score']:.4f} "
           f"({ref['queries_per_second']:,.0f} q/s); codes and fitted models only, no original vectors; retention of "
           f"nDCG@10 {fits.protocol}: 'unseen', every document encoded by a model fitted on the other "
@@ -203,7 +213,9 @@ def main() -> None:
 
     faiss.omp_set_num_threads(args.threads)
     only = None if args.faiss == "all" else tuple(x for x in args.faiss.split(",") if x != "none")
-    results = {"float": ref, "protocol": fits.protocol, "budgets": {}}
+    results = {"set": args.name, "model": args.model, "documents": len(D), "queries": len(Q), "dim": int(D.shape[1]),
+               "fit_rows": fits.fit_rows, "float": ref, "protocol": fits.protocol,
+               "date": time.strftime("%Y-%m-%d"), "budgets": {}}
     for budget in (int(b) for b in args.budgets.split(",")):
         configs = args.configs.split(",") if args.configs else [c.config for c in candidates(D.shape[1], budget)]
         configs = [c for c in configs if c != "none"]  # --configs none: faiss's rows only
@@ -219,8 +231,9 @@ def main() -> None:
         results["budgets"][budget] = rows
         best = ", ".join(f"{r['config']} {100 * r['retention']:.2f}%" for r in rows[:4])
         print(f"  ranked by 'unseen': {best}", flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2, default=float))
+        if args.json:  # after every budget, so a stopped run keeps what it measured
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(results, indent=2, default=float))
 
 
 if __name__ == "__main__":

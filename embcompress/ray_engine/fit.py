@@ -21,15 +21,16 @@ from .cluster import connect
 def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus: int | None = None,
             column: str | None = None, max_rows: int | None = None, batch_size: int | None = None,
             progress=None, workers: int | None = None) -> Compressor:
-    """Fit on the cluster. A compressor whose fit is a set of statistics that combine (PCA's count,
-    mean and centred scatter; int8's ranges: :class:`~embcompress.capabilities.BlockStats`) gets
+    """Fit on the cluster, executing the stage's plan (:func:`embcompress.fitplan.plan_for`). A
+    compressor whose fit is a set of statistics that combine (PCA's count, mean and centred
+    scatter; int8's ranges; rabitq's and centred rotations' mean: :class:`~embcompress.capabilities.BlockStats`) gets
     them computed per row group on the workers and merged on the driver (state equal to the local
     fit to float tolerance). One that fits on a sample of ``max_rows`` rows (itq, sq, pq, opq, rq,
     geopres, autoencoder) gets a uniform sample drawn on the cluster (equal to the local fit, up to
     float tolerance, when the data hold at most ``max_rows`` rows; another uniform sample
-    otherwise). One that reads every row in order (rabitq) gets the row groups decoded on the
-    cluster and handed to the fit in row order and in the local engine's batches (state equal to
-    the local engine's). One that reads only the first rows (binary's levels, 65,536 rows, or the
+    otherwise). One that reads every row in order gets the row groups decoded on the cluster and
+    handed to the fit in row order and in the local engine's batches (state equal to the local
+    engine's). One that reads only the first rows (binary's levels, 65,536 rows, or the
     user's ``max_rows``) reads them on the driver, from the same storage, in the same batches.
 
     A chain is fitted stage by stage, one cluster pass per stage that learns from data: the
