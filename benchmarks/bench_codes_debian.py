@@ -116,6 +116,11 @@ def faiss_row(label, build, D, Q, qids, dids, qrels, float_ndcg, fits) -> dict:
             "fit_seconds": fit, "encode_rows_per_second": len(D) / enc, "queries_per_second": nq / secs}
 
 
+def _plain(value):
+    """JSON for numpy values: arrays (a row's per-query scores) are left out, scalars become floats."""
+    return None if isinstance(value, np.ndarray) and value.ndim else float(value)
+
+
 def _top_inner(Q: np.ndarray, X: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The k largest inner products of each query with the rows of X, best first: (scores, rows)."""
     S_all, I_all = [], []
@@ -207,8 +212,10 @@ def main() -> None:
           f"({ref['queries_per_second']:,.0f} q/s); codes and fitted models only, no original vectors; retention of "
           f"nDCG@10 {fits.protocol}: 'unseen', every document encoded by a model fitted on the other "
           f"{'half' if args.folds == 2 else 'folds'} ({fits.fit_rows:,} rows); 'half-new', one model fitted on "
-          f"{len(fits.pools[0]):,} documents encodes all of them; 'in-smpl', each document encoded by a model fitted "
-          f"on it; codes scored by <q, x_hat> / |x_hat|^{args.norm_power:g}", flush=True)
+          f"{len(fits.pools[0]):,} documents encodes all of them; 'in-smpl', each document encoded by "
+          + ("a model fitted on it" if args.fit_rows is None else
+             f"the model whose {fits.fit_rows:,}-row sample was drawn from its half (that many of the half's documents seen)")
+          + f"; codes scored by <q, x_hat> / |x_hat|^{args.norm_power:g}", flush=True)
     import faiss
 
     faiss.omp_set_num_threads(args.threads)
@@ -233,7 +240,7 @@ def main() -> None:
         print(f"  ranked by 'unseen': {best}", flush=True)
         if args.json:  # after every budget, so a stopped run keeps what it measured
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(json.dumps(results, indent=2, default=float))
+            Path(args.json).write_text(json.dumps(results, indent=2, default=_plain))
 
 
 if __name__ == "__main__":
