@@ -162,7 +162,7 @@ tr.pareto td:first-child::after { content: " ◆"; color: #555; } tr.best { back
 tr.over { color: #999; } .legend { font-size: 12px; margin: 4px 0 1.5em; } .key { margin-right: 12px; white-space: nowrap; }
 .key i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; border: 1px solid #333; }
 small { color: #777; } tr.group th { text-align: left; background: #fafafa; }
-table.answer { font-size: 1.05em; } table.answer td:nth-child(2) { text-align: left; }
+table.answer { font-size: 1.05em; } table.answer td:nth-child(2), table.answer th:nth-child(2) { text-align: left; }
 """
 
 
