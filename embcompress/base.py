@@ -260,24 +260,33 @@ class Compressor:
         first = next(checked(), None)
         if first is None:
             raise InputError("cannot fit on empty input (0 rows)")
-        need, rows = self.fit_tags.min_rows, 0
-        for batch in checked() if len(first) < need else ():
-            rows += len(batch)
-            if rows >= need:
-                break
-        return self._fitted(first.shape[1], lambda n_features: self._fit(checked, n_features), rows=max(rows, len(first)))
 
-    def _fitted(self, n_features: int, fit: Callable[[int], None], *, rows: int | None = None) -> "Compressor":
-        """The frame of every way to fit: check the parameters for ``n_features`` inputs, refuse
-        fewer ``rows`` (when known) than :attr:`FitTags.min_rows`, clear the old state, run ``fit``
-        and mark the compressor fitted."""
+        def rows_up_to(need: int) -> int:  # a second pass only when the first batch is too short
+            rows = len(first)
+            if rows < need:
+                rows = 0
+                for batch in checked():
+                    rows += len(batch)
+                    if rows >= need:
+                        break
+            return rows
+
+        return self._fitted(first.shape[1], lambda n_features: self._fit(checked, n_features), rows=rows_up_to)
+
+    def _fitted(self, n_features: int, fit: Callable[[int], None], *,
+                rows: Callable[[int], int] | None = None) -> "Compressor":
+        """The frame of every way to fit: check the parameters for ``n_features`` inputs (before
+        anything reads them, the fit tags included), refuse fewer rows than
+        :attr:`FitTags.min_rows` (``rows(need)``: the rows there are, counted up to ``need``;
+        None when unknown), clear the old state, run ``fit`` and mark the compressor fitted."""
         self._check_params()
         self._validate_params(n_features)
         tags = self.fit_tags
         if tags.sample is not None and tags.sample < tags.min_rows:
             raise InputError(f"{self.name} max_rows={tags.sample} is below the {tags.min_rows} rows its fit needs")
-        if rows is not None and rows < tags.min_rows:
-            raise InputError(f"{self.name} needs at least {tags.min_rows} rows to fit, got {rows} (n_samples = {rows})")
+        got = None if rows is None else rows(tags.min_rows)
+        if got is not None and got < tags.min_rows:
+            raise InputError(f"{self.name} needs at least {tags.min_rows} rows to fit, got {got} (n_samples = {got})")
         for attr in (*self._state_arrays, *self._state_scalars, *self._fit_made, "n_features_in_"):
             self.__dict__.pop(attr, None)
         fit(n_features)

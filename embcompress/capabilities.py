@@ -95,7 +95,7 @@ class BlockStats:
     def fit_from_stats(self, stats: dict[str, np.ndarray], n_features: int) -> "Compressor":
         """Fit from merged block statistics (the fit frame checks the row count ``n`` where the
         statistics hold one). Returns self."""
-        rows = int(np.asarray(stats["n"]).sum()) if "n" in stats else None
+        rows = None if "n" not in stats else (lambda need: int(np.asarray(stats["n"]).sum()))
         return self._fitted(n_features, lambda n: self._fit_stats(stats, n), rows=rows)  # type: ignore[attr-defined]
 
     def fit_from_block_stats(self, blocks: Iterable[dict], n_features: int,

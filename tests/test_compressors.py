@@ -166,6 +166,20 @@ def test_pca_is_stable_for_large_offsets():
     np.testing.assert_allclose(p.eigenvalues_, np.var(X.astype(np.float64), axis=0, ddof=1)[np.argsort(-np.var(X, axis=0))], rtol=2e-2)
 
 
+def test_fit_checks_parameters_before_counting_rows():
+    """The fit frame reads a compressor's fit tags (its row minimum) only after its parameters are
+    checked: a bad parameter is named, not a ValueError or AttributeError from the tags."""
+    from embcompress.compressors import SQ, Pipeline
+
+    X = make_vectors(50, 8)
+    with pytest.raises(InputError, match="bits must be an integer"):
+        SQ(bits="x").fit(X)
+    with pytest.raises(InputError, match="non-empty list of compressors"):
+        Pipeline(stages=[1, 2]).fit(X)
+    with pytest.raises(InputError, match="sq needs at least 16 rows to fit, got 9"):
+        SQ(bits=4).fit_batches([X[:4], X[4:9]])
+
+
 def test_pca_needs_two_rows_and_one_target():
     with pytest.raises(InputError, match="at least 2 rows"):
         PCA(dim=1).fit(make_vectors(1, 4))

@@ -1,6 +1,6 @@
 """Streaming readers for vector files: parquet (an embedding column plus ids and other columns),
 ``.npy`` (memory-mapped, :mod:`.npy`), and datasets of either (a directory, Hive partitions included, or a glob:
-:mod:`.shards`); whole files and uniform samples of them: :mod:`.whole`.
+:mod:`.sources`, with :func:`~.sources.open_vectors`); whole files and uniform samples of them: :mod:`.whole`.
 
 Readers yield :class:`Batch` objects: a float32 ``(rows, dim)`` array, the carried columns of the
 same rows, and the row offset of the batch in the file. A ``list`` or ``fixed_size_list`` of
