@@ -218,7 +218,7 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
     if not pairs or len(pairs) < 2:
         raise InputError("training needs at least 2 pairs")
     sampler = make_sampler(pairs, config, world)
-    device = f"cuda:{local_rank}" if (device := pick_device(config.device)).startswith("cuda") and world > 1 else device
+    device = _process_device(config.device, world, local_rank)
     if model is None:
         model = load_model(config.model, device=device)
     model.to(device)
@@ -267,6 +267,15 @@ def _run_figures(config: TrainConfig, start: int, seconds: float, history: list[
             "pairs_per_second": n_pairs / seconds if seconds > 0 else float("nan"),
             "first_loss": history[0]["loss"] if history else None, "last_loss": history[-1]["loss"] if history else None,
             "config": {**asdict(config), "loss": {**asdict(config.loss), "taus": list(config.loss.taus)}}}
+
+
+def _process_device(asked: str | None, world: int, local_rank: int) -> str:
+    """The device of this process: the one asked (or the best there is), and under torchrun on
+    CUDA the GPU of its local rank."""
+    device = pick_device(asked)
+    if device.startswith("cuda") and world > 1:
+        device = f"cuda:{local_rank}"
+    return device
 
 
 def _checkpoint_to_resume(out: Path, *, resume: bool, overwrite: bool) -> Path | None:
