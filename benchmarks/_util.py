@@ -98,3 +98,28 @@ def debian_training_split(data_dir: str | Path, eval_queries: int = 1000, extra_
 
 
 DEBIAN = Path(__file__).resolve().parents[1].parent / "shared/data/debian-ir"
+
+
+def load_bench_model(model: str | None, max_seq_length: int):
+    """A local sentence-transformers model (default: the packaged MiniLM) with its token limit set,
+    where it has one (a static model reads every token)."""
+    from embcompress.embed import load_model
+
+    m = load_model(model)
+    if hasattr(m[0], "auto_model"):
+        m.max_seq_length = max_seq_length
+    return m
+
+
+def write_between(path: str | Path, start: str, end: str, text: str) -> None:
+    """Replace what lies between the marker lines ``start`` and ``end`` of a text file (README's
+    generated tables), through a temporary file; nothing else of the file is touched."""
+    path = Path(path)
+    doc = path.read_text()
+    if start not in doc or end not in doc:
+        raise SystemExit(f"{path} has no {start} ... {end} markers")
+    head, rest = doc.split(start, 1)
+    _, tail = rest.split(end, 1)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(f"{head}{start}\n{text}\n{end}{tail}")
+    tmp.replace(path)

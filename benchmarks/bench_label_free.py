@@ -8,7 +8,12 @@ budget, both picks and the judged nDCG@10 retention of each, and the Spearman co
 each reference's retentions with the judged ones across the candidates.
 
     python benchmarks/bench_label_free.py --emb bench-data/debian-ir --qrels ../shared/data/debian-ir/qrels.tsv.gz \\
-        --name Debian --budgets 48,24,12 [--sample 20000] [--queries 2000] [--json out.json]
+        --name Debian --budgets 48,24,12 [--sample 20000] [--queries 2000] [--model MiniLM] [--json out.json]
+    python benchmarks/bench_label_free.py --table benchmarks/results/label-free-*.json [--readme benchmarks/README.md]
+
+``--table`` prints the agreement table of the runs' JSON (set, model, budget, the judged pick, the
+label-free pick with the default reference, both judged nDCG@10 retentions), or writes it into
+benchmarks/README.md between ``<!-- label-free-table -->`` and ``<!-- /label-free-table -->``.
 """
 
 from __future__ import annotations
@@ -73,9 +78,12 @@ def picks(rows, free_ref: dict, ref_scores: dict, label_free_ref: str | None, ti
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--emb", required=True, help="folder with corpus.parquet and queries.parquet")
-    ap.add_argument("--qrels", required=True)
-    ap.add_argument("--name", required=True)
+    ap.add_argument("--table", nargs="+", default=None, help="JSON of earlier runs: print their agreement table")
+    ap.add_argument("--readme", default=None, help="with --table: write it between the markers of this file")
+    ap.add_argument("--emb", help="folder with corpus.parquet and queries.parquet")
+    ap.add_argument("--qrels")
+    ap.add_argument("--name")
+    ap.add_argument("--model", default="MiniLM", help="the embedding model's name, for the JSON and the table")
     ap.add_argument("--budgets", default="48,24,12")
     ap.add_argument("--sample", type=int, default=20000, help="documents: the judged ones of sampled queries and others")
     ap.add_argument("--queries", type=int, default=2000, help="a seeded sample of the queries")
@@ -84,6 +92,10 @@ def main() -> None:
                     "(e.g. rq,opq: their faiss fits take minutes, far longer on a shared machine)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if args.table:
+        return agreement(args.table, args.readme)
+    if not (args.emb and args.qrels and args.name):
+        ap.error("--emb, --qrels and --name are required to measure (or --table to tabulate)")
     emb = Path(args.emb)
     D, dids = read_all(emb / "corpus.parquet")
     Q, qids = read_all(emb / "queries.parquet")
@@ -111,7 +123,8 @@ def main() -> None:
                 r[f"free_{name}_retention"] = r[f"free_{name}"] / ref_scores[name]
         judged_pick = picks(found, task.side, ref_scores, None)
         by = {r["config"]: r for r in found}
-        line = {"set": args.name, "budget": budget, "judged_pick": judged_pick, "judged": by[judged_pick]["retention"],
+        line = {"set": args.name, "model": args.model, "documents": len(D), "queries": len(Q),
+                "date": time.strftime("%Y-%m-%d"), "budget": budget, "judged_pick": judged_pick, "judged": by[judged_pick]["retention"],
                 "seconds": round(time.perf_counter() - t0)}
         for name in REFERENCES:
             p = picks(found, task.side, ref_scores, name)
@@ -121,8 +134,32 @@ def main() -> None:
         print(f"  {budget:3d} B  judged pick {judged_pick} {100 * line['judged']:.2f}%  |  " + "  |  ".join(
             f"{n}: {line[n + '_pick']} {100 * line[n + '_judged']:.2f}% ({100 * (line[n + '_judged'] - line['judged']):+.2f}), "
             f"rho {line[n + '_spearman']:.2f}" for n in REFERENCES) + f"  [{line['seconds']} s]", flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+        if args.json:  # after every budget, so a stopped run keeps what it measured
+            Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+
+
+def agreement(paths: list[str], readme: str | None) -> None:
+    """The agreement table of earlier runs: per set, model and budget, the judged pick and the
+    label-free pick (default reference), with the judged nDCG@10 retention of each."""
+    from _util import write_between
+
+    from embcompress.evaluate import DEFAULT_REFERENCE
+
+    ref = DEFAULT_REFERENCE
+    lines = ["| set | model | budget | documents / queries | judged pick | label-free pick (float top-1) | difference |",
+             "|---|---|---|---|---|---|---|"]
+    for p in paths:
+        for b in json.loads(Path(p).read_text()):
+            diff = 100 * (b[f"{ref}_judged"] - b["judged"])
+            lines.append(f"| {b['set']} | {b.get('model', 'MiniLM')} | {b['budget']} B | {b.get('documents', 0):,} / "
+                         f"{b.get('queries', 0):,} | `{b['judged_pick']}` {100 * b['judged']:.2f}% | `{b[ref + '_pick']}` "
+                         f"{100 * b[ref + '_judged']:.2f}% | {diff:+.2f}{'' if diff >= -0.3 else ' (misses 0.3 by ' + f'{-diff - 0.3:.2f})'} |")
+    text = "\n".join(lines)
+    if readme:
+        write_between(readme, "<!-- label-free-table -->", "<!-- /label-free-table -->", text)
+        print(f"{readme}: label-free table of {len(paths)} run(s) written")
+    else:
+        print(text)
 
 
 if __name__ == "__main__":

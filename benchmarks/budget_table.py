@@ -16,6 +16,8 @@ import argparse
 import json
 from pathlib import Path
 
+from _util import write_between
+
 START, END = "<!-- budget-table -->", "<!-- /budget-table -->"
 
 
@@ -63,16 +65,8 @@ def main() -> None:
     if args.readme is None:
         print(text)
         return
-    path = Path(args.readme)
-    doc = path.read_text()
-    if START not in doc or END not in doc:
-        raise SystemExit(f"{path} has no {START} ... {END} markers")
-    head, rest = doc.split(START, 1)
-    _, tail = rest.split(END, 1)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(f"{head}{START}\n{text}\n{END}{tail}")
-    tmp.replace(path)
-    print(f"{path}: table of {len(args.results)} result(s) written")
+    write_between(args.readme, START, END, text)
+    print(f"{args.readme}: table of {len(args.results)} result(s) written")
 
 
 if __name__ == "__main__":

@@ -189,7 +189,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     args.max_docs = args.max_docs or None
-    from embcompress.embed import DEFAULT_MODEL, load_model, write_embeddings
+    from _util import load_bench_model
+
+    from embcompress.embed import DEFAULT_MODEL, write_embeddings
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -204,8 +206,7 @@ def main() -> None:
           f"{time.perf_counter() - t0:.0f} s", flush=True)
 
     emb = out / args.model_label
-    model = load_model(args.model)
-    model.max_seq_length = args.max_seq_length
+    model = load_bench_model(args.model, args.max_seq_length)
     name = args.model or DEFAULT_MODEL
     for label, ids, texts in (("queries", [pairs[i].id for i in picked], [pairs[i].query for i in picked]),
                               ("corpus", [pairs[i].id for i in kept], [pairs[i].document for i in kept])):

@@ -9,15 +9,40 @@ bench_codes_debian.py reads (corpus.parquet, queries.parquet, qrels.tsv).
 site-packages for a larger set (the standard library gives about 2,000 pairs):
 
     python benchmarks/embed_docstrings.py --root "$(python -c 'import numpy, os; print(os.path.dirname(os.path.dirname(numpy.__file__)))')" --limit 30000 --out bench-data/docstrings-site
+
+The pairs are kept in OUT/pairs.jsonl.gz; another model embeds the same ones with ``--pairs``:
+
+    python benchmarks/embed_docstrings.py --pairs bench-data/docstrings-site/pairs.jsonl.gz --model bench-data/models/mpnet-static-256 --out bench-data/docstrings-site/mpnet-static
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import gzip
+import json
+import os
 from pathlib import Path
 
-from embcompress.corpus import stdlib_docstring_pairs
-from embcompress.embed import DEFAULT_MODEL, encode, load_model, write_embeddings
+from _util import load_bench_model
+
+from embcompress.corpus import DocPair, stdlib_docstring_pairs
+from embcompress.embed import DEFAULT_MODEL, encode, write_embeddings
+
+
+def cached_pairs(path: Path, limit: int, root: str | None) -> list[DocPair]:
+    """The pairs kept at ``path``, or extracted from the sources and kept there (the site-packages
+    of an environment change as it does; a second model must embed the same pairs)."""
+    if path.is_file():
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return [DocPair(**json.loads(line)) for line in f]
+    pairs = stdlib_docstring_pairs(limit, root=root)
+    tmp = path.with_name("." + path.name + ".tmp")
+    with gzip.open(tmp, "wt", encoding="utf-8") as f:
+        for p in pairs:
+            f.write(json.dumps(dataclasses.asdict(p), ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return pairs
 
 
 def main() -> None:
@@ -25,14 +50,18 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=5000)
     ap.add_argument("--out", default="bench-data/docstrings")
     ap.add_argument("--root", default=None, help="Python sources to take docstrings from (default: the standard library)")
+    ap.add_argument("--model", default=None, help="a local sentence-transformers directory (default: the packaged MiniLM)")
+    ap.add_argument("--max-seq-length", type=int, default=256, help="tokens per text (MiniLM's own setting: 256)")
+    ap.add_argument("--pairs", default=None, help="the docstring pairs as jsonl.gz, written on the first run and read by later "
+                    "ones (another model embeds the same pairs; default: OUT/pairs.jsonl.gz)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    pairs = stdlib_docstring_pairs(args.limit, root=args.root)
-    model = load_model(None)
+    pairs = cached_pairs(Path(args.pairs or out / "pairs.jsonl.gz"), args.limit, args.root)
+    model = load_bench_model(args.model, args.max_seq_length)
     ids = [p.id for p in pairs]
     for name, texts in (("corpus", [p.document for p in pairs]), ("queries", [p.query for p in pairs])):
-        write_embeddings(out / f"{name}.parquet", ids, encode(model, texts), model_name=DEFAULT_MODEL, normalized=True,
+        write_embeddings(out / f"{name}.parquet", ids, encode(model, texts), model_name=args.model or DEFAULT_MODEL, normalized=True,
                          overwrite=True)
     (out / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{i}\t{i}\t1\n" for i in ids))
     print(f"{len(pairs)} docstring pairs -> {out}")
