@@ -12,7 +12,8 @@ How it is made (written for this project from the published recipe, not from mod
    and its output is mean-pooled as the model pools sentences;
 2. PCA keeps 256 components (centred, not whitened);
 3. each token vector is weighted by SIF, a / (a + p), with p the token's Zipf probability from its
-   rank in the vocabulary (a = 1e-3), so frequent tokens count less in the mean.
+   rank in the vocabulary (a = 1e-3), so frequent tokens count less in the mean;
+4. a text is the mean of its first 128 tokens' vectors (the truncation mpnet's tokenizer carries).
 
 The result is a sentence-transformers model directory (a StaticEmbedding module) that
 ``embcompress embed --model`` and the corpus builders load offline.
@@ -63,6 +64,7 @@ def main() -> None:
     ap.add_argument("--teacher", default="bench-data/models/all-mpnet-base-v2")
     ap.add_argument("--out", default="bench-data/models/mpnet-static-256")
     ap.add_argument("--dims", type=int, default=256)
+    ap.add_argument("--max-tokens", type=int, default=128, help="a text's first N tokens are averaged")
     args = ap.parse_args()
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
@@ -76,7 +78,9 @@ def main() -> None:
     t0 = time.perf_counter()
     teacher = load_model(args.teacher, device="cpu")
     weights = distill(token_vectors(teacher), args.dims)
-    static = StaticEmbedding(teacher.tokenizer.backend_tokenizer, embedding_weights=weights)
+    tokenizer = teacher.tokenizer.backend_tokenizer
+    tokenizer.enable_truncation(args.max_tokens)  # what mpnet's saved tokenizer does (its model reads 384)
+    static = StaticEmbedding(tokenizer, embedding_weights=weights)
     tmp = out.with_name(out.name + ".tmp")
     SentenceTransformer(modules=[static], device="cpu").save(str(tmp))
     tmp.rename(out)
