@@ -113,32 +113,26 @@ START, END = "<!-- defaults-table -->", "<!-- /defaults-table -->"
 
 
 def table(results: list[dict]) -> str:
-    """One table per question: its alternatives' unseen retention per set and model, and their mean."""
+    """One table: per question, its alternatives' unseen retention on each set and model, and the mean
+    over them (only when every set has the figure), the current default and the best mean marked."""
     cols = [f"{r['set']}, {r['model']}" for r in results]
     lookup = [{(x["config"], float(x["norm_power"])): x["retention"] for x in r["rows"]} for r in results]
     per_set = [{q: alts for q, _, alts in questions(r["dim"])} for r in results]
-    parts = []
+    lines = ["| default | alternative | " + " | ".join(cols) + " | mean |", "|---|---|" + "---|" * (len(cols) + 1)]
     for question, default, alts in questions(384):
-        rows, means = [], {}
-        for alt in alts:
-            vals = [m.get((qs[question][alt][0], qs[question][alt][1])) if alt in qs.get(question, {}) else None
-                    for m, qs in zip(lookup, per_set)]
-            have = [v for v in vals if v is not None]
-            means[alt] = sum(have) / len(have) if len(have) == len(vals) else None
-            rows.append((alt, vals))
+        vals = {alt: [m.get(qs[question][alt]) if alt in qs.get(question, {}) else None for m, qs in zip(lookup, per_set)]
+                for alt in alts}
+        means = {alt: sum(v) / len(v) if v and None not in v else None for alt, v in vals.items()}
         best = max((a for a in means if means[a] is not None), key=lambda a: means[a], default=None)
-        lines = [f"**{question}** (default: `{default}`)", "",
-                 "| alternative | " + " | ".join(cols) + " | mean |", "|---|" + "---|" * (len(cols) + 1)]
-        for alt, vals in rows:
-            mark = (" (default)" if alt in default.split(" and ") else "") + (" **best mean**" if alt == best else "")
-            cells = ["–" if v is None else f"{100 * v:.2f}" for v in vals]
+        for k, alt in enumerate(alts):
+            mark = (" (default)" if alt in default.split(" and ") else "") + (" **best**" if alt == best else "")
+            cells = ["–" if v is None else f"{100 * v:.2f}" for v in vals[alt]]
             mean = "–" if means[alt] is None else f"{100 * means[alt]:.2f}"
-            lines.append(f"| `{alt}`{mark} | " + " | ".join(cells) + f" | {mean} |")
-        parts.append("\n".join(lines))
-    sets = "; ".join(f"{r['set']} ({r['model']}): {r['documents']:,} documents, {r['queries']:,} queries, "
-                     f"fit on {r['fit_rows']:,} rows, {r['date']}" for r in results)
+            lines.append(f"| {question if k == 0 else ''} | `{alt}`{mark} | " + " | ".join(cells) + f" | {mean} |")
+    sets = "; ".join(f"{r['set']} ({r['model']}, {r['dim']} dims): {r['documents']:,} documents, {r['queries']:,} "
+                     f"queries, each model fitted on {r['fit_rows']:,} rows, {r['date']}" for r in results)
     return (f"Retention of nDCG@10 in %, out-of-sample (every document encoded by a model fitted on other "
-            f"documents). Sets: {sets}.\n\n" + "\n\n".join(parts))
+            f"documents). Sets: {sets}.\n\n" + "\n".join(lines))
 
 
 def main() -> None:
