@@ -18,7 +18,9 @@ The defaults (``questions``; at ratios of the float32 size, so that models of ot
   against the family's other variants among recommend's candidates).
 
 The table marks the current default and the alternative with the best mean; a default that is not
-the best by the mean is a finding, not changed silently.
+the best by the mean is a finding, not changed silently. A run with ``--json`` of a file that holds
+an earlier run of the same set measures only what is not in it yet (results written before binary's
+default decoder became ``auto`` are read with their binary rows named ``decoder=levels``).
 """
 
 from __future__ import annotations
@@ -44,13 +46,14 @@ def abstract(config: str) -> str:
 
 def questions(dim: int) -> list[tuple[str, str, dict[str, tuple[str, float]]]]:
     """(question, current default, {alternative: (config at ``dim``, norm power)}) for one model's width."""
+    def decoders(prefix: str) -> dict[str, tuple[str, float]]:
+        return {"auto": (f"{prefix}binary@asym", 1.0), "levels": (f"{prefix}binary:decoder=levels@asym", 1.0),
+                "sign": (f"{prefix}binary:decoder=sign@asym", 1.0)}
+
     qs = [
-        ("binary's decoder, plain bits (32x)", "levels",
-         {"levels": ("binary@asym", 1.0), "sign": ("binary:decoder=sign@asym", 1.0)}),
-        ("binary's decoder after a centred rotation (32x)", "levels",
-         {"levels": ("rotate:center=true+binary@asym", 1.0), "sign": ("rotate:center=true+binary:decoder=sign@asym", 1.0)}),
-        ("binary's decoder after PCA to half the width and a rotation (64x)", "levels",
-         {"levels": (f"pca:{dim // 2}+rotate+binary@asym", 1.0), "sign": (f"pca:{dim // 2}+rotate+binary:decoder=sign@asym", 1.0)}),
+        ("binary's decoder, plain bits (32x)", "auto", decoders("")),
+        ("binary's decoder after a centred rotation (32x)", "auto", decoders("rotate:center=true+")),
+        ("binary's decoder after PCA to half the width and a rotation (64x)", "auto", decoders(f"pca:{dim // 2}+rotate+")),
         ("rotation centring before bits (32x)", "centred",
          {"centred": ("rotate:center=true+binary@asym", 1.0), "not centred": ("rotate+binary@asym", 1.0)}),
         ("rotation centring before 1-bit SQ (32x)", "centred",
@@ -81,9 +84,21 @@ def measurements(dim: int) -> list[tuple[str, float]]:
     return list(seen)
 
 
+def as_measured(result: dict) -> dict:
+    """A result with its binary configurations named by the decoder they ran with: results
+    written before ``decoder="auto"`` became binary's default (no ``binary_default`` in them) ran
+    ``...binary@asym`` with the levels, so those rows are read as ``...binary:decoder=levels@asym``."""
+    if result.get("binary_default", "levels") != "levels":
+        return result
+    rows = [{**r, "config": re.sub(r"binary(@|$)", r"binary:decoder=levels\1", r["config"])} for r in result["rows"]]
+    return {**result, "rows": rows, "binary_default": "auto",
+            "note": "binary rows measured when levels was the default decoder, named so"}
+
+
 def run(args) -> None:
     from bench_codes_debian import HEADER, load_set, our_rows, print_row
 
+    from embcompress.compressors import Binary
     from embcompress.evaluate import CrossFit, run_configs
 
     D, dids, task, _ = load_set(args.emb, args.qrels, queries=args.queries)
@@ -94,9 +109,17 @@ def run(args) -> None:
           f"{fits.fit_rows:,} rows\n{HEADER}", flush=True)
     out = {"set": args.name, "model": args.model, "documents": len(D), "queries": len(task.queries),
            "dim": int(D.shape[1]), "fit_rows": fits.fit_rows, "float": ref["score"], "protocol": fits.protocol,
-           "date": time.strftime("%Y-%m-%d"), "rows": []}
+           "date": time.strftime("%Y-%m-%d"), "binary_default": Binary().decoder, "rows": []}
+    if args.json and Path(args.json).is_file():  # resume: what an earlier run of the same set measured is kept
+        before = as_measured(json.loads(Path(args.json).read_text()))
+        if (before["set"], before["model"], before["documents"], before["queries"]) != (
+                out["set"], out["model"], out["documents"], out["queries"]):
+            raise SystemExit(f"{args.json} holds another set or sample; give another --json")
+        out = {**before, **{k: out[k] for k in ("binary_default",)}, "date": f"{before['date']}, {out['date']}"
+               if out["date"] not in before["date"] else before["date"]}
+    done = {(r["config"], float(r["norm_power"])) for r in out["rows"]}
     t0 = time.perf_counter()
-    for config, power in measurements(D.shape[1]):
+    for config, power in [m for m in measurements(D.shape[1]) if m not in done]:
         r = our_rows(D, dids, task, ["float", config], fits, power)[0]
         r["norm_power"] = power
         print_row(r)
@@ -116,6 +139,7 @@ def table(results: list[dict]) -> str:
     """One table: per question, its alternatives' unseen retention on each set and model, and the mean
     over them (only when every set has the figure), the current default and the best mean marked."""
     cols = [f"{r['set']}, {r['model']}" for r in results]
+    results = [as_measured(r) for r in results]
     lookup = [{(x["config"], float(x["norm_power"])): x["retention"] for x in r["rows"]} for r in results]
     per_set = [{q: alts for q, _, alts in questions(r["dim"])} for r in results]
     lines = ["| default | alternative | " + " | ".join(cols) + " | mean |", "|---|---|" + "---|" * (len(cols) + 1)]

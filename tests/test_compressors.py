@@ -10,7 +10,7 @@ from sklearn.decomposition import PCA as SkPCA
 from embcompress import Binary, InputError, Int8, PCA, Pipeline, RandomProjection, RandomSelect, Truncate, from_spec
 from embcompress.compressors import pack_bits, unpack_signs
 
-from conftest import make_vectors
+from conftest import make_vectors, write_parquet
 
 
 @pytest.mark.parametrize("d", [1, 7, 8, 9, 97, 384])
@@ -84,7 +84,7 @@ def test_binary_levels_are_the_one_bit_lloyd_max_quantizer(threshold):
     """Each dimension decodes to the mean of the fitted values on its side of the threshold, which
     is the least-squares 1-bit reconstruction: no other pair of levels has a lower error."""
     X = make_vectors(500, 9, normalize=False) * np.linspace(0.1, 3, 9, dtype=np.float32) + 0.02
-    b = Binary(threshold=threshold).fit(X)
+    b = Binary(threshold=threshold, decoder="levels").fit(X)
     above = X > (0 if threshold == "zero" else X.mean(axis=0))
     expect_hi = np.array([X[above[:, j], j].mean() for j in range(9)])
     expect_lo = np.array([X[~above[:, j], j].mean() for j in range(9)])
@@ -95,6 +95,63 @@ def test_binary_levels_are_the_one_bit_lloyd_max_quantizer(threshold):
         assert ((b.levels_[0] + (b.levels_[1] - b.levels_[0]) * above * nudge - X) ** 2).sum() > err
     # the codes do not depend on the decoder
     np.testing.assert_array_equal(b.transform(X), Binary(threshold=threshold, decoder="sign").fit(X).transform(X))
+
+
+def test_binary_auto_decoder_takes_levels_on_centred_input_and_signs_otherwise(tmp_path):
+    """decoder="auto" (the default) decodes with the fitted levels where the input is centred (after
+    PCA or a centred rotation) and with +-1 where it is not (raw embeddings share a large mean),
+    the same decision in memory, through a file's block statistics, and after a save and load."""
+    from embcompress.persist import load, save
+    from embcompress.stream import fit_file
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((3000, 24)).astype(np.float32)
+    raw = X + 0.8  # |mean| is 0.8 * sqrt(24) against an RMS norm of sqrt(24 * 1.64): a share of 0.62
+    for data, expect in ((X - X.mean(axis=0), "levels"), (raw, "sign")):
+        b = Binary().fit(data)
+        assert b.decoder_ == expect
+        alone = Binary(decoder=expect).fit(data)
+        np.testing.assert_array_equal(b.levels_, alone.levels_)
+        np.testing.assert_array_equal(b.decode(b.transform(data[:50])), alone.decode(alone.transform(data[:50])))
+        write_parquet(tmp_path / f"{expect}.parquet", data, row_group_size=500)
+        streamed = fit_file(Binary(), tmp_path / f"{expect}.parquet")
+        assert streamed.decoder_ == expect
+        np.testing.assert_allclose(streamed.levels_, b.levels_, rtol=1e-5, atol=1e-6)
+        back = load(save(b, tmp_path / f"model-{expect}"))
+        assert back.decoder_ == expect and back.decoder == "auto"
+        np.testing.assert_array_equal(back.levels_, b.levels_)
+    # in a chain the centred rotation comes first, so the bits decode with the levels
+    chain = from_spec("rotate:center=true+binary").fit(raw)
+    assert chain.stages_[1].decoder_ == "levels" and Binary().fit(raw).decoder_ == "sign"
+    # with the mean threshold the levels come after the statistics, by the same rule
+    assert Binary(threshold="mean").fit(raw).decoder_ == "sign"
+    assert Binary(threshold="mean").fit(X - X.mean(axis=0)).decoder_ == "levels"
+
+
+def test_binary_saved_before_the_auto_decoder_loads_with_its_own(tmp_path):
+    """A model saved before decoder_ existed (decoder="levels" then the default) loads with it."""
+    import json
+
+    from embcompress.persist import load, save
+
+    X = make_vectors(200, 16, normalize=False)
+    path = save(Binary(decoder="levels").fit(X), tmp_path / "m")
+    files = [f for f in path.iterdir() if f.suffix == ".json"]
+    changed = 0
+    for f in files:
+        text = f.read_text()
+        if '"decoder_"' in text:
+            doc = json.loads(text)
+            doc.get("state", doc).pop("decoder_", None)
+            for v in doc.values():
+                if isinstance(v, dict):
+                    v.pop("decoder_", None)
+            f.write_text(json.dumps(doc))
+            changed += 1
+    assert changed == 1 and '"decoder_"' not in "".join(f.read_text() for f in files)
+    back = load(path)
+    assert back.decoder_ == "levels"
+    np.testing.assert_array_equal(back.levels_, Binary(decoder="levels").fit(X).levels_)
 
 
 def test_binary_mean_threshold_balances_bits():

@@ -64,7 +64,13 @@ def unpack_signs(codes: np.ndarray, width: int) -> np.ndarray:
 
 #: rows read to fit the 1-bit decoding levels: the two means per dimension are settled long before
 LEVEL_ROWS = 65_536
-DECODERS = ("levels", "sign")
+DECODERS = ("auto", "levels", "sign")
+#: ``decoder="auto"`` decodes with the fitted levels when the input is centred, |mean| at most this
+#: share of the rows' root-mean-square norm, and with +-1 otherwise. Centred inputs (after PCA or a
+#: centred rotation) measure 0.000; raw text embeddings 0.36-0.38 (MiniLM) and 0.81-0.84 (a static
+#: model) on the benchmark sets, where sign decoding kept more (benchmarks/README.md, "Defaults
+#: chosen across sets and models")
+CENTRED = 0.1
 
 
 @register
@@ -73,11 +79,15 @@ class Binary(MeanStats, BudgetCodes, Compressor):
     distance (Dinu et al., 2025, section 4). ``threshold="zero"`` is the plain sign; ``"mean"`` fits a
     per-dimension threshold (the data's mean), which balances bits on uncentered embeddings.
 
-    Decoding (for asymmetric scores: a float query against the bits) uses ``decoder="levels"``:
+    Decoding (for asymmetric scores: a float query against the bits): ``decoder="levels"`` uses,
     per dimension, the mean of the fitted values on each side of the threshold, i.e. the 1-bit
-    Lloyd-Max quantizer of that dimension (fitted on up to ``LEVEL_ROWS`` rows). ``"sign"``
-    decodes to +-1. The codes themselves do not depend on the decoder: with ``threshold="zero"``
-    they are byte-identical to sentence-transformers ``quantize_embeddings(x, "ubinary")``."""
+    Lloyd-Max quantizer of that dimension (fitted on up to ``LEVEL_ROWS`` rows); ``"sign"``
+    decodes to +-1; ``"auto"``, the default, takes the levels when the input is centred (its mean
+    vector at most :data:`CENTRED` of its rows' RMS norm, as after PCA or a centred rotation) and
+    +-1 otherwise, which is what kept more retrieval quality on each kind of input across the
+    benchmark sets and models. ``decoder_`` says which one a fit took. The codes themselves do
+    not depend on the decoder: with ``threshold="zero"`` they are byte-identical to
+    sentence-transformers ``quantize_embeddings(x, "ubinary")``."""
 
     name = "binary"
     examples = ("binary", "binary:mean")  # the contract suite's cases
@@ -86,10 +96,11 @@ class Binary(MeanStats, BudgetCodes, Compressor):
     _state_in_file = True
     _positional = "threshold"
     _state_arrays = ("thresholds_", "levels_")
+    _state_scalars = ("decoder_",)
     _fused_finite_check = True
     _choices = {"threshold": THRESHOLDS, "decoder": DECODERS}
 
-    def __init__(self, threshold: str = "zero", decoder: str = "levels"):
+    def __init__(self, threshold: str = "zero", decoder: str = "auto"):
         self.threshold = threshold
         self.decoder = decoder
 
@@ -97,9 +108,9 @@ class Binary(MeanStats, BudgetCodes, Compressor):
     def fit_tags(self) -> FitTags:
         """It learns the mean threshold or the decoding levels (those of the first LEVEL_ROWS rows
         with the zero threshold), each from block statistics."""
-        return replace(super().fit_tags, learns=self.threshold != "zero" or self.decoder == "levels",
+        return replace(super().fit_tags, learns=self.threshold != "zero" or self.decoder != "sign",
                        first_rows=LEVEL_ROWS if self.threshold == "zero" else None,
-                       block_stats=self.threshold == "mean" or self.decoder == "levels")
+                       block_stats=self.threshold == "mean" or self.decoder != "sign")
 
     @classmethod
     def budget_configs(cls, dim: int, budget: int, *, full: bool) -> list[tuple[str, str]]:
@@ -127,10 +138,23 @@ class Binary(MeanStats, BudgetCodes, Compressor):
             self.thresholds_ = np.zeros(n_features, dtype=np.float32)
         else:
             self.thresholds_ = stream_mean(batches)
-        if self.decoder == "levels":
-            self.levels_ = fit_levels(batches, self.thresholds_, LEVEL_ROWS)
+        if self.decoder == "sign":
+            self._take_levels(None)
         else:
-            self.levels_ = np.vstack([np.full(n_features, -1, np.float32), np.ones(n_features, np.float32)])
+            self._take_levels(level_stats(batches, self.thresholds_, LEVEL_ROWS))
+
+    def _take_levels(self, stats: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> None:
+        """``levels_`` and ``decoder_`` from the levels' statistics (None: sign decoding)."""
+        decoder = "sign" if stats is None else self.decoder
+        if decoder == "auto":
+            sums, counts, squares = stats
+            n = max(int(counts[:, 0].sum()), 1)
+            centred = np.linalg.norm(sums.sum(axis=0) / n) <= CENTRED * np.sqrt(squares.sum() / n)
+            decoder = "levels" if centred else "sign"
+        self.decoder_ = decoder
+        d = len(self.thresholds_)
+        self.levels_ = (levels_from(stats[0], stats[1], self.thresholds_) if decoder == "levels" else
+                        np.vstack([np.full(d, -1, np.float32), np.ones(d, np.float32)]))
 
     # ---- statistics combined from blocks: the mean threshold, then the fitted levels, which need
     # the thresholds first, from the first rows in order; with the zero threshold, the levels'
@@ -138,8 +162,8 @@ class Binary(MeanStats, BudgetCodes, Compressor):
     def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
         if self.threshold == "mean":
             return super()._block_stats(X)
-        sums, counts = level_sums(X, np.zeros(X.shape[1], dtype=np.float32))
-        return {"sums": sums, "counts": counts}
+        sums, counts, squares = level_sums(X, np.zeros(X.shape[1], dtype=np.float32))
+        return {"sums": sums, "counts": counts, "squares": squares}
 
     @staticmethod
     def _merge_stats(a: dict, b: dict) -> dict:
@@ -147,18 +171,18 @@ class Binary(MeanStats, BudgetCodes, Compressor):
 
     @property
     def rows_after_stats(self) -> int | None:
-        return LEVEL_ROWS if self.decoder == "levels" and self.threshold == "mean" else None
+        return LEVEL_ROWS if self.decoder != "sign" and self.threshold == "mean" else None
 
     def _after_stats(self, batches) -> None:
-        self.levels_ = fit_levels(batches, self.thresholds_, LEVEL_ROWS)
+        self._take_levels(level_stats(batches, self.thresholds_, LEVEL_ROWS))
 
     def _fit_stats(self, stats: dict, n_features: int) -> None:
         if self.threshold == "zero":  # the levels' sums (of the first LEVEL_ROWS rows)
             self.thresholds_ = np.zeros(n_features, dtype=np.float32)
-            self.levels_ = levels_from(stats["sums"], stats["counts"], self.thresholds_)
+            self._take_levels((stats["sums"], stats["counts"], stats["squares"]))
             return
         self.thresholds_ = self._stats_mean(stats)
-        self.levels_ = np.vstack([np.full(n_features, -1, np.float32), np.ones(n_features, np.float32)])
+        self._take_levels(None)  # sign until _after_stats fits the levels, when it runs
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         t = 0.0 if self.threshold == "zero" else self.thresholds_
@@ -171,6 +195,8 @@ class Binary(MeanStats, BudgetCodes, Compressor):
             arrays = {**arrays, "thresholds_": np.zeros(d, dtype=np.float32)}
         if "levels_" not in arrays and self.decoder == "sign":
             arrays = {**arrays, "levels_": np.vstack([np.full(d, -1, np.float32), np.ones(d, np.float32)])}
+        if "decoder_" not in scalars:  # saved before decoder="auto" existed: levels or sign, as asked
+            scalars = {**scalars, "decoder_": self.decoder}
         super()._set_state(scalars, arrays)
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
@@ -189,33 +215,34 @@ class Binary(MeanStats, BudgetCodes, Compressor):
         return OutputSpec(kind="bits", dtype="uint8", width=d, nbytes=(d + 7) // 8, metric="hamming")
 
 
-def fit_levels(batches, thresholds: np.ndarray, max_rows: int) -> np.ndarray:
-    """(2, d) float32: per dimension, the mean of the values at or below the threshold (row 0) and
-    above it (row 1), over the first ``max_rows`` rows. A side that no value fell on gets the
-    threshold itself, so it adds nothing to a score."""
+def level_stats(batches, thresholds: np.ndarray, max_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`level_sums` over the first ``max_rows`` rows of ``batches``."""
     d = len(thresholds)
     sums = np.zeros((2, d), dtype=np.float64)
     counts = np.zeros((2, d), dtype=np.int64)
+    squares = np.zeros(d, dtype=np.float64)
     seen = 0
     for batch in batches():
         b = batch[: max_rows - seen]
-        s, c = level_sums(b, thresholds)
+        s, c, q = level_sums(b, thresholds)
         sums += s
         counts += c
+        squares += q
         seen += len(b)
         if seen >= max_rows:
             break
-    return levels_from(sums, counts, thresholds)
+    return sums, counts, squares
 
 
-def level_sums(b: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def level_sums(b: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per dimension, the float64 sums and the counts of the values of ``b`` at or below the
-    threshold (row 0) and above it (row 1)."""
+    threshold (row 0) and above it (row 1), and the sums of their squares (for ``decoder="auto"``)."""
     above = b > thresholds
     hi_sum = np.where(above, b, 0).sum(axis=0, dtype=np.float64)
     n_hi = above.sum(axis=0)
     sums = np.vstack([b.sum(axis=0, dtype=np.float64) - hi_sum, hi_sum])
-    return sums, np.vstack([len(b) - n_hi, n_hi]).astype(np.int64)
+    squares = np.einsum("ij,ij->j", b, b, dtype=np.float64)
+    return sums, np.vstack([len(b) - n_hi, n_hi]).astype(np.int64), squares
 
 
 def levels_from(sums: np.ndarray, counts: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
