@@ -147,7 +147,8 @@ def table(results: list[dict]) -> str:
         vals = {alt: [m.get(qs[question][alt]) if alt in qs.get(question, {}) else None for m, qs in zip(lookup, per_set)]
                 for alt in alts}
         means = {alt: sum(v) / len(v) if v and None not in v else None for alt, v in vals.items()}
-        best = max((a for a in means if means[a] is not None), key=lambda a: means[a], default=None)
+        best = max((a for a in means if means[a] is not None),  # a tie goes to the default
+                   key=lambda a: (round(means[a], 6), a in default.split(" and ")), default=None)
         for k, alt in enumerate(alts):
             mark = (" (default)" if alt in default.split(" and ") else "") + (" **best**" if alt == best else "")
             cells = ["–" if v is None else f"{100 * v:.2f}" for v in vals[alt]]

@@ -73,19 +73,17 @@ class SQ(DenseScan, BudgetCodes, Compressor):
     @classmethod
     def budget_configs(cls, dim: int, budget: int, *, full: bool) -> list[tuple[str, str]]:
         """Full width at the most bits that fit (after a centred random rotation, which evens out
-        the variance over the dimensions, and without), or PCA then 4 or 2 bits (measured on
-        MiniLM / Debian: the rotation helps at 1 bit, not at 2)."""
+        the variance over the dimensions, and without), or PCA then 4 or 2 bits; the report's grid
+        shows PCA with 2 bits (4 where 2 would keep every dimension), which kept more than 4 at 32x
+        and 64x on every set and model measured (benchmarks/README.md, "Defaults chosen across sets and models")."""
         bits, out = 8 * budget, []
         for b in (4, 2, 1):
             if b * dim <= bits:
                 specs = [f"rotate:center=true+sq:{b}", f"sq:{b}"] if b == 1 else [f"sq:{b}", f"rotate:center=true+sq:{b}"]
                 out += [(sp, sp) for sp in (specs if full else specs[:1])]
                 break
-        for b in ((4, 2) if full else (4,)):
-            w = bits // b
-            if 8 <= w < dim:
-                out.append((f"pca:{w}+sq:{b}", f"pca:{w}+sq:{b}"))
-        return out
+        pca = [(f"pca:{bits // b}+sq:{b}",) * 2 for b in (2, 4) if 8 <= bits // b < dim]
+        return out + (pca[::-1] if full else pca[:1])
 
     def __init__(self, bits: int = 4, iters: int = 20, max_rows: int = 100_000, seed: int = 0):
         self.bits = bits
