@@ -246,5 +246,8 @@ def level_sums(b: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def levels_from(sums: np.ndarray, counts: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """(2, d) float32: per dimension, the mean of the values at or below the threshold (row 0) and
+    above it (row 1). A side that no value fell on gets the threshold itself, so it adds nothing
+    to a score."""
     t = np.broadcast_to(thresholds.astype(np.float64), sums.shape)
     return np.where(counts > 0, sums / np.maximum(counts, 1), t).astype(np.float32)
