@@ -148,7 +148,7 @@ def table(results: list[dict]) -> str:
                 for alt in alts}
         means = {alt: sum(v) / len(v) if v and None not in v else None for alt, v in vals.items()}
         best = max((a for a in means if means[a] is not None),  # a tie goes to the default
-                   key=lambda a: (round(means[a], 6), a in default.split(" and ")), default=None)
+                   key=lambda a: (round(means[a], 4), a in default.split(" and ")), default=None)
         for k, alt in enumerate(alts):
             mark = (" (default)" if alt in default.split(" and ") else "") + (" **best**" if alt == best else "")
             cells = ["–" if v is None else f"{100 * v:.2f}" for v in vals[alt]]
