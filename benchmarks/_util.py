@@ -123,3 +123,25 @@ def write_between(path: str | Path, start: str, end: str, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(f"{head}{start}\n{text}\n{end}{tail}")
     tmp.replace(path)
+
+
+def kept_pairs(path: str | Path, make) -> list:
+    """Docstring pairs (``embcompress.corpus.DocPair``) kept as jsonl.gz at ``path``: read back when
+    the file is there, else made by ``make()`` and written through a temporary file, so that a
+    later run (another model) embeds the same pairs."""
+    import dataclasses
+    import gzip
+
+    from embcompress.corpus import DocPair
+
+    path = Path(path)
+    if path.is_file():
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return [DocPair(**json.loads(line)) for line in f]
+    pairs = make()
+    tmp = path.with_name(f".{path.name}.tmp")
+    with gzip.open(tmp, "wt", encoding="utf-8") as f:
+        for p in pairs:
+            f.write(json.dumps(dataclasses.asdict(p), ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return pairs

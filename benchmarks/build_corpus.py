@@ -107,19 +107,9 @@ def build_pairs(cache: Path, min_docs: int):
 def cached_pairs(out: Path, cache: Path, min_docs: int):
     """Every pair, parsed once and kept in ``OUT/pairs.jsonl.gz`` (parsing 3,900 wheels takes
     10-40 minutes on 2 cores)."""
-    from embcompress.corpus import DocPair
+    from _util import kept_pairs
 
-    path = out / "pairs.jsonl.gz"
-    if path.exists():
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            return [DocPair(**json.loads(line)) for line in f]
-    pairs = build_pairs(cache, min_docs)
-    tmp = out / ".pairs.jsonl.gz.tmp"
-    with gzip.open(tmp, "wt", encoding="utf-8") as f:
-        for p in pairs:
-            f.write(json.dumps({"id": p.id, "query": p.query, "document": p.document}, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-    return pairs
+    return kept_pairs(out / "pairs.jsonl.gz", lambda: build_pairs(cache, min_docs))
 
 
 def select(n: int, queries: int, max_docs: int | None, seed: int) -> tuple[list[int], list[int]]:

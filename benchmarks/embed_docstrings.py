@@ -18,31 +18,12 @@ The pairs are kept in OUT/pairs.jsonl.gz; another model embeds the same ones wit
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import gzip
-import json
-import os
 from pathlib import Path
 
-from _util import load_bench_model
+from _util import kept_pairs, load_bench_model
 
-from embcompress.corpus import DocPair, stdlib_docstring_pairs
+from embcompress.corpus import stdlib_docstring_pairs
 from embcompress.embed import DEFAULT_MODEL, encode, write_embeddings
-
-
-def cached_pairs(path: Path, limit: int, root: str | None) -> list[DocPair]:
-    """The pairs kept at ``path``, or extracted from the sources and kept there (the site-packages
-    of an environment change as it does; a second model must embed the same pairs)."""
-    if path.is_file():
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            return [DocPair(**json.loads(line)) for line in f]
-    pairs = stdlib_docstring_pairs(limit, root=root)
-    tmp = path.with_name("." + path.name + ".tmp")
-    with gzip.open(tmp, "wt", encoding="utf-8") as f:
-        for p in pairs:
-            f.write(json.dumps(dataclasses.asdict(p), ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-    return pairs
 
 
 def main() -> None:
@@ -57,7 +38,7 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    pairs = cached_pairs(Path(args.pairs or out / "pairs.jsonl.gz"), args.limit, args.root)
+    pairs = kept_pairs(args.pairs or out / "pairs.jsonl.gz", lambda: stdlib_docstring_pairs(args.limit, root=args.root))
     model = load_bench_model(args.model, args.max_seq_length)
     ids = [p.id for p in pairs]
     for name, texts in (("corpus", [p.document for p in pairs]), ("queries", [p.query for p in pairs])):
