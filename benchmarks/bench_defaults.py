@@ -115,8 +115,8 @@ def run(args) -> None:
         if (before["set"], before["model"], before["documents"], before["queries"]) != (
                 out["set"], out["model"], out["documents"], out["queries"]):
             raise SystemExit(f"{args.json} holds another set or sample; give another --json")
-        out = {**before, **{k: out[k] for k in ("binary_default",)}, "date": f"{before['date']}, {out['date']}"
-               if out["date"] not in before["date"] else before["date"]}
+        dates = before["date"] if out["date"] in before["date"] else f"{before['date']}, {out['date']}"
+        out = {**before, "binary_default": out["binary_default"], "date": dates}
     done = {(r["config"], float(r["norm_power"])) for r in out["rows"]}
     t0 = time.perf_counter()
     for config, power in [m for m in measurements(D.shape[1]) if m not in done]:

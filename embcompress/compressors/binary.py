@@ -153,8 +153,7 @@ class Binary(MeanStats, BudgetCodes, Compressor):
             decoder = "levels" if centred else "sign"
         self.decoder_ = decoder
         d = len(self.thresholds_)
-        self.levels_ = (levels_from(stats[0], stats[1], self.thresholds_) if decoder == "levels" else
-                        np.vstack([np.full(d, -1, np.float32), np.ones(d, np.float32)]))
+        self.levels_ = levels_from(stats[0], stats[1], self.thresholds_) if decoder == "levels" else sign_levels(d)
 
     # ---- statistics combined from blocks: the mean threshold, then the fitted levels, which need
     # the thresholds first, from the first rows in order; with the zero threshold, the levels'
@@ -194,7 +193,7 @@ class Binary(MeanStats, BudgetCodes, Compressor):
         if "thresholds_" not in arrays and self.threshold == "zero":  # nothing was learned
             arrays = {**arrays, "thresholds_": np.zeros(d, dtype=np.float32)}
         if "levels_" not in arrays and self.decoder == "sign":
-            arrays = {**arrays, "levels_": np.vstack([np.full(d, -1, np.float32), np.ones(d, np.float32)])}
+            arrays = {**arrays, "levels_": sign_levels(d)}
         if "decoder_" not in scalars:  # saved before decoder="auto" existed: levels or sign, as asked
             scalars = {**scalars, "decoder_": self.decoder}
         super()._set_state(scalars, arrays)
@@ -243,6 +242,11 @@ def level_sums(b: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, np.nd
     sums = np.vstack([b.sum(axis=0, dtype=np.float64) - hi_sum, hi_sum])
     squares = np.einsum("ij,ij->j", b, b, dtype=np.float64)
     return sums, np.vstack([len(b) - n_hi, n_hi]).astype(np.int64), squares
+
+
+def sign_levels(d: int) -> np.ndarray:
+    """(2, d) float32 levels -1 and +1: the decoding of ``decoder="sign"``."""
+    return np.vstack([np.full(d, -1, np.float32), np.ones(d, np.float32)])
 
 
 def levels_from(sums: np.ndarray, counts: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
