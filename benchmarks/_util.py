@@ -100,13 +100,13 @@ def debian_training_split(data_dir: str | Path, eval_queries: int = 1000, extra_
 DEBIAN = Path(__file__).resolve().parents[1].parent / "shared/data/debian-ir"
 
 
-def load_bench_model(model: str | None, max_seq_length: int):
+def load_bench_model(model: str | None, max_seq_length: int, backend: str = "torch"):
     """A local sentence-transformers model (default: the packaged MiniLM) with its token limit set,
-    where it has one (a static model reads every token)."""
+    where it has one (a static model reads every token); ``backend`` as ``embed --backend``."""
     from embcompress.embed import load_model
 
-    m = load_model(model)
-    if hasattr(m[0], "auto_model"):
+    m = load_model(model, backend=backend)
+    if backend != "torch" or hasattr(m[0], "auto_model"):
         m.max_seq_length = max_seq_length
     return m
 

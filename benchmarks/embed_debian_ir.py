@@ -24,12 +24,13 @@ def main() -> None:
     ap.add_argument("--out", default="bench-data/debian-ir")
     ap.add_argument("--limit", type=int, default=None, help="first N documents and their queries only")
     ap.add_argument("--model", default=None, help="a local sentence-transformers directory (default: the packaged MiniLM)")
+    ap.add_argument("--backend", default="torch", help="torch, onnx or onnx-int8 (as embed --backend)")
     ap.add_argument("--max-seq-length", type=int, default=256, help="tokens per text (MiniLM's own setting: 256)")
     args = ap.parse_args()
     data = load_beir(args.data)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    model = load_bench_model(args.model, args.max_seq_length)  # long descriptions are cut there
+    model = load_bench_model(args.model, args.max_seq_length, args.backend)  # long descriptions are cut there
     doc_ids = list(data.corpus)[: args.limit]
     for name, ids, texts in (
         ("queries", [q for q in data.queries if args.limit is None or any(d in set(doc_ids) for d in data.qrels.get(q, {}))], data.queries),

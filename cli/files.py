@@ -61,6 +61,8 @@ def embed(
     batch_size: int = typer.Option(64, "--batch-size", "-b", min=1, help="Texts per model batch."),
     normalize: bool = typer.Option(True, "--normalize/--no-normalize", help="Unit-length embeddings."),
     device: Optional[str] = typer.Option(None, "--device", help="torch device, e.g. cpu or cuda (default: best available)."),
+    backend: str = typer.Option("torch", "--backend", help="torch (default); onnx: ONNX Runtime on the CPU, same embeddings; "
+                                "onnx-int8: int8 weights, faster, mean cosine ~0.99 to torch's. Exported once from the local weights and cached."),
     overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
     """Embed texts with a sentence-transformers model into a parquet vector dump (offline)."""
@@ -68,8 +70,9 @@ def embed(
 
     with Bars() as bars:
         res = embed_file(texts, output, model=model, text_field=text_field, id_field=id_field, batch_size=batch_size,
-                         normalize=normalize, overwrite=overwrite, device=device, stage=bars.stage)
-    emit(res, json, kv_table(f"wrote {output}", {"rows": f"{res['rows']:,}", "width": res["width"], "model": res["model"]}))
+                         normalize=normalize, overwrite=overwrite, device=device, backend=backend, stage=bars.stage)
+    emit(res, json, kv_table(f"wrote {output}", {"rows": f"{res['rows']:,}", "width": res["width"], "model": res["model"],
+                                                 "backend": res["backend"]}))
 
 
 def _demo_tables(res: dict) -> tuple[Table, Table]:

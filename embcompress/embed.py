@@ -47,8 +47,14 @@ def resolve_model_path(model: str | None) -> str:
     return str(path)
 
 
-def load_model(model: str | None = None, device: str | None = None):
-    """Load a sentence-transformers model from a local directory, offline."""
+def load_model(model: str | None = None, device: str | None = None, backend: str = "torch"):
+    """Load a sentence-transformers model from a local directory, offline. ``backend`` "onnx" or
+    "onnx-int8" gives an :class:`embcompress.embed_onnx.OnnxEncoder` of it instead (CPU only)."""
+    from .embed_onnx import check_backend, onnx_encoder
+
+    check_backend(backend, device)
+    if backend != "torch":
+        return onnx_encoder(resolve_model_path(model), backend)
     if device is not None:  # first: a clear error for 'bogus' or CUDA on a machine without it, before the heavy import
         device = pick_device(device)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -154,15 +160,15 @@ def write_embeddings(path: str | os.PathLike, ids: Sequence[str], vectors: np.nd
 
 def embed_file(texts_path, out_path, *, model: str | None = None, text_field: str | None = None,
                id_field: str | None = None, batch_size: int = 64, normalize: bool = True,
-               overwrite: bool = False, device: str | None = None,
+               overwrite: bool = False, device: str | None = None, backend: str = "torch",
                stage: Callable[[str, int], Callable[[int], None] | None] | None = None) -> dict[str, Any]:
     """Embed the texts of a file and write a parquet vector dump. Returns a summary."""
     check_output_path(out_path, overwrite=overwrite)
     texts, ids = read_texts(texts_path, field=text_field, id_field=id_field)
-    st = load_model(model, device=device)
+    st = load_model(model, device=device, backend=backend)
     progress = stage("embedding", len(texts)) if stage else None
     vectors = encode(st, texts, batch_size=batch_size, normalize=normalize, progress=progress)
     name = model or DEFAULT_MODEL
     write_embeddings(out_path, ids, vectors, model_name=name, normalized=normalize, overwrite=overwrite)
-    return {"rows": len(texts), "width": int(vectors.shape[1]), "model": name, "output": str(out_path)}
+    return {"rows": len(texts), "width": int(vectors.shape[1]), "model": name, "backend": backend, "output": str(out_path)}
 
