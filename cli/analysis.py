@@ -109,7 +109,7 @@ def _ranking_table(res: dict) -> Table:
         t.add_row("*" if r is res["winner"] else str(i + 1), r["label"], str(r["bytes_per_vector"]), f"{r['score']:.4f}",
                   *[f"{100 * v:.1f}%" for v in shares], f"{r['fit_seconds']:.1f}", f"{r['encode_rows_per_second']:,.0f}",
                   f"{r['queries_per_second']:,.0f}",
-                  f"too slow: {r['too_slow']}" if r["too_slow"] else (r.get("not_servable") or ""))
+                  f"too slow: {r['too_slow']}" if r["too_slow"] else (r.get("not_servable") or r.get("screened_out") or ""))
     return t
 
 
@@ -129,6 +129,7 @@ def recommend(
     max_fit_seconds: Optional[float] = typer.Option(None, "--max-fit-seconds", min=0.001, help="Only candidates whose fit on the sample took at most this long can win."),
     min_encode_rate: Optional[float] = typer.Option(None, "--min-encode-rate", min=1.0, help="Only candidates that encode at least this many rows/s can win."),
     serve: Optional[str] = typer.Option(None, "--serve", help="faiss, usearch or lancedb: only codes that target can hold (embcompress export --to) can win."),
+    screen: bool = typer.Option(True, "--screen/--no-screen", help="Two rounds: every candidate fitted on a quarter of the fit rows, the best half on all (default); --no-screen fits every candidate on all."),
     column: Optional[str] = ColumnOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
     """Pick the code that keeps the most quality within a byte budget, on documents its fit did not
@@ -138,7 +139,7 @@ def recommend(
     with Bars() as bars:
         res = recommend_files(input, model_dir, budget, target=target, queries=queries, qrels=qrels, labels=labels,
                               sample=sample, column=column, reference=reference, folds=folds, max_fit_seconds=max_fit_seconds,
-                              min_encode_rate=min_encode_rate, serve=serve, overwrite=overwrite, progress=bars.step,
+                              min_encode_rate=min_encode_rate, serve=serve, screen=screen, overwrite=overwrite, progress=bars.step,
                               fit_progress=bars.stage("fitting the winner on all rows", None))
     if json:
         emit(res, True)
@@ -150,6 +151,10 @@ def recommend(
         out.print(sampled_line(res["sampled_from"]))
     if res.get("queries_note"):
         out.print(res["queries_note"])
+    if res.get("screen"):
+        sc = res["screen"]
+        out.print(f"screened: {len(sc['first_round'])} candidates fitted on {sc['first_round_fit_rows']:,} rows first; "
+                  f"cut {', '.join(sc['cut'])}; the other {len(sc['kept'])} fitted on {res['fit_rows']:,} (--no-screen fits all)")
     if res.get("within_uncertainty"):
         out.print(f"within one standard error of the leader's label-free figure (a bootstrap over queries): "
                   f"{', '.join(res['within_uncertainty'])}; judge a few queries to tell them apart")
@@ -160,5 +165,7 @@ def recommend(
             if res["fitted"] != "in-sample" else f"retention {100 * w['retention']:.1f}% (in-sample)")
     out.print(f"winner: {name}, {w['bytes_per_vector']} bytes/vector, {kept}{note}; fits {res['fit_rows']:,} rows in "
               f"{w['fit_seconds']:.1f} s, encodes {w['encode_rows_per_second']:,.0f} rows/s")
+    secs = res["seconds"]
+    out.print(f"ranked in {secs['read_and_rank']:.1f} s (reading the sample included), the winner fitted on all rows in {secs['fit_winner']:.1f} s")
     out.print(f"saved to {model_dir}; compress with: embcompress apply {model_dir} {input} codes.parquet"
               + ("; search with --rerank asymmetric" if res["search"] == "asymmetric" else ""))

@@ -464,3 +464,27 @@ def test_report_opens_with_the_best_code_per_ratio_and_labels_name_their_own_siz
     page = render_html(rep)
     assert page.index("The answer: the best code per size") < page.index("All configurations")
     assert page.count('<tr class="group">') == len(best)
+
+
+def test_recommend_screens_in_two_rounds_and_only_the_second_can_win(monkeypatch):
+    from embcompress.report import recommend as rec
+
+    X, _ = clustered(n=800, d=32)
+    configs = ["sq:4", "sq:2", "binary@asym", "pca:16+sq:4", "pca:8+sq:4", "pca:4+sq:4", "pca:16+sq:2"]
+    monkeypatch.setattr(rec, "SCREEN_MIN_ROWS", 50)  # the default (2,000 rows) needs a 16,000-row sample
+    res = rec.rank_candidates(X, 16, configs=configs)
+    sc = res["screen"]
+    assert sc["first_round_fit_rows"] == int(res["fit_rows"] * rec.SCREEN_SHARE) == 90
+    assert sorted(sc["first_round"]) == sorted(configs) and len(sc["kept"]) == 4 and len(sc["cut"]) == 3
+    assert set(sc["kept"]) | set(sc["cut"]) == set(configs)
+    rows = {r["config"]: r for r in res["ranking"]}
+    assert all(rows[c]["screened_out"].startswith("cut after the first round") and "fitted on 90 rows" in rows[c]["screened_out"]
+               for c in sc["cut"])
+    assert all(rows[c]["screened_out"] is None for c in sc["kept"])
+    assert [r["config"] for r in res["ranking"]][: len(sc["kept"])] == sorted(sc["kept"], key=lambda c: -rows[c]["retention"])
+    assert res["winner"]["config"] in sc["kept"]
+    full = rec.rank_candidates(X, 16, configs=configs, screen=False)
+    assert full["screen"] is None and all(r["screened_out"] is None for r in full["ranking"])
+    assert full["winner"]["config"] == res["winner"]["config"]  # a clear leader survives the first round
+    assert rows[res["winner"]["config"]]["retention"] == pytest.approx(
+        {r["config"]: r for r in full["ranking"]}[res["winner"]["config"]]["retention"])

@@ -4,6 +4,7 @@ and then fitted on all of them, ready for ``apply``."""
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from typing import Any, Callable, Mapping, Sequence
 
@@ -23,7 +24,7 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
                     labels=None, target: float | None = None, configs: Sequence[str] | None = None,
                     sampled: Mapping[str, int] | None = None, folds: int = 2, max_fit_seconds: float | None = None,
                     min_encode_rate: float | None = None, reference: str = DEFAULT_REFERENCE,
-                    serve: str | None = None,
+                    serve: str | None = None, screen: bool = True,
                     progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """Evaluate every candidate of at most ``budget`` bytes per vector on ``docs`` (a sample) with
     the task the data allows (qrels, labels or label-free). Returns the rows ranked by retention
@@ -48,15 +49,20 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
 
     With ``serve`` (faiss, usearch or lancedb) only the codes that target can hold can win
     (:func:`~embcompress.search.ann.serve_targets`); the others stay in the ranking, marked
-    ``not_servable``."""
+    ``not_servable``.
+
+    With ``screen`` (the default) the candidates are ranked in two rounds (successive halving):
+    every one is first fitted on a quarter of the fit rows (:data:`SCREEN_SHARE`), then the best
+    half of them (at least :data:`SCREEN_KEEP`) on all of them; only those can win. The others
+    stay in the ranking with their first-round figures, marked ``screened_out``; ``screen`` in the
+    result says what was cut and on how many rows. ``screen=False`` fits every candidate on all."""
     _check_limits(budget, target, max_fit_seconds, min_encode_rate, serve)
     setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels,
                      reference=reference)
     folds = check_folds(folds, len(setup.docs))
     n_fit = fold_pool_rows(len(setup.docs), folds)
     cands = _candidates(setup.docs.shape[1], int(budget), configs, labels is not None, n_fit)
-    rows = run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, folds=folds, progress=progress,
-                       per_query=True)
+    rows, screened = _two_rounds(setup, list(cands), folds, n_fit, screen, progress)
     ref, found = rows[0], rows[1:]
     per = {r["config"]: r.pop("per_query") for r in rows}
     ranked, eligible = _rank(found, cands, budget, max_fit_seconds, min_encode_rate, serve)
@@ -68,7 +74,39 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
             "max_fit_seconds": max_fit_seconds, "min_encode_rate": min_encode_rate, "serve": serve,
             "ranking": ranked, "winner": winner, "target_reached": None if target is None else winner["retention"] >= target,
             "within_uncertainty": None if tied is None or len(tied) < 2 else [r["config"] for r in tied],
-            "queries_note": queries_note(setup.task)}
+            "queries_note": queries_note(setup.task), "screen": screened}
+
+
+#: the first round of the screen fits each candidate on this share of the fit rows
+SCREEN_SHARE = 0.25
+#: the screen keeps at least this many candidates (and at least half) for the second round
+SCREEN_KEEP = 3
+#: below this many first-round fit rows the screen is skipped (too few to tell codes apart)
+SCREEN_MIN_ROWS = 2_000
+
+
+def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, progress):
+    """(float's row and every candidate's row, what the screen did or None): one round on all fit
+    rows, or with ``screen`` a first round on a share of them and a second, on all, for the best
+    half. Candidates the first round's rows are too few to train go straight to the second."""
+    small = int(n_fit * SCREEN_SHARE)
+    quick = [c for c in cands if trainable(parse_config(c).spec, small)]
+    keep = max(SCREEN_KEEP, (len(cands) + 1) // 2)
+    if not screen or small < SCREEN_MIN_ROWS or len(quick) <= keep:
+        return run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, folds=folds,
+                           progress=progress, per_query=True), None
+    first = run_configs(setup.docs, setup.task, ["float", *quick], doc_ids=setup.doc_ids, folds=folds, fit_rows=small,
+                        progress=progress, per_query=True)[1:]
+    first.sort(key=lambda r: (-r["retention"], r["bytes_per_vector"], r["config"]))
+    n_cut = min(len(first), len(cands) - keep)
+    cut = first[len(first) - n_cut:]
+    for r in cut:
+        r["screened_out"] = f"cut after the first round ({100 * r['retention']:.1f}% fitted on {small:,} rows)"
+    second = [c for c in cands if c not in {r["config"] for r in cut}]
+    rows = run_configs(setup.docs, setup.task, ["float", *second], doc_ids=setup.doc_ids, folds=folds,
+                       progress=progress, per_query=True)
+    return rows + cut, {"first_round_fit_rows": small, "first_round": [r["config"] for r in first],
+                        "kept": second, "cut": [r["config"] for r in cut]}
 
 
 def _rank(found: list[dict], cands: Mapping[str, str], budget: int, max_fit_seconds, min_encode_rate, serve):
@@ -79,11 +117,12 @@ def _rank(found: list[dict], cands: Mapping[str, str], budget: int, max_fit_seco
         r["too_slow"] = _too_slow(r, max_fit_seconds, min_encode_rate)
         r["serves"] = list(serve_targets(from_spec(r["spec"]), r["kind"]))
         r["not_servable"] = None if serve is None or serve in r["serves"] else f"{serve} cannot hold {r['label']} codes"
+        r.setdefault("screened_out", None)
     over = [r for r in found if r["bytes_per_vector"] > budget]
     if over:  # candidates() sizes them to the budget; a mismatch is a bug, not user error
         raise AssertionError(f"candidates over budget: {[r['config'] for r in over]}")
-    ranked = sorted(found, key=lambda r: (-r["retention"], r["bytes_per_vector"], r["config"]))
-    eligible = [r for r in ranked if r["too_slow"] is None and r["not_servable"] is None]
+    ranked = sorted(found, key=lambda r: (r["screened_out"] is not None, -r["retention"], r["bytes_per_vector"], r["config"]))
+    eligible = [r for r in ranked if r["too_slow"] is None and r["not_servable"] is None and r["screened_out"] is None]
     if not eligible:
         raise InputError(f"no candidate within {budget} bytes per vector is fast enough{' and servable by ' + serve if serve else ''}: "
                          + "; ".join(f"{r['label']}: {r['too_slow'] or r['not_servable']}" for r in ranked)
@@ -178,7 +217,7 @@ def recommend_files(input: str | os.PathLike, model_dir: str | os.PathLike, budg
                     queries: str | os.PathLike | None = None, qrels: str | os.PathLike | None = None,
                     labels: str | None = None, sample: int | None = None, column: str | None = None,
                     reference: str = DEFAULT_REFERENCE, serve: str | None = None, folds: int = 2, max_fit_seconds: float | None = None, min_encode_rate: float | None = None,
-                    overwrite: bool = False, progress: Callable[[str, int, int], None] | None = None,
+                    screen: bool = True, overwrite: bool = False, progress: Callable[[str, int, int], None] | None = None,
                     fit_progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Rank the candidates on a seeded uniform sample of ``sample`` vectors of ``input`` (with queries and qrels,
     or a label column, when given), fit the winner on the whole file (streaming) and save it to
@@ -187,10 +226,13 @@ def recommend_files(input: str | os.PathLike, model_dir: str | os.PathLike, budg
     _check_limits(budget, target, max_fit_seconds, min_encode_rate, serve)  # before the sample is read
     data = load_task_files(input, queries=queries, qrels=qrels, labels=labels, sample=sample, default_sample=20_000,
                            column=column)
+    t0 = time.perf_counter()
     res = rank_candidates(data.pop("docs"), budget, **data, target=target, folds=folds, max_fit_seconds=max_fit_seconds,
-                          min_encode_rate=min_encode_rate, reference=reference, serve=serve, progress=progress)
+                          min_encode_rate=min_encode_rate, reference=reference, serve=serve, screen=screen, progress=progress)
+    t1 = time.perf_counter()
     spec = res["winner"]["spec"]
     comp = fit_file(from_spec(spec), input, column=column, progress=fit_progress)
     save(comp, model_dir, overwrite=overwrite)
-    res.update({"model_dir": str(model_dir), "spec": spec, "search": "asymmetric" if res["winner"]["rerank"] else "codes"})
+    res.update({"model_dir": str(model_dir), "spec": spec, "search": "asymmetric" if res["winner"]["rerank"] else "codes",
+                "seconds": {"read_and_rank": round(t1 - t0, 2), "fit_winner": round(time.perf_counter() - t1, 2)}})
     return res
