@@ -323,3 +323,49 @@ def test_output_bytes_do_not_depend_on_the_batch_size(tmp_path, multi, monkeypat
     import pyarrow.parquet as pq
 
     assert pq.ParquetFile(tmp_path / "o7.parquet").num_row_groups == 2  # 2,000 rows in groups of 1,024
+
+
+def test_idle_cores_is_within_the_cores_this_process_may_use(monkeypatch):
+    from embcompress import _parallel
+
+    monkeypatch.delenv("EMBCOMPRESS_NUM_THREADS", raising=False)
+    allowed = _parallel.reader_threads()
+    assert 1 <= _parallel.idle_cores(0.02) <= allowed
+    ticks = iter([(100, 200), (100, 400)])  # no idle tick in the window: every core busy
+    monkeypatch.setattr(_parallel, "_cpu_times", lambda: next(ticks))
+    assert _parallel.idle_cores(0.0) == 1
+    ticks = iter([(0, 0), (200 * allowed, 200 * allowed)])  # all idle
+    monkeypatch.setattr(_parallel, "_cpu_times", lambda: next(ticks))
+    assert _parallel.idle_cores(0.0) == min(allowed, max(1, os.cpu_count() or 1))
+
+    def unreadable():
+        raise OSError("no /proc/stat")
+
+    monkeypatch.setattr(_parallel, "_cpu_times", unreadable)
+    assert _parallel.idle_cores(0.0) == allowed
+    monkeypatch.setenv("EMBCOMPRESS_NUM_THREADS", "1")
+    assert _parallel.idle_cores() == 1
+
+
+def test_faiss_team_sizes_the_team_for_the_block_and_restores_it(monkeypatch):
+    faiss = pytest.importorskip("faiss")
+    from embcompress import _parallel
+
+    faiss.omp_set_num_threads(2)
+    monkeypatch.setattr(_parallel, "idle_cores", lambda: 1)
+    with _parallel.faiss_team(faiss) as team:
+        assert team == 1 and faiss.omp_get_max_threads() == 1
+    assert faiss.omp_get_max_threads() == 2
+    with pytest.raises(RuntimeError), _parallel.faiss_team(faiss):
+        raise RuntimeError("a failed fit")
+    assert faiss.omp_get_max_threads() == 2
+    monkeypatch.setattr(_parallel, "idle_cores", lambda: 8)  # never more than the team it had
+    with _parallel.faiss_team(faiss) as team:
+        assert team == 2
+    # the fits go through it: a fit on a machine with one idle core runs a one-thread team
+    seen = []
+    monkeypatch.setattr(_parallel, "idle_cores", lambda: seen.append(faiss.omp_get_max_threads()) or 1)
+    X = np.random.default_rng(0).standard_normal((600, 16)).astype(np.float32)
+    for spec in ("pq:4", "opq:4", "rq:4"):
+        from_spec(spec).fit(X)
+    assert len(seen) == 3 and faiss.omp_get_max_threads() == 2
