@@ -1,0 +1,158 @@
+"""The main job at users' scale: ten million 384-d float32 vectors (about 15 GB), as one file and as
+a sharded dataset, through the CLI as a user runs it, each step in its own process with its wall
+time, rows/s and peak RSS.
+
+The vectors are built from real ones: row i is the big corpus's MiniLM vector ``i mod n`` plus
+Gaussian noise of norm ``--noise`` (relative to the unit vector), renormalized, so every real
+vector has ``rows / n`` noisy copies around it (cosine about 1 / sqrt(1 + noise^2) to it) and the
+neighbourhoods of the real corpus survive. Queries: the big corpus's own (real) queries.
+
+    python benchmarks/bench_10m.py make [--rows 10000000] [--dir bench-data/10m]     # once: writes both forms
+    python benchmarks/bench_10m.py run [--dir bench-data/10m] [--queries 1000] [--json benchmarks/results/10m.json]
+
+Steps of ``run``: ``binarize`` (the file, and the dataset to a dataset); ``recommend --budget 48``
+on its default sample (label-free, documents standing in for queries); ``apply`` of its pick;
+``search`` of the queries over those codes (exact); ``search`` over the bits exactly and through
+faiss's HNSW (``--index hnsw``), with HNSW's recall@10 against the exact Hamming search; ``export``
+of the bits to faiss and to usearch. Streaming steps should stay under 1 GB of RSS; search holds the
+codes plus at most 1 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+SHARDS = 10
+
+
+def make(args) -> None:
+    import pyarrow as pa
+
+    from embcompress.base import float_spec
+    from embcompress.io import VectorWriter, read_all
+
+    src, _ = read_all(args.source)
+    n, d = src.shape
+    out = Path(args.dir)
+    (out / "dataset").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    meta = {"format": "embcompress.embeddings", "normalized": True, "width": d,
+            "model": f"all-MiniLM-L6-v2 vectors of the big corpus + noise {args.noise} (bench_10m.py)"}
+    per_shard = -(-args.rows // SHARDS)
+    chunk = min(250_000, per_shard)  # divides per_shard for round sizes (10M rows: 1M per shard)
+    t = time.perf_counter()
+    schema = pa.schema([("id", pa.string())])
+    with VectorWriter(out / "vectors.parquet", float_spec(d), carried_schema=schema, metadata=meta, num_rows=args.rows,
+                      overwrite=args.overwrite) as one:
+        shard, writer = -1, None
+        for s in range(0, args.rows, chunk):
+            rows = np.arange(s, min(s + chunk, args.rows))
+            X = src[rows % n] + rng.standard_normal((len(rows), d), dtype=np.float32) * np.float32(args.noise / np.sqrt(d))
+            X /= np.linalg.norm(X, axis=1, keepdims=True)
+            ids = pa.RecordBatch.from_arrays([pa.array([f"v{i}" for i in rows], pa.string())], schema=schema)
+            one.write(X, ids)
+            if s // per_shard != shard:  # a new shard every per_shard rows
+                if writer is not None:
+                    writer.__exit__(None, None, None)
+                shard = s // per_shard
+                writer = VectorWriter(out / "dataset" / f"part-{shard:05d}.parquet", float_spec(d), carried_schema=schema,
+                                      metadata=meta, overwrite=args.overwrite).__enter__()
+            writer.write(X, ids)
+            print(f"  {rows[-1] + 1:,} rows, {time.perf_counter() - t:.0f} s", flush=True)
+        writer.__exit__(None, None, None)
+    print(f"wrote {args.rows:,} x {d} to {out / 'vectors.parquet'} and {out / 'dataset'}/ in {time.perf_counter() - t:.0f} s")
+
+
+def step(name: str, cmd: list[str], rows: int | None, log: list) -> dict:
+    """Run ``embcompress cmd`` in a child process; its wall time, rows/s and peak RSS."""
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "embcompress_cli.main", *cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)  # reaped here, so its own peak RSS can be read
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t
+    rss = usage.ru_maxrss / 1024
+    r = {"step": name, "command": "embcompress " + " ".join(cmd), "wall_seconds": round(wall, 2),
+         "rows_per_second": None if rows is None else rows / wall, "peak_rss_mib": round(rss), "rc": proc.returncode}
+    print(f"  {name:40s} {wall:8.1f} s {'' if rows is None else f'{rows / wall:12,.0f} rows/s'} {rss:8.0f} MiB"
+          f"{'' if proc.returncode == 0 else '  FAILED: ' + out.strip().splitlines()[-1]}", flush=True)
+    log.append(r)
+    return r
+
+
+def recall_at_10(a: Path, b: Path) -> float:
+    import pyarrow.parquet as pq
+
+    def sets(p):
+        t = pq.read_table(p).to_pydict()
+        out: dict = {}
+        qk = next(k for k in t if "query" in k)
+        dk = next(k for k in t if k in ("id", "doc_id", "document_id", "corpus-id"))
+        for q, d in zip(t[qk], t[dk]):
+            out.setdefault(q, set()).add(d)
+        return out
+
+    x, y = sets(a), sets(b)
+    return float(np.mean([len(x[q] & y.get(q, set())) / len(x[q]) for q in x]))
+
+
+def run(args) -> None:
+    import pyarrow.parquet as pq
+
+    d = Path(args.dir)
+    one, ds, w = d / "vectors.parquet", d / "dataset", d / "work"
+    w.mkdir(exist_ok=True)
+    rows = pq.ParquetFile(one).metadata.num_rows
+    qt = pq.read_table(args.query_source).slice(0, args.queries)
+    pq.write_table(qt, w / "queries.parquet")
+    print(f"{rows:,} rows, {one.stat().st_size / 2**30:.1f} GiB; {args.queries} real queries; {os.cpu_count()} cores; "
+          f"{time.strftime('%Y-%m-%d %H:%M')}", flush=True)
+    log: list = []
+    ow = ["--overwrite"]
+    step("binarize (one file)", ["binarize", str(one), str(w / "bits.parquet"), *ow], rows, log)
+    step("binarize (dataset -> dataset)", ["binarize", str(ds), str(w / "bits-ds"), *ow], rows, log)
+    step("recommend --budget 48 (default sample)", ["recommend", str(one), str(w / "model48"), "--budget", "48", "--json", *ow],
+         None, log)
+    step("apply the 48 B pick", ["apply", str(w / "model48"), str(one), str(w / "codes48.parquet"), *ow], rows, log)
+    q = str(w / "queries.parquet")
+    step(f"search {args.queries} queries, 48 B codes (exact)", ["search", str(w / "codes48.parquet"), q, str(w / "r48.parquet"),
+         "--model", str(w / "model48"), *ow], None, log)
+    step(f"search {args.queries} queries, bits (exact)", ["search", str(w / "bits.parquet"), q, str(w / "rbits.parquet"), *ow], None, log)
+    step(f"search {args.queries} queries, bits (HNSW)", ["search", str(w / "bits.parquet"), q, str(w / "rhnsw.parquet"),
+         "--index", "hnsw", *ow], None, log)
+    if (w / "rhnsw.parquet").exists() and (w / "rbits.parquet").exists():
+        rec = recall_at_10(w / "rbits.parquet", w / "rhnsw.parquet")
+        print(f"  HNSW recall@10 against the exact Hamming search: {rec:.4f}", flush=True)
+        log.append({"step": "hnsw recall@10", "value": rec})
+    step("export bits -> faiss", ["export", str(w / "bits.parquet"), str(w / "bits.faiss"), "--to", "faiss", *ow], rows, log)
+    step("export bits -> usearch", ["export", str(w / "bits.parquet"), str(w / "bits.usearch"), "--to", "usearch", *ow], rows, log)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "date": time.strftime("%Y-%m-%d"), "steps": log}, indent=1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=("make", "run"))
+    ap.add_argument("--dir", default="bench-data/10m")
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--source", default="bench-data/big/minilm/corpus.parquet")
+    ap.add_argument("--query-source", default="bench-data/big/minilm/queries.parquet")
+    ap.add_argument("--noise", type=float, default=0.5)
+    ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--overwrite", action="store_true")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    make(args) if args.what == "make" else run(args)
+
+
+if __name__ == "__main__":
+    main()
