@@ -113,6 +113,23 @@ def _ranking_table(res: dict) -> Table:
     return t
 
 
+def _recommend_notes(res: dict) -> None:
+    """The lines between recommend's ranking and its winner: the sample, the queries, the screen, ties."""
+    if res.get("sampled_from"):
+        from embcompress.report.html import sampled_line
+
+        out.print(sampled_line(res["sampled_from"]))
+    if res.get("queries_note"):
+        out.print(res["queries_note"])
+    if res.get("screen"):
+        sc = res["screen"]
+        out.print(f"screened: {len(sc['first_round'])} candidates fitted on {sc['first_round_fit_rows']:,} rows first; "
+                  f"cut {', '.join(sc['cut'])}; the other {len(sc['kept'])} fitted on {res['fit_rows']:,} (--no-screen fits all)")
+    if res.get("within_uncertainty"):
+        out.print(f"within one standard error of the leader's label-free figure (a bootstrap over queries): "
+                  f"{', '.join(res['within_uncertainty'])}; judge a few queries to tell them apart")
+
+
 @app.command()
 @guarded
 def recommend(
@@ -145,19 +162,7 @@ def recommend(
         emit(res, True)
         return
     out.print(_ranking_table(res))
-    if res.get("sampled_from"):
-        from embcompress.report.html import sampled_line
-
-        out.print(sampled_line(res["sampled_from"]))
-    if res.get("queries_note"):
-        out.print(res["queries_note"])
-    if res.get("screen"):
-        sc = res["screen"]
-        out.print(f"screened: {len(sc['first_round'])} candidates fitted on {sc['first_round_fit_rows']:,} rows first; "
-                  f"cut {', '.join(sc['cut'])}; the other {len(sc['kept'])} fitted on {res['fit_rows']:,} (--no-screen fits all)")
-    if res.get("within_uncertainty"):
-        out.print(f"within one standard error of the leader's label-free figure (a bootstrap over queries): "
-                  f"{', '.join(res['within_uncertainty'])}; judge a few queries to tell them apart")
+    _recommend_notes(res)
     w = res["winner"]
     note = "" if target is None else (" (reaches the target)" if res["target_reached"] else f" (no candidate reaches {100 * target:.1f}%; the best)")
     name = w["label"] if w["label"] == res["spec"] else f"{w['label']} = {res['spec']}"

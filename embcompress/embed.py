@@ -54,7 +54,8 @@ def load_model(model: str | None = None, device: str | None = None, backend: str
 
     check_backend(backend, device)
     if backend != "torch":
-        return onnx_encoder(resolve_model_path(model), backend)
+        path = resolve_model_path(model)
+        return onnx_encoder(path, backend, lambda: load_model(path, device="cpu"))
     if device is not None:  # first: a clear error for 'bogus' or CUDA on a machine without it, before the heavy import
         device = pick_device(device)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

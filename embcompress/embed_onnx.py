@@ -22,8 +22,9 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -145,16 +146,15 @@ class OnnxEncoder:
         return out
 
 
-def _export(model_path: Path, backend: str, directory: Path) -> dict:
-    """Write model.onnx and meta.json of ``backend`` for the model at ``model_path`` into ``directory``."""
+def _export(model_path: Path, backend: str, directory: Path, load_torch: Callable[[], Any]) -> dict:
+    """Write model.onnx and meta.json of ``backend`` for the model at ``model_path`` (loaded with
+    torch by ``load_torch``) into ``directory``."""
     import logging
 
     torch = require("torch", "models", "exporting a model to ONNX")
     require("onnx", "onnx", "exporting a model to ONNX")
-    from .embed import load_model
-
     tdir, pooling, normalize = _structure(model_path)
-    st = load_model(str(model_path), device="cpu", backend="torch")
+    st = load_torch()
     transformer = st[0]
     auto = transformer.auto_model.eval()
     if hasattr(auto, "set_attn_implementation"):
@@ -224,8 +224,10 @@ def _optimize(raw: Path, cfg, backend: str, directory: Path) -> Path:
     return model_file
 
 
-def onnx_encoder(model_path: str | os.PathLike, backend: str, threads: int | None = None) -> OnnxEncoder:
-    """The cached export of ``backend`` for the local model at ``model_path``, made on first use."""
+def onnx_encoder(model_path: str | os.PathLike, backend: str, load_torch: Callable[[], Any],
+                 threads: int | None = None) -> OnnxEncoder:
+    """The cached export of ``backend`` for the local model at ``model_path``, made on first use
+    from the sentence-transformers model ``load_torch()`` returns (on the CPU)."""
     require("onnxruntime", "onnx", "the onnx embedding backends")
     model_path = Path(model_path)
     _structure(model_path)
@@ -234,7 +236,7 @@ def onnx_encoder(model_path: str | os.PathLike, backend: str, threads: int | Non
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
         try:
-            _export(model_path, backend, tmp)
+            _export(model_path, backend, tmp, load_torch)
             try:
                 os.replace(tmp, directory)
             except OSError:  # another process finished the same export first: keep theirs

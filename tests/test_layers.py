@@ -17,7 +17,7 @@ LAYERS = [
     ("registry", ["registry"]),
     ("persistence", ["persist"]),
     ("contract", ["base", "capabilities", "specs", "fitplan"]),
-    ("files", ["io", "datasets", "corpus"]),
+    ("files", ["io", "datasets", "corpus", "embed_onnx"]),
     ("compressors", ["compressors"]),
     ("streaming", ["stream"]),
     ("search", ["search"]),
