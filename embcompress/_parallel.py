@@ -119,8 +119,9 @@ def idle_cores(window: float = 0.1) -> int:
 def faiss_team(faiss) -> Iterator[int]:
     """faiss's OpenMP team, for the calls of this thread in the block, as large as the cores idle
     now (:func:`idle_cores`), then what it was. On a machine another job keeps busy, a full team's
-    threads wait for the one that shares its core at every step, spinning: an rq fit took 2.4x as
-    long on two threads as on one with both cores busy (benchmarks/bench_busy.py)."""
+    threads wait for the one that shares its core at every step, spinning: with one of two cores
+    busy, faiss's own full team took 3.0-3.1x its time alone to fit rq:24 and opq:48 on 16,000 rows,
+    a team sized here 1.3-1.6x (benchmarks/bench_busy.py)."""
     before = faiss.omp_get_max_threads()
     team = min(before, idle_cores())
     faiss.omp_set_num_threads(team)
