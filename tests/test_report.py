@@ -475,7 +475,7 @@ def test_recommend_screens_in_two_rounds_and_only_the_second_can_win(monkeypatch
     res = rec.rank_candidates(X, 16, configs=configs)
     sc = res["screen"]
     assert sc["first_round_fit_rows"] == int(res["fit_rows"] * rec.SCREEN_SHARE) == 90
-    assert sorted(sc["first_round"]) == sorted(configs) and len(sc["kept"]) == 4 and len(sc["cut"]) == 3
+    assert sorted(sc["first_round"]) == sorted(configs) and len(sc["kept"]) == 3 and len(sc["cut"]) == 4
     assert set(sc["kept"]) | set(sc["cut"]) == set(configs)
     rows = {r["config"]: r for r in res["ranking"]}
     assert all(rows[c]["screened_out"].startswith("cut after the first round") and "fitted on 90 rows" in rows[c]["screened_out"]
@@ -483,8 +483,33 @@ def test_recommend_screens_in_two_rounds_and_only_the_second_can_win(monkeypatch
     assert all(rows[c]["screened_out"] is None for c in sc["kept"])
     assert [r["config"] for r in res["ranking"]][: len(sc["kept"])] == sorted(sc["kept"], key=lambda c: -rows[c]["retention"])
     assert res["winner"]["config"] in sc["kept"]
+    assert sc["first_round_queries"] == 80  # the label-free queries (documents standing in), fewer than SCREEN_QUERIES
+    monkeypatch.setattr(rec, "SCREEN_QUERIES", 30)
+    fewer = rec.rank_candidates(X, 16, configs=configs)
+    assert fewer["screen"]["first_round_queries"] == 30 and fewer["winner"]["config"] == res["winner"]["config"]
     full = rec.rank_candidates(X, 16, configs=configs, screen=False)
     assert full["screen"] is None and all(r["screened_out"] is None for r in full["ranking"])
     assert full["winner"]["config"] == res["winner"]["config"]  # a clear leader survives the first round
     assert rows[res["winner"]["config"]]["retention"] == pytest.approx(
         {r["config"]: r for r in full["ranking"]}[res["winner"]["config"]]["retention"])
+
+
+def test_fewer_queries_keeps_each_kept_querys_judgments():
+    from embcompress.evaluate import LabelFreeTask, LabelTask, QrelsTask
+    from embcompress.report.recommend import fewer_queries
+
+    Q = np.random.default_rng(0).standard_normal((50, 8)).astype(np.float32)
+    qrels = {f"q{i}": {f"d{i}": 1, f"d{i + 1}": 2} for i in range(50)}
+    sub = fewer_queries(QrelsTask(Q, [f"q{i}" for i in range(50)], qrels, 10), 20)
+    assert len(sub.queries) == 20 and len(set(sub.query_ids)) == 20
+    for q, row in zip(sub.query_ids, sub.queries):
+        i = int(q[1:])
+        np.testing.assert_array_equal(row, Q[i])
+        assert sub.qrels[q] == qrels[q]
+    assert set(sub.qrels) == set(sub.query_ids)
+    free = fewer_queries(LabelFreeTask(Q, 10, reference="top1", source="queries"), 7)
+    assert len(free.queries) == 7 and free.reference == "top1" and free.source == "queries"
+    labels = LabelTask(np.arange(50) % 3)
+    assert fewer_queries(labels, 5) is labels
+    whole = QrelsTask(Q[:10], [f"q{i}" for i in range(10)], qrels)
+    assert fewer_queries(whole, 20) is whole

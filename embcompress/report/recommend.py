@@ -11,7 +11,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..evaluate import DEFAULT_REFERENCE, check_folds, fold_pool_rows, parse_config, run_configs, trainable
+from ..evaluate import (DEFAULT_REFERENCE, LabelFreeTask, QrelsTask, check_folds, fold_pool_rows, parse_config, run_configs,
+                        trainable)
 from ..persist import check_model_path, save
 from ..registry import from_spec
 from ..search.ann import TARGETS, serve_targets
@@ -52,8 +53,9 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     ``not_servable``.
 
     With ``screen`` (the default) the candidates are ranked in two rounds (successive halving):
-    every one is first fitted on a quarter of the fit rows (:data:`SCREEN_SHARE`), then the best
-    half of them (at least :data:`SCREEN_KEEP`) on all of them; only those can win. The others
+    every one is first fitted on a quarter of the fit rows (:data:`SCREEN_SHARE`) and scored on at
+    most :data:`SCREEN_QUERIES` queries, then the best third of them (at least :data:`SCREEN_KEEP`)
+    fitted on all the rows and scored on every query; only those can win. The others
     stay in the ranking with their first-round figures, marked ``screened_out``; ``screen`` in the
     result says what was cut and on how many rows. ``screen=False`` fits every candidate on all."""
     _check_limits(budget, target, max_fit_seconds, min_encode_rate, serve)
@@ -79,7 +81,10 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
 
 #: the first round of the screen fits each candidate on this share of the fit rows
 SCREEN_SHARE = 0.25
-#: the screen keeps at least this many candidates (and at least half) for the second round
+#: and scores it on at most this many of the queries (a seeded sample; scoring every query of a
+#: large judged sample took most of a round)
+SCREEN_QUERIES = 1_000
+#: the screen keeps at least this many candidates (and at least a third) for the second round
 SCREEN_KEEP = 3
 #: below this many first-round fit rows the screen is skipped (too few to tell codes apart)
 SCREEN_MIN_ROWS = 2_000
@@ -91,22 +96,38 @@ def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, p
     half. Candidates the first round's rows are too few to train go straight to the second."""
     small = int(n_fit * SCREEN_SHARE)
     quick = [c for c in cands if trainable(parse_config(c).spec, small)]
-    keep = max(SCREEN_KEEP, (len(cands) + 1) // 2)
+    keep = max(SCREEN_KEEP, -(-len(cands) // 3))
     if not screen or small < SCREEN_MIN_ROWS or len(quick) <= keep:
         return run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, folds=folds,
                            progress=progress, per_query=True), None
-    first = run_configs(setup.docs, setup.task, ["float", *quick], doc_ids=setup.doc_ids, folds=folds, fit_rows=small,
+    task = fewer_queries(setup.task, SCREEN_QUERIES)
+    first = run_configs(setup.docs, task, ["float", *quick], doc_ids=setup.doc_ids, folds=folds, fit_rows=small,
                         progress=progress, per_query=True)[1:]
     first.sort(key=lambda r: (-r["retention"], r["bytes_per_vector"], r["config"]))
     n_cut = min(len(first), len(cands) - keep)
     cut = first[len(first) - n_cut:]
     for r in cut:
+        r["per_query"] = None  # other queries than the second round's: no paired bootstrap with its leader
         r["screened_out"] = f"cut after the first round ({100 * r['retention']:.1f}% fitted on {small:,} rows)"
     second = [c for c in cands if c not in {r["config"] for r in cut}]
     rows = run_configs(setup.docs, setup.task, ["float", *second], doc_ids=setup.doc_ids, folds=folds,
                        progress=progress, per_query=True)
-    return rows + cut, {"first_round_fit_rows": small, "first_round": [r["config"] for r in first],
-                        "kept": second, "cut": [r["config"] for r in cut]}
+    return rows + cut, {"first_round_fit_rows": small, "first_round_queries": len(getattr(task, "queries", ())) or None,
+                        "first_round": [r["config"] for r in first], "kept": second, "cut": [r["config"] for r in cut]}
+
+
+def fewer_queries(task, n: int, seed: int = 0):
+    """``task`` on a seeded sample of ``n`` of its queries: judged ones with their qrels, or
+    label-free ones (the user's or documents standing in); the task itself when it has no more
+    queries than that or is scored by labels."""
+    Q = getattr(task, "queries", None)
+    if not isinstance(task, (QrelsTask, LabelFreeTask)) or Q is None or len(Q) <= n:
+        return task
+    rows = np.sort(np.random.default_rng(seed).choice(len(Q), n, replace=False))
+    if isinstance(task, QrelsTask):
+        ids = [task.query_ids[i] for i in rows]
+        return QrelsTask(Q[rows], ids, {q: task.qrels[q] for q in ids if q in task.qrels}, task.k)
+    return LabelFreeTask(Q[rows], task.k, reference=task.reference, source=task.source)
 
 
 def _rank(found: list[dict], cands: Mapping[str, str], budget: int, max_fit_seconds, min_encode_rate, serve):
@@ -207,6 +228,9 @@ def add_uncertainty(rows: list[dict[str, Any]], per: Mapping[str, np.ndarray | N
     draws = np.random.default_rng(seed).integers(0, int(valid.sum()), (BOOTSTRAP, int(valid.sum())))
     lead_means = lead[valid][draws].mean(axis=1)
     for r in rows:
+        if per.get(r["config"]) is None or len(per[r["config"]]) != len(lead):  # scored on other queries (screened out)
+            r["retention_ci95"] = r["within_uncertainty"] = None
+            continue
         mine = per[r["config"]][valid][draws].mean(axis=1)
         lo, hi = np.percentile(mine / ref_score, [2.5, 97.5])
         r["retention_ci95"] = [float(lo), float(hi)]
