@@ -43,18 +43,21 @@ def main() -> None:
     ap.add_argument("--name", required=True)
     ap.add_argument("--budgets", default="48,24")
     ap.add_argument("--sample", type=int, default=20_000)
+    ap.add_argument("--runs", default="screened,full", help="which runs per budget: screened, full or both")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     out = []
     print(f"{args.name}: recommend on a {args.sample:,}-row sample, {time.strftime('%Y-%m-%d %H:%M')}", flush=True)
     print(f"  {'budget':>6s} {'run':8s} {'wall s':>7s} {'rank s':>7s} {'fit s':>6s}  {'pick':34s} {'retention':>9s}  cut")
     for b in [int(x) for x in args.budgets.split(",")]:
-        for screen in (True, False):
+        for screen in [r == "screened" for r in args.runs.split(",")]:
             r = one(Path(args.emb), args.qrels, b, args.sample, screen)
             out.append(r)
             print(f"  {b:6d} {'screened' if screen else 'full':8s} {r['wall_seconds']:7.1f} {r['seconds']['read_and_rank']:7.1f} "
                   f"{r['seconds']['fit_winner']:6.1f}  {r['pick']:34s} {100 * r['retention']:8.2f}%  {', '.join(r['cut']) or '-'}",
                   flush=True)
+        if "," not in args.runs:
+            continue
         s, f = out[-2], out[-1]
         print(f"  {b:6d} same pick: {s['pick'] == f['pick']}; retention {100 * (s['retention'] - f['retention']):+.2f} points; "
               f"wall {f['wall_seconds'] / s['wall_seconds']:.2f}x faster screened", flush=True)
