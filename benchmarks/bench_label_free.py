@@ -32,7 +32,7 @@ from embcompress.evaluate import REFERENCES, LabelFreeTask, Measured, QrelsTask,
 from embcompress.io import read_all
 from embcompress.report.candidates import candidates
 from embcompress.report.grid import judged_subset
-from embcompress.report.recommend import _winner, add_uncertainty
+from embcompress.report.recommend import add_uncertainty, choose_winner
 
 
 class BothTask:
@@ -72,7 +72,7 @@ def picks(rows, free_ref: dict, ref_scores: dict, label_free_ref: str | None, ti
         r["too_slow"] = None
     per = {r["config"]: (r["per_query"] if label_free_ref is None else free_ref[r["config"]][label_free_ref]) for r in ranked}
     add_uncertainty(ranked, per, ref_scores[label_free_ref], ranked[0]["config"], tie_percentile=tie)
-    winner, _ = _winner(ranked, label_free_ref is not None, None)
+    winner, _ = choose_winner(ranked, label_free_ref is not None, None)
     return winner["config"]
 
 

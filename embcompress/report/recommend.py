@@ -69,7 +69,7 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     per = {r["config"]: r.pop("per_query") for r in rows}
     ranked, eligible = _rank(found, cands, budget, max_fit_seconds, min_encode_rate, serve)
     add_uncertainty(ranked, per, ref["score"], eligible[0]["config"])
-    winner, tied = _winner(eligible, setup.task.mode == "label-free", target)
+    winner, tied = choose_winner(eligible, setup.task.mode == "label-free", target)
     return {"budget_bytes": int(budget), "target": target, "metric": setup.task.metric, "mode": setup.task.mode,
             "fitted": rows[1]["fitted"], "sample": len(setup.docs),
             "sampled_from": dict(sampled) if sampled else None, "fit_rows": n_fit, "float_score": ref["score"],
@@ -191,7 +191,7 @@ def _too_slow(row: dict[str, Any], max_fit_seconds: float | None, min_encode_rat
     return "; ".join(slow) or None
 
 
-def _winner(eligible: list[dict[str, Any]], label_free: bool, target: float | None):
+def choose_winner(eligible: list[dict[str, Any]], label_free: bool, target: float | None):
     """(the winner, the candidates tied with the leader or None): the best, or with ``target`` the
     smallest candidate that reaches it; without judgments the candidates the leader does not
     significantly beat are returned beside it."""
