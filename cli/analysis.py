@@ -107,8 +107,8 @@ def _ranking_table(res: dict) -> Table:
     for i, r in enumerate(res["ranking"]):
         shares = [r["retention"], r["retention_in_sample"]][: len(kept)]
         t.add_row("*" if r is res["winner"] else str(i + 1), r["label"], str(r["bytes_per_vector"]), f"{r['score']:.4f}",
-                  *[f"{100 * v:.1f}%" for v in shares], f"{r['fit_seconds']:.1f}", f"{r['encode_rows_per_second']:,.0f}",
-                  f"{r['queries_per_second']:,.0f}",
+                  *["-" if v is None else f"{100 * v:.1f}%" for v in shares], f"{r['fit_seconds']:.1f}",
+                  f"{r['encode_rows_per_second']:,.0f}", f"{r['queries_per_second']:,.0f}",
                   f"too slow: {r['too_slow']}" if r["too_slow"] else (r.get("not_servable") or r.get("screened_out") or ""))
     return t
 

@@ -204,12 +204,13 @@ Task = QrelsTask | LabelFreeTask | LabelTask
 # ---- the engine ------------------------------------------------------------------------------------
 def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Sequence, fits: CrossFit,
                     originals: VectorStore | np.ndarray | None = None, proxy: RankProxy | None = None,
-                    norm_power: float = 1.0) -> dict[str, Any]:
+                    norm_power: float = 1.0, in_sample: bool = True) -> dict[str, Any]:
     """Fit (or reuse) the configuration's compressors, index ``docs`` as ``fits`` says, search and
     score with ``task``: the headline figure (out-of-sample unless ``fits`` has one fold) and, when
     that is out-of-sample, the in-sample one. ``proxy`` adds the label-free rank proxy (on the
     headline index); ``norm_power``: see :class:`~embcompress.search.Index`. Retention is filled in
-    by :func:`run_configs`."""
+    by :func:`run_configs`. ``in_sample=False`` leaves the in-sample figure out (None): one search
+    instead of two, for a quick first look."""
     if cfg.spec is None:
         indexes = {"headline": Index(docs, ids=doc_ids)}
         costs = {"fit_seconds": 0.0, "encode_rows_per_second": None}
@@ -218,7 +219,7 @@ def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Seque
         costs = fits.costs(cfg.spec)
     index = indexes["headline"]
     m = task.measure(index, cfg, originals)
-    m_in = task.measure(indexes["in_sample"], cfg, originals) if "in_sample" in indexes else m
+    m_in = task.measure(indexes["in_sample"], cfg, originals) if "in_sample" in indexes and in_sample else m
     comp = index.compressor
     dim = docs.shape[1]
     row: dict[str, Any] = {
@@ -227,7 +228,8 @@ def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Seque
         "bytes_per_vector": index.nbytes_per_vector, "compression": 4 * dim / index.nbytes_per_vector,
         "extra_storage": "original float vectors" if cfg.rerank == "float" else None,
         "fitted": "none" if cfg.spec is None else fits.protocol,
-        "score": m.score, **m.metrics, "score_in_sample": m_in.score,
+        "score": m.score, **m.metrics,
+        "score_in_sample": None if m_in is m and "in_sample" in indexes else m_in.score,
         **costs, "search_seconds": m.seconds,
         "queries_per_second": m.queries / m.seconds if m.seconds > 0 else float("inf"), "candidates": m.candidates,
         "per_query": m.per_query,
@@ -273,7 +275,7 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
                 originals: VectorStore | np.ndarray | None = None, folds: int = 2, fit_rows: int | None = None,
                 fit_on: np.ndarray | None = None, proxy_sample: int | None = None,
                 progress: Callable[[str, int, int], None] | None = None, norm_power: float = 1.0,
-                per_query: bool = False) -> list[dict[str, Any]]:
+                per_query: bool = False, in_sample: bool = True) -> list[dict[str, Any]]:
     """Evaluate each configuration on ``docs`` with ``task`` (the float reference first, added
     when missing). Compressors are fitted and scored as :class:`CrossFit` says: by default on two
     folds, so that ``score`` and ``retention`` are out-of-sample (every document encoded by a
@@ -300,10 +302,11 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
         if progress:
             progress(cfg.label, i, len(cfgs))
         row = evaluate_config(docs, cfg, task, doc_ids=doc_ids, fits=fits, originals=originals, proxy=proxy,
-                              norm_power=norm_power)
+                              norm_power=norm_power, in_sample=in_sample)
         ref = rows[0] if rows else row
         row["retention"] = retention(row["score"], ref["score"])
-        row["retention_in_sample"] = retention(row["score_in_sample"], ref["score"])
+        inside = row["score_in_sample"]
+        row["retention_in_sample"] = None if inside is None else retention(inside, ref["score"])
         if not per_query:
             row.pop("per_query")
         rows.append(row)

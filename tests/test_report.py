@@ -481,6 +481,9 @@ def test_recommend_screens_in_two_rounds_and_only_the_second_can_win(monkeypatch
     assert all(rows[c]["screened_out"].startswith("cut after the first round") and "fitted on 90 rows" in rows[c]["screened_out"]
                for c in sc["cut"])
     assert all(rows[c]["screened_out"] is None for c in sc["kept"])
+    # the first round measures unseen documents only; the second both
+    assert all(rows[c]["retention_in_sample"] is None for c in sc["cut"])
+    assert all(rows[c]["retention_in_sample"] is not None for c in sc["kept"])
     assert [r["config"] for r in res["ranking"]][: len(sc["kept"])] == sorted(sc["kept"], key=lambda c: -rows[c]["retention"])
     assert res["winner"]["config"] in sc["kept"]
     assert sc["first_round_queries"] == 80  # the label-free queries (documents standing in), fewer than SCREEN_QUERIES
@@ -513,3 +516,21 @@ def test_fewer_queries_keeps_each_kept_querys_judgments():
     assert fewer_queries(labels, 5) is labels
     whole = QrelsTask(Q[:10], [f"q{i}" for i in range(10)], qrels)
     assert fewer_queries(whole, 20) is whole
+
+
+def test_cli_recommend_prints_what_the_screen_cut_and_the_time(tmp_path, monkeypatch):
+    from embcompress.report import recommend as rec
+    from embcompress_cli.main import app
+
+    monkeypatch.setattr(rec, "SCREEN_MIN_ROWS", 50)
+    X, _ = clustered(n=800, d=32)
+    write_parquet(tmp_path / "docs.parquet", X)
+    r = CliRunner(env={"COLUMNS": "250"}).invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "model"),
+                                                       "--budget", "8"])
+    assert r.exit_code == 0, r.output
+    out = " ".join(r.output.split())
+    assert "screened:" in out and "candidates fitted on 90 rows first; cut" in out and "(--no-screen fits all)" in out
+    assert "cut after the first" in r.output and "ranked in" in out and "the winner fitted on all rows in" in out
+    full = CliRunner(env={"COLUMNS": "250"}).invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "m2"),
+                                                          "--budget", "8", "--no-screen"])
+    assert full.exit_code == 0 and "screened:" not in full.output and "cut after" not in full.output

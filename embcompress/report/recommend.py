@@ -102,7 +102,7 @@ def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, p
                            progress=progress, per_query=True), None
     task = fewer_queries(setup.task, SCREEN_QUERIES)
     first = run_configs(setup.docs, task, ["float", *quick], doc_ids=setup.doc_ids, folds=folds, fit_rows=small,
-                        progress=progress, per_query=True)[1:]
+                        progress=progress, per_query=True, in_sample=False)[1:]
     first.sort(key=lambda r: (-r["retention"], r["bytes_per_vector"], r["config"]))
     n_cut = min(len(first), len(cands) - keep)
     cut = first[len(first) - n_cut:]
