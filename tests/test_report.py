@@ -291,7 +291,9 @@ def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path):
         both = {r["config"]: r for r in res["ranking"]}
         assert both["rq:8:beam=4"]["retention"] > both["binary@asym"]["retention"]
         assert both["binary@asym"]["encode_rows_per_second"] > 30 * both["rq:8:beam=4"]["encode_rows_per_second"]
-        rate = (both["binary@asym"]["encode_rows_per_second"] * both["rq:8:beam=4"]["encode_rows_per_second"]) ** 0.5
+        # a floor 5x the residual code's rate: clear of both even when a busy machine slows one of
+        # these tiny encodes (binary's 360 rows take microseconds) by an order of magnitude
+        rate = 5 * both["rq:8:beam=4"]["encode_rows_per_second"]
         fast = rank_candidates(X, 8, configs=pair, min_encode_rate=rate)
         assert fast["winner"]["config"] == "binary@asym" and fast["ranking"][0]["config"] == "rq:8:beam=4"
         assert "rows/s <" in fast["ranking"][0]["too_slow"] and fast["winner"]["too_slow"] is None
