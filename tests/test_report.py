@@ -474,7 +474,7 @@ def test_recommend_screens_in_two_rounds_and_only_the_second_can_win(monkeypatch
     X, _ = clustered(n=800, d=32)
     configs = ["sq:4", "sq:2", "binary@asym", "pca:16+sq:4", "pca:8+sq:4", "pca:4+sq:4", "pca:16+sq:2"]
     monkeypatch.setattr(rec, "SCREEN_MIN_ROWS", 50)  # the default (2,000 rows) needs a 16,000-row sample
-    res = rec.rank_candidates(X, 16, configs=configs)
+    res = rec.rank_candidates(X, 16, configs=configs, screen=True)
     sc = res["screen"]
     assert sc["first_round_fit_rows"] == int(res["fit_rows"] * rec.SCREEN_SHARE) == 90
     assert sorted(sc["first_round"]) == sorted(configs) and len(sc["kept"]) == 3 and len(sc["cut"]) == 4
@@ -490,9 +490,9 @@ def test_recommend_screens_in_two_rounds_and_only_the_second_can_win(monkeypatch
     assert res["winner"]["config"] in sc["kept"]
     assert sc["first_round_queries"] == 80  # the label-free queries (documents standing in), fewer than SCREEN_QUERIES
     monkeypatch.setattr(rec, "SCREEN_QUERIES", 30)
-    fewer = rec.rank_candidates(X, 16, configs=configs)
+    fewer = rec.rank_candidates(X, 16, configs=configs, screen=True)
     assert fewer["screen"]["first_round_queries"] == 30 and fewer["winner"]["config"] == res["winner"]["config"]
-    full = rec.rank_candidates(X, 16, configs=configs, screen=False)
+    full = rec.rank_candidates(X, 16, configs=configs)  # the default: every candidate on all the rows
     assert full["screen"] is None and all(r["screened_out"] is None for r in full["ranking"])
     assert full["winner"]["config"] == res["winner"]["config"]  # a clear leader survives the first round
     assert rows[res["winner"]["config"]]["retention"] == pytest.approx(
@@ -528,11 +528,11 @@ def test_cli_recommend_prints_what_the_screen_cut_and_the_time(tmp_path, monkeyp
     X, _ = clustered(n=800, d=32)
     write_parquet(tmp_path / "docs.parquet", X)
     r = CliRunner(env={"COLUMNS": "250"}).invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "model"),
-                                                       "--budget", "8"])
+                                                       "--budget", "8", "--screen"])
     assert r.exit_code == 0, r.output
     out = " ".join(r.output.split())
-    assert "screened:" in out and "candidates fitted on 90 rows first; cut" in out and "(--no-screen fits all)" in out
+    assert "screened:" in out and "candidates fitted on 90 rows first; cut" in out and "(without --screen every candidate is)" in out
     assert "cut after the first" in r.output and "ranked in" in out and "the winner fitted on all rows in" in out
     full = CliRunner(env={"COLUMNS": "250"}).invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "m2"),
-                                                          "--budget", "8", "--no-screen"])
+                                                          "--budget", "8"])
     assert full.exit_code == 0 and "screened:" not in full.output and "cut after" not in full.output
