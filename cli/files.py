@@ -33,7 +33,8 @@ def _info_rows(d: dict) -> dict:
         if "bit_order" in d:
             rows["bit order"], rows["padding"] = d["bit_order"], d["padding"]
     elif d.get("model"):
-        rows["embedded with"] = f"{d['model']} (normalized: {d['normalized']})"
+        by = f", backend {d['backend']}" if d.get("backend") else ""
+        rows["embedded with"] = f"{d['model']} (normalized: {d['normalized']}{by})"
     else:
         rows["produced by"] = "unknown (no embcompress metadata): float embeddings"
     return rows

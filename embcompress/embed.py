@@ -143,8 +143,10 @@ def encode(model, texts: Sequence[str], *, batch_size: int = 64, normalize: bool
 
 
 def write_embeddings(path: str | os.PathLike, ids: Sequence[str], vectors: np.ndarray, *, model_name: str,
-                     normalized: bool, overwrite: bool = False, extra: dict[str, Sequence[Any]] | None = None) -> None:
-    """Write a vector dump: ``id`` (string), extra columns, ``embedding`` fixed_size_list<float32>."""
+                     normalized: bool, overwrite: bool = False, extra: dict[str, Sequence[Any]] | None = None,
+                     backend: str = "torch") -> None:
+    """Write a vector dump: ``id`` (string), extra columns, ``embedding`` fixed_size_list<float32>;
+    the file's metadata names the model and the backend that ran it."""
     check_output_path(path, overwrite=overwrite)
     spec = float_spec(vectors.shape[1])
     extra = extra or {}
@@ -153,7 +155,7 @@ def write_embeddings(path: str | os.PathLike, ids: Sequence[str], vectors: np.nd
         names=["id", *extra.keys()],
     )
     meta = {"format": "embcompress.embeddings", "library_version": __version__, "model": model_name,
-            "normalized": normalized, "width": int(vectors.shape[1])}
+            "backend": backend, "normalized": normalized, "width": int(vectors.shape[1])}
     with VectorWriter(path, spec, column="embedding", carried_schema=carried.schema, metadata=meta,
                       num_rows=len(vectors), overwrite=overwrite) as w:
         w.write(vectors, carried)
@@ -170,6 +172,6 @@ def embed_file(texts_path, out_path, *, model: str | None = None, text_field: st
     progress = stage("embedding", len(texts)) if stage else None
     vectors = encode(st, texts, batch_size=batch_size, normalize=normalize, progress=progress)
     name = model or DEFAULT_MODEL
-    write_embeddings(out_path, ids, vectors, model_name=name, normalized=normalize, overwrite=overwrite)
+    write_embeddings(out_path, ids, vectors, model_name=name, normalized=normalize, overwrite=overwrite, backend=backend)
     return {"rows": len(texts), "width": int(vectors.shape[1]), "model": name, "backend": backend, "output": str(out_path)}
 

@@ -94,6 +94,8 @@ def test_embed_cli_with_the_int8_backend(tmp_path, cache):
     res = CliRunner().invoke(app, ["embed", str(tmp_path / "t.txt"), str(tmp_path / "v.parquet"), "--backend", "onnx-int8", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["backend"] == "onnx-int8"
+    info = CliRunner().invoke(app, ["info", str(tmp_path / "v.parquet")])
+    assert info.exit_code == 0 and "backend onnx-int8" in " ".join(info.output.split())
     X, ids = read_all(tmp_path / "v.parquet")
     assert X.shape == (len(TEXTS), 384) and list(ids) == [str(i) for i in range(len(TEXTS))]
     bad = CliRunner().invoke(app, ["embed", str(tmp_path / "t.txt"), str(tmp_path / "w.parquet"), "--backend", "fast"])

@@ -46,6 +46,7 @@ def describe_path(path: str | os.PathLike) -> dict[str, Any]:
                 result[key] = meta[key]
     elif meta and meta.get("format") == "embcompress.embeddings":
         result["model"] = meta.get("model")
+        result["backend"] = meta.get("backend")  # None in files written before embed had backends
         result["normalized"] = meta.get("normalized")
     else:
         result["compressor"] = None
