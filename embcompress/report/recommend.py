@@ -95,7 +95,7 @@ SCREEN_MIN_ROWS = 2_000
 def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, progress):
     """(float's row and every candidate's row, what the screen did or None): one round on all fit
     rows, or with ``screen`` a first round on a share of them and a second, on all, for the best
-    half. Candidates the first round's rows are too few to train go straight to the second."""
+    third. Candidates the first round's rows are too few to train go straight to the second."""
     small = int(n_fit * SCREEN_SHARE)
     quick = [c for c in cands if trainable(parse_config(c).spec, small)]
     keep = max(SCREEN_KEEP, -(-len(cands) // 3))
