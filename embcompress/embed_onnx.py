@@ -19,8 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from ._fs import atomic_dir
 from ._util import require
-from .errors import InputError
+from .errors import InputError, OutputExistsError
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 EXPORT_VERSION = 1  # bump when the export below changes: older cache entries are then not used
@@ -146,14 +145,15 @@ class OnnxEncoder:
         return out
 
 
-def _export(model_path: Path, backend: str, directory: Path, load_torch: Callable[[], Any]) -> dict:
-    """Write model.onnx and meta.json of ``backend`` for the model at ``model_path`` (loaded with
-    torch by ``load_torch``) into ``directory``."""
+def _export(model_path: Path, structure: tuple[Path, str, bool], backend: str, directory: Path,
+            load_torch: Callable[[], Any]) -> dict:
+    """Write model.onnx and meta.json of ``backend`` for the model at ``model_path`` (its
+    :func:`_structure`; loaded with torch by ``load_torch``) into ``directory``."""
     import logging
 
     torch = require("torch", "models", "exporting a model to ONNX")
     require("onnx", "onnx", "exporting a model to ONNX")
-    tdir, pooling, normalize = _structure(model_path)
+    tdir, pooling, normalize = structure
     st = load_torch()
     transformer = st[0]
     auto = transformer.auto_model.eval()
@@ -187,11 +187,11 @@ def _export(model_path: Path, backend: str, directory: Path, load_torch: Callabl
     for leftover in directory.glob("*.onnx*"):
         if leftover.name != "model.onnx":
             leftover.unlink()
+    ref = st.encode(list(CHECK_TEXTS), normalize_embeddings=True, convert_to_numpy=True)
     meta = {"backend": backend, "export_version": EXPORT_VERSION, "model": str(model_path), "tokenizer": str(tdir),
             "pooling": pooling, "normalize": normalize, "max_length": int(transformer.max_seq_length),
-            "dim": int((getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension)()), "torch": torch.__version__}
+            "dim": int(ref.shape[1]), "torch": torch.__version__}
     (directory / "meta.json").write_text(json.dumps(meta, indent=1))
-    ref = st.encode(list(CHECK_TEXTS), normalize_embeddings=True, convert_to_numpy=True)
     got = OnnxEncoder(directory, threads=1).encode(list(CHECK_TEXTS), normalize_embeddings=True)
     cos = (ref * got).sum(axis=1)
     if cos.min() < MIN_CHECK_COSINE[backend]:
@@ -230,18 +230,13 @@ def onnx_encoder(model_path: str | os.PathLike, backend: str, load_torch: Callab
     from the sentence-transformers model ``load_torch()`` returns (on the CPU)."""
     require("onnxruntime", "onnx", "the onnx embedding backends")
     model_path = Path(model_path)
-    _structure(model_path)
+    structure = _structure(model_path)
     directory = cache_root() / "onnx" / _key(model_path, backend)
     if not (directory / "meta.json").exists():
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
         try:
-            _export(model_path, backend, tmp, load_torch)
-            try:
-                os.replace(tmp, directory)
-            except OSError:  # another process finished the same export first: keep theirs
-                if not (directory / "meta.json").exists():
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            with atomic_dir(directory) as tmp:
+                _export(model_path, structure, backend, tmp, load_torch)
+        except OutputExistsError:  # another process finished the same export first: keep theirs
+            if not (directory / "meta.json").exists():
+                raise
     return OnnxEncoder(directory, threads)

@@ -109,6 +109,11 @@ class QrelsTask:
         self.metric = f"nDCG@{k}"
         self.mode = "qrels"
 
+    def subset(self, rows: np.ndarray) -> "QrelsTask":
+        """The same task on the queries at ``rows``, each with its judgments."""
+        ids = [self.query_ids[i] for i in rows]
+        return QrelsTask(self.queries[rows], ids, {q: self.qrels[q] for q in ids if q in self.qrels}, self.k)
+
     def check(self, docs: np.ndarray, doc_ids: Sequence) -> dict[str, int]:
         if self.queries.shape[1] != docs.shape[1]:
             raise InputError(f"queries have {self.queries.shape[1]} dimensions but documents have {docs.shape[1]}")
@@ -150,6 +155,10 @@ class LabelFreeTask:
         self.metric = REFERENCES[reference].format(k=k) + (" (label-free)" if source == "documents" else " (label-free, your queries)")
         self.mode = "label-free"
         self._reference: np.ndarray | None = None
+
+    def subset(self, rows: np.ndarray) -> "LabelFreeTask":
+        """The same task on the queries at ``rows`` (their float reference is searched anew)."""
+        return LabelFreeTask(self.queries[rows], self.k, reference=self.reference, source=self.source)
 
     def check(self, docs: np.ndarray, doc_ids: Sequence) -> dict[str, int]:
         if self.queries.shape[1] != docs.shape[1]:
@@ -219,7 +228,10 @@ def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Seque
         costs = fits.costs(cfg.spec)
     index = indexes["headline"]
     m = task.measure(index, cfg, originals)
-    m_in = task.measure(indexes["in_sample"], cfg, originals) if "in_sample" in indexes and in_sample else m
+    if "in_sample" not in indexes:  # fitted on every document (or float): the headline is in-sample
+        inside = m.score
+    else:
+        inside = task.measure(indexes["in_sample"], cfg, originals).score if in_sample else None
     comp = index.compressor
     dim = docs.shape[1]
     row: dict[str, Any] = {
@@ -228,8 +240,7 @@ def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Seque
         "bytes_per_vector": index.nbytes_per_vector, "compression": 4 * dim / index.nbytes_per_vector,
         "extra_storage": "original float vectors" if cfg.rerank == "float" else None,
         "fitted": "none" if cfg.spec is None else fits.protocol,
-        "score": m.score, **m.metrics,
-        "score_in_sample": None if m_in is m and "in_sample" in indexes else m_in.score,
+        "score": m.score, **m.metrics, "score_in_sample": inside,
         **costs, "search_seconds": m.seconds,
         "queries_per_second": m.queries / m.seconds if m.seconds > 0 else float("inf"), "candidates": m.candidates,
         "per_query": m.per_query,

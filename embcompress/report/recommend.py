@@ -11,8 +11,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..evaluate import (DEFAULT_REFERENCE, LabelFreeTask, QrelsTask, check_folds, fold_pool_rows, parse_config, run_configs,
-                        trainable)
+from ..evaluate import DEFAULT_REFERENCE, check_folds, fold_pool_rows, parse_config, run_configs, trainable
 from ..persist import check_model_path, save
 from ..registry import from_spec
 from ..search.ann import TARGETS, serve_targets
@@ -119,17 +118,12 @@ def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, p
 
 
 def fewer_queries(task, n: int, seed: int = 0):
-    """``task`` on a seeded sample of ``n`` of its queries: judged ones with their qrels, or
-    label-free ones (the user's or documents standing in); the task itself when it has no more
-    queries than that or is scored by labels."""
-    Q = getattr(task, "queries", None)
-    if not isinstance(task, (QrelsTask, LabelFreeTask)) or Q is None or len(Q) <= n:
+    """``task`` on a seeded sample of ``n`` of its queries (its ``subset``: judged ones with their
+    qrels, or label-free ones); the task itself when it has no more queries than that or is scored
+    by labels (no subset)."""
+    if not hasattr(task, "subset") or len(task.queries) <= n:
         return task
-    rows = np.sort(np.random.default_rng(seed).choice(len(Q), n, replace=False))
-    if isinstance(task, QrelsTask):
-        ids = [task.query_ids[i] for i in rows]
-        return QrelsTask(Q[rows], ids, {q: task.qrels[q] for q in ids if q in task.qrels}, task.k)
-    return LabelFreeTask(Q[rows], task.k, reference=task.reference, source=task.source)
+    return task.subset(np.sort(np.random.default_rng(seed).choice(len(task.queries), n, replace=False)))
 
 
 def _rank(found: list[dict], cands: Mapping[str, str], budget: int, max_fit_seconds, min_encode_rate, serve):
