@@ -12,9 +12,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
@@ -86,49 +84,6 @@ def reader_threads(threads: int | None = None) -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
-
-
-def _cpu_times() -> tuple[int, int]:
-    """(idle, total) jiffies of all CPUs since boot, from Linux's /proc/stat."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:9]]
-    return v[3] + v[4], sum(v)
-
-
-def idle_cores(window: float = 0.1) -> int:
-    """Cores that no work is using now: the idle share of every CPU over ``window`` seconds, times
-    their number, rounded, at least 1 and at most the cores this process may use
-    (:func:`reader_threads`, which ``EMBCOMPRESS_NUM_THREADS`` sets: then that, unmeasured). Where
-    /proc/stat is missing (not Linux), the cores this process may use."""
-    allowed = reader_threads()
-    if os.environ.get("EMBCOMPRESS_NUM_THREADS"):
-        return allowed
-    try:
-        idle0, total0 = _cpu_times()
-        time.sleep(window)
-        idle1, total1 = _cpu_times()
-    except (OSError, ValueError, IndexError):
-        return allowed
-    if total1 <= total0:
-        return allowed
-    idle = (idle1 - idle0) / (total1 - total0) * (os.cpu_count() or allowed)
-    return max(1, min(allowed, int(idle + 0.5)))
-
-
-@contextmanager
-def faiss_team(faiss) -> Iterator[int]:
-    """faiss's OpenMP team, for the calls of this thread in the block, as large as the cores idle
-    now (:func:`idle_cores`), then what it was. On a machine another job keeps busy, a full team's
-    threads wait for the one that shares its core at every step, spinning: with one of two cores
-    busy, faiss's own full team took 3.0-3.1x its time alone to fit rq:24 and opq:48 on 16,000 rows,
-    a team sized here 1.3-1.6x (benchmarks/bench_busy.py)."""
-    before = faiss.omp_get_max_threads()
-    team = min(before, idle_cores())
-    faiss.omp_set_num_threads(team)
-    try:
-        yield team
-    finally:
-        faiss.omp_set_num_threads(before)
 
 
 Unit = Callable[[dict], Iterator]

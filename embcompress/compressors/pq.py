@@ -7,7 +7,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._parallel import faiss_team
 from .._util import check_positive_int, require
 from ..base import OutputSpec, make_rng
 from ..capabilities import BudgetCodes, FaissExport, TableScan
@@ -84,8 +83,7 @@ class PQ(FaissExport, TableScan, BudgetCodes, FaissBacked):
     def _fit(self, batches, n_features: int) -> None:
         X = self._sample(batches)
         faiss, pq = self._new_faiss_pq(n_features)
-        with faiss_team(faiss):
-            pq.train(np.ascontiguousarray(X))
+        pq.train(np.ascontiguousarray(X))
         self.centroids_ = faiss.vector_to_array(pq.centroids).reshape(int(self.m), pq.ksub, pq.dsub).astype(np.float32)
         self.__dict__["_faiss_obj"] = pq
 
@@ -179,11 +177,10 @@ class OPQ(PQ):
         faiss, inner = self._new_faiss_pq(n_features)
         opq = faiss.OPQMatrix(n_features, int(self.m))
         opq.pq = inner  # our settings (seed, no warnings) for the codebooks OPQ trains while rotating
-        with faiss_team(faiss):
-            opq.train(X)
-            self.rotation_ = faiss.vector_to_array(opq.A).reshape(opq.d_out, opq.d_in).astype(np.float32)  # y = x @ A^T
-            faiss, pq = self._new_faiss_pq(n_features)
-            pq.train(np.ascontiguousarray(X @ self.rotation_.T))
+        opq.train(X)
+        self.rotation_ = faiss.vector_to_array(opq.A).reshape(opq.d_out, opq.d_in).astype(np.float32)  # y = x @ A^T
+        faiss, pq = self._new_faiss_pq(n_features)
+        pq.train(np.ascontiguousarray(X @ self.rotation_.T))
         self.centroids_ = faiss.vector_to_array(pq.centroids).reshape(int(self.m), pq.ksub, pq.dsub).astype(np.float32)
         self.__dict__["_faiss_obj"] = pq
 
