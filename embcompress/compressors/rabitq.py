@@ -17,7 +17,8 @@ from .rotate import random_orthogonal
 
 BITS = (1, 2, 3, 4)
 FACTOR_BYTES = 4  # one float32 per vector
-ENCODE_BLOCK = 4096  # rows encoded at a time
+ENCODE_BLOCK = 4096  # rows encoded at a time without the C kernel
+ROTATE_BLOCK = 256  # rows rotated by one BLAS call (a fixed size: codes do not depend on the batch)
 
 try:  # built by setup.py; optional
     from . import _pack
@@ -149,14 +150,35 @@ class RaBitQ(MeanStats, DenseScan, BudgetCodes, Compressor):
         return map_rows(self._encode, X, out)  # large inputs on several threads
 
     def _encode(self, X: np.ndarray) -> np.ndarray:
-        """Code rows of ``X``, :data:`ENCODE_BLOCK` rows at a time: the temporaries stay small
-        (fresh pages for a large one cost more than the arithmetic on them)."""
+        """Code rows of ``X``, a block of :data:`ROTATE_BLOCK` rows at a time (the same BLAS call
+        for every row, so a vector's code does not depend on its batch; the temporaries stay in
+        cache). The C kernel normalizes, finds the grid codes, packs the planes and writes the
+        factors in one pass over each block; numpy does the same where it is not built."""
         B, pb = int(self.bits), self._plane_bytes
+        d = self.n_features_in_
         out = np.empty((len(X), B * pb + FACTOR_BYTES), dtype=np.uint8)
+        if _pack is None:
+            return self._encode_numpy(X, out)
+        buf = np.zeros((ROTATE_BLOCK, d), dtype=np.float32)
+        RP = np.empty((ROTATE_BLOCK, d), dtype=np.float32)
+        for s in range(0, len(X), ROTATE_BLOCK):
+            part = X[s:s + ROTATE_BLOCK]
+            n = len(part)
+            np.subtract(part, self.center_, out=buf[:n])
+            if n < ROTATE_BLOCK:
+                buf[n:] = 0
+            norms = np.linalg.norm(buf[:n], axis=1)
+            np.matmul(buf, self.rotation_, out=RP)
+            _pack.encode(RP[:n], norms, d, B, out[s:s + n])
+        return out
+
+    def _encode_numpy(self, X: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """:meth:`_encode` without the C kernel: the same codes, :data:`ENCODE_BLOCK` rows at a time."""
+        B, pb = int(self.bits), self._plane_bytes
         for s in range(0, len(X), ENCODE_BLOCK):
             R = X[s:s + ENCODE_BLOCK] - self.center_
             norms = np.linalg.norm(R, axis=1)
-            U = rowwise_matmul(R, self.rotation_) / np.where(norms > 0, norms, 1)[:, None]  # rotated unit residuals
+            U = rowwise_matmul(R, self.rotation_, ROTATE_BLOCK) / np.where(norms > 0, norms, 1)[:, None]  # rotated unit residuals
             u, dot = grid_levels(U, B)  # level index 0 .. 2^B - 1 of the odd integers g, and <g, U>
             rows = out[s:s + ENCODE_BLOCK]
             rows[:, :B * pb] = pack_planes(u, B)
