@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -21,6 +22,50 @@ MIN_ROWS_PER_THREAD = 8192
 _pool: ThreadPoolExecutor | None = None
 
 
+class _OneBlasThread:
+    """While any of our parallel sections that call BLAS runs, BLAS (numpy's OpenBLAS) runs each
+    call on one thread: our workers are the parallelism. (An OpenMP-threaded BLAS, like the one
+    faiss brings, keeps a count per thread; each streaming worker sets its own, :func:`_share_openmp`.) A BLAS that starts its own team inside each of our threads oversubscribes the
+    cores -- RaBitQ's encoder (a 256 x d matrix product per block in every worker) ran 5-13x slower
+    that way on 2 busy cores (benchmarks/README.md, "RaBitQ encoding"). Sections nest and overlap
+    across threads: the first to enter looks up the loaded libraries (threadpoolctl, about 2 ms)
+    and sets the limit, later ones set it again (a limit someone set in between is not kept while
+    our workers run), the last to leave restores what was there. Enter it from the thread that
+    starts the workers: a limit set from a worker thread did not always reach the others."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._controller = None
+        self._limiter = None
+
+    def __enter__(self):
+        with self._lock:
+            try:
+                if self._depth == 0:
+                    from threadpoolctl import ThreadpoolController
+
+                    self._controller = ThreadpoolController()  # libraries loaded since the last time
+                limiter = self._controller.limit(limits=1, user_api="blas")
+            except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+                limiter = None
+            if self._depth == 0:
+                self._limiter = limiter  # what was there before the first entry
+            self._depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0 and self._limiter is not None:
+                self._limiter.restore_original_limits()
+                self._limiter = None
+        return False
+
+
+one_blas_thread = _OneBlasThread()
+
+
 def num_threads() -> int:
     """Threads for row-parallel kernels: ``EMBCOMPRESS_NUM_THREADS`` or the CPU count, at most 8
     (these kernels are memory-bound beyond a few cores)."""
@@ -30,8 +75,9 @@ def num_threads() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
-def map_rows(fn: Callable[[np.ndarray], np.ndarray], X: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """``out[i] = fn(X[i])`` row-block by row-block, in parallel when ``X`` is large."""
+def map_rows(fn: Callable[[np.ndarray], np.ndarray], X: np.ndarray, out: np.ndarray, *, blas: bool = False) -> np.ndarray:
+    """``out[i] = fn(X[i])`` row-block by row-block, in parallel when ``X`` is large. ``blas``:
+    ``fn`` calls BLAS (a matrix product), which then runs one thread per call (:data:`one_blas_thread`)."""
     global _pool
     n = len(X)
     parts = min(num_threads(), n // MIN_ROWS_PER_THREAD)
@@ -46,8 +92,9 @@ def map_rows(fn: Callable[[np.ndarray], np.ndarray], X: np.ndarray, out: np.ndar
         s, e = bounds[i], bounds[i + 1]
         out[s:e] = fn(X[s:e])
 
-    for f in [_pool.submit(work, i) for i in range(parts)]:
-        f.result()  # re-raises a worker's exception here
+    with one_blas_thread if blas else contextlib.nullcontext():
+        for f in [_pool.submit(work, i) for i in range(parts)]:
+            f.result()  # re-raises a worker's exception here
     return out
 
 
@@ -63,8 +110,9 @@ def run_blocks(fn: Callable[[int], None], starts, *, threads: int | None = None)
         return
     if _pool is None or _pool._max_workers < threads:
         _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embcompress")
-    for f in [_pool.submit(fn, s) for s in starts]:
-        f.result()
+    with one_blas_thread:
+        for f in [_pool.submit(fn, s) for s in starts]:
+            f.result()
 
 
 def reader_threads(threads: int | None = None) -> int:
@@ -112,6 +160,8 @@ def ordered_units(units: Sequence[Unit], *, threads: int, window: int) -> Iterat
 
     workers = [threading.Thread(target=_work, args=(units, tasks, outs, stop, first_failed, share), daemon=True,
                                 name=f"embcompress-reader-{k}") for k in range(min(threads, n))]
+    limit = one_blas_thread if len(workers) > 1 else contextlib.nullcontext()  # compressors may multiply matrices
+    limit.__enter__()
     for t in workers:
         t.start()
     submitted = 0
@@ -137,6 +187,7 @@ def ordered_units(units: Sequence[Unit], *, threads: int, window: int) -> Iterat
             tasks.put(None)
         for t in workers:  # each stops after its current item; none may be inside pyarrow when we return
             t.join(timeout=30)
+        limit.__exit__(None, None, None)
 
 
 def _work(units: Sequence[Unit], tasks: "queue.Queue[int | None]", outs: list, stop: threading.Event,

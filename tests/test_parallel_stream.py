@@ -324,3 +324,39 @@ def test_output_bytes_do_not_depend_on_the_batch_size(tmp_path, multi, monkeypat
 
     assert pq.ParquetFile(tmp_path / "o7.parquet").num_row_groups == 2  # 2,000 rows in groups of 1,024
 
+
+
+def _blas_threads() -> int:
+    from threadpoolctl import threadpool_info
+
+    """numpy's BLAS (the one numpy's matrix products call)."""
+    libs = [lib for lib in threadpool_info() if lib["user_api"] == "blas" and "numpy" in lib["filepath"]]
+    return libs[0]["num_threads"] if libs else 1
+
+
+def test_workers_run_blas_on_one_thread_and_the_limit_is_restored(monkeypatch):
+    """Inside map_rows' (for a function that calls BLAS) and ordered_units' workers numpy's BLAS
+    runs one thread per call, not a team per worker; afterwards the limit is what it was."""
+    from threadpoolctl import threadpool_limits
+
+    from embcompress import _parallel
+
+    with threadpool_limits(2, user_api="blas"):
+        if _blas_threads() < 2:
+            pytest.skip("no BLAS with a thread count to set")
+        monkeypatch.setattr(_parallel, "num_threads", lambda: 2)
+        seen = []
+
+        def fn(part):
+            seen.append(_blas_threads())
+            return part
+
+        X = np.zeros((2 * _parallel.MIN_ROWS_PER_THREAD, 2), np.float32)
+        _parallel.map_rows(fn, X, np.empty_like(X), blas=True)
+        _parallel.map_rows(lambda part: part, X, np.empty_like(X))  # no BLAS inside: no limit
+        units = [lambda local: iter([_blas_threads()]) for _ in range(4)]
+        seen += list(ordered_units(units, threads=2, window=2))
+        assert seen and set(seen) == {1}, seen
+        assert _blas_threads() == 2  # restored
+        single = list(ordered_units(units[:1], threads=1, window=1))  # one worker: BLAS keeps its team
+        assert single == [2]

@@ -147,7 +147,7 @@ class RaBitQ(MeanStats, DenseScan, BudgetCodes, Compressor):
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         out = np.empty((len(X), self.output_spec.width), dtype=np.uint8)
-        return map_rows(self._encode, X, out)  # large inputs on several threads
+        return map_rows(self._encode, X, out, blas=True)  # large inputs on several threads
 
     def _encode(self, X: np.ndarray) -> np.ndarray:
         """Code rows of ``X``, a block of :data:`ROTATE_BLOCK` rows at a time (the same BLAS call
