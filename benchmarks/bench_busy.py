@@ -1,6 +1,7 @@
 """Fits on a busy machine: ``opq:48`` and ``rq:24`` fitted alone and with one core kept busy by
-another process (a Python loop), by embcompress and by faiss with its own default team (every
-core) on the same settings (the same k-means seed, beam 1 for RQ). Each fit runs in a fresh
+another process (a Python loop), by embcompress (faiss loaded through it: OpenMP threads wait
+asleep, not spinning, unless the user set OMP_WAIT_POLICY) and by faiss imported directly, with
+its defaults, on the same settings (the same k-means seed, beam 1 for RQ). Each fit runs in a fresh
 process so that no OpenMP state carries over; the time is the fit alone. (A team sized to the idle
 cores was measured with it on 2026-11-26 and withdrawn: faiss's training is not the same on
 another number of threads, so fits then depended on the machine's load; benchmarks/README.md.)

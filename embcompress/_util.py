@@ -3,6 +3,8 @@ and the torch device choice. This module imports nothing from embcompress but th
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -38,12 +40,40 @@ def sample_rows(n: int, size: int | None, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
 
 
+#: OpenMP's settings read when faiss's OpenMP runtime loads; a user's own setting is kept
+_OMP_WAIT = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def _import_faiss():
+    """Import faiss with its OpenMP threads waiting passively (asleep, not spinning) between
+    parallel regions, unless the user set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``. Spinning
+    threads take the cores from whatever else runs: an ``rq:24`` fit on 16,000 rows took 108-113 s
+    beside another job and 40-43 s with passive waits (benchmarks/README.md, "Fits on a busy
+    machine"). faiss's wheel brings its own OpenMP runtime, which reads the setting once, when it
+    loads; the variable is set for that import only and then restored, so programs this process
+    starts, and other OpenMP runtimes, see the environment as it was."""
+    import importlib
+
+    if "faiss" in sys.modules or any(k in os.environ for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")):
+        return importlib.import_module("faiss")
+    saved = {k: os.environ.get(k) for k in _OMP_WAIT}
+    os.environ.update(_OMP_WAIT)
+    try:
+        return importlib.import_module("faiss")
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def require(module: str, extra: str, what: str):
     """Import an optional dependency, or raise InputError naming the extra that installs it."""
     import importlib
 
     try:
-        return importlib.import_module(module)
+        return _import_faiss() if module == "faiss" else importlib.import_module(module)
     except ImportError:
         raise InputError(f"{what} needs {module.split('.')[0]}, which is not installed; "
                          f"install it with: pip install \"embcompress[{extra}]\"") from None

@@ -404,3 +404,25 @@ def test_rq_beam_encodes_as_faiss_does(data):
     assert c._faiss().use_beam_LUT == 1
     from embcompress.compressors.rq import RQ
     assert not RQ(m=6)._beam_tables and RQ(m=64, beam=4)._beam_tables and not RQ(m=65, beam=4)._beam_tables
+
+
+@pytest.mark.parametrize("user", [None, "active"])
+def test_faiss_openmp_waits_passively_unless_the_user_says_otherwise(user):
+    """faiss's OpenMP runtime, loaded through embcompress, sleeps between parallel regions (the
+    runtime reports its settings at load with OMP_DISPLAY_ENV); a user's OMP_WAIT_POLICY wins; the
+    environment is as it was after the import."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env["OMP_DISPLAY_ENV"] = "TRUE"
+    if user:
+        env["OMP_WAIT_POLICY"] = user
+    code = ("import os; from embcompress._util import require; require('faiss', 'faiss', 'test'); "
+            "print('after:', os.environ.get('OMP_WAIT_POLICY'))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    shown = [line.strip() for line in (out.stderr + out.stdout).splitlines() if line.strip().startswith("OMP_WAIT_POLICY")]
+    assert shown, out.stderr[-2000:]
+    assert shown[0] == ("OMP_WAIT_POLICY = 'ACTIVE'" if user else "OMP_WAIT_POLICY = 'PASSIVE'")
+    assert f"after: {user}" in out.stdout
