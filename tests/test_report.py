@@ -257,7 +257,7 @@ def test_report_with_qrels_and_sample_runs_on_a_judged_sample(tmp_path):
     assert full["vectors"] == 600 and full["queries"] == 120 and full["sampled_from"] is None
 
 
-def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path):
+def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path, monkeypatch):
     from embcompress import load
     from embcompress.report.recommend import rank_candidates
 
@@ -290,13 +290,20 @@ def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path):
         pair = ["binary@asym", "rq:8:beam=4"]
         both = {r["config"]: r for r in res["ranking"]}
         assert both["rq:8:beam=4"]["retention"] > both["binary@asym"]["retention"]
-        assert both["binary@asym"]["encode_rows_per_second"] > 30 * both["rq:8:beam=4"]["encode_rows_per_second"]
-        # a floor 5x the residual code's rate: clear of both even when a busy machine slows one of
-        # these tiny encodes (binary's 360 rows take microseconds) by an order of magnitude
-        rate = 5 * both["rq:8:beam=4"]["encode_rows_per_second"]
+        assert both["binary@asym"]["encode_rows_per_second"] > 3 * both["rq:8:beam=4"]["encode_rows_per_second"]
+        # the rule on rates fixed for the test (measured ones of a few hundred rows swing by orders
+        # of magnitude on a loaded machine): a floor between them marks the residual code slow,
+        # passes it over for the sign bits, and says why
+        from embcompress.crossfit import CrossFit
+
+        measured = CrossFit.costs
+        monkeypatch.setattr(CrossFit, "costs", lambda self, spec: {
+            **measured(self, spec), "encode_rows_per_second": 1e3 if spec.startswith("rq") else 1e6})
+        rate = 3e4
         fast = rank_candidates(X, 8, configs=pair, min_encode_rate=rate)
-        assert fast["winner"]["config"] == "binary@asym" and fast["ranking"][0]["config"] == "rq:8:beam=4"
-        assert "rows/s <" in fast["ranking"][0]["too_slow"] and fast["winner"]["too_slow"] is None
+        assert [r["config"] for r in fast["ranking"]] == ["rq:8:beam=4", "binary@asym"]
+        assert "encodes 1,000 rows/s < 30,000" in fast["ranking"][0]["too_slow"] and fast["ranking"][1]["too_slow"] is None
+        assert fast["winner"]["config"] == "binary@asym"
     with pytest.raises(InputError, match="no candidate within 8 bytes per vector is fast enough.*--max-fit-seconds"):
         rank_candidates(X, 8, configs=["sq:2", "binary@asym"], max_fit_seconds=1e-9)
     # a target picks the smallest candidate that reaches it
