@@ -167,7 +167,7 @@ typedef struct { /* one thread's scratch for grid_row */
     int32_t *count;        /* 65537 */
     double *r;
     step_t *steps;
-    double *a, *cos, *sq;
+    double *cos, *sq;
     int32_t *k;
 } grid_work_t;
 
