@@ -325,11 +325,10 @@ def test_output_bytes_do_not_depend_on_the_batch_size(tmp_path, multi, monkeypat
     assert pq.ParquetFile(tmp_path / "o7.parquet").num_row_groups == 2  # 2,000 rows in groups of 1,024
 
 
-
 def _blas_threads() -> int:
+    """numpy's BLAS (the one numpy's matrix products call)."""
     from threadpoolctl import threadpool_info
 
-    """numpy's BLAS (the one numpy's matrix products call)."""
     libs = [lib for lib in threadpool_info() if lib["user_api"] == "blas" and "numpy" in lib["filepath"]]
     return libs[0]["num_threads"] if libs else 1
 
@@ -353,7 +352,9 @@ def test_workers_run_blas_on_one_thread_and_the_limit_is_restored(monkeypatch):
 
         X = np.zeros((2 * _parallel.MIN_ROWS_PER_THREAD, 2), np.float32)
         _parallel.map_rows(fn, X, np.empty_like(X), blas=True)
-        _parallel.map_rows(lambda part: part, X, np.empty_like(X))  # no BLAS inside: no limit
+        untouched = []
+        _parallel.map_rows(lambda part: untouched.append(_blas_threads()) or part, X, np.empty_like(X))
+        assert untouched == [2, 2]  # a function without BLAS inside: no limit
         units = [lambda local: iter([_blas_threads()]) for _ in range(4)]
         seen += list(ordered_units(units, threads=2, window=2))
         assert seen and set(seen) == {1}, seen
