@@ -61,8 +61,9 @@ class PageWriter:
     of ``pq.ParquetWriter`` that :class:`VectorWriter` uses; pyarrow reads the files back as it
     reads its own (tested)."""
 
-    def __init__(self, path, schema: pa.Schema, *, compression: str | None):
-        self.schema, self.compression = schema, compression
+    def __init__(self, path, schema: pa.Schema, *, compression: str | None, codes_compression: str | None = "same"):
+        self.schema, self.compression = schema, compression  # the carried columns' codec
+        self.codes_compression = compression if codes_compression == "same" else codes_compression
         self.is_open = False
         template = _parquet_bytes(schema.empty_table(), compression)
         pf = pq.ParquetFile(pa.BufferReader(template))
@@ -92,7 +93,7 @@ class PageWriter:
         col = table.column(table.num_columns - 1).combine_chunks()
         width = col.type.list_size
         X = np.asarray(col.flatten().to_numpy(zero_copy_only=False)).reshape(len(col), width)
-        parts, meta = pages.encode_chunk(X, self._pos, max_def=self._max_def, path=self._path, codec=self.compression)
+        parts, meta = pages.encode_chunk(X, self._pos, max_def=self._max_def, path=self._path, codec=self.codes_compression)
         for part in parts:
             self._put(part)
         chunks.append([thrift.Field(ColumnChunk.FILE_OFFSET, thrift.I64, 0), thrift.Field(ColumnChunk.META_DATA, thrift.STRUCT, meta)])
@@ -222,11 +223,17 @@ class VectorWriter:
                 fields.append(pa.field(column, arrow_type(spec), nullable=False))
                 schema = pa.schema(fields, metadata={META_KEY: json.dumps(self.metadata, sort_keys=True).encode()})
                 self.schema = schema
-                compression = "zstd" if spec.kind != "float" else "snappy"
+                # float vectors are written uncompressed: snappy left embeddings' float32 at 1.000 of
+                # their size (MiniLM's and random ones) and took 0.2 s per 256 MB on the writer's
+                # one thread, a serial part of every float output (benchmarks/README.md, "Streaming
+                # against a two-thread memory copy"); codes (bits, bytes, int8) compress with zstd
+                carried = "zstd" if spec.kind != "float" else "snappy"  # ids and kept columns, as before
+                codes = "zstd" if spec.kind != "float" else None
                 if PageWriter.handles(spec):  # list codes: pages encoded here, not by pyarrow's nested writer
-                    self._writer = PageWriter(self.tmp, schema, compression=compression)
+                    self._writer = PageWriter(self.tmp, schema, compression=carried, codes_compression=codes)
                 else:
-                    self._writer = pq.ParquetWriter(self.tmp, schema, compression=compression, write_page_checksum=True)
+                    per_column = {f.name: carried for f in fields[:-1]} | {column: codes or "none"}
+                    self._writer = pq.ParquetWriter(self.tmp, schema, compression=per_column, write_page_checksum=True)
         except BaseException as exc:
             self._discard()
             if isinstance(exc, OSError) and not isinstance(exc, EmbcompressError):
