@@ -224,9 +224,8 @@ class VectorWriter:
                 schema = pa.schema(fields, metadata={META_KEY: json.dumps(self.metadata, sort_keys=True).encode()})
                 self.schema = schema
                 # float vectors are written uncompressed: snappy left embeddings' float32 at 1.000 of
-                # their size (MiniLM's and random ones) and took 0.2 s per 256 MB on the writer's
-                # one thread, a serial part of every float output (benchmarks/README.md, "Streaming
-                # against a two-thread memory copy"); codes (bits, bytes, int8) compress with zstd
+                # their size (MiniLM's and random ones) and spent up to 0.2 s per 256 MB of the
+                # writer's one thread for nothing; codes (bits, bytes, int8) compress with zstd
                 carried = "zstd" if spec.kind != "float" else "snappy"  # ids and kept columns, as before
                 codes = "zstd" if spec.kind != "float" else None
                 if PageWriter.handles(spec):  # list codes: pages encoded here, not by pyarrow's nested writer
