@@ -17,7 +17,6 @@ from .rotate import random_orthogonal
 
 BITS = (1, 2, 3, 4)
 FACTOR_BYTES = 4  # one float32 per vector
-ENCODE_BLOCK = 4096  # rows encoded at a time without the C kernel
 ROTATE_BLOCK = 256  # rows rotated by one BLAS call (a fixed size: codes do not depend on the batch)
 
 try:  # built by setup.py; optional
@@ -77,21 +76,6 @@ def grid_levels_numpy(U: np.ndarray, bits: int, block: int = 512) -> tuple[np.nd
     return ((g + 2 * K + 1) // 2).astype(np.uint8), dots.astype(np.float32)
 
 
-def rowwise_matmul(X: np.ndarray, W: np.ndarray, block: int = 256) -> np.ndarray:
-    """``X @ W`` computed in row blocks of one fixed size (the last one zero-padded), so every
-    row goes through the same BLAS kernel and its result does not depend on which other rows
-    were in the batch: the codes and factors of a vector are the same whatever batch it came in."""
-    n = len(X)
-    out = np.empty((n, W.shape[1]), dtype=np.float32)
-    buf = np.zeros((block, X.shape[1]), dtype=np.float32)
-    for s in range(0, n, block):
-        part = X[s:s + block]
-        buf[: len(part)] = part
-        buf[len(part):] = 0
-        out[s:s + len(part)] = (buf @ W)[: len(part)]
-    return out
-
-
 @register
 class RaBitQ(MeanStats, DenseScan, BudgetCodes, Compressor):
     """``bits`` (1 to 4) per dimension plus one float32 per vector.
@@ -149,16 +133,14 @@ class RaBitQ(MeanStats, DenseScan, BudgetCodes, Compressor):
         out = np.empty((len(X), self.output_spec.width), dtype=np.uint8)
         return map_rows(self._encode, X, out, blas=True)  # large inputs on several threads
 
-    def _encode(self, X: np.ndarray) -> np.ndarray:
-        """Code rows of ``X``, a block of :data:`ROTATE_BLOCK` rows at a time (the same BLAS call
-        for every row, so a vector's code does not depend on its batch; the temporaries stay in
-        cache). The C kernel normalizes, finds the grid codes, packs the planes and writes the
-        factors in one pass over each block; numpy does the same where it is not built."""
-        B, pb = int(self.bits), self._plane_bytes
+    def _encode(self, X: np.ndarray, *, fused: bool = True) -> np.ndarray:
+        """Code rows of ``X``, a block of :data:`ROTATE_BLOCK` rows at a time: the rotation is one
+        BLAS call of one fixed size (the last block zero-padded), so a vector's code does not depend
+        on its batch, and the temporaries stay in cache. Per block the C kernel normalizes, finds the
+        grid codes, packs the planes and writes the factors in one pass; :meth:`_encode_block` does
+        the same in numpy (``fused=False``, or without the extension)."""
         d = self.n_features_in_
-        out = np.empty((len(X), B * pb + FACTOR_BYTES), dtype=np.uint8)
-        if _pack is None:
-            return self._encode_numpy(X, out)
+        out = np.empty((len(X), int(self.bits) * self._plane_bytes + FACTOR_BYTES), dtype=np.uint8)
         buf = np.zeros((ROTATE_BLOCK, d), dtype=np.float32)
         RP = np.empty((ROTATE_BLOCK, d), dtype=np.float32)
         for s in range(0, len(X), ROTATE_BLOCK):
@@ -169,22 +151,21 @@ class RaBitQ(MeanStats, DenseScan, BudgetCodes, Compressor):
                 buf[n:] = 0
             norms = np.linalg.norm(buf[:n], axis=1)
             np.matmul(buf, self.rotation_, out=RP)
-            _pack.encode(RP[:n], norms, d, B, out[s:s + n])
+            if fused and _pack is not None:
+                _pack.encode(RP[:n], norms, d, int(self.bits), out[s:s + n])
+            else:
+                self._encode_block(RP[:n], norms, out[s:s + n])
         return out
 
-    def _encode_numpy(self, X: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """:meth:`_encode` without the C kernel: the same codes, :data:`ENCODE_BLOCK` rows at a time."""
+    def _encode_block(self, RP: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> None:
+        """What ``_pack.encode`` writes, in numpy: the code rows of rotated residuals ``RP`` whose
+        norms are ``norms``."""
         B, pb = int(self.bits), self._plane_bytes
-        for s in range(0, len(X), ENCODE_BLOCK):
-            R = X[s:s + ENCODE_BLOCK] - self.center_
-            norms = np.linalg.norm(R, axis=1)
-            U = rowwise_matmul(R, self.rotation_, ROTATE_BLOCK) / np.where(norms > 0, norms, 1)[:, None]  # rotated unit residuals
-            u, dot = grid_levels(U, B)  # level index 0 .. 2^B - 1 of the odd integers g, and <g, U>
-            rows = out[s:s + ENCODE_BLOCK]
-            rows[:, :B * pb] = pack_planes(u, B)
-            scale = np.divide(norms, dot, out=np.zeros_like(norms), where=dot > 0).astype("<f4")
-            rows[:, B * pb:] = scale.view(np.uint8).reshape(len(R), FACTOR_BYTES)
-        return out
+        U = RP / np.where(norms > 0, norms, 1)[:, None]  # rotated unit residuals
+        u, dot = grid_levels(U, B)  # level index 0 .. 2^B - 1 of the odd integers g, and <g, U>
+        rows[:, :B * pb] = pack_planes(u, B)
+        scale = np.divide(norms, dot, out=np.zeros_like(norms), where=dot > 0).astype("<f4")
+        rows[:, B * pb:] = scale.view(np.uint8).reshape(len(RP), FACTOR_BYTES)
 
     def adc_codes(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The bit-planes (what the tables index) and the per-vector factor ``s``."""
