@@ -362,10 +362,10 @@ static int grid_rows(const float *U, Py_ssize_t n, Py_ssize_t d, int bits, unsig
 static int encode_rows(const float *RP, const float *norms, Py_ssize_t n, Py_ssize_t d, int bits, unsigned char *out) {
     const int K = (1 << (bits - 1)) - 1;
     const Py_ssize_t pb = (d + 7) / 8, width = bits * pb + 4;
-    grid_work_t w = {0};
+    grid_work_t w = {0}; /* the sweep's scratch (over 256 KiB): not needed with one bit */
     float *u = malloc((size_t)d * sizeof(float));
     unsigned char *lv = malloc((size_t)d);
-    if (!u || !lv || grid_work_init(&w, d, K)) {
+    if (!u || !lv || (K > 0 && grid_work_init(&w, d, K))) {
         free(u); free(lv);
         grid_work_free(&w);
         return -1;
@@ -379,11 +379,8 @@ static int encode_rows(const float *RP, const float *norms, Py_ssize_t n, Py_ssi
         if (K == 0) { /* one bit: g = sign(u) (0 counts as negative), <g, u> = sum |u| */
             double sum = 0.0;
             for (Py_ssize_t j = 0; j < d; j++) sum += fabs((double)u[j]); /* = g_j u_j, zeros included */
-            for (Py_ssize_t b = 0; b < pb; b++) {
-                unsigned char byte = 0;
-                for (Py_ssize_t j = 8 * b; j < 8 * b + 8 && j < d; j++) byte |= (unsigned char)((u[j] > 0) << (7 - (j & 7)));
-                o[b] = byte;
-            }
+            const float zero = 0.0f;
+            pack_tail(u, &zero, 1, 0, d, o); /* the sign bits, as binarization packs them (u > 0) */
             dot = (float)sum;
         } else {
             dot = (float)grid_row(u, d, K, &w, lv);
