@@ -272,7 +272,7 @@ def _reference_and_ours(tmp_path, table, groups):
     ref = tmp_path / "ref.parquet"
     pq.write_table(table, ref, row_group_size=groups)
     ours = tmp_path / "ours.parquet"
-    w = PageWriter(ours, table.schema, compression="zstd")
+    w = PageWriter(ours, table.schema, compression="zstd", codes_compression="zstd")
     for s in range(0, table.num_rows, groups):
         w.write_table(table.slice(s, groups))
     w.close()

@@ -61,9 +61,9 @@ class PageWriter:
     of ``pq.ParquetWriter`` that :class:`VectorWriter` uses; pyarrow reads the files back as it
     reads its own (tested)."""
 
-    def __init__(self, path, schema: pa.Schema, *, compression: str | None, codes_compression: str | None = "same"):
+    def __init__(self, path, schema: pa.Schema, *, compression: str | None, codes_compression: str | None):
         self.schema, self.compression = schema, compression  # the carried columns' codec
-        self.codes_compression = compression if codes_compression == "same" else codes_compression
+        self.codes_compression = codes_compression  # the list column's
         self.is_open = False
         template = _parquet_bytes(schema.empty_table(), compression)
         pf = pq.ParquetFile(pa.BufferReader(template))
