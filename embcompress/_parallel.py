@@ -25,8 +25,8 @@ _pool: ThreadPoolExecutor | None = None
 class _OneBlasThread:
     """While any of our parallel sections that call BLAS runs, BLAS (numpy's OpenBLAS) runs each
     call on one thread: our workers are the parallelism. (An OpenMP-threaded BLAS, like the one
-    faiss brings, keeps a count per thread; each streaming worker sets its own, :func:`_share_openmp`.) A BLAS that starts its own team inside each of our threads oversubscribes the
-    cores -- RaBitQ's encoder (a 256 x d matrix product per block in every worker) ran 5-13x slower
+    faiss brings, keeps a count per thread; each streaming worker sets its own, :func:`_share_openmp`.)
+    A BLAS that starts its own team inside each of our threads oversubscribes the cores -- RaBitQ's encoder (a 256 x d matrix product per block in every worker) ran 5-13x slower
     that way on 2 busy cores (benchmarks/README.md, "RaBitQ encoding"). Sections nest and overlap
     across threads: the first to enter looks up the loaded libraries (threadpoolctl, about 2 ms)
     and sets the limit, later ones set it again (a limit someone set in between is not kept while
@@ -161,33 +161,32 @@ def ordered_units(units: Sequence[Unit], *, threads: int, window: int) -> Iterat
     workers = [threading.Thread(target=_work, args=(units, tasks, outs, stop, first_failed, share), daemon=True,
                                 name=f"embcompress-reader-{k}") for k in range(min(threads, n))]
     limit = one_blas_thread if len(workers) > 1 else contextlib.nullcontext()  # compressors may multiply matrices
-    limit.__enter__()
-    for t in workers:
-        t.start()
-    submitted = 0
-    try:
-        for i in range(n):
-            while submitted < min(n, i + window, first_failed[0] + 1):
-                tasks.put(submitted)
-                submitted += 1
-            while True:
-                try:
-                    item = outs[i].get(timeout=0.05)  # a timed wait: Ctrl-C is seen at once
-                except queue.Empty:
-                    continue
-                if item is _END:
-                    outs[i] = None  # free the unit's queue
-                    break
-                if isinstance(item, _Failed):
-                    raise item.exc
-                yield item
-    finally:
-        stop.set()
-        for _ in workers:
-            tasks.put(None)
-        for t in workers:  # each stops after its current item; none may be inside pyarrow when we return
-            t.join(timeout=30)
-        limit.__exit__(None, None, None)
+    with limit:
+        for t in workers:
+            t.start()
+        submitted = 0
+        try:
+            for i in range(n):
+                while submitted < min(n, i + window, first_failed[0] + 1):
+                    tasks.put(submitted)
+                    submitted += 1
+                while True:
+                    try:
+                        item = outs[i].get(timeout=0.05)  # a timed wait: Ctrl-C is seen at once
+                    except queue.Empty:
+                        continue
+                    if item is _END:
+                        outs[i] = None  # free the unit's queue
+                        break
+                    if isinstance(item, _Failed):
+                        raise item.exc
+                    yield item
+        finally:
+            stop.set()
+            for _ in workers:
+                tasks.put(None)
+            for t in workers:  # each stops after its current item; none may be inside pyarrow when we return
+                t.join(timeout=30)
 
 
 def _work(units: Sequence[Unit], tasks: "queue.Queue[int | None]", outs: list, stop: threading.Event,
