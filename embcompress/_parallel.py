@@ -20,6 +20,7 @@ import numpy as np
 
 MIN_ROWS_PER_THREAD = 8192
 _pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
 
 
 class _OneBlasThread:
@@ -75,17 +76,26 @@ def num_threads() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
+def shared_pool(workers: int) -> ThreadPoolExecutor:
+    """The process's one pool of worker threads for short parallel sections (row blocks, scans),
+    with at least ``workers`` threads; made on first use and kept, so a search of one query does
+    not pay for starting threads. Its tasks never wait on other tasks of the pool."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < workers:
+            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="embcompress")
+        return _pool
+
+
 def map_rows(fn: Callable[[np.ndarray], np.ndarray], X: np.ndarray, out: np.ndarray, *, blas: bool = False) -> np.ndarray:
     """``out[i] = fn(X[i])`` row-block by row-block, in parallel when ``X`` is large. ``blas``:
     ``fn`` calls BLAS (a matrix product), which then runs one thread per call (:data:`one_blas_thread`)."""
-    global _pool
     n = len(X)
     parts = min(num_threads(), n // MIN_ROWS_PER_THREAD)
     if parts <= 1:
         out[...] = fn(X)
         return out
-    if _pool is None or _pool._max_workers < parts:
-        _pool = ThreadPoolExecutor(max_workers=parts, thread_name_prefix="embcompress")
+    pool = shared_pool(parts)
     bounds = np.linspace(0, n, parts + 1).astype(int)
 
     def work(i: int) -> None:
@@ -93,7 +103,7 @@ def map_rows(fn: Callable[[np.ndarray], np.ndarray], X: np.ndarray, out: np.ndar
         out[s:e] = fn(X[s:e])
 
     with one_blas_thread if blas else contextlib.nullcontext():
-        for f in [_pool.submit(work, i) for i in range(parts)]:
+        for f in [pool.submit(work, i) for i in range(parts)]:
             f.result()  # re-raises a worker's exception here
     return out
 
@@ -101,17 +111,15 @@ def map_rows(fn: Callable[[np.ndarray], np.ndarray], X: np.ndarray, out: np.ndar
 def run_blocks(fn: Callable[[int], None], starts, *, threads: int | None = None) -> None:
     """Call ``fn(start)`` for every block start, on up to ``threads`` threads (numpy work inside
     releases the GIL); exceptions are re-raised here."""
-    global _pool
     starts = list(starts)
     threads = min(threads or num_threads(), len(starts))
     if threads <= 1:
         for s in starts:
             fn(s)
         return
-    if _pool is None or _pool._max_workers < threads:
-        _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embcompress")
+    pool = shared_pool(threads)
     with one_blas_thread:
-        for f in [_pool.submit(fn, s) for s in starts]:
+        for f in [pool.submit(fn, s) for s in starts]:
             f.result()
 
 

@@ -4,12 +4,11 @@ its top ``k`` per query in the same order: best value first, ties by lower row."
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
 import numpy as np
 
-from .._parallel import num_threads
+from .._parallel import num_threads, shared_pool
 
 #: below this many documents a thread of its own costs more than it gains
 MIN_DOCS_PER_THREAD = 50_000
@@ -33,12 +32,12 @@ def split_scan(part: Callable[[int, int, int, int], tuple[np.ndarray, np.ndarray
     threads = threads or num_threads()
     if threads <= 1 or (nq < threads and nd < 2 * MIN_DOCS_PER_THREAD):
         return part(0, nq, 0, nd)
-    with ThreadPoolExecutor(threads) as pool:
-        if nq >= threads:
-            bounds = np.linspace(0, nq, threads + 1).astype(int)
-            parts = list(pool.map(lambda j: part(bounds[j], bounds[j + 1], 0, nd), range(threads)))
-            return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-        n_parts = max(1, min(threads, nd // MIN_DOCS_PER_THREAD))
-        bounds = np.linspace(0, nd, n_parts + 1).astype(int)
-        parts = list(pool.map(lambda j: part(0, nq, bounds[j], bounds[j + 1]), range(n_parts)))
+    pool = shared_pool(threads)  # kept between searches: starting threads costs a single query
+    if nq >= threads:
+        bounds = np.linspace(0, nq, threads + 1).astype(int)
+        parts = list(pool.map(lambda j: part(bounds[j], bounds[j + 1], 0, nd), range(threads)))
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    n_parts = max(1, min(threads, nd // MIN_DOCS_PER_THREAD))
+    bounds = np.linspace(0, nd, n_parts + 1).astype(int)
+    parts = list(pool.map(lambda j: part(0, nq, bounds[j], bounds[j + 1]), range(n_parts)))
     return merge_topk([p[0] for p in parts], [p[1] for p in parts], k, larger_is_better=larger_is_better)
