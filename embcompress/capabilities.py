@@ -40,6 +40,15 @@ class TableScan:
         ``query_space.forward``."""
         raise NotImplementedError
 
+    def grouped_tables(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """The tables search scans: ``(tables, weights, offset)``. By default :meth:`lookup_tables`
+        and no weights or offset. A family whose code is several groups of bytes that index the
+        same tables (RaBitQ's bit-planes) returns one group's tables (queries, group bytes, 256),
+        a float32 weight per group and a float32 offset per query, so that the table sum of
+        :meth:`lookup_tables` is ``sum_g weights[g] * (group g's sum) + offset``: tables a
+        quarter the size at 4 bits, which stay in the caches when few queries are scanned."""
+        return self.lookup_tables(Q), None, None
+
     def adc_offset(self, Q: np.ndarray) -> np.ndarray:
         """Per query, what the decoded vectors hold beyond the table sums (times the per-document
         scale): ``<q, c>`` for RaBitQ's centroid ``c``, 0 by default."""
@@ -63,6 +72,23 @@ class DenseScan(TableScan):
     def dense_queries(self, Q: np.ndarray) -> np.ndarray:
         """Queries (in the space of ``query_space.forward``) mapped to the space of :meth:`dense_codes`."""
         return np.asarray(Q, dtype=np.float32)
+
+
+class PlaneScan(DenseScan):
+    """Codes stored as bit-planes of a grid (RaBitQ), which search scans against queries quantized
+    to 8 bits (``search.adc.scan_planes``): an exact integer inner product per document, a few
+    vector instructions per 32 dimensions, where tables take a lookup per byte of every plane."""
+
+    def plane_layout(self) -> tuple[int, int]:
+        """``(bits, plane bytes)``: the planes, most significant first, open each stored row."""
+        raise NotImplementedError
+
+    def quantized_queries(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(q8, step, offset)``: (queries, plane bytes x 8 rounded up to 32) int8 in bit order
+        (each byte's eight dimensions reversed, as ``scan_planes`` unpacks them) and a float32
+        step and offset per query, such that ``<q8, u> * step + offset`` (``u`` the per-dimension
+        code) estimates the table sum of :meth:`lookup_tables`."""
+        raise NotImplementedError
 
 
 class BlockStats:

@@ -292,6 +292,40 @@ def test_adc_kernel_equals_reference_with_ties_by_row(threads):
     assert i.shape == (1, 7)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_adc_kernel_with_grouped_tables_equals_reference(threads, monkeypatch):
+    """Codes of several groups indexing one set of tables (RaBitQ's planes), weighted, with an
+    offset per query: integer tables and weights make every sum exact, so kernel = numpy,
+    ties by row included, split by query or (one query) by document range."""
+    rng = np.random.default_rng(1)
+    codes = rng.integers(0, 4, (4000, 3 * 5)).astype(np.uint8)
+    tables = rng.integers(-2, 3, (9, 5, 256)).astype(np.float32)
+    weights, offset = np.array([4, 2, -1], np.float32), rng.integers(-5, 6, 9).astype(np.float32)
+    scale = np.where(rng.random(4000) < 0.5, 1.0, 2.0).astype(np.float32)
+    monkeypatch.setattr(topk_mod, "MIN_DOCS_PER_THREAD", 500)
+    ref_s, ref_i = topk_by_blocks(lambda q0, q1, d0, d1: adc_scores(
+        tables[q0:q1], codes[d0:d1], scale[d0:d1], weights=weights, offset=offset[q0:q1]), 9, 4000, 20)
+    for q in (slice(None), slice(0, 1)):
+        s, i = adc_topk(tables[q], codes, 20, scale=scale, weights=weights, offset=offset[q], threads=threads)
+        np.testing.assert_array_equal(i, ref_i[q])
+        np.testing.assert_array_equal(s, ref_s[q])
+    with pytest.raises(InputError, match="groups"):
+        adc_topk(tables, codes[:, :14], 5, weights=weights)
+
+
+def test_rabitq_grouped_tables_score_as_its_written_out_tables(data):
+    """The one plane table, weighted per plane plus the offset, gives the scores of the tables
+    written out per plane (what lookup_tables returns), and search uses the grouped form."""
+    D, Q = data
+    for bits in (1, 3):
+        c = from_spec(f"rabitq:{bits}").fit(D)
+        codes, scale = c.adc_codes(c.transform(D))
+        T, w, off = c.grouped_tables(Q[:6])
+        assert T.shape == (6, codes.shape[1] // bits, 256) and w.shape == (bits,)
+        np.testing.assert_allclose(adc_scores(T, codes, scale, weights=w, offset=off),
+                                   adc_scores(c.lookup_tables(Q[:6]), codes, scale), rtol=1e-4, atol=1e-4)
+
+
 # ---- the dense scan of per-dimension codes ------------------------------------------------------------
 @pytest.mark.parametrize("layout,bits", [("planes", 1), ("planes", 3), ("planes", 4), ("packed", 2), ("packed", 4)])
 def test_dense_kernel_equals_reference_with_ties_by_row(layout, bits, monkeypatch):
@@ -327,6 +361,74 @@ def test_dense_kernel_equals_reference_with_ties_by_row(layout, bits, monkeypatc
     s, i = scan_dense(Q, codes, 25, layout=layout, bits=bits, levels=levels, scale=scale, bias=bias, qconst=qconst)
     np.testing.assert_array_equal(i, ri)
     np.testing.assert_array_equal(s, rs)
+
+
+@pytest.mark.parametrize("bits,d", [(1, 384), (2, 37), (3, 100), (4, 70)])
+def test_plane_kernel_equals_reference_with_ties_by_row(bits, d, monkeypatch):
+    """Bit-plane codes against 8-bit queries: integer sums are exact, so the SIMD paths (AVX-512
+    fused for up to four queries, unpacked for more, AVX2 where there is no AVX-512), the portable
+    one and numpy give the same scores and rows, ties by row included, for 1..9 queries, any
+    thread count, split by query or by document range. Few code values make many ties; the
+    dimensions leave partly used bytes and short last chunks."""
+    rng = np.random.default_rng(bits * 100 + d)
+    nd, pb = 3000, -(-d // 8)
+    u = rng.integers(0, 2 ** bits, (nd, d)).astype(np.uint8)
+    u[rng.random(nd) < 0.3] = u[0]  # repeated rows: exact ties
+    codes = np.concatenate([np.packbits((u >> p) & 1, axis=1) for p in range(bits - 1, -1, -1)], axis=1)
+    dpad = -(-pb * 8 // 32) * 32
+    Q8 = np.zeros((9, dpad), np.int8)
+    Q8[:, :d] = rng.integers(-127, 128, (9, d))
+    Q8 = np.ascontiguousarray(Q8.reshape(9, -1, 8)[:, :, ::-1].reshape(9, dpad))  # bit order, as quantized_queries
+    step = rng.choice([0.5, 1.0, 2.0], 9).astype(np.float32)
+    offset = rng.integers(-50, 50, 9).astype(np.float32)
+    scale = np.where(rng.random(nd) < 0.5, 1.0, 2.0).astype(np.float32)
+    bias, qconst = rng.integers(-1, 2, nd).astype(np.float32), rng.integers(-4, 5, 9).astype(np.float32)
+    monkeypatch.setattr(topk_mod, "MIN_DOCS_PER_THREAD", 500)
+    for sc, bi, qc in ((None, None, None), (scale, bias, qconst)):
+        rs, ri = topk_by_blocks(lambda q0, q1, d0, d1: adc_module.planes_scores(
+            Q8[q0:q1], step[q0:q1], offset[q0:q1], codes[d0:d1], bits, pb, None if sc is None else sc[d0:d1],
+            None if bi is None else bi[d0:d1], None if qc is None else qc[q0:q1]), 9, nd, 25)
+        # the reference itself: <q8, u> in dimension order
+        want = (Q8.reshape(9, -1, 8)[:, :, ::-1].reshape(9, dpad)[:, :d].astype(np.int64) @ u.T.astype(np.int64))
+        got = adc_module.planes_scores(Q8, step, offset, codes, bits, pb)
+        np.testing.assert_array_equal(got, (want.astype(np.float32) * step[:, None] + offset[:, None]).astype(np.float32))
+        for threads, portable in ((1, False), (2, False), (3, True)):
+            for q in (slice(None), slice(0, 1), slice(1, 4), slice(2, 7)):
+                s, i = adc_module.scan_planes(Q8[q], step[q], offset[q], codes, 25, bits=bits, plane_bytes=pb, scale=sc,
+                                              bias=bi, qconst=None if qc is None else qc[q], threads=threads,
+                                              portable=portable)
+                np.testing.assert_array_equal(i, ri[q])
+                np.testing.assert_array_equal(s, rs[q])
+    monkeypatch.setattr(adc_module, "_adc", None)
+    s, i = adc_module.scan_planes(Q8, step, offset, codes, 25, bits=bits, plane_bytes=pb, scale=scale, bias=bias,
+                                  qconst=qconst)
+    np.testing.assert_array_equal(i, ri)
+
+
+def test_rabitq_search_scores_against_8bit_queries_close_to_float(data):
+    """RaBitQ's search quantizes the query to 8 bits: its scores stay within a few thousandths (in
+    cosine units) of the float table scores, and search ranks by them for one query or many."""
+    D, Q = data
+    for bits in (1, 4):
+        c = from_spec(f"rabitq:{bits}").fit(D)
+        codes, scale = c.adc_codes(c.transform(D))
+        q8, step, offset = c.quantized_queries(Q)
+        B, pb = c.plane_layout()
+        est = adc_module.planes_scores(q8, step, offset, codes, B, pb)
+        exact = adc_scores(c.lookup_tables(Q), codes)
+        # in cosine units (over |P^T q| |g|) the rounding error's deviation is max|q_j| / (127 sqrt(12) |q|)
+        Qr = c.dense_queries(Q)
+        sigma = (np.abs(Qr).max(axis=1) / (127 * np.sqrt(12) * np.linalg.norm(Qr, axis=1)))[:, None]
+        err = np.abs(est - exact) / (np.linalg.norm(Qr, axis=1)[:, None] * np.linalg.norm(c.grid(codes), axis=1)[None, :])
+        assert (err / sigma).max() < 8 and (err / sigma).mean() < 1.2, ((err / sigma).max(), (err / sigma).mean())
+        index = Index(c.transform(D), compressor=c)  # search takes this path, few queries or many
+        for nq in (1, 70):
+            rows = index.search(Q[:nq], 10).rows
+            want = adc_module.scan_planes(q8[:nq], step[:nq], offset[:nq], codes, 10, bits=B, plane_bytes=pb,
+                                          scale=index.scorer._factors(index.scorer.reconstruction()[0]),
+                                          bias=index.scorer.reconstruction()[0],
+                                          qconst=(Q[:nq] @ index.scorer.reconstruction()[1] + c.adc_offset(Q[:nq])))[1]
+            assert (rows == want).mean() > 0.98  # the queries' float products differ in last bits by batch shape
 
 
 def test_dense_paths_agree_bit_for_bit_on_real_codes(data):

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._parallel import map_rows
 from ..base import Compressor, OutputSpec, make_rng
-from ..capabilities import BudgetCodes, DenseScan, pca_prefix
+from ..capabilities import BudgetCodes, PlaneScan, pca_prefix
 from ..errors import InputError
 from ..registry import register
 from ._codes import byte_tables, pack_planes, unpack_planes
@@ -77,7 +77,7 @@ def grid_levels_numpy(U: np.ndarray, bits: int, block: int = 512) -> tuple[np.nd
 
 
 @register
-class RaBitQ(MeanStats, DenseScan, BudgetCodes, Compressor):
+class RaBitQ(MeanStats, PlaneScan, BudgetCodes, Compressor):
     """``bits`` (1 to 4) per dimension plus one float32 per vector.
 
     Fitting takes the centroid ``c`` (the mean) and a seeded random rotation ``P``. A vector
@@ -201,17 +201,50 @@ class RaBitQ(MeanStats, DenseScan, BudgetCodes, Compressor):
 
     def lookup_tables(self, Q: np.ndarray) -> np.ndarray:
         """Tables over the bit-planes: a row's table sum is ``<P^T q, g>``, which the per-vector
-        factor then scales (``<q, c>`` is the same for every document and left out)."""
+        factor then scales (``<q, c>`` is the same for every document and left out). They are
+        :meth:`grouped_tables` written out, one weighted copy per plane."""
+        T, w, off = self.grouped_tables(Q)
+        Qr = self.dense_queries(Q)
+        pb = T.shape[1]
+        # the offset spread over the first plane's bytes: each byte carries its dimensions' share
+        per_byte = np.pad(Qr, ((0, 0), (0, pb * 8 - Qr.shape[1]))).reshape(len(Qr), pb, 8).sum(axis=2)
+        first = w[0] * T + (-(2.0 ** int(self.bits) - 1) * per_byte)[:, :, None]
+        return np.concatenate([first.astype(np.float32)] + [(wg * T).astype(np.float32) for wg in w[1:]], axis=1)
+
+    def grouped_tables(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One table over a plane's bytes (entry [q, b, v]: the sum of ``(P^T q)_j`` over the
+        dimensions of byte b whose bit is set in v), shared by the planes: with ``g = sum_p
+        2^(p+1) bit_p - (2^B - 1)``, plane p (most significant first) weighs ``2^(p+1)`` and the
+        offset is ``-(2^B - 1) sum_j (P^T q)_j``."""
         self._check_fitted()
         Qr = self.dense_queries(Q)  # (nq, d): P^T q
         B = int(self.bits)
-        tables = []
-        for i, p in enumerate(range(B - 1, -1, -1)):
-            levels = np.tile(np.array([0.0, 2.0 ** (p + 1)], dtype=np.float32), (Qr.shape[1], 1))
-            if i == 0:  # g = sum_p 2^(p+1) bit_p - (2^B - 1): the constant goes in with the first plane
-                levels = levels - np.float32(2 ** B - 1)
-            tables.append(byte_tables(Qr, levels, 1))
-        return np.concatenate(tables, axis=1)
+        T = byte_tables(Qr, np.tile(np.array([0.0, 1.0], dtype=np.float32), (Qr.shape[1], 1)), 1)
+        weights = np.array([2.0 ** (p + 1) for p in range(B - 1, -1, -1)], dtype=np.float32)
+        return T, weights, (-(2.0 ** B - 1) * Qr.sum(axis=1)).astype(np.float32)
+
+    def plane_layout(self) -> tuple[int, int]:
+        self._check_fitted()
+        return int(self.bits), self._plane_bytes
+
+    def quantized_queries(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``P^T q`` rounded to integers in [-127, 127] at the step ``delta = max_j |(P^T q)_j| /
+        127`` (RaBitQ quantizes its queries, to 4 bits in the paper; at 8 the rounding moves the
+        estimated cosine by about ``max_j |q_j| / (127 sqrt(12) ||q||)`` in deviation, 4e-4 for a
+        rotated 384-d query, and nDCG@10 on Debian by at most 0.02 point): with ``g = 2u - (2^B - 1)``, ``<P^T q, g> ~
+        delta (2 <q8, u> - (2^B - 1) sum_j q8_j)``."""
+        self._check_fitted()
+        Qr = self.dense_queries(Q).astype(np.float64)
+        B, pb = self.plane_layout()
+        dpad = -(-pb * 8 // 32) * 32
+        top = np.abs(Qr).max(axis=1) if Qr.size else np.zeros(len(Qr))
+        delta = np.where(top > 0, top / 127.0, 1.0)
+        q8 = np.zeros((len(Qr), dpad), dtype=np.int8)
+        q8[:, : Qr.shape[1]] = np.clip(np.rint(Qr / delta[:, None]), -127, 127)
+        # in bit order: each byte's eight dimensions reversed, as the scan unpacks a byte's bits
+        q8 = np.ascontiguousarray(q8.reshape(len(q8), -1, 8)[:, :, ::-1].reshape(len(q8), dpad))
+        offset = -(2.0 ** B - 1) * delta * q8.sum(axis=1, dtype=np.int64)
+        return q8, (2.0 * delta).astype(np.float32), offset.astype(np.float32)
 
     def _state_shapes(self):
         d = self.n_features_in_

@@ -2,13 +2,17 @@
  * Exact top-k search over byte codes scored with lookup tables (asymmetric distance
  * computation, ADC), for embcompress.search.
  *
- * topk(codes, tables, scale, bias, qconst, nbytes, k, doc_start, doc_end, out_score, out_idx)
- *   codes : bytes-like, nd * nbytes uint8       tables : float32, nq * nbytes * 256
+ * topk(codes, tables, weights, offset, scale, bias, qconst, nbytes, k, doc_start, doc_end, out_score, out_idx)
+ *   codes : bytes-like, nd * groups * nbytes uint8       tables : float32, nq * nbytes * 256
+ *   weights: float32, one per group (groups = their count), or empty for one group unweighted
+ *   offset: float32 per query, or empty for none
  *   scale, bias : float32 per document (nd values each), or empty buffers for none
  *   qconst: float32 per query (nq values), used with bias
  *   out_score: writable float32, nq * k          out_idx: writable int64, nq * k
- * The score of document j for query q is  sum_b tables[q][b][codes[j][b]], times scale[j] when
- * given, plus bias[j] * qconst[q] when given (a cosine with a reconstruction: the per-document
+ * The score of document j for query q is  sum_b tables[q][b][codes[j][b]] (with weights,
+ * sum_g weights[g] * sum_b tables[q][b][codes[j][g * nbytes + b]]: groups that index the same
+ * tables, RaBitQ's bit-planes, whose tables are then a quarter the size at 4 bits), plus offset[q],
+ * times scale[j] when given, plus bias[j] * qconst[q] when given (a cosine with a reconstruction: the per-document
  * inverse norm in both, the query's inner product with the reconstruction offset in qconst). For every query, the k documents of [doc_start, doc_end) with the highest score, sorted
  * by (score descending, index ascending). Documents are scanned in increasing index order and a
  * candidate only enters a full heap when its score is strictly higher than the worst kept, so
@@ -47,8 +51,9 @@
 #define SCORE_WORSE(sa, ia, sb, ib) ((sa) < (sb) || ((sa) == (sb) && (ia) > (ib)))
 EC_TOPK_HEAP(score_heap, float, SCORE_WORSE)
 
-/* sum of one document's table entries, four independent accumulators */
-static inline float adc_score(const float *T, const unsigned char *c, Py_ssize_t nbytes) {
+/* sum of one document's table entries over nbytes codes, four independent accumulators (eight,
+   or the codes read eight bytes at a time, were no faster: the table loads bound it) */
+static inline float adc_sum(const float *T, const unsigned char *c, Py_ssize_t nbytes) {
     float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
     Py_ssize_t b = 0;
     for (; b + 4 <= nbytes; b += 4) {
@@ -59,6 +64,17 @@ static inline float adc_score(const float *T, const unsigned char *c, Py_ssize_t
     }
     for (; b < nbytes; b++) a0 += T[b * 256 + c[b]];
     return (a0 + a1) + (a2 + a3);
+}
+
+/* a document's score before its factors: its table sum, or with weights W (codes of groups *
+   nbytes bytes whose groups all index the same tables, as RaBitQ's bit-planes do) the weighted
+   sum of the groups' table sums; plus the query's offset */
+static inline float adc_score(const float *T, const unsigned char *c, Py_ssize_t nbytes, Py_ssize_t groups,
+                              const float *W, float off) {
+    if (!W) return adc_sum(T, c, nbytes) + off;
+    float s = off;
+    for (Py_ssize_t g = 0; g < groups; g++) s += W[g] * adc_sum(T, c + g * nbytes, nbytes);
+    return s;
 }
 
 static void heap_init(float *score, int64_t *idx, Py_ssize_t n) {
@@ -84,10 +100,11 @@ static inline void heap_offer(float *hs, int64_t *hi, Py_ssize_t k, float s, Py_
 }
 
 static void scan(const unsigned char *D, const float *T, const float *scale, const float *bias, const float *qconst,
-                 Py_ssize_t nq, Py_ssize_t nbytes,
+                 Py_ssize_t nq, Py_ssize_t nbytes, Py_ssize_t groups, const float *W, const float *off,
                  Py_ssize_t k, Py_ssize_t doc_start, Py_ssize_t doc_end, float *score, int64_t *idx) {
     heap_init(score, idx, nq * k);
-    Py_ssize_t dblock = DBLOCK_BYTES / nbytes;
+    const Py_ssize_t row = nbytes * groups;
+    Py_ssize_t dblock = DBLOCK_BYTES / row;
     if (dblock < 64) dblock = 64;
     for (Py_ssize_t d0 = doc_start; d0 < doc_end; d0 += dblock) {
         Py_ssize_t d1 = d0 + dblock < doc_end ? d0 + dblock : doc_end;
@@ -95,9 +112,9 @@ static void scan(const unsigned char *D, const float *T, const float *scale, con
             const float *Tq = T + q * nbytes * 256;
             float *hs = score + q * k;
             int64_t *hi = idx + q * k;
-            float qc = bias ? qconst[q] : 0.0f;
+            float qc = bias ? qconst[q] : 0.0f, oq = off ? off[q] : 0.0f;
             for (Py_ssize_t j = d0; j < d1; j++)
-                heap_offer(hs, hi, k, adc_score(Tq, D + j * nbytes, nbytes), j, scale, bias, qc);
+                heap_offer(hs, hi, k, adc_score(Tq, D + j * row, nbytes, groups, W, oq), j, scale, bias, qc);
         }
     }
     heap_sort_all(score, idx, nq, k);
@@ -288,30 +305,321 @@ static PyObject *py_dense_topk(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* ---- bit-plane codes against queries quantized to 8 bits (RaBitQ) ----------------------------- */
+
+#define PLANE_CHUNK 32  /* dimensions per step: one AVX2 register of bytes */
+#define PLANE_BLOCK 128 /* documents decoded at a time, then scored against every query */
+
+/* a row of bit-planes (pb bytes each, most significant first) as one byte per dimension,
+   u[0..dpad), zero past pb * 8, in bit order: u[8b + t] is the code of the dimension held by
+   bit t of byte b (dimension 8b + 7 - t, packbits being most significant bit first), the order
+   in which a byte of bits becomes eight lanes; the queries come in the same order */
+static void planes_unpack_portable(const unsigned char *c, int bits, Py_ssize_t pb, Py_ssize_t dpad, uint8_t *u) {
+    memset(u, 0, (size_t)dpad);
+    for (int p = 0; p < bits; p++)
+        for (Py_ssize_t b = 0; b < pb; b++) {
+            unsigned v = c[p * pb + b];
+            for (int t = 0; t < 8; t++) u[b * 8 + t] = (uint8_t)((u[b * 8 + t] << 1) | ((v >> t) & 1u));
+        }
+}
+
+static int32_t planes_dot1_portable(const uint8_t *u, const int8_t *q, Py_ssize_t dpad) {
+    int32_t a = 0;
+    for (Py_ssize_t j = 0; j < dpad; j++) a += (int32_t)u[j] * q[j];
+    return a;
+}
+
+static void planes_dots4_portable(const uint8_t *u, const int8_t *const *qs, Py_ssize_t dpad, int32_t *out) {
+    for (int t = 0; t < 4; t++) out[t] = planes_dot1_portable(u, qs[t], dpad);
+}
+
+/* a plane's 4 bytes at b (fewer at the row's end, zero-filled) */
+static inline uint32_t plane_word(const unsigned char *c, Py_ssize_t b, Py_ssize_t pb) {
+    uint32_t x = 0;
+    if (pb - b >= 4)
+        memcpy(&x, c + b, 4);
+    else
+        memcpy(&x, c + b, (size_t)(pb - b));
+    return x;
+}
+
+#ifdef HAVE_AVX2_PATH
+#include <immintrin.h>
+/* the same bytes: each plane's 4 bytes of a 32-dimension chunk spread to one byte per dimension
+   (shuffle, test the lane's bit), folded in as u = 2u + bit */
+__attribute__((target("avx2"))) static void planes_unpack_avx2(const unsigned char *c, int bits, Py_ssize_t pb,
+                                                                Py_ssize_t dpad, uint8_t *u) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128,
+                                         1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+    for (Py_ssize_t j = 0; j < dpad; j += PLANE_CHUNK) {
+        Py_ssize_t b = j / 8;
+        __m256i acc = _mm256_setzero_si256();
+        for (int p = 0; p < bits; p++) {
+            __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)plane_word(c + p * pb, b, pb)), spread);
+            __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit); /* 0xff where the bit is set */
+            acc = _mm256_sub_epi8(_mm256_add_epi8(acc, acc), set);
+        }
+        _mm256_storeu_si256((__m256i *)(u + j), acc);
+    }
+}
+
+__attribute__((target("avx2"))) static inline int32_t hsum_epi32_avx2(__m256i a) {
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+    return _mm_cvtsi128_si32(h);
+}
+
+/* <u, q> of one document with one query, exactly (as below) */
+__attribute__((target("avx2"))) static int32_t planes_dot1_avx2(const uint8_t *u, const int8_t *q, Py_ssize_t dpad) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i a = _mm256_setzero_si256();
+    for (Py_ssize_t j = 0; j < dpad;) {
+        __m256i s16 = _mm256_setzero_si256();
+        for (int t = 0; t < 8 && j < dpad; t++, j += PLANE_CHUNK)
+            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(u + j)),
+                                                             _mm256_loadu_si256((const __m256i *)(q + j))));
+        a = _mm256_add_epi32(a, _mm256_madd_epi16(s16, ones));
+    }
+    return hsum_epi32_avx2(a);
+}
+
+/* <u, q> of one document with four queries at once (each u chunk loaded once), exactly: u < 16
+   and |q| <= 127 keep a pair's sum in 16 bits, and eight chunks' sums too */
+__attribute__((target("avx2"))) static void planes_dots4_avx2(const uint8_t *u, const int8_t *const *qs,
+                                                               Py_ssize_t dpad, int32_t *out) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (Py_ssize_t j = 0; j < dpad;) {
+        __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+        for (int t = 0; t < 8 && j < dpad; t++, j += PLANE_CHUNK) {
+            __m256i uv = _mm256_loadu_si256((const __m256i *)(u + j));
+            s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(uv, _mm256_loadu_si256((const __m256i *)(qs[0] + j))));
+            s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(uv, _mm256_loadu_si256((const __m256i *)(qs[1] + j))));
+            s2 = _mm256_add_epi16(s2, _mm256_maddubs_epi16(uv, _mm256_loadu_si256((const __m256i *)(qs[2] + j))));
+            s3 = _mm256_add_epi16(s3, _mm256_maddubs_epi16(uv, _mm256_loadu_si256((const __m256i *)(qs[3] + j))));
+        }
+        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(s0, ones));
+        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(s1, ones));
+        a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(s2, ones));
+        a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(s3, ones));
+    }
+    out[0] = hsum_epi32_avx2(a0);
+    out[1] = hsum_epi32_avx2(a1);
+    out[2] = hsum_epi32_avx2(a2);
+    out[3] = hsum_epi32_avx2(a3);
+}
+
+/* the whole scan of documents [j0, j1) with AVX-512 (BW, VL): each chunk's u built in a register
+   from the planes' bits as lane masks and multiplied with one query, or up to four at once,
+   nothing stored between (for a search of at most four queries; with more, unpacking each
+   document once into a buffer costs less); the same integer sums as the other paths, so the same scores. BITS and FOUR
+   are constants in each instance (planes_block_avx512 picks it), so the loops over planes and
+   queries unroll. */
+#define AVX512_TARGET __attribute__((target("avx2,avx512f,avx512bw,avx512vl")))
+AVX512_TARGET static inline __attribute__((always_inline)) void planes_body_avx512(
+        const unsigned char *codes, Py_ssize_t row_bytes, const int BITS, const int FOUR, Py_ssize_t pb, Py_ssize_t j0,
+        Py_ssize_t j1, const int8_t *Q8, Py_ssize_t nq, Py_ssize_t dpad, const float *dq, const float *off,
+        const float *scale, const float *bias, const float *qconst, Py_ssize_t k, float *score, int64_t *idx) {
+    const __m256i minus1 = _mm256_set1_epi8(-1), ones = _mm256_set1_epi16(1);
+    const int G = FOUR ? 4 : 1;
+    for (Py_ssize_t q = 0; q < nq; q += G) {
+        Py_ssize_t m = nq - q < G ? nq - q : G;
+        const int8_t *qs[4]; /* short groups repeat their last query; its extra results are not kept */
+        for (int t = 0; t < G; t++) qs[t] = Q8 + (q + (t < m ? t : m - 1)) * dpad;
+        for (Py_ssize_t j = j0; j < j1; j++) {
+            const unsigned char *c = codes + j * row_bytes;
+            __m256i a[4];
+            for (int t = 0; t < G; t++) a[t] = _mm256_setzero_si256();
+            for (Py_ssize_t i = 0; i < dpad;) {
+                __m256i s16[4];
+                for (int t = 0; t < G; t++) s16[t] = _mm256_setzero_si256();
+                for (int r = 0; r < 8 && i < dpad; r++, i += PLANE_CHUNK) {
+                    __m256i u = _mm256_setzero_si256();
+                    for (int p = 0; p < BITS; p++) {
+                        u = _mm256_add_epi8(u, u);
+                        u = _mm256_mask_sub_epi8(u, (__mmask32)plane_word(c + p * pb, i / 8, pb), u, minus1);
+                    }
+                    for (int t = 0; t < G; t++)
+                        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)(qs[t] + i))));
+                }
+                for (int t = 0; t < G; t++) a[t] = _mm256_add_epi32(a[t], _mm256_madd_epi16(s16[t], ones));
+            }
+            for (Py_ssize_t t = 0; t < m; t++)
+                heap_offer(score + (q + t) * k, idx + (q + t) * k, k, (float)hsum_epi32_avx2(a[t]) * dq[q + t] + off[q + t],
+                           j, scale, bias, bias ? qconst[q + t] : 0.0f);
+        }
+    }
+}
+
+AVX512_TARGET static void planes_block_avx512(const unsigned char *codes, Py_ssize_t row_bytes, int bits, Py_ssize_t pb,
+                                              Py_ssize_t j0, Py_ssize_t j1, const int8_t *Q8, Py_ssize_t nq,
+                                              Py_ssize_t dpad, const float *dq, const float *off, const float *scale,
+                                              const float *bias, const float *qconst, Py_ssize_t k, float *score,
+                                              int64_t *idx) {
+#define PLANES_CASE(B)                                                                                                \
+    case B:                                                                                                           \
+        if (nq > 1)                                                                                                   \
+            planes_body_avx512(codes, row_bytes, B, 1, pb, j0, j1, Q8, nq, dpad, dq, off, scale, bias, qconst, k, score, idx); \
+        else                                                                                                          \
+            planes_body_avx512(codes, row_bytes, B, 0, pb, j0, j1, Q8, nq, dpad, dq, off, scale, bias, qconst, k, score, idx); \
+        break;
+    switch (bits) {
+        PLANES_CASE(1)
+        PLANES_CASE(2)
+        PLANES_CASE(3)
+        PLANES_CASE(4)
+    }
+#undef PLANES_CASE
+}
+#endif
+
+static inline int use_avx512bw(void) {
+#ifdef HAVE_AVX2_PATH
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") ? 1 : 0;
+    }
+    return cached;
+#else
+    return 0;
+#endif
+}
+
+/* top-k of rows of bit-planes for queries quantized to 8 bits (nq * dpad int8, zero past the
+   dimensions): a document's score is (<q8, u> * dq[q] + off[q]), times scale, plus bias * qconst.
+   The integer part is exact, so both paths give the same scores. 0, or -1 without memory. */
+static int planes_scan(const unsigned char *codes, Py_ssize_t row_bytes, int bits, Py_ssize_t pb, const int8_t *Q8,
+                       Py_ssize_t dpad, const float *dq, const float *off, Py_ssize_t nq, const float *scale,
+                       const float *bias, const float *qconst, Py_ssize_t k, Py_ssize_t doc_start,
+                       Py_ssize_t doc_end, int portable, float *score, int64_t *idx) {
+    uint8_t *U = aligned_alloc(32, (size_t)(PLANE_BLOCK * dpad));
+    if (!U) return -1;
+    heap_init(score, idx, nq * k);
+    int fast = !portable && use_avx2(), wide = fast && use_avx512bw();
+    for (Py_ssize_t d0 = doc_start; d0 < doc_end; d0 += PLANE_BLOCK) {
+        Py_ssize_t d1 = d0 + PLANE_BLOCK < doc_end ? d0 + PLANE_BLOCK : doc_end;
+#ifdef HAVE_AVX2_PATH
+        if (wide && nq <= 4) { /* more queries: each document unpacked once, below */
+            planes_block_avx512(codes, row_bytes, bits, pb, d0, d1, Q8, nq, dpad, dq, off, scale, bias, qconst, k,
+                                score, idx);
+            continue;
+        }
+#endif
+        for (Py_ssize_t j = d0; j < d1; j++) {
+#ifdef HAVE_AVX2_PATH
+            if (fast) {
+                planes_unpack_avx2(codes + j * row_bytes, bits, pb, dpad, U + (j - d0) * dpad);
+                continue;
+            }
+#endif
+            planes_unpack_portable(codes + j * row_bytes, bits, pb, dpad, U + (j - d0) * dpad);
+        }
+        for (Py_ssize_t q = 0; q < nq; q += 4) {
+            Py_ssize_t m = nq - q < 4 ? nq - q : 4;
+            const int8_t *qs[4]; /* short groups repeat their last query; its extra results are not kept */
+            for (int t = 0; t < 4; t++) qs[t] = Q8 + (q + (t < m ? t : m - 1)) * dpad;
+            for (Py_ssize_t j = d0; j < d1; j++) {
+                int32_t dots[4];
+                const uint8_t *u = U + (j - d0) * dpad;
+#ifdef HAVE_AVX2_PATH
+                if (fast && m == 1)
+                    dots[0] = planes_dot1_avx2(u, qs[0], dpad);
+                else if (fast)
+                    planes_dots4_avx2(u, qs, dpad, dots);
+                else
+#endif
+                if (m == 1)
+                    dots[0] = planes_dot1_portable(u, qs[0], dpad);
+                else
+                    planes_dots4_portable(u, qs, dpad, dots);
+                for (Py_ssize_t t = 0; t < m; t++)
+                    heap_offer(score + (q + t) * k, idx + (q + t) * k, k, (float)dots[t] * dq[q + t] + off[q + t], j,
+                               scale, bias, bias ? qconst[q + t] : 0.0f);
+            }
+        }
+    }
+    (void)fast;
+    (void)wide;
+    heap_sort_all(score, idx, nq, k);
+    free(U);
+    return 0;
+}
+
+static PyObject *py_planes_topk(PyObject *self, PyObject *args) {
+    Py_buffer cb, qb, db, ob, sb, bb, kb, osb, oib;
+    Py_ssize_t row_bytes, pb, k, doc_start, doc_end;
+    int bits, portable;
+    if (!PyArg_ParseTuple(args, "y*niny*y*y*y*y*y*nnnpw*w*", &cb, &row_bytes, &bits, &pb, &qb, &db, &ob, &sb, &bb,
+                          &kb, &k, &doc_start, &doc_end, &portable, &osb, &oib))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t dpad = (pb * 8 + PLANE_CHUNK - 1) / PLANE_CHUNK * PLANE_CHUNK;
+    Py_ssize_t nd = row_bytes > 0 ? cb.len / row_bytes : 0;
+    Py_ssize_t nq = dpad > 0 ? qb.len / dpad : 0;
+    if (bits < 1 || bits > 4 || pb <= 0 || row_bytes < bits * pb || cb.len % row_bytes) {
+        PyErr_SetString(PyExc_ValueError, "codes must be nd * row_bytes bytes holding 1 to 4 bit-planes of pb bytes");
+    } else if (qb.len % dpad || db.len != (Py_ssize_t)(nq * sizeof(float)) || ob.len != db.len) {
+        PyErr_SetString(PyExc_ValueError, "queries must be nq * (pb * 8 rounded up to 32) int8, with one float32 "
+                                          "step and offset per query");
+    } else if (check_common(nd, nq, &sb, &bb, &kb, k, doc_start, doc_end, &osb, &oib) == 0) {
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = planes_scan((const unsigned char *)cb.buf, row_bytes, bits, pb, (const int8_t *)qb.buf, dpad,
+                         (const float *)db.buf, (const float *)ob.buf, nq, sb.len ? (const float *)sb.buf : NULL,
+                         bb.len ? (const float *)bb.buf : NULL, bb.len ? (const float *)kb.buf : NULL, k, doc_start,
+                         doc_end, portable, (float *)osb.buf, (int64_t *)oib.buf);
+        Py_END_ALLOW_THREADS
+        result = none_or_nomemory(rc);
+    }
+    PyBuffer_Release(&cb);
+    PyBuffer_Release(&qb);
+    PyBuffer_Release(&db);
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&bb);
+    PyBuffer_Release(&kb);
+    PyBuffer_Release(&osb);
+    PyBuffer_Release(&oib);
+    return result;
+}
+
 static PyObject *py_simd(PyObject *self, PyObject *noargs) { return PyUnicode_FromString(use_avx2() ? "avx2" : "portable"); }
 
 static PyObject *py_topk(PyObject *self, PyObject *args) {
-    Py_buffer cb, tb, sb, bb, qb, osb, oib;
+    Py_buffer cb, tb, wb, ob, sb, bb, qb, osb, oib;
     Py_ssize_t nbytes, k, doc_start, doc_end;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*nnnnw*w*", &cb, &tb, &sb, &bb, &qb, &nbytes, &k, &doc_start, &doc_end, &osb, &oib))
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*nnnnw*w*", &cb, &tb, &wb, &ob, &sb, &bb, &qb, &nbytes, &k, &doc_start,
+                          &doc_end, &osb, &oib))
         return NULL;
     PyObject *result = NULL;
-    Py_ssize_t nd = nbytes > 0 ? cb.len / nbytes : 0;
+    Py_ssize_t groups = wb.len ? wb.len / (Py_ssize_t)sizeof(float) : 1;
+    Py_ssize_t row = nbytes * groups;
+    Py_ssize_t nd = row > 0 ? cb.len / row : 0;
     Py_ssize_t table_bytes = nbytes * 256 * (Py_ssize_t)sizeof(float);
     Py_ssize_t nq = nbytes > 0 ? tb.len / table_bytes : 0;
-    if (nbytes <= 0 || cb.len % nbytes || tb.len % table_bytes) {
-        PyErr_SetString(PyExc_ValueError, "codes must be nd * nbytes bytes and tables nq * nbytes * 256 float32");
+    if (nbytes <= 0 || wb.len % sizeof(float) || cb.len % row || tb.len % table_bytes) {
+        PyErr_SetString(PyExc_ValueError, "codes must be nd * groups * nbytes bytes (groups: one float32 weight each, "
+                                          "or none for one) and tables nq * nbytes * 256 float32");
+    } else if (ob.len != 0 && ob.len != (Py_ssize_t)(nq * sizeof(float))) {
+        PyErr_SetString(PyExc_ValueError, "offset must hold one float32 per query, or nothing");
     } else if (check_common(nd, nq, &sb, &bb, &qb, k, doc_start, doc_end, &osb, &oib) == 0) {
         Py_BEGIN_ALLOW_THREADS
         scan((const unsigned char *)cb.buf, (const float *)tb.buf, sb.len ? (const float *)sb.buf : NULL,
-             bb.len ? (const float *)bb.buf : NULL, bb.len ? (const float *)qb.buf : NULL, nq, nbytes, k,
-             doc_start, doc_end, (float *)osb.buf, (int64_t *)oib.buf);
+             bb.len ? (const float *)bb.buf : NULL, bb.len ? (const float *)qb.buf : NULL, nq, nbytes, groups,
+             wb.len ? (const float *)wb.buf : NULL, ob.len ? (const float *)ob.buf : NULL, k, doc_start, doc_end,
+             (float *)osb.buf, (int64_t *)oib.buf);
         Py_END_ALLOW_THREADS
         result = Py_None;
         Py_INCREF(result);
     }
     PyBuffer_Release(&cb);
     PyBuffer_Release(&tb);
+    PyBuffer_Release(&wb);
+    PyBuffer_Release(&ob);
     PyBuffer_Release(&sb);
     PyBuffer_Release(&bb);
     PyBuffer_Release(&qb);
@@ -323,6 +631,7 @@ static PyObject *py_topk(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"topk", py_topk, METH_VARARGS, "Exact top-k over byte codes scored with lookup tables (see the module source)."},
     {"dense_topk", py_dense_topk, METH_VARARGS, "Exact top-k over per-dimension codes decoded to floats (see the module source)."},
+    {"planes_topk", py_planes_topk, METH_VARARGS, "Exact top-k over bit-plane codes for 8-bit queries (see the module source)."},
     {"simd", py_simd, METH_NOARGS, "Which path dense_topk takes on this CPU: 'avx2' or 'portable'."},
     {NULL, NULL, 0, NULL},
 };

@@ -36,13 +36,23 @@ def kernel_available() -> bool:
 
 
 def adc_scores(tables: np.ndarray, codes: np.ndarray, scale: np.ndarray | None = None,
-               bias: np.ndarray | None = None, qconst: np.ndarray | None = None) -> np.ndarray:
+               bias: np.ndarray | None = None, qconst: np.ndarray | None = None, *,
+               weights: np.ndarray | None = None, offset: np.ndarray | None = None) -> np.ndarray:
     """(queries, documents) float32 scores ``sum_b tables[q, b, codes[j, b]] * scale[j] +
-    bias[j] * qconst[q]`` (scale and bias optional), in numpy: the reference for the kernel."""
+    bias[j] * qconst[q]`` (scale and bias optional), in numpy: the reference for the kernel.
+    With ``weights`` (one per group), a code is that many groups of ``tables.shape[1]`` bytes that
+    all index the same tables, and its sum is ``sum_g weights[g] * (group g's table sum)``; an
+    ``offset`` per query is added before the factors."""
     nq, nb, _ = tables.shape
+    w = np.ones(1, np.float32) if weights is None else np.asarray(weights, np.float32)
     out = np.zeros((nq, len(codes)), dtype=np.float32)
-    for b in range(nb):
-        out += tables[:, b, :][:, codes[:, b]]
+    for g, wg in enumerate(w):
+        part = np.zeros((nq, len(codes)), dtype=np.float32)
+        for b in range(nb):
+            part += tables[:, b, :][:, codes[:, g * nb + b]]
+        out += wg * part
+    if offset is not None:
+        out += np.asarray(offset, np.float32)[:, None]
     return _with_factors(out, scale, bias, qconst)
 
 
@@ -59,14 +69,17 @@ def _with_factors(out: np.ndarray, scale: np.ndarray | None, bias: np.ndarray | 
 
 def adc_topk(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray | None = None,
              bias: np.ndarray | None = None, qconst: np.ndarray | None = None,
+             weights: np.ndarray | None = None, offset: np.ndarray | None = None,
              threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """For each query's tables (queries, bytes, 256), the ``k`` best document rows of ``codes``
-    (documents, bytes) by the scores of :func:`adc_scores`. Returns (scores float32, indices
-    int64), best first, ties by lower index."""
+    (documents, bytes, or groups x bytes with ``weights``) by the scores of :func:`adc_scores`.
+    Returns (scores float32, indices int64), best first, ties by lower index."""
     tables = np.ascontiguousarray(tables, dtype=np.float32)
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
-    if tables.ndim != 3 or tables.shape[2] != 256 or codes.ndim != 2 or tables.shape[1] != codes.shape[1]:
-        raise InputError(f"tables of shape {tables.shape} do not fit codes of shape {codes.shape}; expected (queries, bytes, 256)")
+    groups = 1 if weights is None else len(weights)
+    if tables.ndim != 3 or tables.shape[2] != 256 or codes.ndim != 2 or tables.shape[1] * groups != codes.shape[1]:
+        raise InputError(f"tables of shape {tables.shape} do not fit codes of shape {codes.shape} in {groups} group(s); "
+                         "expected (queries, bytes, 256) and codes of groups x bytes")
     if scale is not None:
         scale = np.ascontiguousarray(scale, dtype=np.float32)
         if scale.shape != (len(codes),):
@@ -76,11 +89,15 @@ def adc_topk(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray
         qconst = np.ascontiguousarray(qconst, dtype=np.float32)
         if bias.shape != (len(codes),) or qconst.shape != (len(tables),):
             raise InputError(f"bias needs one value per document ({len(codes)}) and qconst one per query ({len(tables)})")
-    return scan_adc(tables, codes, check_k(k, len(codes)), scale=scale, bias=bias, qconst=qconst, threads=threads)
+    if offset is not None and np.shape(offset) != (len(tables),):
+        raise InputError(f"offset needs one value per query ({len(tables)}), got shape {np.shape(offset)}")
+    return scan_adc(tables, codes, check_k(k, len(codes)), scale=scale, bias=bias, qconst=qconst, weights=weights,
+                    offset=offset, threads=threads)
 
 
 def scan_adc(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray | None = None,
              bias: np.ndarray | None = None, qconst: np.ndarray | None = None,
+             weights: np.ndarray | None = None, offset: np.ndarray | None = None,
              threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`adc_topk` on validated arrays and a ``k`` already in 1..len(codes)."""
     tables = np.ascontiguousarray(tables, dtype=np.float32)
@@ -88,15 +105,22 @@ def scan_adc(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray
     nd = len(codes)
     if bias is not None:
         qconst = np.ascontiguousarray(qconst, dtype=np.float32)
+    if weights is not None:
+        weights = np.ascontiguousarray(weights, dtype=np.float32)
+    if offset is not None:
+        offset = np.ascontiguousarray(offset, dtype=np.float32)
     if _adc is None:
         return scan_blocks(lambda q0, q1, d0, d1: adc_scores(
             tables[q0:q1], codes[d0:d1], None if scale is None else scale[d0:d1],
-            None if bias is None else bias[d0:d1], None if bias is None else qconst[q0:q1]), nq, nd, k)
+            None if bias is None else bias[d0:d1], None if bias is None else qconst[q0:q1], weights=weights,
+            offset=None if offset is None else offset[q0:q1]), nq, nd, k)
     sc = b"" if scale is None else scale
     bi = b"" if bias is None else bias
+    we = b"" if weights is None else weights
 
     def run(q0: int, q1: int, start: int, end: int, s: np.ndarray, i: np.ndarray) -> None:
-        _adc.topk(codes, tables[q0:q1], sc, bi, b"" if bias is None else qconst[q0:q1], nb, i.shape[1], start, end, s, i)
+        _adc.topk(codes, tables[q0:q1], we, b"" if offset is None else offset[q0:q1], sc, bi,
+                  b"" if bias is None else qconst[q0:q1], nb, i.shape[1], start, end, s, i)
 
     return _split(run, nq, nd, k, threads)
 
@@ -162,5 +186,48 @@ def scan_dense(queries: np.ndarray, codes: np.ndarray, k: int, *, layout: str, b
     def run(q0: int, q1: int, start: int, end: int, s: np.ndarray, i: np.ndarray) -> None:
         _adc.dense_topk(codes, codes.shape[1], lay, bits, d, levels, queries[q0:q1], sc, bi,
                         b"" if bias is None else qconst[q0:q1], i.shape[1], start, end, portable, s, i)
+
+    return _split(run, nq, nd, k, threads)
+
+
+def planes_scores(q8: np.ndarray, step: np.ndarray, offset: np.ndarray, codes: np.ndarray, bits: int, plane_bytes: int,
+                  scale: np.ndarray | None = None, bias: np.ndarray | None = None,
+                  qconst: np.ndarray | None = None) -> np.ndarray:
+    """(queries, documents) float32 ``(<q8, u> * step + offset) * scale + bias * qconst`` for rows
+    of ``bits`` bit-planes of ``plane_bytes`` bytes (``u``: the per-dimension code), in numpy: the
+    reference for :func:`scan_planes`. The inner product is exact (integers)."""
+    u = unpack_planes(np.ascontiguousarray(codes[:, : bits * plane_bytes]), bits, plane_bytes * 8).astype(np.int64)
+    q = np.asarray(q8, np.int64)[:, : plane_bytes * 8].reshape(len(q8), plane_bytes, 8)[:, :, ::-1]  # bit order
+    dots = q.reshape(len(q8), -1) @ u.T
+    out = dots.astype(np.float32) * np.asarray(step, np.float32)[:, None] + np.asarray(offset, np.float32)[:, None]
+    return _with_factors(out.astype(np.float32), scale, bias, qconst)
+
+
+def scan_planes(q8: np.ndarray, step: np.ndarray, offset: np.ndarray, codes: np.ndarray, k: int, *, bits: int,
+                plane_bytes: int, scale: np.ndarray | None = None, bias: np.ndarray | None = None,
+                qconst: np.ndarray | None = None, threads: int | None = None,
+                portable: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` (1..len(codes), validated by the caller) of bit-plane codes for 8-bit queries by
+    the scores of :func:`planes_scores`, best first, ties by lower index. The integer inner
+    products are exact, so the AVX2 path, the portable one (``portable=True``) and numpy (where
+    the kernel was not built) give the same results."""
+    q8 = np.ascontiguousarray(q8, dtype=np.int8)
+    step = np.ascontiguousarray(step, dtype=np.float32)
+    offset = np.ascontiguousarray(offset, dtype=np.float32)
+    codes = np.ascontiguousarray(codes, dtype=np.uint8)
+    nq, nd = len(q8), len(codes)
+    if bias is not None:
+        qconst = np.ascontiguousarray(qconst, dtype=np.float32)
+    if _adc is None:
+        return scan_blocks(lambda q0, q1, d0, d1: planes_scores(
+            q8[q0:q1], step[q0:q1], offset[q0:q1], codes[d0:d1], bits, plane_bytes,
+            None if scale is None else scale[d0:d1], None if bias is None else bias[d0:d1],
+            None if bias is None else qconst[q0:q1]), nq, nd, k)
+    sc = b"" if scale is None else np.ascontiguousarray(scale, dtype=np.float32)
+    bi = b"" if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
+
+    def run(q0: int, q1: int, start: int, end: int, s: np.ndarray, i: np.ndarray) -> None:
+        _adc.planes_topk(codes, codes.shape[1], bits, plane_bytes, q8[q0:q1], step[q0:q1], offset[q0:q1], sc, bi,
+                         b"" if bias is None else qconst[q0:q1], i.shape[1], start, end, portable, s, i)
 
     return _split(run, nq, nd, k, threads)

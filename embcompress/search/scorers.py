@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from .._util import normalize_rows
-from ..capabilities import DenseScan, TableScan
+from ..capabilities import DenseScan, PlaneScan, TableScan
 from ..errors import InputError
-from .adc import scan_adc, scan_dense
+from .adc import scan_adc, scan_dense, scan_planes
 from .exact import scan_blocks
 from .hamming import scan_hamming
 
@@ -140,8 +140,10 @@ class BitsScorer(_Scorer):
 class CodesScorer(_Scorer):
     """Byte codes of a :class:`~embcompress.capabilities.TableScan` family: lookup tables, or the
     dense scan of decoded codes (:class:`~embcompress.capabilities.DenseScan`) for a search of
-    many queries, with the per-document factors of :meth:`reconstruction` and each query's
-    constant."""
+    many queries, or for bit-plane codes (:class:`~embcompress.capabilities.PlaneScan`, RaBitQ)
+    the scan against 8-bit queries at every batch size (faster than both at 1 to 1,000 queries;
+    benchmarks/README.md, "Few queries at a time over 1M codes"), with the per-document factors
+    of :meth:`reconstruction` and each query's constant."""
 
     def __init__(self, index: "Index"):
         super().__init__(index)
@@ -154,6 +156,14 @@ class CodesScorer(_Scorer):
         self.scale = None if scale is None else np.ascontiguousarray(scale, dtype=np.float32)  # per document
         form = last.dense_codes() if isinstance(last, DenseScan) else None
         self.dense = form if form is not None and form[1] >= DENSE_MIN_BITS else None
+        self._scale_inv: np.ndarray | None = None  # scale times the inverse reconstruction norm, made once
+
+    def _factors(self, inv: np.ndarray) -> np.ndarray:
+        """The per-document factor times the inverse reconstruction norm, made once (a product over
+        every document is a few milliseconds, the scan of a single query over a million codes)."""
+        if self._scale_inv is None:
+            self._scale_inv = inv if self.scale is None else np.ascontiguousarray(self.scale * inv, dtype=np.float32)
+        return self._scale_inv
 
     def first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """A block of queries at a time (each query's tables take bytes x 1 KiB). The path is
@@ -161,24 +171,31 @@ class CodesScorer(_Scorer):
         in the last bits of a float sum)."""
         comp = self.index.compressor
         last = comp.query_space.last
-        dense = self.dense is not None and len(Q) >= DENSE_MIN_QUERIES
+        planes = isinstance(last, PlaneScan)
+        dense = not planes and self.dense is not None and len(Q) >= DENSE_MIN_QUERIES
         scale, bias, recon = self.scale, None, self.reconstruction()
         if recon is not None:
             inv, b0 = recon
-            scale = inv if self.scale is None else self.scale * inv
-            bias = inv
+            scale, bias = self._factors(inv), inv
         scores = np.empty((len(Q), k), dtype=np.float32)
         rows = np.empty((len(Q), k), dtype=np.int64)
         for s in range(0, len(Q), ADC_QUERY_BLOCK):
             Qb = Q[s : s + ADC_QUERY_BLOCK]
             qf = comp.query_space.linear(Qb)
             qconst = None if recon is None else (Qb @ b0 + last.adc_offset(qf)).astype(np.float32)
-            if dense:
+            if planes:
+                q8, step, offset = last.quantized_queries(qf)
+                bits, plane_bytes = last.plane_layout()
+                out = scan_planes(q8, step, offset, self.codes, k, bits=bits, plane_bytes=plane_bytes, scale=scale,
+                                  bias=bias, qconst=qconst)
+            elif dense:
                 layout, bits, levels = self.dense
                 out = scan_dense(last.dense_queries(qf), self.codes, k, layout=layout, bits=bits, levels=levels,
                                  scale=scale, bias=bias, qconst=qconst)
             else:
-                out = scan_adc(last.lookup_tables(qf), self.codes, k, scale=scale, bias=bias, qconst=qconst)
+                tables, weights, offset = last.grouped_tables(qf)
+                out = scan_adc(tables, self.codes, k, scale=scale, bias=bias, qconst=qconst, weights=weights,
+                               offset=offset)
             scores[s : s + ADC_QUERY_BLOCK], rows[s : s + ADC_QUERY_BLOCK] = out
         return scores, rows
 
