@@ -40,15 +40,6 @@ class TableScan:
         ``query_space.forward``."""
         raise NotImplementedError
 
-    def grouped_tables(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-        """The tables search scans: ``(tables, weights, offset)``. By default :meth:`lookup_tables`
-        and no weights or offset. A family whose code is several groups of bytes that index the
-        same tables (RaBitQ's bit-planes) returns one group's tables (queries, group bytes, 256),
-        a float32 weight per group and a float32 offset per query, so that the table sum of
-        :meth:`lookup_tables` is ``sum_g weights[g] * (group g's sum) + offset``: tables a
-        quarter the size at 4 bits, which stay in the caches when few queries are scanned."""
-        return self.lookup_tables(Q), None, None
-
     def adc_offset(self, Q: np.ndarray) -> np.ndarray:
         """Per query, what the decoded vectors hold beyond the table sums (times the per-document
         scale): ``<q, c>`` for RaBitQ's centroid ``c``, 0 by default."""

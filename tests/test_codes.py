@@ -292,40 +292,6 @@ def test_adc_kernel_equals_reference_with_ties_by_row(threads):
     assert i.shape == (1, 7)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_adc_kernel_with_grouped_tables_equals_reference(threads, monkeypatch):
-    """Codes of several groups indexing one set of tables (RaBitQ's planes), weighted, with an
-    offset per query: integer tables and weights make every sum exact, so kernel = numpy,
-    ties by row included, split by query or (one query) by document range."""
-    rng = np.random.default_rng(1)
-    codes = rng.integers(0, 4, (4000, 3 * 5)).astype(np.uint8)
-    tables = rng.integers(-2, 3, (9, 5, 256)).astype(np.float32)
-    weights, offset = np.array([4, 2, -1], np.float32), rng.integers(-5, 6, 9).astype(np.float32)
-    scale = np.where(rng.random(4000) < 0.5, 1.0, 2.0).astype(np.float32)
-    monkeypatch.setattr(topk_mod, "MIN_DOCS_PER_THREAD", 500)
-    ref_s, ref_i = topk_by_blocks(lambda q0, q1, d0, d1: adc_scores(
-        tables[q0:q1], codes[d0:d1], scale[d0:d1], weights=weights, offset=offset[q0:q1]), 9, 4000, 20)
-    for q in (slice(None), slice(0, 1)):
-        s, i = adc_topk(tables[q], codes, 20, scale=scale, weights=weights, offset=offset[q], threads=threads)
-        np.testing.assert_array_equal(i, ref_i[q])
-        np.testing.assert_array_equal(s, ref_s[q])
-    with pytest.raises(InputError, match="groups"):
-        adc_topk(tables, codes[:, :14], 5, weights=weights)
-
-
-def test_rabitq_grouped_tables_score_as_its_written_out_tables(data):
-    """The one plane table, weighted per plane plus the offset, gives the scores of the tables
-    written out per plane (what lookup_tables returns), and search uses the grouped form."""
-    D, Q = data
-    for bits in (1, 3):
-        c = from_spec(f"rabitq:{bits}").fit(D)
-        codes, scale = c.adc_codes(c.transform(D))
-        T, w, off = c.grouped_tables(Q[:6])
-        assert T.shape == (6, codes.shape[1] // bits, 256) and w.shape == (bits,)
-        np.testing.assert_allclose(adc_scores(T, codes, scale, weights=w, offset=off),
-                                   adc_scores(c.lookup_tables(Q[:6]), codes, scale), rtol=1e-4, atol=1e-4)
-
-
 # ---- the dense scan of per-dimension codes ------------------------------------------------------------
 @pytest.mark.parametrize("layout,bits", [("planes", 1), ("planes", 3), ("planes", 4), ("packed", 2), ("packed", 4)])
 def test_dense_kernel_equals_reference_with_ties_by_row(layout, bits, monkeypatch):

@@ -201,27 +201,17 @@ class RaBitQ(MeanStats, PlaneScan, BudgetCodes, Compressor):
 
     def lookup_tables(self, Q: np.ndarray) -> np.ndarray:
         """Tables over the bit-planes: a row's table sum is ``<P^T q, g>``, which the per-vector
-        factor then scales (``<q, c>`` is the same for every document and left out). They are
-        :meth:`grouped_tables` written out, one weighted copy per plane."""
-        T, w, off = self.grouped_tables(Q)
-        Qr = self.dense_queries(Q)
-        pb = T.shape[1]
-        # the offset spread over the first plane's bytes: each byte carries its dimensions' share
-        per_byte = np.pad(Qr, ((0, 0), (0, pb * 8 - Qr.shape[1]))).reshape(len(Qr), pb, 8).sum(axis=2)
-        first = w[0] * T + (-(2.0 ** int(self.bits) - 1) * per_byte)[:, :, None]
-        return np.concatenate([first.astype(np.float32)] + [(wg * T).astype(np.float32) for wg in w[1:]], axis=1)
-
-    def grouped_tables(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """One table over a plane's bytes (entry [q, b, v]: the sum of ``(P^T q)_j`` over the
-        dimensions of byte b whose bit is set in v), shared by the planes: with ``g = sum_p
-        2^(p+1) bit_p - (2^B - 1)``, plane p (most significant first) weighs ``2^(p+1)`` and the
-        offset is ``-(2^B - 1) sum_j (P^T q)_j``."""
+        factor then scales (``<q, c>`` is the same for every document and left out)."""
         self._check_fitted()
         Qr = self.dense_queries(Q)  # (nq, d): P^T q
         B = int(self.bits)
-        T = byte_tables(Qr, np.tile(np.array([0.0, 1.0], dtype=np.float32), (Qr.shape[1], 1)), 1)
-        weights = np.array([2.0 ** (p + 1) for p in range(B - 1, -1, -1)], dtype=np.float32)
-        return T, weights, (-(2.0 ** B - 1) * Qr.sum(axis=1)).astype(np.float32)
+        tables = []
+        for i, p in enumerate(range(B - 1, -1, -1)):
+            levels = np.tile(np.array([0.0, 2.0 ** (p + 1)], dtype=np.float32), (Qr.shape[1], 1))
+            if i == 0:  # g = sum_p 2^(p+1) bit_p - (2^B - 1): the constant goes in with the first plane
+                levels = levels - np.float32(2 ** B - 1)
+            tables.append(byte_tables(Qr, levels, 1))
+        return np.concatenate(tables, axis=1)
 
     def plane_layout(self) -> tuple[int, int]:
         self._check_fitted()
@@ -229,10 +219,10 @@ class RaBitQ(MeanStats, PlaneScan, BudgetCodes, Compressor):
 
     def quantized_queries(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``P^T q`` rounded to integers in [-127, 127] at the step ``delta = max_j |(P^T q)_j| /
-        127`` (RaBitQ quantizes its queries, to 4 bits in the paper; at 8 the rounding moves the
+        127``; with ``g = 2u - (2^B - 1)``, ``<P^T q, g> ~ delta (2 <q8, u> - (2^B - 1) sum_j q8_j)``.
+        RaBitQ quantizes its queries (to 4 bits in the paper); at 8 the rounding moves the
         estimated cosine by about ``max_j |q_j| / (127 sqrt(12) ||q||)`` in deviation, 4e-4 for a
-        rotated 384-d query, and nDCG@10 on Debian by at most 0.02 point): with ``g = 2u - (2^B - 1)``, ``<P^T q, g> ~
-        delta (2 <q8, u> - (2^B - 1) sum_j q8_j)``."""
+        rotated 384-d query, and nDCG@10 on Debian by at most 0.02 point."""
         self._check_fitted()
         Qr = self.dense_queries(Q).astype(np.float64)
         B, pb = self.plane_layout()

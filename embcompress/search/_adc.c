@@ -2,17 +2,13 @@
  * Exact top-k search over byte codes scored with lookup tables (asymmetric distance
  * computation, ADC), for embcompress.search.
  *
- * topk(codes, tables, weights, offset, scale, bias, qconst, nbytes, k, doc_start, doc_end, out_score, out_idx)
- *   codes : bytes-like, nd * groups * nbytes uint8       tables : float32, nq * nbytes * 256
- *   weights: float32, one per group (groups = their count), or empty for one group unweighted
- *   offset: float32 per query, or empty for none
+ * topk(codes, tables, scale, bias, qconst, nbytes, k, doc_start, doc_end, out_score, out_idx)
+ *   codes : bytes-like, nd * nbytes uint8       tables : float32, nq * nbytes * 256
  *   scale, bias : float32 per document (nd values each), or empty buffers for none
  *   qconst: float32 per query (nq values), used with bias
  *   out_score: writable float32, nq * k          out_idx: writable int64, nq * k
- * The score of document j for query q is  sum_b tables[q][b][codes[j][b]] (with weights,
- * sum_g weights[g] * sum_b tables[q][b][codes[j][g * nbytes + b]]: groups that index the same
- * tables, RaBitQ's bit-planes, whose tables are then a quarter the size at 4 bits), plus offset[q],
- * times scale[j] when given, plus bias[j] * qconst[q] when given (a cosine with a reconstruction: the per-document
+ * The score of document j for query q is  sum_b tables[q][b][codes[j][b]], times scale[j] when
+ * given, plus bias[j] * qconst[q] when given (a cosine with a reconstruction: the per-document
  * inverse norm in both, the query's inner product with the reconstruction offset in qconst). For every query, the k documents of [doc_start, doc_end) with the highest score, sorted
  * by (score descending, index ascending). Documents are scanned in increasing index order and a
  * candidate only enters a full heap when its score is strictly higher than the worst kept, so
@@ -51,9 +47,8 @@
 #define SCORE_WORSE(sa, ia, sb, ib) ((sa) < (sb) || ((sa) == (sb) && (ia) > (ib)))
 EC_TOPK_HEAP(score_heap, float, SCORE_WORSE)
 
-/* sum of one document's table entries over nbytes codes, four independent accumulators (eight,
-   or the codes read eight bytes at a time, were no faster: the table loads bound it) */
-static inline float adc_sum(const float *T, const unsigned char *c, Py_ssize_t nbytes) {
+/* sum of one document's table entries, four independent accumulators */
+static inline float adc_score(const float *T, const unsigned char *c, Py_ssize_t nbytes) {
     float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
     Py_ssize_t b = 0;
     for (; b + 4 <= nbytes; b += 4) {
@@ -64,17 +59,6 @@ static inline float adc_sum(const float *T, const unsigned char *c, Py_ssize_t n
     }
     for (; b < nbytes; b++) a0 += T[b * 256 + c[b]];
     return (a0 + a1) + (a2 + a3);
-}
-
-/* a document's score before its factors: its table sum, or with weights W (codes of groups *
-   nbytes bytes whose groups all index the same tables, as RaBitQ's bit-planes do) the weighted
-   sum of the groups' table sums; plus the query's offset */
-static inline float adc_score(const float *T, const unsigned char *c, Py_ssize_t nbytes, Py_ssize_t groups,
-                              const float *W, float off) {
-    if (!W) return adc_sum(T, c, nbytes) + off;
-    float s = off;
-    for (Py_ssize_t g = 0; g < groups; g++) s += W[g] * adc_sum(T, c + g * nbytes, nbytes);
-    return s;
 }
 
 static void heap_init(float *score, int64_t *idx, Py_ssize_t n) {
@@ -100,11 +84,10 @@ static inline void heap_offer(float *hs, int64_t *hi, Py_ssize_t k, float s, Py_
 }
 
 static void scan(const unsigned char *D, const float *T, const float *scale, const float *bias, const float *qconst,
-                 Py_ssize_t nq, Py_ssize_t nbytes, Py_ssize_t groups, const float *W, const float *off,
+                 Py_ssize_t nq, Py_ssize_t nbytes,
                  Py_ssize_t k, Py_ssize_t doc_start, Py_ssize_t doc_end, float *score, int64_t *idx) {
     heap_init(score, idx, nq * k);
-    const Py_ssize_t row = nbytes * groups;
-    Py_ssize_t dblock = DBLOCK_BYTES / row;
+    Py_ssize_t dblock = DBLOCK_BYTES / nbytes;
     if (dblock < 64) dblock = 64;
     for (Py_ssize_t d0 = doc_start; d0 < doc_end; d0 += dblock) {
         Py_ssize_t d1 = d0 + dblock < doc_end ? d0 + dblock : doc_end;
@@ -112,9 +95,9 @@ static void scan(const unsigned char *D, const float *T, const float *scale, con
             const float *Tq = T + q * nbytes * 256;
             float *hs = score + q * k;
             int64_t *hi = idx + q * k;
-            float qc = bias ? qconst[q] : 0.0f, oq = off ? off[q] : 0.0f;
+            float qc = bias ? qconst[q] : 0.0f;
             for (Py_ssize_t j = d0; j < d1; j++)
-                heap_offer(hs, hi, k, adc_score(Tq, D + j * row, nbytes, groups, W, oq), j, scale, bias, qc);
+                heap_offer(hs, hi, k, adc_score(Tq, D + j * nbytes, nbytes), j, scale, bias, qc);
         }
     }
     heap_sort_all(score, idx, nq, k);
@@ -590,36 +573,27 @@ static PyObject *py_planes_topk(PyObject *self, PyObject *args) {
 static PyObject *py_simd(PyObject *self, PyObject *noargs) { return PyUnicode_FromString(use_avx2() ? "avx2" : "portable"); }
 
 static PyObject *py_topk(PyObject *self, PyObject *args) {
-    Py_buffer cb, tb, wb, ob, sb, bb, qb, osb, oib;
+    Py_buffer cb, tb, sb, bb, qb, osb, oib;
     Py_ssize_t nbytes, k, doc_start, doc_end;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*nnnnw*w*", &cb, &tb, &wb, &ob, &sb, &bb, &qb, &nbytes, &k, &doc_start,
-                          &doc_end, &osb, &oib))
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*nnnnw*w*", &cb, &tb, &sb, &bb, &qb, &nbytes, &k, &doc_start, &doc_end, &osb, &oib))
         return NULL;
     PyObject *result = NULL;
-    Py_ssize_t groups = wb.len ? wb.len / (Py_ssize_t)sizeof(float) : 1;
-    Py_ssize_t row = nbytes * groups;
-    Py_ssize_t nd = row > 0 ? cb.len / row : 0;
+    Py_ssize_t nd = nbytes > 0 ? cb.len / nbytes : 0;
     Py_ssize_t table_bytes = nbytes * 256 * (Py_ssize_t)sizeof(float);
     Py_ssize_t nq = nbytes > 0 ? tb.len / table_bytes : 0;
-    if (nbytes <= 0 || wb.len % sizeof(float) || cb.len % row || tb.len % table_bytes) {
-        PyErr_SetString(PyExc_ValueError, "codes must be nd * groups * nbytes bytes (groups: one float32 weight each, "
-                                          "or none for one) and tables nq * nbytes * 256 float32");
-    } else if (ob.len != 0 && ob.len != (Py_ssize_t)(nq * sizeof(float))) {
-        PyErr_SetString(PyExc_ValueError, "offset must hold one float32 per query, or nothing");
+    if (nbytes <= 0 || cb.len % nbytes || tb.len % table_bytes) {
+        PyErr_SetString(PyExc_ValueError, "codes must be nd * nbytes bytes and tables nq * nbytes * 256 float32");
     } else if (check_common(nd, nq, &sb, &bb, &qb, k, doc_start, doc_end, &osb, &oib) == 0) {
         Py_BEGIN_ALLOW_THREADS
         scan((const unsigned char *)cb.buf, (const float *)tb.buf, sb.len ? (const float *)sb.buf : NULL,
-             bb.len ? (const float *)bb.buf : NULL, bb.len ? (const float *)qb.buf : NULL, nq, nbytes, groups,
-             wb.len ? (const float *)wb.buf : NULL, ob.len ? (const float *)ob.buf : NULL, k, doc_start, doc_end,
-             (float *)osb.buf, (int64_t *)oib.buf);
+             bb.len ? (const float *)bb.buf : NULL, bb.len ? (const float *)qb.buf : NULL, nq, nbytes, k,
+             doc_start, doc_end, (float *)osb.buf, (int64_t *)oib.buf);
         Py_END_ALLOW_THREADS
         result = Py_None;
         Py_INCREF(result);
     }
     PyBuffer_Release(&cb);
     PyBuffer_Release(&tb);
-    PyBuffer_Release(&wb);
-    PyBuffer_Release(&ob);
     PyBuffer_Release(&sb);
     PyBuffer_Release(&bb);
     PyBuffer_Release(&qb);

@@ -36,23 +36,13 @@ def kernel_available() -> bool:
 
 
 def adc_scores(tables: np.ndarray, codes: np.ndarray, scale: np.ndarray | None = None,
-               bias: np.ndarray | None = None, qconst: np.ndarray | None = None, *,
-               weights: np.ndarray | None = None, offset: np.ndarray | None = None) -> np.ndarray:
+               bias: np.ndarray | None = None, qconst: np.ndarray | None = None) -> np.ndarray:
     """(queries, documents) float32 scores ``sum_b tables[q, b, codes[j, b]] * scale[j] +
-    bias[j] * qconst[q]`` (scale and bias optional), in numpy: the reference for the kernel.
-    With ``weights`` (one per group), a code is that many groups of ``tables.shape[1]`` bytes that
-    all index the same tables, and its sum is ``sum_g weights[g] * (group g's table sum)``; an
-    ``offset`` per query is added before the factors."""
+    bias[j] * qconst[q]`` (scale and bias optional), in numpy: the reference for the kernel."""
     nq, nb, _ = tables.shape
-    w = np.ones(1, np.float32) if weights is None else np.asarray(weights, np.float32)
     out = np.zeros((nq, len(codes)), dtype=np.float32)
-    for g, wg in enumerate(w):
-        part = np.zeros((nq, len(codes)), dtype=np.float32)
-        for b in range(nb):
-            part += tables[:, b, :][:, codes[:, g * nb + b]]
-        out += wg * part
-    if offset is not None:
-        out += np.asarray(offset, np.float32)[:, None]
+    for b in range(nb):
+        out += tables[:, b, :][:, codes[:, b]]
     return _with_factors(out, scale, bias, qconst)
 
 
@@ -69,17 +59,14 @@ def _with_factors(out: np.ndarray, scale: np.ndarray | None, bias: np.ndarray | 
 
 def adc_topk(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray | None = None,
              bias: np.ndarray | None = None, qconst: np.ndarray | None = None,
-             weights: np.ndarray | None = None, offset: np.ndarray | None = None,
              threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """For each query's tables (queries, bytes, 256), the ``k`` best document rows of ``codes``
-    (documents, bytes, or groups x bytes with ``weights``) by the scores of :func:`adc_scores`.
-    Returns (scores float32, indices int64), best first, ties by lower index."""
+    (documents, bytes) by the scores of :func:`adc_scores`. Returns (scores float32, indices
+    int64), best first, ties by lower index."""
     tables = np.ascontiguousarray(tables, dtype=np.float32)
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
-    groups = 1 if weights is None else len(weights)
-    if tables.ndim != 3 or tables.shape[2] != 256 or codes.ndim != 2 or tables.shape[1] * groups != codes.shape[1]:
-        raise InputError(f"tables of shape {tables.shape} do not fit codes of shape {codes.shape} in {groups} group(s); "
-                         "expected (queries, bytes, 256) and codes of groups x bytes")
+    if tables.ndim != 3 or tables.shape[2] != 256 or codes.ndim != 2 or tables.shape[1] != codes.shape[1]:
+        raise InputError(f"tables of shape {tables.shape} do not fit codes of shape {codes.shape}; expected (queries, bytes, 256)")
     if scale is not None:
         scale = np.ascontiguousarray(scale, dtype=np.float32)
         if scale.shape != (len(codes),):
@@ -89,15 +76,11 @@ def adc_topk(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray
         qconst = np.ascontiguousarray(qconst, dtype=np.float32)
         if bias.shape != (len(codes),) or qconst.shape != (len(tables),):
             raise InputError(f"bias needs one value per document ({len(codes)}) and qconst one per query ({len(tables)})")
-    if offset is not None and np.shape(offset) != (len(tables),):
-        raise InputError(f"offset needs one value per query ({len(tables)}), got shape {np.shape(offset)}")
-    return scan_adc(tables, codes, check_k(k, len(codes)), scale=scale, bias=bias, qconst=qconst, weights=weights,
-                    offset=offset, threads=threads)
+    return scan_adc(tables, codes, check_k(k, len(codes)), scale=scale, bias=bias, qconst=qconst, threads=threads)
 
 
 def scan_adc(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray | None = None,
              bias: np.ndarray | None = None, qconst: np.ndarray | None = None,
-             weights: np.ndarray | None = None, offset: np.ndarray | None = None,
              threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`adc_topk` on validated arrays and a ``k`` already in 1..len(codes)."""
     tables = np.ascontiguousarray(tables, dtype=np.float32)
@@ -105,22 +88,15 @@ def scan_adc(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray
     nd = len(codes)
     if bias is not None:
         qconst = np.ascontiguousarray(qconst, dtype=np.float32)
-    if weights is not None:
-        weights = np.ascontiguousarray(weights, dtype=np.float32)
-    if offset is not None:
-        offset = np.ascontiguousarray(offset, dtype=np.float32)
     if _adc is None:
         return scan_blocks(lambda q0, q1, d0, d1: adc_scores(
             tables[q0:q1], codes[d0:d1], None if scale is None else scale[d0:d1],
-            None if bias is None else bias[d0:d1], None if bias is None else qconst[q0:q1], weights=weights,
-            offset=None if offset is None else offset[q0:q1]), nq, nd, k)
+            None if bias is None else bias[d0:d1], None if bias is None else qconst[q0:q1]), nq, nd, k)
     sc = b"" if scale is None else scale
     bi = b"" if bias is None else bias
-    we = b"" if weights is None else weights
 
     def run(q0: int, q1: int, start: int, end: int, s: np.ndarray, i: np.ndarray) -> None:
-        _adc.topk(codes, tables[q0:q1], we, b"" if offset is None else offset[q0:q1], sc, bi,
-                  b"" if bias is None else qconst[q0:q1], nb, i.shape[1], start, end, s, i)
+        _adc.topk(codes, tables[q0:q1], sc, bi, b"" if bias is None else qconst[q0:q1], nb, i.shape[1], start, end, s, i)
 
     return _split(run, nq, nd, k, threads)
 

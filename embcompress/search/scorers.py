@@ -193,9 +193,7 @@ class CodesScorer(_Scorer):
                 out = scan_dense(last.dense_queries(qf), self.codes, k, layout=layout, bits=bits, levels=levels,
                                  scale=scale, bias=bias, qconst=qconst)
             else:
-                tables, weights, offset = last.grouped_tables(qf)
-                out = scan_adc(tables, self.codes, k, scale=scale, bias=bias, qconst=qconst, weights=weights,
-                               offset=offset)
+                out = scan_adc(last.lookup_tables(qf), self.codes, k, scale=scale, bias=bias, qconst=qconst)
             scores[s : s + ADC_QUERY_BLOCK], rows[s : s + ADC_QUERY_BLOCK] = out
         return scores, rows
 
