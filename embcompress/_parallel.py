@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator, Sequence
@@ -32,21 +33,26 @@ class _OneBlasThread:
     across threads: the first to enter looks up the loaded libraries (threadpoolctl, about 2 ms)
     and sets the limit, later ones set it again (a limit someone set in between is not kept while
     our workers run), the last to leave restores what was there. Enter it from the thread that
-    starts the workers: a limit set from a worker thread did not always reach the others."""
+    starts the workers: a limit set from a worker thread did not always reach the others. The
+    libraries are looked up again only when modules were imported since the last look."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._depth = 0
         self._controller = None
+        self._modules = -1  # len(sys.modules) when the controller looked the libraries up
         self._limiter = None
 
     def __enter__(self):
         with self._lock:
             try:
-                if self._depth == 0:
+                if self._depth == 0 and (self._controller is None or len(sys.modules) != self._modules):
                     from threadpoolctl import ThreadpoolController
 
-                    self._controller = ThreadpoolController()  # libraries loaded since the last time
+                    # the libraries loaded since the last look (a new BLAS comes with a new
+                    # module); looked up again only then: a search of one query cannot pay 2 ms
+                    self._controller = ThreadpoolController()
+                    self._modules = len(sys.modules)
                 limiter = self._controller.limit(limits=1, user_api="blas")
             except ImportError:  # pragma: no cover - threadpoolctl is a dependency
                 limiter = None

@@ -101,7 +101,8 @@ def scan_adc(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray
     return _split(run, nq, nd, k, threads)
 
 
-def _split(run, nq: int, nd: int, k: int, threads: int | None) -> tuple[np.ndarray, np.ndarray]:
+def _split(run, nq: int, nd: int, k: int, threads: int | None,
+           queries_per_thread: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Calls ``run(q0, q1, d0, d1, scores_out, indices_out)`` of a kernel through :func:`split_scan`."""
 
     def part(q0: int, q1: int, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
@@ -111,7 +112,7 @@ def _split(run, nq: int, nd: int, k: int, threads: int | None) -> tuple[np.ndarr
         run(q0, q1, start, end, s, i)
         return s, i
 
-    return split_scan(part, nq, nd, k, threads)
+    return split_scan(part, nq, nd, k, threads, queries_per_thread=queries_per_thread)
 
 
 #: how per-dimension codes are laid out in a row: bit-planes (RaBitQ) or packed (few-bit SQ)
@@ -166,6 +167,11 @@ def scan_dense(queries: np.ndarray, codes: np.ndarray, k: int, *, layout: str, b
     return _split(run, nq, nd, k, threads)
 
 
+#: the plane scan unpacks a document once for every query it is given, so a search splits by
+#: document range until each thread would get this many queries (then by query, no merge)
+PLANE_QUERIES_PER_THREAD = 32
+
+
 def planes_scores(q8: np.ndarray, step: np.ndarray, offset: np.ndarray, codes: np.ndarray, bits: int, plane_bytes: int,
                   scale: np.ndarray | None = None, bias: np.ndarray | None = None,
                   qconst: np.ndarray | None = None) -> np.ndarray:
@@ -206,4 +212,4 @@ def scan_planes(q8: np.ndarray, step: np.ndarray, offset: np.ndarray, codes: np.
         _adc.planes_topk(codes, codes.shape[1], bits, plane_bytes, q8[q0:q1], step[q0:q1], offset[q0:q1], sc, bi,
                          b"" if bias is None else qconst[q0:q1], i.shape[1], start, end, portable, s, i)
 
-    return _split(run, nq, nd, k, threads)
+    return _split(run, nq, nd, k, threads, queries_per_thread=PLANE_QUERIES_PER_THREAD)

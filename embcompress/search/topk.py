@@ -25,15 +25,19 @@ def merge_topk(values: Sequence[np.ndarray], rows: Sequence[np.ndarray], k: int,
 
 
 def split_scan(part: Callable[[int, int, int, int], tuple[np.ndarray, np.ndarray]], nq: int, nd: int, k: int,
-               threads: int | None, *, larger_is_better: bool = True) -> tuple[np.ndarray, np.ndarray]:
+               threads: int | None, *, larger_is_better: bool = True,
+               queries_per_thread: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """``part(q0, q1, d0, d1)`` -> (values, rows) of the top ``min(k, d1 - d0)`` of queries
-    ``q0:q1`` over documents ``d0:d1``, run on threads: by query when there are at least as
-    many queries as threads (no merge), else by document range, merged with :func:`merge_topk`."""
+    ``q0:q1`` over documents ``d0:d1``, run on threads: by query when there are at least
+    ``queries_per_thread`` queries per thread (no merge), else by document range, merged with
+    :func:`merge_topk`. A kernel that decodes each document once for all the queries it is given
+    asks for more queries per thread before the split by query pays."""
     threads = threads or num_threads()
-    if threads <= 1 or (nq < threads and nd < 2 * MIN_DOCS_PER_THREAD):
+    by_query = nq >= threads * queries_per_thread
+    if threads <= 1 or (not by_query and nd < 2 * MIN_DOCS_PER_THREAD):
         return part(0, nq, 0, nd)
     pool = shared_pool(threads)  # kept between searches: starting threads costs a single query
-    if nq >= threads:
+    if by_query:
         bounds = np.linspace(0, nq, threads + 1).astype(int)
         parts = list(pool.map(lambda j: part(bounds[j], bounds[j + 1], 0, nd), range(threads)))
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
