@@ -332,8 +332,8 @@ def test_dense_kernel_equals_reference_with_ties_by_row(layout, bits, monkeypatc
 @pytest.mark.parametrize("bits,d", [(1, 384), (2, 37), (3, 100), (4, 70)])
 def test_plane_kernel_equals_reference_with_ties_by_row(bits, d, monkeypatch):
     """Bit-plane codes against 8-bit queries: integer sums are exact, so the SIMD paths (AVX-512
-    fused for up to four queries, unpacked for more, AVX2 where there is no AVX-512), the portable
-    one and numpy give the same scores and rows, ties by row included, for 1..9 queries, any
+    fused for up to four queries, unpacked for more; AVX2, forced with path="avx2" where the CPU
+    has more), the portable one and numpy give the same scores and rows, ties by row included, for 1..9 queries, any
     thread count, split by query or by document range. Few code values make many ties; the
     dimensions leave partly used bytes and short last chunks."""
     rng = np.random.default_rng(bits * 100 + d)
@@ -358,13 +358,15 @@ def test_plane_kernel_equals_reference_with_ties_by_row(bits, d, monkeypatch):
         want = (Q8.reshape(9, -1, 8)[:, :, ::-1].reshape(9, dpad)[:, :d].astype(np.int64) @ u.T.astype(np.int64))
         got = adc_module.planes_scores(Q8, step, offset, codes, bits, pb)
         np.testing.assert_array_equal(got, (want.astype(np.float32) * step[:, None] + offset[:, None]).astype(np.float32))
-        for threads, portable in ((1, False), (2, False), (3, True)):
+        for threads, path in ((1, "auto"), (2, "auto"), (1, "avx2"), (2, "avx2"), (3, "portable")):
             for q in (slice(None), slice(0, 1), slice(1, 4), slice(2, 7)):
                 s, i = adc_module.scan_planes(Q8[q], step[q], offset[q], codes, 25, bits=bits, plane_bytes=pb, scale=sc,
                                               bias=bi, qconst=None if qc is None else qc[q], threads=threads,
-                                              portable=portable)
+                                              path=path)
                 np.testing.assert_array_equal(i, ri[q])
                 np.testing.assert_array_equal(s, rs[q])
+    with pytest.raises(InputError, match="path must be one of auto, portable, avx2"):
+        adc_module.scan_planes(Q8, step, offset, codes, 5, bits=bits, plane_bytes=pb, path="avx512")
     monkeypatch.setattr(adc_module, "_adc", None)
     s, i = adc_module.scan_planes(Q8, step, offset, codes, 25, bits=bits, plane_bytes=pb, scale=scale, bias=bias,
                                   qconst=qconst)

@@ -478,11 +478,12 @@ static inline int use_avx512bw(void) {
 static int planes_scan(const unsigned char *codes, Py_ssize_t row_bytes, int bits, Py_ssize_t pb, const int8_t *Q8,
                        Py_ssize_t dpad, const float *dq, const float *off, Py_ssize_t nq, const float *scale,
                        const float *bias, const float *qconst, Py_ssize_t k, Py_ssize_t doc_start,
-                       Py_ssize_t doc_end, int portable, float *score, int64_t *idx) {
+                       Py_ssize_t doc_end, int path, float *score, int64_t *idx) {
     uint8_t *U = aligned_alloc(32, (size_t)(PLANE_BLOCK * dpad));
     if (!U) return -1;
     heap_init(score, idx, nq * k);
-    int fast = !portable && use_avx2(), wide = fast && use_avx512bw();
+    /* path 0: the best this CPU has; 1: portable; 2: at most AVX2 (to test that path anywhere) */
+    int fast = path != 1 && use_avx2(), wide = path == 0 && fast && use_avx512bw();
     for (Py_ssize_t d0 = doc_start; d0 < doc_end; d0 += PLANE_BLOCK) {
         Py_ssize_t d1 = d0 + PLANE_BLOCK < doc_end ? d0 + PLANE_BLOCK : doc_end;
 #ifdef HAVE_AVX2_PATH
@@ -535,16 +536,17 @@ static int planes_scan(const unsigned char *codes, Py_ssize_t row_bytes, int bit
 static PyObject *py_planes_topk(PyObject *self, PyObject *args) {
     Py_buffer cb, qb, db, ob, sb, bb, kb, osb, oib;
     Py_ssize_t row_bytes, pb, k, doc_start, doc_end;
-    int bits, portable;
-    if (!PyArg_ParseTuple(args, "y*niny*y*y*y*y*y*nnnpw*w*", &cb, &row_bytes, &bits, &pb, &qb, &db, &ob, &sb, &bb,
-                          &kb, &k, &doc_start, &doc_end, &portable, &osb, &oib))
+    int bits, path;
+    if (!PyArg_ParseTuple(args, "y*niny*y*y*y*y*y*nnniw*w*", &cb, &row_bytes, &bits, &pb, &qb, &db, &ob, &sb, &bb,
+                          &kb, &k, &doc_start, &doc_end, &path, &osb, &oib))
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t dpad = (pb * 8 + PLANE_CHUNK - 1) / PLANE_CHUNK * PLANE_CHUNK;
     Py_ssize_t nd = row_bytes > 0 ? cb.len / row_bytes : 0;
     Py_ssize_t nq = dpad > 0 ? qb.len / dpad : 0;
-    if (bits < 1 || bits > 4 || pb <= 0 || row_bytes < bits * pb || cb.len % row_bytes) {
-        PyErr_SetString(PyExc_ValueError, "codes must be nd * row_bytes bytes holding 1 to 4 bit-planes of pb bytes");
+    if (bits < 1 || bits > 4 || pb <= 0 || row_bytes < bits * pb || cb.len % row_bytes || path < 0 || path > 2) {
+        PyErr_SetString(PyExc_ValueError, "codes must be nd * row_bytes bytes holding 1 to 4 bit-planes of pb bytes, "
+                                          "and path 0 (best), 1 (portable) or 2 (AVX2 at most)");
     } else if (qb.len % dpad || db.len != (Py_ssize_t)(nq * sizeof(float)) || ob.len != db.len) {
         PyErr_SetString(PyExc_ValueError, "queries must be nq * (pb * 8 rounded up to 32) int8, with one float32 "
                                           "step and offset per query");
@@ -554,7 +556,7 @@ static PyObject *py_planes_topk(PyObject *self, PyObject *args) {
         rc = planes_scan((const unsigned char *)cb.buf, row_bytes, bits, pb, (const int8_t *)qb.buf, dpad,
                          (const float *)db.buf, (const float *)ob.buf, nq, sb.len ? (const float *)sb.buf : NULL,
                          bb.len ? (const float *)bb.buf : NULL, bb.len ? (const float *)kb.buf : NULL, k, doc_start,
-                         doc_end, portable, (float *)osb.buf, (int64_t *)oib.buf);
+                         doc_end, path, (float *)osb.buf, (int64_t *)oib.buf);
         Py_END_ALLOW_THREADS
         result = none_or_nomemory(rc);
     }

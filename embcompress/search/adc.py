@@ -170,6 +170,8 @@ def scan_dense(queries: np.ndarray, codes: np.ndarray, k: int, *, layout: str, b
 #: the plane scan unpacks a document once for every query it is given, so a search splits by
 #: document range until each thread would get this many queries (then by query, no merge)
 PLANE_QUERIES_PER_THREAD = 32
+#: the plane kernel's paths, in the order the kernel numbers them
+PLANE_PATHS = ("auto", "portable", "avx2")
 
 
 def planes_scores(q8: np.ndarray, step: np.ndarray, offset: np.ndarray, codes: np.ndarray, bits: int, plane_bytes: int,
@@ -188,11 +190,14 @@ def planes_scores(q8: np.ndarray, step: np.ndarray, offset: np.ndarray, codes: n
 def scan_planes(q8: np.ndarray, step: np.ndarray, offset: np.ndarray, codes: np.ndarray, k: int, *, bits: int,
                 plane_bytes: int, scale: np.ndarray | None = None, bias: np.ndarray | None = None,
                 qconst: np.ndarray | None = None, threads: int | None = None,
-                portable: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                path: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` (1..len(codes), validated by the caller) of bit-plane codes for 8-bit queries by
     the scores of :func:`planes_scores`, best first, ties by lower index. The integer inner
-    products are exact, so the AVX2 path, the portable one (``portable=True``) and numpy (where
-    the kernel was not built) give the same results."""
+    products are exact, so every path of the kernel (``path``: "auto", the best this CPU has;
+    "avx2", at most AVX2; "portable") and numpy (where the kernel was not built) give the same
+    results."""
+    if path not in PLANE_PATHS:
+        raise InputError(f"path must be one of {', '.join(PLANE_PATHS)}, got {path!r}")
     q8 = np.ascontiguousarray(q8, dtype=np.int8)
     step = np.ascontiguousarray(step, dtype=np.float32)
     offset = np.ascontiguousarray(offset, dtype=np.float32)
@@ -210,6 +215,6 @@ def scan_planes(q8: np.ndarray, step: np.ndarray, offset: np.ndarray, codes: np.
 
     def run(q0: int, q1: int, start: int, end: int, s: np.ndarray, i: np.ndarray) -> None:
         _adc.planes_topk(codes, codes.shape[1], bits, plane_bytes, q8[q0:q1], step[q0:q1], offset[q0:q1], sc, bi,
-                         b"" if bias is None else qconst[q0:q1], i.shape[1], start, end, portable, s, i)
+                         b"" if bias is None else qconst[q0:q1], i.shape[1], start, end, PLANE_PATHS.index(path), s, i)
 
     return _split(run, nq, nd, k, threads, queries_per_thread=PLANE_QUERIES_PER_THREAD)
