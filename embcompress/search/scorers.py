@@ -155,6 +155,7 @@ class CodesScorer(_Scorer):
         codes, scale = last.adc_codes(index.data)
         self.codes = np.ascontiguousarray(codes, dtype=np.uint8)  # the bytes the lookup tables index
         self.scale = None if scale is None else np.ascontiguousarray(scale, dtype=np.float32)  # per document
+        self.planes = isinstance(last, PlaneScan)  # scanned against 8-bit queries, whatever the batch
         form = last.dense_codes() if isinstance(last, DenseScan) else None
         self.dense = form if form is not None and form[1] >= DENSE_MIN_BITS else None
         self._scale_inv: np.ndarray | None = None  # scale times the inverse reconstruction norm, made once
@@ -170,39 +171,34 @@ class CodesScorer(_Scorer):
         """A block of queries at a time (each query's tables take bytes x 1 KiB). The path is
         chosen once per search, so every query of a batch is scored the same way (the two differ
         in the last bits of a float sum)."""
-        last = self.index.compressor.query_space.last
-        planes = isinstance(last, PlaneScan)
-        dense = not planes and self.dense is not None and len(Q) >= DENSE_MIN_QUERIES
+        comp = self.index.compressor
+        last = comp.query_space.last
+        dense = self.dense is not None and len(Q) >= DENSE_MIN_QUERIES
         scale, bias, recon = self.scale, None, self.reconstruction()
         if recon is not None:
             scale, bias = self._factors(recon[0]), recon[0]
         scores = np.empty((len(Q), k), dtype=np.float32)
         rows = np.empty((len(Q), k), dtype=np.int64)
-        with one_blas_thread:  # the query-side products (tables, rotations) must not start BLAS
-            # threads that spin beside the scan's: rq's tables did, and took 4 queries from 35 to 55 ms
-            self._scan(Q, k, planes, dense, scale, bias, recon, scores, rows)
+        # the query-side products (tables, rotations) must not start BLAS threads that spin beside
+        # the scan's: rq's tables did, and took 4 queries from 35 to 55 ms
+        with one_blas_thread:
+            for s in range(0, len(Q), ADC_QUERY_BLOCK):
+                Qb = Q[s : s + ADC_QUERY_BLOCK]
+                qf = comp.query_space.linear(Qb)
+                qconst = None if recon is None else (Qb @ recon[1] + last.adc_offset(qf)).astype(np.float32)
+                if self.planes:
+                    q8, step, offset = last.quantized_queries(qf)
+                    bits, plane_bytes = last.plane_layout()
+                    out = scan_planes(q8, step, offset, self.codes, k, bits=bits, plane_bytes=plane_bytes,
+                                      scale=scale, bias=bias, qconst=qconst)
+                elif dense:
+                    layout, bits, levels = self.dense
+                    out = scan_dense(last.dense_queries(qf), self.codes, k, layout=layout, bits=bits, levels=levels,
+                                     scale=scale, bias=bias, qconst=qconst)
+                else:
+                    out = scan_adc(last.lookup_tables(qf), self.codes, k, scale=scale, bias=bias, qconst=qconst)
+                scores[s : s + ADC_QUERY_BLOCK], rows[s : s + ADC_QUERY_BLOCK] = out
         return scores, rows
-
-    def _scan(self, Q, k, planes, dense, scale, bias, recon, scores, rows) -> None:
-        comp = self.index.compressor
-        last = comp.query_space.last
-        b0 = None if recon is None else recon[1]
-        for s in range(0, len(Q), ADC_QUERY_BLOCK):
-            Qb = Q[s : s + ADC_QUERY_BLOCK]
-            qf = comp.query_space.linear(Qb)
-            qconst = None if recon is None else (Qb @ b0 + last.adc_offset(qf)).astype(np.float32)
-            if planes:
-                q8, step, offset = last.quantized_queries(qf)
-                bits, plane_bytes = last.plane_layout()
-                out = scan_planes(q8, step, offset, self.codes, k, bits=bits, plane_bytes=plane_bytes, scale=scale,
-                                  bias=bias, qconst=qconst)
-            elif dense:
-                layout, bits, levels = self.dense
-                out = scan_dense(last.dense_queries(qf), self.codes, k, layout=layout, bits=bits, levels=levels,
-                                 scale=scale, bias=bias, qconst=qconst)
-            else:
-                out = scan_adc(last.lookup_tables(qf), self.codes, k, scale=scale, bias=bias, qconst=qconst)
-            scores[s : s + ADC_QUERY_BLOCK], rows[s : s + ADC_QUERY_BLOCK] = out
 
 
 #: the scorer of each output kind (OutputSpec.kind)
