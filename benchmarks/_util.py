@@ -21,6 +21,13 @@ _MEASURE = (
 )
 
 
+def cli_path() -> str:
+    """The ``embcompress`` command of the running interpreter's environment (else the PATH's)."""
+    import shutil
+
+    return shutil.which("embcompress", path=str(Path(sys.executable).parent)) or shutil.which("embcompress") or "embcompress"
+
+
 def run_measured(cmd: list[str]) -> dict:
     """Run ``cmd`` in a fresh child; return its wall time and peak resident memory (MiB)."""
     out = subprocess.run([sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True, check=True)

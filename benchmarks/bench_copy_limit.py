@@ -21,7 +21,6 @@ does (the issue asks at least 0.9).
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import threading
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import make_parquet, run_measured  # noqa: E402
+from _util import cli_path, make_parquet, run_measured  # noqa: E402
 
 from embcompress import Int8  # noqa: E402
 from embcompress.io import open_vectors  # noqa: E402
@@ -61,7 +60,7 @@ def main() -> None:
     args = ap.parse_args()
     d = Path(args.dir)
     path = make_parquet(d / f"vec_{args.rows}x{args.dim}.parquet", args.rows, args.dim)
-    exe = shutil.which("embcompress", path=str(Path(sys.executable).parent)) or shutil.which("embcompress") or "embcompress"
+    exe = cli_path()
     out = d / "copy_limit_out.parquet"
     model = d / "copy_limit_int8.npz"
     save(fit_file(Int8(), path, max_rows=20_000), model, overwrite=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import best_of, make_parquet, run_measured  # noqa: E402
+from _util import best_of, cli_path, make_parquet, run_measured  # noqa: E402
 
 from embcompress import Binary, Int8  # noqa: E402
 from embcompress._parallel import reader_threads  # noqa: E402
@@ -62,7 +61,7 @@ def main() -> None:
     groups = pq.ParquetFile(big).num_row_groups
     print(f"file: {big} ({args.rows:,} x {args.dim} float32, {size_gb:.2f} GB on disk, {groups} row groups); "
           f"{n} cores; best of {args.repeat}")
-    exe = shutil.which("embcompress", path=str(Path(sys.executable).parent)) or shutil.which("embcompress") or "embcompress"
+    exe = cli_path()
     out = d / "codes.parquet"
 
     def timed(fn) -> float:
