@@ -71,8 +71,11 @@ def make(args) -> None:
     print(f"wrote {args.rows:,} x {d} to {out / 'vectors.parquet'} and {out / 'dataset'}/ in {time.perf_counter() - t:.0f} s")
 
 
-def step(name: str, cmd: list[str], rows: int | None, log: list) -> dict:
-    """Run ``embcompress cmd`` in a child process; its wall time, rows/s and peak RSS."""
+def step(name: str, cmd: list[str], rows: int | None, log: list, only: set | None = None) -> dict | None:
+    """Run ``embcompress cmd`` in a child process; its wall time, CPU time, rows/s and peak RSS.
+    Skipped (None) when ``only`` names other steps (by the command's first word)."""
+    if only and cmd[0] not in only:
+        return None
     t = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "embcompress_cli.main", *cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
@@ -81,9 +84,12 @@ def step(name: str, cmd: list[str], rows: int | None, log: list) -> dict:
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t
     rss = usage.ru_maxrss / 1024
-    r = {"step": name, "command": "embcompress " + " ".join(cmd), "wall_seconds": round(wall, 2),
-         "rows_per_second": None if rows is None else rows / wall, "peak_rss_mib": round(rss), "rc": proc.returncode}
-    print(f"  {name:40s} {wall:8.1f} s {'' if rows is None else f'{rows / wall:12,.0f} rows/s'} {rss:8.0f} MiB"
+    cpu = usage.ru_utime + usage.ru_stime  # not inflated when another job shares the cores, unlike wall
+    r = {"step": name, "command": "embcompress " + " ".join(cmd), "wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2),
+         "rows_per_second": None if rows is None else rows / wall, "peak_rss_mib": round(rss), "rc": proc.returncode,
+         "started": time.strftime("%H:%M:%S", time.localtime(time.time() - wall)),
+         "output_tail": out[-3000:]}
+    print(f"  {name:40s} {wall:8.1f} s {cpu:8.1f} cpu-s {'' if rows is None else f'{rows / wall:12,.0f} rows/s'} {rss:8.0f} MiB"
           f"{'' if proc.returncode == 0 else '  FAILED: ' + out.strip().splitlines()[-1]}", flush=True)
     log.append(r)
     return r
@@ -118,25 +124,30 @@ def run(args) -> None:
           f"{time.strftime('%Y-%m-%d %H:%M')}", flush=True)
     log: list = []
     ow = ["--overwrite"]
-    step("binarize (one file)", ["binarize", str(one), str(w / "bits.parquet"), *ow], rows, log)
-    step("binarize (dataset -> dataset)", ["binarize", str(ds), str(w / "bits-ds"), *ow], rows, log)
+    only = set(args.steps.split(",")) if args.steps else None
+    step("binarize (one file)", ["binarize", str(one), str(w / "bits.parquet"), *ow], rows, log, only)
+    step("binarize (dataset -> dataset)", ["binarize", str(ds), str(w / "bits-ds"), *ow], rows, log, only)
     step("recommend --budget 48 (default sample)", ["recommend", str(one), str(w / "model48"), "--budget", "48", "--json", *ow],
          None, log)
-    step("apply the 48 B pick", ["apply", str(w / "model48"), str(one), str(w / "codes48.parquet"), *ow], rows, log)
+    step("apply the 48 B pick", ["apply", str(w / "model48"), str(one), str(w / "codes48.parquet"), *ow], rows, log, only)
     q = str(w / "queries.parquet")
     step(f"search {args.queries} queries, 48 B codes (exact)", ["search", str(w / "codes48.parquet"), q, str(w / "r48.parquet"),
-         "--model", str(w / "model48"), *ow], None, log)
-    step(f"search {args.queries} queries, bits (exact)", ["search", str(w / "bits.parquet"), q, str(w / "rbits.parquet"), *ow], None, log)
+         "--model", str(w / "model48"), *ow], None, log, only)
+    step(f"search {args.queries} queries, bits (exact)", ["search", str(w / "bits.parquet"), q, str(w / "rbits.parquet"), *ow], None, log, only)
     step(f"search {args.queries} queries, bits (HNSW)", ["search", str(w / "bits.parquet"), q, str(w / "rhnsw.parquet"),
-         "--index", "hnsw", *ow], None, log)
+         "--index", "hnsw", *ow], None, log, only)
     if (w / "rhnsw.parquet").exists() and (w / "rbits.parquet").exists():
         rec = recall_at_10(w / "rbits.parquet", w / "rhnsw.parquet")
         print(f"  HNSW recall@10 against the exact Hamming search: {rec:.4f}", flush=True)
         log.append({"step": "hnsw recall@10", "value": rec})
-    step("export bits -> faiss", ["export", str(w / "bits.parquet"), str(w / "bits.faiss"), "--to", "faiss", *ow], rows, log)
-    step("export bits -> usearch", ["export", str(w / "bits.parquet"), str(w / "bits.usearch"), "--to", "usearch", *ow], rows, log)
+    step("export bits -> faiss", ["export", str(w / "bits.parquet"), str(w / "bits.faiss"), "--to", "faiss", *ow], rows, log, only)
+    step("export bits -> usearch", ["export", str(w / "bits.parquet"), str(w / "bits.usearch"), "--to", "usearch", *ow], rows, log, only)
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "date": time.strftime("%Y-%m-%d"), "steps": log}, indent=1))
+        out = Path(args.json)
+        old = json.loads(out.read_text()) if only and out.exists() else {"steps": []}
+        mine = {r["step"] for r in log}  # a partial run replaces its own steps in an earlier run's file
+        steps = [r for r in old["steps"] if r["step"] not in mine] + log
+        out.write_text(json.dumps({"rows": rows, "date": time.strftime("%Y-%m-%d"), "steps": steps}, indent=1))
 
 
 def main() -> None:
@@ -150,6 +161,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--overwrite", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--steps", default=None, help="run only these commands, comma-separated (e.g. recommend,apply,search)")
     args = ap.parse_args()
     make(args) if args.what == "make" else run(args)
 

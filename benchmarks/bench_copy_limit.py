@@ -7,6 +7,8 @@ from the page cache), timed in rounds, one measurement of each kind per round, b
 
 * a plain memory copy of the same number of bytes (numpy, two halves on two threads, or one
   thread), the reference scaling;
+* the file's bytes read from the page cache into warm buffers (``os.preadv``, no decoding): the
+  least any reader of the file does, so the best scaling a reader can reach here;
 * embcompress's reader alone (decode only) on 1 and 2 threads, in-process;
 * ``binarize``, ``truncate --dim 256`` and ``apply`` of a fitted ``int8`` as CLI processes with
   ``--threads 1`` and ``--threads 2``; a process that only starts (``embcompress --version``) is
@@ -21,6 +23,7 @@ does (the issue asks at least 0.9).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import time
@@ -43,6 +46,29 @@ def copy(src: np.ndarray, dst: np.ndarray, threads: int) -> None:
 
     def part(i: int) -> None:
         np.copyto(dst[bounds[i]:bounds[i + 1]], src[bounds[i]:bounds[i + 1]])
+
+    workers = [threading.Thread(target=part, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+
+
+def page_cache_read(path: Path, threads: int, chunk: int = 4 << 20) -> None:
+    """The file's bytes read from the page cache (``os.preadv`` of 4 MiB into one warm buffer per
+    thread, the file cut in ``threads`` parts): what any reader of the file must at least do, and
+    so the scaling it can at best reach."""
+    size = path.stat().st_size
+    bounds = [size * i // threads // chunk * chunk for i in range(threads)] + [size]
+
+    def part(i: int) -> None:
+        buf = np.ones(chunk, dtype=np.uint8)  # pages touched: no fault while reading
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            for at in range(bounds[i], bounds[i + 1], chunk):
+                os.preadv(fd, [memoryview(buf)[: min(chunk, bounds[i + 1] - at)]], at)
+        finally:
+            os.close(fd)
 
     workers = [threading.Thread(target=part, args=(i,)) for i in range(threads)]
     for w in workers:
@@ -93,6 +119,7 @@ def main() -> None:
         for t in (1, 2):
             for _ in range(3):  # back to back: the first after a CLI process runs colder
                 keep(("copy", t), timed(lambda: copy(src, dst, t)))
+            keep(("pread", t), timed(lambda: page_cache_read(path, t)))
             keep(("reader", t), timed(lambda: reader(t)))
             for name, cmd in commands.items():
                 keep((name, t), run_measured(cmd(t))["seconds"])
@@ -104,13 +131,14 @@ def main() -> None:
           f"best of {args.repeat} interleaved rounds; process start (embcompress --version) {start:.2f} s, taken off the commands")
     copy_gain = best["copy", 1] / best["copy", 2]
     print(f"  {'':24s} {'1 thread s':>10s} {'2 threads s':>11s} {'speed-up':>9s} {'of copy':>8s}")
-    for key in ("copy", "reader", *commands):
+    for key in ("copy", "pread", "reader", *commands):
         one, two = best[key, 1], best[key, 2]
         if key in commands:
             one, two = one - start, two - start
         gain = one / two
         share = (gain - 1) / (copy_gain - 1) if copy_gain > 1 else float("nan")
-        label = {"copy": f"memory copy ({nbytes / 1e9:.2f} GB)", "reader": "reader alone (decode)"}.get(key, key)
+        label = {"copy": f"memory copy ({nbytes / 1e9:.2f} GB)", "pread": "page cache read (pread)",
+                 "reader": "reader alone (decode)"}.get(key, key)
         print(f"  {label:24s} {one:10.2f} {two:11.2f} {gain:8.2f}x {share:8.2f}")
 
 
