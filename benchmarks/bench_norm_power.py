@@ -20,7 +20,8 @@ import numpy as np
 
 from bench_codes_debian import load_set  # the same documents, query sample and fit sample as the codes benchmark
 from embcompress._util import sample_rows
-from embcompress.evaluate import FitCache, RankProxy, evaluate_config, parse_config
+from embcompress.crossfit import CrossFit
+from embcompress.evaluate import RankProxy, evaluate_config, parse_config
 from _util import DEBIAN  # noqa: E402  (the benchmarks' folder is on the path when they run)
 
 
@@ -35,19 +36,19 @@ def main() -> None:
     args = ap.parse_args()
     D, dids, task, fit_on = load_set(args.emb, args.qrels, queries=args.queries, fit_rows=args.fit_rows)
     dids = [str(i) for i in dids]
-    cache = FitCache(D if fit_on is None else fit_on)
+    fits = CrossFit(D, 1, fit_on=fit_on)  # one model per spec: on every document, or on the sample
     proxy = RankProxy(D, sample_rows(len(D), 2000, 0))
     powers = [float(p) for p in args.powers.split(",")]
-    ref = evaluate_config(D, parse_config("float"), task, doc_ids=dids, cache=cache)["score"]
+    ref = evaluate_config(D, parse_config("float"), task, doc_ids=dids, fits=fits)["score"]
     print(f"{args.emb}: {len(D):,} documents, {len(task.queries):,} queries, float nDCG@10 {ref:.4f}; codes fitted on "
           f"{'all documents' if fit_on is None else f'{len(fit_on):,} sampled documents'}", flush=True)
     print(f"  {'configuration':22s} {'':9s} " + " ".join(f"{'P=' + format(p, 'g'):>8s}" for p in powers))
     for spec in args.specs:
         cfg = parse_config(spec)
         t0 = time.perf_counter()
-        cache.fit(cfg.spec)
+        fits.caches[0].fit(cfg.spec)
         fit_s = time.perf_counter() - t0
-        rows = [evaluate_config(D, cfg, task, doc_ids=dids, cache=cache, proxy=proxy, norm_power=p) for p in powers]
+        rows = [evaluate_config(D, cfg, task, doc_ids=dids, fits=fits, proxy=proxy, norm_power=p) for p in powers]
         ret = [r["score"] / ref for r in rows]
         best = powers[int(np.argmax(ret))]
         best_proxy = powers[int(np.argmax([r["rank_proxy"] for r in rows]))]
