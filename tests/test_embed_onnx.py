@@ -93,7 +93,7 @@ def test_embed_cli_with_the_int8_backend(tmp_path, cache):
     (tmp_path / "t.txt").write_text("\n".join(TEXTS) + "\n")
     res = CliRunner().invoke(app, ["embed", str(tmp_path / "t.txt"), str(tmp_path / "v.parquet"), "--backend", "onnx-int8", "--json"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["backend"] == "onnx-int8"
+    assert json.loads(res.stdout)["backend"] == "onnx-int8"  # the JSON alone on stdout (progress may go to stderr)
     info = CliRunner().invoke(app, ["info", str(tmp_path / "v.parquet")])
     assert info.exit_code == 0 and "backend onnx-int8" in " ".join(info.output.split())
     X, ids = read_all(tmp_path / "v.parquet")

@@ -356,3 +356,26 @@ def test_rerank_store_decodes_spans_of_a_huge_row_group(tmp_path, monkeypatch):
     with pytest.raises(InputError, match="row group 0: column 'embedding' row 2222 has a non-finite value"):
         ParquetStore(bad).get(np.array([2500]))
     assert ParquetStore(bad).get(np.array([5]))[0].tolist() == X[5].tolist()  # other spans stay readable
+
+
+@pytest.mark.skipif(pages._rle is None, reason="the C extension was not built")
+def test_crc32_is_zlibs():
+    """The extension's CRC-32 (carry-less multiplication where the CPU has it, a table otherwise
+    and for the ends) gives zlib.crc32's value for every length, alignment and starting value."""
+    import zlib
+
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 256, (1 << 17) + 64, dtype=np.uint8).tobytes()
+    lengths = [*range(0, 200), 255, 256, 1023, 4096, 65535, 65536, 65537, 1 << 17]
+    for n in lengths:
+        for off in (0, 1, 7, 16, 33):
+            chunk = memoryview(data)[off : off + n]
+            for start in (0, 1, 0xFFFFFFFF, 0xDEADBEEF):
+                assert pages._rle.crc32(chunk, start) == zlib.crc32(chunk, start), (n, off, start)
+    # a running value over pieces is the value of the whole
+    whole = memoryview(data)[: 100_000]
+    running = 0
+    for a in range(0, len(whole), 777):
+        running = pages._rle.crc32(whole[a : a + 777], running)
+    assert running == zlib.crc32(whole)
+    assert pages.crc32 in (pages._rle.crc32, zlib.crc32)

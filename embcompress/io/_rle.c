@@ -206,7 +206,126 @@ static PyObject *py_decode_dict(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(consumed);
 }
 
+/* ---- CRC-32 (the IEEE polynomial of parquet's page checksums and zlib), by carry-less
+ * multiplication: the input is folded 64 bytes at a time into four 128-bit remainders, those into
+ * one, then reduced to 32 bits by Barrett's method (Gopal et al., "Fast CRC Computation for Generic
+ * Polynomials Using PCLMULQDQ Instruction", Intel, 2009; the constants are x^k mod P, bit-reflected,
+ * for the k the method names). About ten times zlib 1.2's byte-table speed; the bytes before and
+ * after the folded part go through a table. zlib.crc32 gives the same value (tested). */
+
+static uint32_t crc_table[256];
+
+static void crc_table_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+        crc_table[i] = c;
+    }
+}
+
+static uint32_t crc_bytes(uint32_t c, const uint8_t *p, size_t n) { /* c: the inverted running value */
+    while (n--) c = crc_table[(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_CLMUL_PATH 1
+
+__attribute__((target("pclmul,sse4.1"))) static uint32_t crc_fold(uint32_t c, const uint8_t *p, size_t n) {
+    /* n >= 64, a multiple of 16; c: the inverted running value */
+    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
+    const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124LL);
+    const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL); /* P' (low), mu (high) */
+    const __m128i low32 = _mm_setr_epi32(-1, 0, -1, 0);
+    __m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 16));
+    __m128i d = _mm_loadu_si128((const __m128i *)(p + 32)), e = _mm_loadu_si128((const __m128i *)(p + 48));
+    a = _mm_xor_si128(a, _mm_cvtsi32_si128((int)c));
+    p += 64;
+    n -= 64;
+    while (n >= 64) { /* each remainder moves 512 bits on: times x^(512+64) and x^512 mod P */
+        __m128i a0 = _mm_clmulepi64_si128(a, k1k2, 0x00), b0 = _mm_clmulepi64_si128(b, k1k2, 0x00);
+        __m128i d0 = _mm_clmulepi64_si128(d, k1k2, 0x00), e0 = _mm_clmulepi64_si128(e, k1k2, 0x00);
+        a = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(a, k1k2, 0x11), a0), _mm_loadu_si128((const __m128i *)p));
+        b = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(b, k1k2, 0x11), b0), _mm_loadu_si128((const __m128i *)(p + 16)));
+        d = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(d, k1k2, 0x11), d0), _mm_loadu_si128((const __m128i *)(p + 32)));
+        e = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(e, k1k2, 0x11), e0), _mm_loadu_si128((const __m128i *)(p + 48)));
+        p += 64;
+        n -= 64;
+    }
+    /* four remainders into one, 128 bits at a time */
+    a = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(a, k3k4, 0x11), _mm_clmulepi64_si128(a, k3k4, 0x00)), b);
+    a = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(a, k3k4, 0x11), _mm_clmulepi64_si128(a, k3k4, 0x00)), d);
+    a = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(a, k3k4, 0x11), _mm_clmulepi64_si128(a, k3k4, 0x00)), e);
+    while (n >= 16) {
+        a = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(a, k3k4, 0x11), _mm_clmulepi64_si128(a, k3k4, 0x00)),
+                          _mm_loadu_si128((const __m128i *)p));
+        p += 16;
+        n -= 16;
+    }
+    /* 128 bits to 64, then to 32 with 32 zero bits appended */
+    __m128i t = _mm_clmulepi64_si128(a, k3k4, 0x10);
+    a = _mm_xor_si128(_mm_srli_si128(a, 8), t);
+    t = _mm_srli_si128(a, 4);
+    a = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(a, low32), k5, 0x00), t);
+    /* Barrett: the quotient by mu, then the remainder by P */
+    t = _mm_clmulepi64_si128(_mm_and_si128(a, low32), poly, 0x10);
+    t = _mm_clmulepi64_si128(_mm_and_si128(t, low32), poly, 0x00);
+    a = _mm_xor_si128(a, t);
+    return (uint32_t)_mm_extract_epi32(a, 1);
+}
+
+static int use_clmul(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    }
+    return cached;
+}
+#endif
+
+static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n) {
+    uint32_t c = ~crc;
+#ifdef HAVE_CLMUL_PATH
+    if (n >= 64 && use_clmul()) {
+        size_t body = n & ~(size_t)15;
+        c = crc_fold(c, p, body);
+        p += body;
+        n -= body;
+    }
+#endif
+    return ~crc_bytes(c, p, n);
+}
+
+static PyObject *py_crc32(PyObject *self, PyObject *args) {
+    Py_buffer b;
+    unsigned int crc = 0;
+    if (!PyArg_ParseTuple(args, "y*|I", &b, &crc)) return NULL;
+    uint32_t out;
+    if (b.len >= 65536) {
+        Py_BEGIN_ALLOW_THREADS
+        out = crc32_update(crc, (const uint8_t *)b.buf, (size_t)b.len);
+        Py_END_ALLOW_THREADS
+    } else {
+        out = crc32_update(crc, (const uint8_t *)b.buf, (size_t)b.len);
+    }
+    PyBuffer_Release(&b);
+    return PyLong_FromUnsignedLong(out);
+}
+
+static PyObject *py_fast_crc(PyObject *self, PyObject *noargs) {
+#ifdef HAVE_CLMUL_PATH
+    return PyBool_FromLong(use_clmul());
+#else
+    Py_RETURN_FALSE;
+#endif
+}
+
 static PyMethodDef methods[] = {
+    {"crc32", py_crc32, METH_VARARGS, "crc32(data, value=0): zlib.crc32's result, by carry-less multiplication where the CPU has it."},
+    {"fast_crc32", py_fast_crc, METH_NOARGS, "Whether crc32 runs the carry-less multiplication path on this CPU."},
     {"check_levels", py_check_levels, METH_VARARGS, "Check RLE/bit-packed levels against a pattern (see the module source)."},
     {"decode_dict", py_decode_dict, METH_VARARGS, "RLE/bit-packed dictionary indices to float32 values."},
     {NULL, NULL, 0, NULL},
@@ -214,4 +333,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rle", "Parquet RLE/bit-packing hybrid streams.", -1, methods};
 
-PyMODINIT_FUNC PyInit__rle(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__rle(void) {
+    crc_table_init();
+    return PyModule_Create(&module);
+}

@@ -90,10 +90,11 @@ class PageWriter:
             group = thrift.get(_footer(buf), FileMetaData.ROW_GROUPS).value.items[0]
             for cc in thrift.get(group, RowGroup.COLUMNS).value.items:
                 chunks.append(self._moved_chunk(cc, buf))
-        col = table.column(table.num_columns - 1).combine_chunks()
-        width = col.type.list_size
-        X = np.asarray(col.flatten().to_numpy(zero_copy_only=False)).reshape(len(col), width)
-        parts, meta = pages.encode_chunk(X, self._pos, max_def=self._max_def, path=self._path, codec=self.codes_compression)
+        column = table.column(table.num_columns - 1)
+        width = column.type.list_size
+        blocks = [np.asarray(c.flatten().to_numpy(zero_copy_only=False)).reshape(len(c), width)  # no copy: one view per chunk
+                  for c in column.chunks if len(c)]
+        parts, meta = pages.encode_chunk(blocks, self._pos, max_def=self._max_def, path=self._path, codec=self.codes_compression)
         for part in parts:
             self._put(part)
         chunks.append([thrift.Field(ColumnChunk.FILE_OFFSET, thrift.I64, 0), thrift.Field(ColumnChunk.META_DATA, thrift.STRUCT, meta)])
@@ -131,8 +132,9 @@ class PageWriter:
         return cc
 
     def _put(self, data) -> None:
+        """Write bytes or bytes-like memory (a page's values) at the end of the file."""
         self._f.write(data)
-        self._pos += len(data)
+        self._pos += memoryview(data).nbytes
 
     def close(self) -> None:
         if not self.is_open:
