@@ -128,7 +128,7 @@ def run(args) -> None:
     step("binarize (one file)", ["binarize", str(one), str(w / "bits.parquet"), *ow], rows, log, only)
     step("binarize (dataset -> dataset)", ["binarize", str(ds), str(w / "bits-ds"), *ow], rows, log, only)
     step("recommend --budget 48 (default sample)", ["recommend", str(one), str(w / "model48"), "--budget", "48", "--json", *ow],
-         None, log)
+         None, log, only)
     step("apply the 48 B pick", ["apply", str(w / "model48"), str(one), str(w / "codes48.parquet"), *ow], rows, log, only)
     q = str(w / "queries.parquet")
     step(f"search {args.queries} queries, 48 B codes (exact)", ["search", str(w / "codes48.parquet"), q, str(w / "r48.parquet"),
