@@ -175,3 +175,31 @@ def test_larger_than_batch_stream_matches_in_memory(tmp_path):
 
     np.testing.assert_array_equal(codes, quantize_embeddings(X, precision="ubinary"))
     assert ids[:2] == ["doc0", "doc1"] and len(ids) == 5000
+
+
+@pytest.mark.parametrize("announced", [-137, 0, 250])
+def test_read_all_fills_one_array_whatever_the_announced_row_count(tmp_path, monkeypatch, announced):
+    """read_all puts the rows straight into one array of the row count the metadata announces;
+    a file announcing fewer rows (or more) than it holds still reads whole and in order."""
+    import embcompress.io.whole as whole
+
+    X = make_vectors(1000, 12)
+    path = write_parquet(tmp_path / "v.parquet", X, row_group_size=90)
+    opened = whole.open_vectors
+
+    def lying(*args, **kwargs):
+        src = opened(*args, **kwargs)
+        src.num_rows += announced
+        return src
+
+    monkeypatch.setattr(whole, "open_vectors", lying)
+    got, ids = read_all(path)
+    np.testing.assert_array_equal(got, X)
+    assert got.flags.c_contiguous and got.dtype == np.float32
+    assert ids == [f"doc{i}" for i in range(1000)]
+    codes = tmp_path / "bits.parquet"
+    monkeypatch.setattr(whole, "open_vectors", opened)
+    compress_file(Binary().fit(X), path, codes)
+    monkeypatch.setattr(whole, "open_vectors", lying)
+    bits, _ = read_all(codes, codes=True)
+    np.testing.assert_array_equal(bits, Binary().fit(X).transform(X))

