@@ -263,7 +263,7 @@ def test_a_bad_row_inside_a_span_is_named(tmp_path, monkeypatch):
     assert offsets == list(range(0, 2300, 100))
 
 
-# ---- the writer of list codes (io.writers.PageWriter, io.pages.encode_chunk) ---------------------
+# ---- the writer of list codes (io.writers.PageWriter, io.page_encoder.encode_chunk) ---------------------
 
 def _reference_and_ours(tmp_path, table, groups):
     """The table written by pyarrow and by PageWriter, in row groups of ``groups`` rows."""

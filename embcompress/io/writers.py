@@ -18,7 +18,7 @@ from .._version import __version__
 from .._fs import commit_file, storage_error, sweep_stale, temp_name, writable
 from ..base import OutputSpec
 from ..errors import EmbcompressError, InputError, OutputExistsError
-from . import pages, thrift
+from . import page_encoder, thrift
 from .schema import PAGE_OFFSETS, ColumnChunk, ColumnMetaData, FileMetaData, RowGroup, unknown_fields
 from .readers import META_KEY, SIDECAR_SUFFIX, file_format
 
@@ -54,7 +54,7 @@ def to_arrow(values: np.ndarray, spec: OutputSpec) -> pa.Array:
 
 class PageWriter:
     """A parquet writer for a table whose last column is a list of int8 or float32 codes: that
-    column's chunks are encoded by :func:`.pages.encode_chunk` (pyarrow's nested writer encodes
+    column's chunks are encoded by :func:`.page_encoder.encode_chunk` (pyarrow's nested writer encodes
     list columns at about 65 MB/s, a level for every value), the other columns of each row group
     by pyarrow in memory and spliced in, and the footer is pyarrow's own footer for the schema
     (types, the Arrow schema, the metadata) with the row groups put in. Same interface as the part
@@ -94,7 +94,7 @@ class PageWriter:
         width = column.type.list_size
         blocks = [np.asarray(c.flatten().to_numpy(zero_copy_only=False)).reshape(len(c), width)  # no copy: one view per chunk
                   for c in column.chunks if len(c)]
-        parts, meta = pages.encode_chunk(blocks, self._pos, max_def=self._max_def, path=self._path, codec=self.codes_compression)
+        parts, meta = page_encoder.encode_chunk(blocks, self._pos, max_def=self._max_def, path=self._path, codec=self.codes_compression)
         for part in parts:
             self._put(part)
         chunks.append([thrift.Field(ColumnChunk.FILE_OFFSET, thrift.I64, 0), thrift.Field(ColumnChunk.META_DATA, thrift.STRUCT, meta)])

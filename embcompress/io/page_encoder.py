@@ -1,0 +1,143 @@
+"""The column chunk of a top-level list column of codes or vectors, encoded here rather than by
+pyarrow's nested writer (which writes a level for every value, about 65 MB/s): the writing half of
+:mod:`.pages`, used by :class:`.writers.PageWriter`.
+
+Data pages v1 of whole rows, about :data:`PAGE_VALUE_BYTES` of values each; repetition levels as
+two RLE runs per row, definition levels as one run per page; float32 values PLAIN, written from
+the rows' own memory; int8 values (physical INT32) through a dictionary of all 256 values, whose
+indices bit-packed at 8 bits are the code bytes themselves. Every page carries its CRC-32.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from . import thrift
+from .pages import DATA_PAGE, DICTIONARY_PAGE, PLAIN, RLE, RLE_DICTIONARY, crc32
+from .schema import ColumnMetaData, DataPageHeader, DictionaryPageHeader, PageHeader, PhysicalType
+
+#: about this many bytes of values per data page (pyarrow's default page size)
+PAGE_VALUE_BYTES = 1 << 20
+CODEC_IDS = {None: 0, "snappy": 1, "gzip": 2, "brotli": 4, "zstd": 6, "lz4_raw": 7}
+INT32, FLOAT = PhysicalType.INT32, PhysicalType.FLOAT
+
+
+class _Pages:
+    """The parts of a column chunk as its pages are added, and its sizes so far."""
+
+    def __init__(self, codec: str | None, checksum: bool):
+        self.codec = pa.Codec(codec) if codec else None
+        self.checksum = checksum
+        self.parts: list = []
+        self.uncompressed = self.compressed = 0  # headers included: the next page starts at offset + compressed
+
+    def add(self, kind: int, raw: list, sub_id: int, sub: list) -> None:
+        """A page of type ``kind`` whose uncompressed body is the buffers ``raw``, one after the
+        other (compressed as one when the chunk has a codec), with its header struct ``sub``."""
+        raw_len = sum(memoryview(r).nbytes for r in raw)
+        body = raw if self.codec is None else [self.codec.compress(b"".join(raw), asbytes=True)]
+        body_len = raw_len if self.codec is None else len(body[0])
+        fields = [thrift.Field(PageHeader.TYPE, thrift.I32, kind), thrift.Field(PageHeader.UNCOMPRESSED_PAGE_SIZE, thrift.I32, raw_len),
+                  thrift.Field(PageHeader.COMPRESSED_PAGE_SIZE, thrift.I32, body_len)]
+        if self.checksum:
+            crc = 0
+            for b in body:
+                crc = crc32(b, crc)
+            fields.append(thrift.Field(PageHeader.CRC, thrift.I32, crc - (1 << 32) if crc >= 1 << 31 else crc))
+        fields.append(thrift.Field(sub_id, thrift.STRUCT, [thrift.Field(i, thrift.I32, v) for i, v in sub]))
+        header = thrift.write_struct(fields)
+        self.parts.append(header)
+        self.parts.extend(body)
+        self.uncompressed += len(header) + raw_len
+        self.compressed += len(header) + body_len
+
+
+def encode_chunk(X, offset: int, *, max_def: int, path: list[str], codec: str | None,
+                 checksum: bool = True) -> tuple[list, list[thrift.Field]]:
+    """The column chunk of a top-level list column whose rows are ``X`` ((n, d) int8 or float32,
+    no nulls; or a sequence of such blocks, the rows of one after the other), to be written at file
+    ``offset``: (its parts, in order: bytes and, for uncompressed float32 pages, the rows' own
+    memory, so the values are not copied before the file write; its ColumnMetaData). Pages are cut
+    as for one array of all the blocks (see the module doc)."""
+    blocks = [X] if isinstance(X, np.ndarray) else list(X)
+    if not blocks or any(b.ndim != 2 or b.shape[1] != blocks[0].shape[1] or b.dtype != blocks[0].dtype for b in blocks):
+        raise ValueError("encode_chunk takes an (n, d) array or blocks of the same width and dtype")
+    n, d = sum(len(b) for b in blocks), blocks[0].shape[1]
+    dtype = blocks[0].dtype
+    pages = _Pages(codec, checksum)
+    dict_offset = None
+    if dtype == np.int8:
+        dict_offset = offset
+        pages.add(DICTIONARY_PAGE, [np.arange(-128, 128, dtype="<i4").tobytes()], PageHeader.DICTIONARY_PAGE_HEADER,
+                  [(DictionaryPageHeader.NUM_VALUES, 256), (DictionaryPageHeader.ENCODING, PLAIN)])
+        physical, encoding, encodings = INT32, RLE_DICTIONARY, [PLAIN, RLE, RLE_DICTIONARY]
+    elif dtype == np.float32:
+        physical, encoding, encodings = FLOAT, PLAIN, [PLAIN, RLE]
+    else:
+        raise ValueError(f"encode_chunk writes int8 or float32 values, not {dtype}")
+    data_offset = offset + pages.compressed
+    rep_row = _rle_run(1, 0, 1) + (_rle_run(d - 1, 1, 1) if d > 1 else b"")
+    def_bytes = (int(max_def).bit_length() + 7) // 8
+    for block in _page_rows(blocks, max(1, PAGE_VALUE_BYTES // max(d * dtype.itemsize, 1))):
+        rep = rep_row * len(block)
+        dfl = _rle_run(block.size, max_def, def_bytes)
+        levels = struct.pack("<I", len(rep)) + rep + struct.pack("<I", len(dfl)) + dfl
+        pages.add(DATA_PAGE, [levels, _encoded_values(block, encoding)], PageHeader.DATA_PAGE_HEADER,
+                  [(DataPageHeader.NUM_VALUES, block.size), (DataPageHeader.ENCODING, encoding),
+                   (DataPageHeader.DEFINITION_LEVEL_ENCODING, RLE), (DataPageHeader.REPETITION_LEVEL_ENCODING, RLE)])
+    C = ColumnMetaData
+    meta = [thrift.Field(C.TYPE, thrift.I32, physical), thrift.Field(C.ENCODINGS, thrift.LIST, thrift.List(thrift.I32, encodings)),
+            thrift.Field(C.PATH_IN_SCHEMA, thrift.LIST, thrift.List(thrift.BINARY, [p.encode() for p in path])),
+            thrift.Field(C.CODEC, thrift.I32, CODEC_IDS[codec]), thrift.Field(C.NUM_VALUES, thrift.I64, n * d),
+            thrift.Field(C.TOTAL_UNCOMPRESSED_SIZE, thrift.I64, pages.uncompressed),
+            thrift.Field(C.TOTAL_COMPRESSED_SIZE, thrift.I64, pages.compressed),
+            thrift.Field(C.DATA_PAGE_OFFSET, thrift.I64, data_offset)]
+    if dict_offset is not None:
+        meta.append(thrift.Field(C.DICTIONARY_PAGE_OFFSET, thrift.I64, dict_offset))
+    return pages.parts, meta
+
+
+def _page_rows(blocks: Sequence[np.ndarray], rows_per_page: int) -> Iterator[np.ndarray]:
+    """The rows of the blocks, one after the other, in pages of ``rows_per_page`` rows (the last
+    shorter): a page inside a block is a view of it; only a page across blocks is put together."""
+    pending: list = []
+    pending_rows = 0
+    for X in blocks:
+        s = 0
+        if pending_rows:
+            s = min(rows_per_page - pending_rows, len(X))
+            pending.append(X[:s])
+            pending_rows += s
+            if pending_rows == rows_per_page:
+                yield np.concatenate(pending)
+                pending, pending_rows = [], 0
+        while len(X) - s >= rows_per_page:
+            yield np.ascontiguousarray(X[s : s + rows_per_page])
+            s += rows_per_page
+        if s < len(X):
+            pending.append(X[s:])
+            pending_rows += len(X) - s
+    if pending_rows:
+        yield np.concatenate(pending)
+
+
+def _encoded_values(block: np.ndarray, encoding: int):
+    """A data page's values: float32 PLAIN (the contiguous block itself, little-endian, as
+    bytes-like memory), or int8 as dictionary indices bit-packed at 8 bits (index = value + 128 =
+    the byte with its top bit flipped)."""
+    if encoding == PLAIN:
+        return memoryview(np.ascontiguousarray(block.astype("<f4", copy=False))).cast("B")
+    k = block.size
+    groups = (k + 7) // 8
+    idx = np.zeros(groups * 8, dtype=np.uint8)
+    idx[:k] = block.reshape(-1).view(np.uint8) ^ 0x80
+    return bytes([8]) + thrift.encode_uvarint(groups << 1 | 1) + idx.tobytes()
+
+
+def _rle_run(count: int, value: int, width_bytes: int) -> bytes:
+    """One RLE run of the hybrid encoding: ``count`` copies of ``value``."""
+    return thrift.encode_uvarint(count << 1) + int(value).to_bytes(width_bytes, "little")
