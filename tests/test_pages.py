@@ -379,3 +379,18 @@ def test_crc32_is_zlibs():
         running = pages._rle.crc32(whole[a : a + 777], running)
     assert running == zlib.crc32(whole)
     assert pages.crc32 in (pages._rle.crc32, zlib.crc32)
+
+
+@pytest.mark.parametrize("kind", ["float32", "int8"])
+def test_a_batch_of_no_rows_writes_an_empty_readable_file(tmp_path, kind):
+    """The page writer takes a row group of no rows (a chunk of no pages), as pyarrow reads it."""
+    from embcompress import from_spec
+    from embcompress.base import float_spec
+    from embcompress.io import VectorWriter, read_all
+
+    X = make_vectors(50, 8)
+    spec = float_spec(8) if kind == "float32" else from_spec("int8").fit(X).output_spec
+    with VectorWriter(tmp_path / "e.parquet", spec) as w:
+        w.write(np.empty((0, 8), dtype=kind))
+    assert pq.read_table(tmp_path / "e.parquet").num_rows == 0
+    assert read_all(tmp_path / "e.parquet", codes=None)[0].shape == (0, 8)

@@ -92,8 +92,9 @@ class PageWriter:
                 chunks.append(self._moved_chunk(cc, buf))
         column = table.column(table.num_columns - 1)
         width = column.type.list_size
-        blocks = [np.asarray(c.flatten().to_numpy(zero_copy_only=False)).reshape(len(c), width)  # no copy: one view per chunk
-                  for c in column.chunks if len(c)]
+        values = np.dtype(column.type.value_type.to_pandas_dtype())
+        blocks = [np.asarray(c.flatten().to_numpy(zero_copy_only=False), dtype=values).reshape(len(c), width)  # no copy: one view per chunk
+                  for c in column.chunks] or [np.empty((0, width), dtype=values)]
         parts, meta = page_encoder.encode_chunk(blocks, self._pos, max_def=self._max_def, path=self._path, codec=self.codes_compression)
         for part in parts:
             self._put(part)
