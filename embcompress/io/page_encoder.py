@@ -56,16 +56,16 @@ class _Pages:
         self.compressed += len(header) + body_len
 
 
-def encode_chunk(X, offset: int, *, max_def: int, path: list[str], codec: str | None,
+def encode_chunk(blocks: Sequence[np.ndarray], offset: int, *, max_def: int, path: list[str], codec: str | None,
                  checksum: bool = True) -> tuple[list, list[thrift.Field]]:
-    """The column chunk of a top-level list column whose rows are ``X`` ((n, d) int8 or float32,
-    no nulls; or a sequence of such blocks, the rows of one after the other), to be written at file
+    """The column chunk of a top-level list column whose rows are those of ``blocks`` ((n, d)
+    int8 or float32 arrays of one width, no nulls), one after the other, to be written at file
     ``offset``: (its parts, in order: bytes and, for uncompressed float32 pages, the rows' own
     memory, so the values are not copied before the file write; its ColumnMetaData). Pages are cut
     as for one array of all the blocks (see the module doc)."""
-    blocks = [X] if isinstance(X, np.ndarray) else list(X)
+    blocks = list(blocks)
     if not blocks or any(b.ndim != 2 or b.shape[1] != blocks[0].shape[1] or b.dtype != blocks[0].dtype for b in blocks):
-        raise ValueError("encode_chunk takes an (n, d) array or blocks of the same width and dtype")
+        raise ValueError("encode_chunk takes (n, d) blocks of one width and dtype")
     n, d = sum(len(b) for b in blocks), blocks[0].shape[1]
     dtype = blocks[0].dtype
     pages = _Pages(codec, checksum)

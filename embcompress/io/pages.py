@@ -40,11 +40,11 @@ try:
 except ImportError:  # pragma: no cover - the optional extension was not built
     _rle = None
 
-#: parquet compression codec name (pyarrow's metadata spelling) -> pyarrow codec name
 #: zlib.crc32's value (pages' checksums), by the extension's carry-less multiplication where the
 #: CPU has it (5-6x zlib 1.2's speed: the checksum was most of the writer's time for float pages)
 crc32 = _rle.crc32 if _rle is not None and _rle.fast_crc32() else zlib.crc32
 
+#: parquet compression codec name (pyarrow's metadata spelling) -> pyarrow codec name
 CODECS = {"SNAPPY": "snappy", "ZSTD": "zstd", "LZ4_RAW": "lz4_raw", "LZ4": "lz4_raw", "GZIP": "gzip", "BROTLI": "brotli"}
 PLAIN, PLAIN_DICTIONARY, RLE, RLE_DICTIONARY = Encoding.PLAIN, Encoding.PLAIN_DICTIONARY, Encoding.RLE, Encoding.RLE_DICTIONARY
 DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = PageType.DATA_PAGE, PageType.INDEX_PAGE, PageType.DICTIONARY_PAGE, PageType.DATA_PAGE_V2

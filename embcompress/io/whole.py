@@ -46,7 +46,7 @@ def read_sample(path: str | os.PathLike, *, limit: int | None = None, column: st
     # the rows go straight into one array of the announced size: gathering the batches and then
     # concatenating them held the data twice (465 MiB more at the peak of a 10M-row search of bits)
     expected = src.num_rows if wanted is None else len(wanted)
-    out, filled, in_out, parts = None, 0, 0, []
+    out, filled, extra = None, 0, []  # rows beyond the announced count, if a file holds more
     ids, labels = [], []
     for b in src.batches(threads=threads):
         if wanted is None:
@@ -60,12 +60,11 @@ def read_sample(path: str | os.PathLike, *, limit: int | None = None, column: st
             rows = np.asarray(b.vectors)[take]
         if out is None:
             out = np.empty((expected, *rows.shape[1:]), dtype=rows.dtype)
-        if not parts and filled + len(rows) <= len(out) and rows.shape[1:] == out.shape[1:] and rows.dtype == out.dtype:
+        if not extra and filled + len(rows) <= len(out):
             out[filled : filled + len(rows)] = rows
-            in_out = filled + len(rows)
-        else:  # more rows than the metadata announced: the rest gathered, put together at the end
-            parts.append(np.array(rows))
-        filled += len(rows)
+            filled += len(rows)
+        else:
+            extra.append(np.array(rows))
         if b.carried is not None:
             if src.id_column:
                 ids.extend(_pylist(b.carried.column(src.id_column), take, src.path, src.id_column, b.offset))
@@ -73,10 +72,10 @@ def read_sample(path: str | os.PathLike, *, limit: int | None = None, column: st
                 labels.extend(_pylist(b.carried.column(label_column), take, src.path, label_column, b.offset))
     if out is None:
         arr = np.empty((0, src.dim), dtype=np.float32)
-    elif parts:
-        arr = np.concatenate([out[:in_out], *parts])
+    elif extra:
+        arr = np.concatenate([out[:filled], *extra])
     else:
-        arr = out if filled == len(out) else out[:filled].copy()
+        arr = out if filled == len(out) else out[:filled].copy()  # fewer rows than announced
     return arr, (ids if src.id_column else None), (labels if label_column else None)
 
 
