@@ -111,6 +111,24 @@ def recall_at_10(a: Path, b: Path) -> float:
     return float(np.mean([len(x[q] & y.get(q, set())) / len(x[q]) for q in x]))
 
 
+class StepLog(list):
+    """The steps measured so far, written to the JSON file after every step, so that a run stopped
+    part-way keeps what it measured; a partial run (``--steps``) replaces only its own steps in an
+    earlier run's file."""
+
+    def __init__(self, path: Path | None, rows: int, only: set | None):
+        super().__init__()
+        self.path, self.rows = path, rows
+        self.old = json.loads(path.read_text())["steps"] if path and only and path.exists() else []
+
+    def append(self, r: dict) -> None:
+        super().append(r)
+        if self.path is not None:
+            mine = {x["step"] for x in self}
+            steps = [x for x in self.old if x["step"] not in mine] + list(self)
+            self.path.write_text(json.dumps({"rows": self.rows, "date": time.strftime("%Y-%m-%d"), "steps": steps}, indent=1))
+
+
 def run(args) -> None:
     import pyarrow.parquet as pq
 
@@ -122,9 +140,9 @@ def run(args) -> None:
     pq.write_table(qt, w / "queries.parquet")
     print(f"{rows:,} rows, {one.stat().st_size / 2**30:.1f} GiB; {args.queries} real queries; {os.cpu_count()} cores; "
           f"{time.strftime('%Y-%m-%d %H:%M')}", flush=True)
-    log: list = []
     ow = ["--overwrite"]
     only = set(args.steps.split(",")) if args.steps else None
+    log = StepLog(Path(args.json) if args.json else None, rows, only)
     step("binarize (one file)", ["binarize", str(one), str(w / "bits.parquet"), *ow], rows, log, only)
     step("binarize (dataset -> dataset)", ["binarize", str(ds), str(w / "bits-ds"), *ow], rows, log, only)
     step("recommend --budget 48 (default sample)", ["recommend", str(one), str(w / "model48"), "--budget", "48", "--json", *ow],
@@ -142,12 +160,6 @@ def run(args) -> None:
         log.append({"step": "hnsw recall@10", "value": rec})
     step("export bits -> faiss", ["export", str(w / "bits.parquet"), str(w / "bits.faiss"), "--to", "faiss", *ow], rows, log, only)
     step("export bits -> usearch", ["export", str(w / "bits.parquet"), str(w / "bits.usearch"), "--to", "usearch", *ow], rows, log, only)
-    if args.json:
-        out = Path(args.json)
-        old = json.loads(out.read_text()) if only and out.exists() else {"steps": []}
-        mine = {r["step"] for r in log}  # a partial run replaces its own steps in an earlier run's file
-        steps = [r for r in old["steps"] if r["step"] not in mine] + log
-        out.write_text(json.dumps({"rows": rows, "date": time.strftime("%Y-%m-%d"), "steps": steps}, indent=1))
 
 
 def main() -> None:
