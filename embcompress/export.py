@@ -26,6 +26,7 @@ from .io import check_output_path, open_vectors
 from .persist import describe
 from .search import ann
 from .search.files import load_index
+from .search.index import arrow_ids
 
 TARGETS = ann.TARGETS
 
@@ -77,7 +78,7 @@ def export(codes_path: str | os.PathLike, out: str | os.PathLike, *, to: str, mo
         if index.ids is not None:
             with atomic_file(sidecars[0], overwrite=overwrite) as tmp:
                 pq.write_table(pa.table({"row": np.arange(index.num_docs, dtype=np.int64),
-                                         "id": pa.array(index.ids.tolist())}), tmp, write_page_checksum=True)
+                                         "id": arrow_ids(index.ids)}), tmp, write_page_checksum=True)
             written.append(sidecars[0])
         with atomic_file(sidecars[1], overwrite=overwrite) as tmp:
             tmp.write_text(json.dumps(description, indent=2, sort_keys=True, default=str) + "\n")
@@ -119,9 +120,9 @@ def _write_lancedb(index, codes_path, out: Path, table: str, description: dict, 
         vec = pa.FixedSizeListArray.from_arrays(pa.array(data.reshape(-1), type=pa.uint8()), data.shape[1])
     else:
         vec = pa.FixedSizeListArray.from_arrays(pa.array(data.reshape(-1).astype(np.float32)), data.shape[1])
-    ids = index.ids.tolist() if index.ids is not None else list(range(index.num_docs))
+    ids = arrow_ids(index.ids) if index.ids is not None else pa.array(np.arange(index.num_docs, dtype=np.int64))
     names = ["id", *keep, "vector"]
-    t = pa.Table.from_arrays([pa.array(ids), *carried, vec], names=names)
+    t = pa.Table.from_arrays([ids, *carried, vec], names=names)
     t = t.replace_schema_metadata({b"embcompress": json.dumps(description, sort_keys=True, default=str).encode()})
     with atomic_dir(out, overwrite=overwrite) as tmp:
         lancedb.connect(str(tmp)).create_table(table, data=t)

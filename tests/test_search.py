@@ -6,6 +6,7 @@ import json
 
 import faiss
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
@@ -146,6 +147,26 @@ def test_ids_are_preserved_and_k_capped(clustered):
     c = from_spec("binary").fit(D)
     res = Index(c.transform(D[:20]), compressor=c, ids=ids).search(Q[:3], 50, rerank="asymmetric")
     assert res.rows.shape == (3, 20) and len(set(res.ids[0])) == 20
+
+
+def test_file_index_keeps_ids_as_arrow_and_finds_the_same(tmp_path, clustered):
+    """load_index keeps the ids as one Arrow column (compact at 10M rows), across row groups, and
+    returns the ids a list-backed index returns; ids that are not UTF-8 are refused by name."""
+    D, Q = clustered
+    path = write_parquet(tmp_path / "d.parquet", D, row_group_size=37)
+    index = load_index(path)
+    assert isinstance(index.ids, pa.ChunkedArray) and index.ids.num_chunks > 1
+    got = index.search(Q[:4], 7)
+    want = Index(D, ids=[f"doc{i}" for i in range(len(D))]).search(Q[:4], 7)
+    assert got.ids.shape == (4, 7) and got.ids.tolist() == want.ids.tolist()
+    assert got.ids.tolist() == [[f"doc{r}" for r in row] for row in got.rows]
+    text = b"".join(b"doc%d" % i for i in range(len(D))).replace(b"doc5", b"do\xff5", 1)
+    offsets = np.cumsum([0] + [len(b"doc%d" % i) for i in range(len(D))]).astype(np.int32)
+    bad = pa.Array.from_buffers(pa.string(), len(D), [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(text)])
+    emb = pq.read_table(path).column("embedding")
+    pq.write_table(pa.table({"id": bad, "embedding": emb}), tmp_path / "bad.parquet")
+    with pytest.raises(embcompress.FormatError, match="column 'id' of .*bad.parquet holds values that are not valid in rows 0"):
+        load_index(tmp_path / "bad.parquet")
 
 
 def test_index_bad_inputs(clustered):

@@ -53,7 +53,7 @@ def load_index(path: str | os.PathLike, *, model: str | os.PathLike | None = Non
     if src.num_rows == 0:
         raise InputError(f"{path} has no rows; nothing to search")
     meta = src.metadata
-    data, ids = read_all(path, column=column, id_column=id_column, codes=None, threads=threads)
+    data, ids = read_all(path, column=column, id_column=id_column, codes=None, threads=threads, arrow_ids=True)
     if meta and meta.get("format") == "embcompress.vectors":
         return Index(data, compressor=compressor_for(meta, model, path), ids=ids, structure=structure, ef_search=ef_search,
                      norm_power=norm_power)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from .._parallel import run_blocks
 from .._util import check_positive_int, normalize_rows
@@ -48,6 +49,32 @@ class SearchResult:
     ids: np.ndarray | None = None  # (queries, k) the user's document ids, when the index has them
     seconds: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+
+
+def id_column(ids: Sequence | pa.Array | pa.ChunkedArray | None, n: int):
+    """The user's document ids as an index keeps them: an Arrow column as it is (compact; what
+    :func:`~embcompress.search.files.load_index` reads), any other sequence as an object array."""
+    if ids is None:
+        return None
+    if len(ids) != n:
+        raise InputError(f"{len(ids)} ids for {n} documents")
+    return ids if isinstance(ids, (pa.Array, pa.ChunkedArray)) else np.asarray(ids, dtype=object)
+
+
+def arrow_ids(ids) -> pa.Array | pa.ChunkedArray:
+    """An index's ids (:func:`id_column`) as an Arrow column, to be written beside it."""
+    return ids if isinstance(ids, (pa.Array, pa.ChunkedArray)) else pa.array(ids.tolist())
+
+
+def ids_at(ids, rows: np.ndarray) -> np.ndarray | None:
+    """The ids of ``rows`` (any shape) as an object array of that shape; None without ids."""
+    if ids is None:
+        return None
+    if isinstance(ids, np.ndarray):
+        return ids[rows]
+    out = np.empty(rows.size, dtype=object)
+    out[:] = ids.take(pa.array(rows.reshape(-1))).to_pylist()
+    return out.reshape(rows.shape)
 
 
 class Index:
@@ -97,9 +124,7 @@ class Index:
                              "(search them with the exact scan)")
         self.data = data
         self.num_docs = len(data)
-        if ids is not None and len(ids) != len(data):
-            raise InputError(f"{len(ids)} ids for {len(data)} documents")
-        self.ids = None if ids is None else np.asarray(ids, dtype=object)
+        self.ids = id_column(ids, len(data))
         if self.kind == "float" and self.metric == "cosine":
             self.data = normalize_rows(data)
         self.scorer = make_scorer(self)
@@ -176,7 +201,7 @@ class Index:
             run_blocks(rerank_block, range(0, len(Q), query_block), threads=threads)
             info = {"candidates": n_cand, "rerank": rerank, "first_stage_seconds": t_first,
                     "rerank_seconds": time.perf_counter() - t0 - t_first}
-        ids = self.ids[rows] if self.ids is not None else None
+        ids = ids_at(self.ids, rows)
         return SearchResult(rows=rows, scores=scores, ids=ids, seconds=time.perf_counter() - t0, info=info)
 
 
@@ -217,7 +242,7 @@ class PartedIndex:
             raise InputError("the parts' rows must number the documents 0..n-1, each once")
         first = self.parts[0][1]
         self.compressor, self.kind, self.nbytes_per_vector = first.compressor, first.kind, first.nbytes_per_vector
-        self.ids = None if ids is None else np.asarray(ids, dtype=object)
+        self.ids = id_column(ids, self.num_docs)
 
     def decoded(self) -> np.ndarray:
         """Every document decoded by its own part's model, in row order."""
@@ -263,5 +288,5 @@ class PartedIndex:
                     sc[mine] = s[mine]
             scores, rows = merge_topk([sc], [cand], k)
             info = {"candidates": n_cand, "rerank": rerank}
-        ids = self.ids[rows] if self.ids is not None else None
+        ids = ids_at(self.ids, rows)
         return SearchResult(rows=rows, scores=scores, ids=ids, seconds=time.perf_counter() - t0, info=info)
