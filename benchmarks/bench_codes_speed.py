@@ -29,7 +29,6 @@ from _util import best_of  # noqa: E402
 
 from embcompress import from_spec  # noqa: E402
 from embcompress._parallel import map_rows, num_threads  # noqa: E402
-from embcompress.compressors.rabitq import ROTATE_BLOCK  # noqa: E402
 from embcompress.search import Index  # noqa: E402
 from embcompress.search.adc import scan_adc, scan_dense  # noqa: E402
 
@@ -148,13 +147,11 @@ def encode_section(args, d: int, threads: int, rng) -> None:
 
 
 def rotate_only(comp, X: np.ndarray) -> np.ndarray:
-    """RaBitQ's rotation of the centred rows, as its encoder runs it (blocks of ROTATE_BLOCK rows)."""
+    """RaBitQ's rotation of the centred rows (and their norms), as its encoder runs it, without the
+    grid: the rotated rows."""
     out = np.empty_like(X)
-    buf = np.empty((ROTATE_BLOCK, X.shape[1]), dtype=np.float32)
-    for s in range(0, len(X), ROTATE_BLOCK):
-        n = len(X[s:s + ROTATE_BLOCK])
-        np.subtract(X[s:s + n], comp.center_, out=buf[:n])
-        np.matmul(buf[:n], comp.rotation_, out=out[s:s + n])
+    for s, RP, _ in comp._rotated_blocks(X):
+        out[s:s + len(RP)] = RP
     return out
 
 

@@ -172,10 +172,16 @@ class OPQ(PQ):
         out.is_trained = True
         return out
 
+    #: alternations of codebook training and rotation update (faiss's default is 50). A setting of
+    #: the training, not a parameter: codes are read the same whatever it was (benchmarks/README.md,
+    #: "Shorter codebook trainings")
+    rotation_iterations = 50
+
     def _fit(self, batches, n_features: int) -> None:
         X = np.ascontiguousarray(self._sample(batches))
         faiss, inner = self._new_faiss_pq(n_features)
         opq = faiss.OPQMatrix(n_features, int(self.m))
+        opq.niter = int(self.rotation_iterations)
         opq.pq = inner  # our settings (seed, no warnings) for the codebooks OPQ trains while rotating
         opq.train(X)
         self.rotation_ = faiss.vector_to_array(opq.A).reshape(opq.d_out, opq.d_in).astype(np.float32)  # y = x @ A^T

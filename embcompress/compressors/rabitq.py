@@ -139,8 +139,19 @@ class RaBitQ(MeanStats, PlaneScan, BudgetCodes, Compressor):
         on its batch, and the temporaries stay in cache. Per block the C kernel normalizes, finds the
         grid codes, packs the planes and writes the factors in one pass; :meth:`_encode_block` does
         the same in numpy (``fused=False``, or without the extension)."""
-        d = self.n_features_in_
         out = np.empty((len(X), int(self.bits) * self._plane_bytes + FACTOR_BYTES), dtype=np.uint8)
+        for s, RP, norms in self._rotated_blocks(X):
+            if fused and _pack is not None:
+                _pack.encode(RP, norms, self.n_features_in_, int(self.bits), out[s:s + len(RP)])
+            else:
+                self._encode_block(RP, norms, out[s:s + len(RP)])
+        return out
+
+    def _rotated_blocks(self, X: np.ndarray):
+        """(first row, the block's rotated residuals, their norms) for each block of
+        :data:`ROTATE_BLOCK` rows of ``X``: the step before the grid (views of buffers reused from
+        block to block)."""
+        d = self.n_features_in_
         buf = np.zeros((ROTATE_BLOCK, d), dtype=np.float32)
         RP = np.empty((ROTATE_BLOCK, d), dtype=np.float32)
         for s in range(0, len(X), ROTATE_BLOCK):
@@ -151,11 +162,7 @@ class RaBitQ(MeanStats, PlaneScan, BudgetCodes, Compressor):
                 buf[n:] = 0
             norms = np.linalg.norm(buf[:n], axis=1)
             np.matmul(buf, self.rotation_, out=RP)
-            if fused and _pack is not None:
-                _pack.encode(RP[:n], norms, d, int(self.bits), out[s:s + n])
-            else:
-                self._encode_block(RP[:n], norms, out[s:s + n])
-        return out
+            yield s, RP[:n], norms
 
     def _encode_block(self, RP: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> None:
         """What ``_pack.encode`` writes, in numpy: the code rows of rotated residuals ``RP`` whose

@@ -142,6 +142,11 @@ class RQ(BudgetCodes, Additive):
         out = [(f"rq:{budget}", f"rq:{budget}")]
         return out + [(f"rq:{budget}:beam=4", f"rq:{budget}:beam=4")] if full else out
 
+    #: each codebook's k-means runs at this many growing widths (faiss's progressive-dimension
+    #: clustering, whose own default is 10). A setting of the training, not a parameter: codes are
+    #: read the same whatever it was (benchmarks/README.md, "Shorter codebook trainings")
+    progressive_steps = 10
+
     def __init__(self, m: int = 16, nbits: int = 8, beam: int = 1, max_rows: int = 50_000, seed: int = 0):
         self.m = m
         self.nbits = nbits
@@ -157,6 +162,7 @@ class RQ(BudgetCodes, Additive):
         faiss = require("faiss", "faiss", "rq (residual quantization)")
         rq = faiss.ResidualQuantizer(d, int(self.m), int(self.nbits))
         rq.max_beam_size = int(self.beam)
+        rq.cp.progressive_dim_steps = int(self.progressive_steps)
         rq.cp.min_points_per_centroid = 1  # small samples are allowed (checked); no warnings on stderr
         rq.cp.seed = int(self.seed)
         return faiss, rq

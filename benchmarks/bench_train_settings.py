@@ -1,0 +1,113 @@
+"""Shorter codebook trainings, chosen across sets and models: faiss's residual quantizer (``rq``)
+trains each codebook by k-means at ``RQ.progressive_steps`` growing widths, and ``opq`` alternates
+codebook training and rotation updates ``OPQ.rotation_iterations`` times. Both are most of what
+``recommend`` spends (benchmarks/README.md, "Where the time goes"). For each setting, the codes'
+nDCG@10 retention out-of-sample (2-fold; every document encoded by a model fitted on the other
+half) and the fit's seconds, one set per run, and a table over every set run so far.
+
+    python benchmarks/bench_train_settings.py run --emb bench-data/debian-ir --qrels ../shared/data/debian-ir/qrels.tsv.gz \\
+        --name Debian --model MiniLM --fit-rows 10000 --queries 2000 --json benchmarks/results/train-settings-debian-minilm.json
+    python benchmarks/bench_train_settings.py table benchmarks/results/train-settings-*.json
+
+The codes are at 64x the float32 size (24 B for 384 dimensions, 16 B for 256) unless ``--ratio``.
+A fresh cross-fit per setting: the fitted-model cache is keyed by the spec, which a class setting
+does not change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+#: (family, class attribute, values; the first is today's default)
+SETTINGS = (("rq", "progressive_steps", (10, 3)), ("opq", "rotation_iterations", (50, 20)))
+
+
+def configs(dim: int, ratio: int) -> list[tuple[str, str, str, int]]:
+    """(config, class name, attribute, value) for every code and setting measured."""
+    b = 4 * dim // ratio
+    out = []
+    for family, attr, values in SETTINGS:
+        specs = [f"rq:{b}:beam=4", f"rq:{b}"] if family == "rq" else [f"opq:{b}"]
+        out += [(spec, family.upper(), attr, v) for spec in specs for v in values]
+    return out
+
+
+def run(args) -> None:
+    from bench_codes_debian import HEADER, load_set, our_rows, print_row
+
+    import embcompress.compressors as comps
+    from embcompress.evaluate import CrossFit, run_configs
+
+    D, dids, task, _ = load_set(args.emb, args.qrels, queries=args.queries)
+    ref = run_configs(D, task, ["float"], doc_ids=dids)[0]
+    fit_rows = CrossFit(D, 2, fit_rows=args.fit_rows).fit_rows
+    print(f"{args.name} ({args.model}), {len(D):,} documents x {D.shape[1]}, {len(task.queries):,} queries; float32 nDCG@10 "
+          f"{ref['score']:.4f}; each model fitted on {fit_rows:,} rows; {time.strftime('%Y-%m-%d %H:%M')}\n{HEADER}", flush=True)
+    out = {"set": args.name, "model": args.model, "documents": len(D), "queries": len(task.queries), "dim": int(D.shape[1]),
+           "fit_rows": fit_rows, "float": ref["score"], "date": time.strftime("%Y-%m-%d"), "rows": []}
+    if args.json and Path(args.json).is_file():  # resume
+        out["rows"] = json.loads(Path(args.json).read_text())["rows"]
+    done = {(r["config"], r["setting"]) for r in out["rows"]}
+    for spec, cls_name, attr, value in configs(D.shape[1], args.ratio):
+        setting = f"{attr}={value}"
+        if (spec, setting) in done:
+            continue
+        cls = getattr(comps, cls_name)
+        before = getattr(cls, attr)
+        setattr(cls, attr, value)
+        try:
+            r = our_rows(D, dids, task, ["float", spec], CrossFit(D, 2, fit_rows=args.fit_rows), 1.0)[0]
+        finally:
+            setattr(cls, attr, before)
+        print_row({**r, "config": f"{spec} {setting}"})
+        out["rows"].append({"config": spec, "setting": setting, **{k: r[k] for k in (
+            "bytes_per_vector", "retention", "retention_in_sample", "retention_half_new", "fit_seconds", "encode_rows_per_second")}})
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+
+
+def table(paths: list[str]) -> None:
+    results = [json.loads(Path(p).read_text()) for p in paths]
+    sets = [f"{r['set']}/{r['model']}" for r in results]
+    print(f"{'code':16s} {'setting':24s} " + " ".join(f"{s[:22]:>22s}" for s in sets) + f" {'mean':>7s} {'fit s (mean)':>12s}")
+    keys = list(dict.fromkeys((r["config"].split(":")[0] + (":beam=4" if "beam=4" in r["config"] else ""), r["setting"])
+                              for res in results for r in res["rows"]))
+    for code, setting in keys:
+        cells, fits = [], []
+        for res in results:
+            hit = [r for r in res["rows"] if r["setting"] == setting and
+                   r["config"].split(":")[0] + (":beam=4" if "beam=4" in r["config"] else "") == code]
+            cells.append(f"{100 * hit[0]['retention']:21.2f}%" if hit else f"{'-':>22s}")
+            if hit:
+                fits.append(hit[0]["fit_seconds"])
+        vals = [float(c.strip().rstrip("%")) for c in cells if c.strip() != "-"]
+        mean = f"{np.mean(vals):6.2f}%" if len(vals) == len(results) else f"{'-':>7s}"
+        print(f"{code:16s} {setting:24s} " + " ".join(cells) + f" {mean} {np.mean(fits):12.1f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="what", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--emb", required=True, help="folder with corpus.parquet and queries.parquet")
+    r.add_argument("--qrels", required=True)
+    r.add_argument("--name", required=True)
+    r.add_argument("--model", required=True)
+    r.add_argument("--queries", type=int, default=None)
+    r.add_argument("--fit-rows", type=int, default=None)
+    r.add_argument("--ratio", type=int, default=64)
+    r.add_argument("--json", default=None)
+    t = sub.add_parser("table")
+    t.add_argument("results", nargs="+")
+    args = ap.parse_args()
+    run(args) if args.what == "run" else table(args.results)
+
+
+if __name__ == "__main__":
+    main()
