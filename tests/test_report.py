@@ -430,10 +430,28 @@ def test_cli_recommend_with_queries_and_no_qrels(tmp_path):
                                  "--queries", str(tmp_path / "queries.parquet")])
     assert r.exit_code == 0, r.output
     assert "not judged" in r.output and (tmp_path / "model" / "config.json").exists()
+    assert f"applying it to the input's {len(X):,} rows takes about" in r.output
     bad = CliRunner().invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "m2"), "--budget", "8",
                                    "--queries", str(tmp_path / "queries.parquet"), "--reference", "best"])
     assert bad.exit_code == 1 and "reference must be one of top1, graded, recall" in bad.output
     assert not (tmp_path / "m2").exists()
+
+
+def test_recommend_estimates_the_apply_and_names_a_much_faster_code_close_behind():
+    from embcompress.report.recommend import apply_estimate
+
+    def row(config, retention, rate, **marks):
+        return {"config": config, "label": config, "retention": retention, "encode_rows_per_second": rate,
+                "too_slow": None, "not_servable": None, "screened_out": None, **marks}
+
+    win = row("rq:48:beam=4", 0.960, 2_500.0)
+    ranking = [win, row("sq:1", 0.955, 400_000.0), row("binary", 0.949, 900_000.0),
+               row("opq:48", 0.958, 5_000.0), row("itq", 0.957, 800_000.0, not_servable="usearch cannot hold it")]
+    est = apply_estimate({"winner": win, "ranking": ranking}, 10_000_000)
+    assert est["rows"] == 10_000_000 and est["seconds"] == pytest.approx(4_000.0)
+    # binary is 1.1 points behind, opq only 2x faster, itq cannot win: sq:1 is named
+    assert est["faster"]["config"] == "sq:1" and est["faster"]["seconds"] == pytest.approx(25.0)
+    assert apply_estimate({"winner": win, "ranking": [win, ranking[2], ranking[3]]}, 100)["faster"] is None
 
 
 def test_recommend_serve_ranks_every_candidate_but_only_a_servable_one_wins():
