@@ -304,6 +304,19 @@ def test_written_list_codes_read_back_as_pyarrow_writes_them(tmp_path, dtype, di
         np.testing.assert_array_equal(np.concatenate([b.vectors for b in open_vectors(ours).batches(100)]), X)
 
 
+def test_pages_are_views_of_the_blocks_and_never_shorter_than_half_but_the_last():
+    from embcompress.io.page_encoder import _page_rows
+
+    rng = np.random.default_rng(3)
+    for sizes in ([1024] * 3 + [1009] + [1024] * 4, [15, 30, 1024, 3000, 7, 512, 511, 1], [2048], [5]):
+        blocks = [rng.standard_normal((k, 4)).astype(np.float32) for k in sizes]
+        pages = list(_page_rows(blocks, 1024))
+        np.testing.assert_array_equal(np.concatenate(pages), np.concatenate(blocks))
+        assert all(len(p) <= 1024 for p in pages) and all(len(p) >= 512 for p in pages[:-1])
+        if sizes[0] == 1024:  # blocks of a page and more, shifted by one short block: not one copy
+            assert all(any(np.shares_memory(p, b) for b in blocks) for p in pages)
+
+
 def test_written_codes_read_by_duckdb(tmp_path):
     duckdb = pytest.importorskip("duckdb")
     rng = np.random.default_rng(5)

@@ -2,7 +2,8 @@
 pyarrow's nested writer (which writes a level for every value, about 65 MB/s): the writing half of
 :mod:`.pages`, used by :class:`.writers.PageWriter`.
 
-Data pages v1 of whole rows, about :data:`PAGE_VALUE_BYTES` of values each; repetition levels as
+Data pages v1 of whole rows, half to one :data:`PAGE_VALUE_BYTES` of values each (see
+:func:`_page_rows`); repetition levels as
 two RLE runs per row, definition levels as one run per page; float32 values PLAIN, written from
 the rows' own memory; int8 values (physical INT32) through a dictionary of all 256 values, whose
 indices bit-packed at 8 bits are the code bytes themselves. Every page carries its CRC-32.
@@ -61,8 +62,8 @@ def encode_chunk(blocks: Sequence[np.ndarray], offset: int, *, max_def: int, pat
     """The column chunk of a top-level list column whose rows are those of ``blocks`` ((n, d)
     int8 or float32 arrays of one width, no nulls), one after the other, to be written at file
     ``offset``: (its parts, in order: bytes and, for uncompressed float32 pages, the rows' own
-    memory, so the values are not copied before the file write; its ColumnMetaData). Pages are cut
-    as for one array of all the blocks (see the module doc)."""
+    memory, so the values are not copied before the file write; its ColumnMetaData). Pages are cut by
+    :func:`_page_rows`."""
     blocks = list(blocks)
     if not blocks or any(b.ndim != 2 or b.shape[1] != blocks[0].shape[1] or b.dtype != blocks[0].dtype for b in blocks):
         raise ValueError("encode_chunk takes (n, d) blocks of one width and dtype")
@@ -102,23 +103,30 @@ def encode_chunk(blocks: Sequence[np.ndarray], offset: int, *, max_def: int, pat
 
 
 def _page_rows(blocks: Sequence[np.ndarray], rows_per_page: int) -> Iterator[np.ndarray]:
-    """The rows of the blocks, one after the other, in pages of ``rows_per_page`` rows (the last
-    shorter): a page inside a block is a view of it; only a page across blocks is put together."""
+    """The rows of the blocks, one after the other, in pages of at most ``rows_per_page`` rows,
+    views of the blocks where they can be: a block is cut into full pages, and what is left of it
+    goes out as a page of its own when it has at least half a page of rows; only shorter rests are
+    put together with the next block's first rows (a copy). So blocks whose lengths are not a
+    multiple of the page (a batch cut at an input row group's end shifts every later one) are
+    written without copies, in pages of half to one page."""
     pending: list = []
     pending_rows = 0
+    half = max(1, rows_per_page // 2)
     for X in blocks:
         s = 0
-        if pending_rows:
+        if pending_rows:  # a short rest of earlier blocks: fill it up to a page from this one
             s = min(rows_per_page - pending_rows, len(X))
             pending.append(X[:s])
             pending_rows += s
-            if pending_rows == rows_per_page:
+            if pending_rows >= half:
                 yield np.concatenate(pending)
                 pending, pending_rows = [], 0
         while len(X) - s >= rows_per_page:
-            yield np.ascontiguousarray(X[s : s + rows_per_page])
+            yield X[s : s + rows_per_page]
             s += rows_per_page
-        if s < len(X):
+        if len(X) - s >= half:
+            yield X[s:]
+        elif s < len(X):
             pending.append(X[s:])
             pending_rows += len(X) - s
     if pending_rows:
