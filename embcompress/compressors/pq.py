@@ -175,7 +175,7 @@ class OPQ(PQ):
     #: alternations of codebook training and rotation update (faiss's default is 50). A setting of
     #: the training, not a parameter: codes are read the same whatever it was (benchmarks/README.md,
     #: "Shorter codebook trainings")
-    rotation_iterations = 50
+    rotation_iterations = 20
 
     def _fit(self, batches, n_features: int) -> None:
         X = np.ascontiguousarray(self._sample(batches))
