@@ -43,19 +43,21 @@ def main() -> None:
     int8 = from_spec("int8").fit(X[:20_000])
     bits = from_spec("binary").fit(X[:20_000])
     batch = max(1, (4 << 20) // (4 * args.dim))  # rows per batch: about 4 MiB of float32 input
-    # (spec, rows, the first batch's rows): "shifted" starts with a batch 15 rows short, as a
-    # stream's batches are after an input row group that is not a multiple of the batch
-    outputs = {"float32": (float_spec(args.dim), X, batch), "float32 shifted": (float_spec(args.dim), X, batch - 15),
-               "int8": (int8.output_spec, int8.transform(X), batch), "bits": (bits.output_spec, bits.transform(X), batch)}
+    # (spec, rows, rows per batch, the first batch's rows). "truncated" is what truncate of a
+    # 1024-d input to DIM writes: batches of 4 MiB of the input (1,024 rows), the first 15 rows
+    # short, as a stream's batches are after an input row group that is not a multiple of the batch
+    wide = max(1, (4 << 20) // (4 * 1024))
+    outputs = {"float32": (float_spec(args.dim), X, batch, batch), "float32 truncated": (float_spec(args.dim), X, wide, wide - 15),
+               "int8": (int8.output_spec, int8.transform(X), batch, batch), "bits": (bits.output_spec, bits.transform(X), batch, batch)}
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         out, raw = Path(tmp) / "out.parquet", Path(tmp) / "raw.bin"
 
-        def write(spec, rows, first: int) -> float:
+        def write(spec, rows, step: int, first: int) -> float:
             t = time.perf_counter()
             with VectorWriter(out, spec, overwrite=True) as w:
                 w.write(rows[:first])
-                for s in range(first, len(rows), batch):
-                    w.write(rows[s:s + batch])
+                for s in range(first, len(rows), step):
+                    w.write(rows[s:s + step])
             return time.perf_counter() - t
 
         def plain(rows) -> float:
@@ -66,16 +68,16 @@ def main() -> None:
 
         best: dict = {}
         for _ in range(args.repeat):
-            for name, (spec, rows, first) in outputs.items():
-                best[name] = min(best.get(name, float("inf")), write(spec, rows, first))
+            for name, (spec, rows, step, first) in outputs.items():
+                best[name] = min(best.get(name, float("inf")), write(spec, rows, step, first))
                 best[name, "plain"] = min(best.get((name, "plain"), float("inf")), plain(rows))
-        print(f"{args.rows:,} rows x {args.dim} dims, batches of {batch:,} rows; {os.path.dirname(embcompress.__file__)}; "
+        print(f"{args.rows:,} rows x {args.dim} dims, batches of {batch:,} rows (truncated: {wide:,}); {os.path.dirname(embcompress.__file__)}; "
               f"{time.strftime('%Y-%m-%d %H:%M')}; best of {args.repeat}, interleaved")
-        print(f"  {'output':15s} {'MB':>7s} {'writer s':>9s} {'plain write s':>14s} {'writer / plain':>15s} {'writer MB/s':>12s}")
-        for name, (spec, rows, _) in outputs.items():
+        print(f"  {'output':17s} {'MB':>7s} {'writer s':>9s} {'plain write s':>14s} {'writer / plain':>15s} {'writer MB/s':>12s}")
+        for name, (spec, rows, _, _) in outputs.items():
             mb = rows.nbytes / 1e6
             w, p = best[name], best[name, "plain"]
-            print(f"  {name:15s} {mb:7.0f} {w:9.3f} {p:14.3f} {w / p:14.1f}x {mb / w:12,.0f}")
+            print(f"  {name:17s} {mb:7.0f} {w:9.3f} {p:14.3f} {w / p:14.1f}x {mb / w:12,.0f}")
 
 
 if __name__ == "__main__":
