@@ -174,7 +174,7 @@ def recommend(
     out.print(f"ranked in {secs['read_and_rank']:.1f} s (reading the sample included), the winner fitted on all rows in {secs['fit_winner']:.1f} s")
     est = res["apply_estimate"]
     line = f"applying it to the input's {est['rows']:,} rows takes about {_duration(est['seconds'])} at that rate"
-    if est["faster"]:
+    if est["faster"] and est["seconds"] >= 60:  # named where the wait is worth a choice
         f = est["faster"]
         line += (f"; {f['label']} keeps {100 * f['retention']:.1f}% and would take {_duration(f['seconds'])} "
                  f"(--min-encode-rate rules slower codes out)")
