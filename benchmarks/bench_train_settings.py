@@ -72,17 +72,20 @@ def run(args) -> None:
             Path(args.json).write_text(json.dumps(out, indent=1, default=float))
 
 
+def code_of(config: str) -> str:
+    """A row of the table: the family, with the beam when it has one (``rq:24:beam=4`` -> ``rq:beam=4``)."""
+    return config.split(":")[0] + (":beam=4" if "beam=4" in config else "")
+
+
 def table(paths: list[str]) -> None:
     results = [json.loads(Path(p).read_text()) for p in paths]
     sets = [f"{r['set']}/{r['model']}" for r in results]
     print(f"{'code':16s} {'setting':24s} " + " ".join(f"{s[:22]:>22s}" for s in sets) + f" {'mean':>7s} {'fit s (mean)':>12s}")
-    keys = list(dict.fromkeys((r["config"].split(":")[0] + (":beam=4" if "beam=4" in r["config"] else ""), r["setting"])
-                              for res in results for r in res["rows"]))
+    keys = list(dict.fromkeys((code_of(r["config"]), r["setting"]) for res in results for r in res["rows"]))
     for code, setting in keys:
         cells, fits = [], []
         for res in results:
-            hit = [r for r in res["rows"] if r["setting"] == setting and
-                   r["config"].split(":")[0] + (":beam=4" if "beam=4" in r["config"] else "") == code]
+            hit = [r for r in res["rows"] if r["setting"] == setting and code_of(r["config"]) == code]
             cells.append(f"{100 * hit[0]['retention']:21.2f}%" if hit else f"{'-':>22s}")
             if hit:
                 fits.append(hit[0]["fit_seconds"])

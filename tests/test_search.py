@@ -165,7 +165,7 @@ def test_file_index_keeps_ids_as_arrow_and_finds_the_same(tmp_path, clustered):
     bad = pa.Array.from_buffers(pa.string(), len(D), [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(text)])
     emb = pq.read_table(path).column("embedding")
     pq.write_table(pa.table({"id": bad, "embedding": emb}), tmp_path / "bad.parquet")
-    with pytest.raises(embcompress.FormatError, match="column 'id' of .*bad.parquet holds values that are not valid in rows 0"):
+    with pytest.raises(embcompress.FormatError, match="column 'id' of .*bad.parquet holds bytes that are not UTF-8 text in rows 0"):
         load_index(tmp_path / "bad.parquet")
 
 

@@ -12,25 +12,16 @@ from ..errors import FormatError
 from .sources import open_vectors
 
 
-def _pylist(col: pa.Array, take, path, name: str, offset: int) -> list:
-    """The first ``take`` values of a carried column (or the values at the row numbers ``take``)."""
-    try:
-        return (col.slice(0, take) if isinstance(take, int) else col.take(pa.array(take))).to_pylist()
-    except UnicodeDecodeError as exc:
-        last = offset + (take if isinstance(take, int) else len(col)) - 1
-        raise FormatError(f"column {name!r} of {path} holds bytes that are not UTF-8 text in rows {offset}.."
-                          f"{last} ({exc.reason}); the file is corrupt or was written with another encoding") from None
-
-
-def _arrow_rows(col: pa.Array, take, path, name: str, offset: int) -> pa.Array:
-    """:func:`_pylist`'s rows kept as Arrow values; text is checked to be UTF-8 as there."""
+def _carried_rows(col: pa.Array, take, path, name: str, offset: int) -> pa.Array:
+    """The first ``take`` values of a carried column (or the values at the row numbers ``take``),
+    as Arrow values checked in full: text that is not UTF-8 is refused here, by column and rows."""
     out = col.slice(0, take) if isinstance(take, int) else col.take(pa.array(take))
     try:
         out.validate(full=True)
     except pa.ArrowInvalid as exc:
         last = offset + (take if isinstance(take, int) else len(col)) - 1
-        raise FormatError(f"column {name!r} of {path} holds values that are not valid in rows {offset}..{last} ({exc}); "
-                          "the file is corrupt or was written with another encoding") from None
+        raise FormatError(f"column {name!r} of {path} holds bytes that are not UTF-8 text in rows {offset}..{last} "
+                          f"({exc}); the file is corrupt or was written with another encoding") from None
     return out
 
 
@@ -82,11 +73,11 @@ def read_sample(path: str | os.PathLike, *, limit: int | None = None, column: st
             extra.append(np.array(rows))
         if b.carried is not None:
             if src.id_column and arrow_ids:
-                ids.append(_arrow_rows(b.carried.column(src.id_column), take, src.path, src.id_column, b.offset))
+                ids.append(_carried_rows(b.carried.column(src.id_column), take, src.path, src.id_column, b.offset))
             elif src.id_column:
-                ids.extend(_pylist(b.carried.column(src.id_column), take, src.path, src.id_column, b.offset))
+                ids.extend(_carried_rows(b.carried.column(src.id_column), take, src.path, src.id_column, b.offset).to_pylist())
             if label_column:
-                labels.extend(_pylist(b.carried.column(label_column), take, src.path, label_column, b.offset))
+                labels.extend(_carried_rows(b.carried.column(label_column), take, src.path, label_column, b.offset).to_pylist())
     if out is None:
         arr = np.empty((0, src.dim), dtype=np.float32)
     elif extra:

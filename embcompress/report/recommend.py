@@ -140,12 +140,17 @@ def _rank(found: list[dict], cands: Mapping[str, str], budget: int, max_fit_seco
     if over:  # candidates() sizes them to the budget; a mismatch is a bug, not user error
         raise AssertionError(f"candidates over budget: {[r['config'] for r in over]}")
     ranked = sorted(found, key=lambda r: (r["screened_out"] is not None, -r["retention"], r["bytes_per_vector"], r["config"]))
-    eligible = [r for r in ranked if r["too_slow"] is None and r["not_servable"] is None and r["screened_out"] is None]
+    eligible = [r for r in ranked if _can_win(r)]
     if not eligible:
         raise InputError(f"no candidate within {budget} bytes per vector is fast enough{' and servable by ' + serve if serve else ''}: "
                          + "; ".join(f"{r['label']}: {r['too_slow'] or r['not_servable']}" for r in ranked)
                          + ". Allow more (--max-fit-seconds, --min-encode-rate), another --serve or a larger budget")
     return ranked, eligible
+
+
+def _can_win(row: Mapping[str, Any]) -> bool:
+    """Whether a ranked row may win: not too slow, servable where asked, not cut by the screen."""
+    return row["too_slow"] is None and row["not_servable"] is None and row["screened_out"] is None
 
 
 def _check_limits(budget, target, max_fit_seconds, min_encode_rate, serve) -> None:
@@ -273,8 +278,7 @@ def apply_estimate(res: Mapping[str, Any], rows: int) -> dict[str, Any]:
     :data:`FASTER_FACTOR` times as fast (the fastest such), with its retention and seconds; None
     otherwise. At 10 million rows the 48 B pick (``rq:48:beam=4``) took an hour to apply."""
     w = res["winner"]
-    ok = [r for r in res["ranking"] if r["config"] != w["config"] and not (r.get("too_slow") or r.get("not_servable")
-          or r.get("screened_out"))
+    ok = [r for r in res["ranking"] if r["config"] != w["config"] and _can_win(r)
           and r["retention"] >= w["retention"] - FASTER_WITHIN_POINTS / 100
           and r["encode_rows_per_second"] >= FASTER_FACTOR * w["encode_rows_per_second"]]
     fast = max(ok, key=lambda r: r["encode_rows_per_second"], default=None)
