@@ -22,7 +22,7 @@ tests and one import in ``embcompress/compressors/__init__.py``, which registers
 from __future__ import annotations
 
 import importlib.util
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -165,6 +165,13 @@ class BudgetCodes:
         """(label, evaluate configuration) of the family's codes of at most ``budget`` bytes per
         ``dim``-wide vector, headline first; with ``full`` false only the headline ones."""
         raise NotImplementedError
+
+    @classmethod
+    def outclassed(cls, configs: Sequence[str]) -> set[str]:
+        """Those of ``configs`` (the family's own, as :meth:`budget_configs` offers them) that
+        another of them beat on quality on every set measured, and that can only win on cost (fit
+        time, encoding rate): ``recommend`` leaves them out when no cost limit is set. None here."""
+        return set()
 
     @classmethod
     def installed(cls) -> bool:

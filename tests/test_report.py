@@ -275,8 +275,12 @@ def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path, monkeypatc
     with pytest.raises(InputError, match="folds must be a whole number of at least 1"):
         rank_candidates(X, 8, folds=0)
     assert all(r["bytes_per_vector"] <= 8 for r in res["ranking"])
-    if importlib.util.find_spec("faiss"):  # rq, with and without a beam, is measured, not assumed
-        assert {"rq:8", "rq:8:beam=4"} <= {r["config"] for r in res["ranking"]}
+    if importlib.util.find_spec("faiss"):  # rq with a beam is measured; without one it could win only on cost
+        assert "rq:8:beam=4" in {r["config"] for r in res["ranking"]} and "rq:8" not in {r["config"] for r in res["ranking"]}
+        from embcompress.report.candidates import candidates
+
+        with_costs = {c.config for c in candidates(32, 8)}  # with a cost limit both are ranked
+        assert {"rq:8", "rq:8:beam=4"} <= with_costs and with_costs - {c.config for c in candidates(32, 8, by_quality=True)} == {"rq:8"}
     rets = [r["retention"] for r in res["ranking"]]
     assert rets == sorted(rets, reverse=True)
     # label-free: the leader's lead is tested on resampled queries; the candidates it does not

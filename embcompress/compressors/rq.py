@@ -142,6 +142,13 @@ class RQ(BudgetCodes, Additive):
         out = [(f"rq:{budget}", f"rq:{budget}")]
         return out + [(f"rq:{budget}:beam=4", f"rq:{budget}:beam=4")] if full else out
 
+    @classmethod
+    def outclassed(cls, configs) -> set[str]:
+        """``rq:M`` beside ``rq:M:beam=4``: the beam kept 0.39-4.16 points more on new documents on
+        each of 5 sets (2 models; benchmarks/README.md, "Shorter codebook trainings"); without a beam
+        it only fits and encodes faster."""
+        return {c.removesuffix(":beam=4") for c in configs if c.endswith(":beam=4")} & set(configs)
+
     #: each codebook's k-means runs at this many growing widths (faiss's progressive-dimension
     #: clustering, whose own default is 10). A setting of the training, not a parameter: codes are
     #: read the same whatever it was (benchmarks/README.md, "Shorter codebook trainings")

@@ -25,14 +25,19 @@ class Candidate:
     config: str  # an evaluate configuration: SPEC or SPEC@asym
 
 
-def candidates(dim: int, budget: int, *, families: tuple[str, ...] | None = None, full: bool = True) -> list[Candidate]:
+def candidates(dim: int, budget: int, *, families: tuple[str, ...] | None = None, full: bool = True,
+               by_quality: bool = False) -> list[Candidate]:
     """Code configurations of at most ``budget`` bytes per vector for ``dim``-wide embeddings,
     as each family offers them (``budget_configs``). With ``full`` every variant (for
     ``recommend``); otherwise one headline configuration per family (for the report's grid).
-    ``families`` None: every family whose extra is installed."""
-    out = [Candidate(label, cls.name, config) for cls in code_families()
-           if (cls.name in families if families is not None else cls.installed())
-           for label, config in cls.budget_configs(dim, int(budget), full=full)]
+    With ``by_quality`` (the pick is by quality alone) without the variants a sibling outclasses
+    (``outclassed``). ``families`` None: every family whose extra is installed."""
+    out = []
+    for cls in code_families():
+        if cls.name in families if families is not None else cls.installed():
+            offered = cls.budget_configs(dim, int(budget), full=full)
+            drop = cls.outclassed([c for _, c in offered]) if by_quality else set()
+            out += [Candidate(label, cls.name, config) for label, config in offered if config not in drop]
     return out
 
 

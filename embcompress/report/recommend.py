@@ -40,7 +40,9 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
 
     Every row carries what the candidate cost: ``fit_seconds`` (one model, on ``fit_rows`` rows) and
     ``encode_rows_per_second``. Candidates slower than ``max_fit_seconds`` or ``min_encode_rate``
-    stay in the ranking, marked ``too_slow``, and cannot win.
+    stay in the ranking, marked ``too_slow``, and cannot win. Without either limit the variants that
+    a sibling beat on quality on every set measured are not ranked, as they could win only on cost
+    (``rq:M`` beside ``rq:M:beam=4``; :meth:`~embcompress.capabilities.BudgetCodes.outclassed`).
 
     Every row carries ``retention_ci95``, a bootstrap over queries. Without judgments (the user's
     own ``queries`` scored against float search as ``reference`` says, or documents standing in
@@ -65,7 +67,8 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
                      reference=reference)
     folds = check_folds(folds, len(setup.docs))
     n_fit = fold_pool_rows(len(setup.docs), folds)
-    cands = _candidates(setup.docs.shape[1], int(budget), configs, labels is not None, n_fit)
+    cands = _candidates(setup.docs.shape[1], int(budget), configs, labels is not None, n_fit,
+                        by_quality=max_fit_seconds is None and min_encode_rate is None)
     rows, screened = _two_rounds(setup, list(cands), folds, n_fit, screen, progress)
     ref, found = rows[0], rows[1:]
     per = {r["config"]: r.pop("per_query") for r in rows}
@@ -165,10 +168,13 @@ def _check_limits(budget, target, max_fit_seconds, min_encode_rate, serve) -> No
             raise InputError(f"{name} must be a positive number, got {v!r}")
 
 
-def _candidates(dim: int, budget: int, configs: Sequence[str] | None, labels: bool, n_fit: int) -> dict[str, str]:
+def _candidates(dim: int, budget: int, configs: Sequence[str] | None, labels: bool, n_fit: int, *,
+                by_quality: bool) -> dict[str, str]:
     """config -> label of the candidates to rank: the given ``configs``, or the standard ones
-    within ``budget`` that ``n_fit`` rows can train."""
-    cands = {c.config: c.label for c in candidates(dim, budget)} if configs is None else {c: c for c in configs}
+    within ``budget`` that ``n_fit`` rows can train; ``by_quality`` (no cost limit): without those
+    a sibling variant outclasses (``rq:M`` beside ``rq:M:beam=4``), which could only win on cost."""
+    cands = ({c.config: c.label for c in candidates(dim, budget, by_quality=by_quality)} if configs is None
+             else {c: c for c in configs})
     if not cands:
         raise InputError(f"no code fits in {budget} bytes per vector for {dim}-dimensional embeddings; the smallest "
                          "candidates need a few bytes (e.g. 8 bits of itq+binary)")
