@@ -1,14 +1,15 @@
-"""How long ``recommend`` takes on its default 20,000-row sample, with the screen (successive
-halving, the default) and without (every candidate fitted on all the fit rows), and whether both
-pick the same code with the same retention.
+"""How long ``recommend`` takes on its default 20,000-row sample, by default ("full": every
+candidate fitted on all the fit rows, a code slow to fit stopped after one model when it cannot
+lead) and with ``--screen`` (two rounds, the first on a quarter of the rows), and which code each
+picks with what retention.
 
     python benchmarks/bench_recommend.py --emb bench-data/debian-ir --qrels ../shared/data/debian-ir/qrels.tsv.gz \\
-        --name Debian --budgets 48,24 [--sample 20000] [--json benchmarks/results/recommend-debian.json]
+        --name Debian --budgets 48,24 [--runs screened,full] [--sample 20000] [--json benchmarks/results/recommend-debian.json]
 
-Each budget runs ``recommend_files`` (the CLI's path: read a uniform sample, rank, fit the winner
-on the whole file) twice, screened then full, one after the other; printed per run: the wall time
-(reading and ranking, then the winner's fit), the pick and its judged retention (out-of-sample,
-2-fold), and what the screen cut.
+Each run is ``recommend_files`` (the CLI's path: read a uniform sample, rank, fit the winner on the
+whole file); printed per run: the wall time (reading and ranking, then the winner's fit), the pick
+and its judged retention (out-of-sample, 2-fold), what the screen cut, the three costliest fits and
+the codes stopped after one model.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ def one(emb: Path, qrels: str | None, budget: int, sample: int, screen: bool) ->
             "pick": w["config"], "retention": w["retention"], "retention_in_sample": w["retention_in_sample"],
             "candidates": len(res["ranking"]), "cut": (res["screen"] or {}).get("cut", []),
             "first_round_fit_rows": (res["screen"] or {}).get("first_round_fit_rows"), "fit_rows": res["fit_rows"],
-            "sample": res["sample"], "mode": res["mode"]}
+            "sample": res["sample"], "mode": res["mode"],
+            "stopped": [r["config"] for r in res["ranking"] if (r["screened_out"] or "").startswith("stopped")],
+            "ranking": [{k: r[k] for k in ("config", "retention", "fit_seconds", "encode_rows_per_second", "screened_out")}
+                        for r in res["ranking"]]}
 
 
 def main() -> None:
@@ -56,6 +60,9 @@ def main() -> None:
             print(f"  {b:6d} {'screened' if screen else 'full':8s} {r['wall_seconds']:7.1f} {r['seconds']['read_and_rank']:7.1f} "
                   f"{r['seconds']['fit_winner']:6.1f}  {r['pick']:34s} {100 * r['retention']:8.2f}%  {', '.join(r['cut']) or '-'}",
                   flush=True)
+            costly = sorted(r["ranking"], key=lambda x: -x["fit_seconds"])[:3]
+            print("         costliest fits (one model): " + ", ".join(f"{x['config']} {x['fit_seconds']:.1f} s" for x in costly)
+                  + (f"; stopped after one model: {', '.join(r['stopped'])}" if r["stopped"] else ""), flush=True)
         if "," not in args.runs:
             continue
         s, f = out[-2], out[-1]

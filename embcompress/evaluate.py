@@ -213,17 +213,22 @@ Task = QrelsTask | LabelFreeTask | LabelTask
 # ---- the engine ------------------------------------------------------------------------------------
 def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Sequence, fits: CrossFit,
                     originals: VectorStore | np.ndarray | None = None, proxy: RankProxy | None = None,
-                    norm_power: float = 1.0, in_sample: bool = True) -> dict[str, Any]:
+                    norm_power: float = 1.0, in_sample: bool = True, bar: float | None = None) -> dict[str, Any]:
     """Fit (or reuse) the configuration's compressors, index ``docs`` as ``fits`` says, search and
     score with ``task``: the headline figure (out-of-sample unless ``fits`` has one fold) and, when
     that is out-of-sample, the in-sample one. ``proxy`` adds the label-free rank proxy (on the
     headline index); ``norm_power``: see :class:`~embcompress.search.Index`. Retention is filled in
     by :func:`run_configs`. ``in_sample=False`` leaves the in-sample figure out (None): one search
-    instead of two, for a quick first look."""
+    instead of two, for a quick first look. With ``bar`` (a score to beat), a code whose first
+    model is slow to fit is stopped there when it falls short (:func:`_race`)."""
     if cfg.spec is None:
         indexes = {"headline": Index(docs, ids=doc_ids)}
         costs = {"fit_seconds": 0.0, "encode_rows_per_second": None}
     else:
+        if bar is not None and fits.out_of_sample:
+            stopped = _race(cfg, task, doc_ids, fits, originals, norm_power, bar)
+            if stopped is not None:
+                return stopped
         indexes = fits.indexes(cfg.spec, doc_ids, norm_power)
         costs = fits.costs(cfg.spec)
     index = indexes["headline"]
@@ -232,21 +237,47 @@ def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Seque
         inside = m.score
     else:
         inside = task.measure(indexes["in_sample"], cfg, originals).score if in_sample else None
+    row = _row(cfg, index, m, inside, costs, "none" if cfg.spec is None else fits.protocol, docs.shape[1])
+    if proxy is not None:
+        row["rank_proxy"] = proxy(index, cfg, originals)
+    return row
+
+
+def _row(cfg: Config, index, m, inside: float | None, costs: Mapping[str, Any], fitted: str, dim: int) -> dict[str, Any]:
     comp = index.compressor
-    dim = docs.shape[1]
-    row: dict[str, Any] = {
+    return {
         "config": cfg.label, "spec": cfg.spec, "rerank": cfg.rerank,
         "kind": "float" if comp is None else comp.output_spec.kind,
         "bytes_per_vector": index.nbytes_per_vector, "compression": 4 * dim / index.nbytes_per_vector,
         "extra_storage": "original float vectors" if cfg.rerank == "float" else None,
-        "fitted": "none" if cfg.spec is None else fits.protocol,
-        "score": m.score, **m.metrics, "score_in_sample": inside,
+        "fitted": fitted, "score": m.score, **m.metrics, "score_in_sample": inside,
         **costs, "search_seconds": m.seconds,
         "queries_per_second": m.queries / m.seconds if m.seconds > 0 else float("inf"), "candidates": m.candidates,
-        "per_query": m.per_query,
+        "per_query": m.per_query, "stopped_early": False,
     }
-    if proxy is not None:
-        row["rank_proxy"] = proxy(index, cfg, originals)
+
+
+#: racing looks at a code's first model alone when that model took at least this long to fit
+#: (the faiss codebook families: tens of seconds; the others fit in about a second)
+RACE_MIN_FIT_SECONDS = 5.0
+
+
+def _race(cfg: Config, task: Task, doc_ids, fits: CrossFit, originals, norm_power: float, bar: float):
+    """The row of a code stopped after its first model, or None to go on. It is stopped when that
+    model took :data:`RACE_MIN_FIT_SECONDS` or more to fit and, encoding every document (the
+    other folds' are its fit rows), scores below ``bar``: out-of-sample it would score lower
+    still, in expectation. The row's score is that figure, marked ``stopped_early``; no other
+    model is fitted."""
+    cache = fits.caches[0]
+    cache.fit(cfg.spec)
+    if cache.fit_seconds[cfg.spec] < RACE_MIN_FIT_SECONDS:
+        return None
+    index = fits.first_model_index(cfg.spec, doc_ids, norm_power)
+    m = task.measure(index, cfg, originals)
+    if m.score >= bar:
+        return None
+    row = _row(cfg, index, m, None, fits.costs(cfg.spec), f"one model of {fits.protocol}", fits.docs.shape[1])
+    row.update(per_query=None, stopped_early=True)
     return row
 
 
@@ -286,7 +317,7 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
                 originals: VectorStore | np.ndarray | None = None, folds: int = 2, fit_rows: int | None = None,
                 fit_on: np.ndarray | None = None, proxy_sample: int | None = None,
                 progress: Callable[[str, int, int], None] | None = None, norm_power: float = 1.0,
-                per_query: bool = False, in_sample: bool = True) -> list[dict[str, Any]]:
+                per_query: bool = False, in_sample: bool = True, race: bool = False) -> list[dict[str, Any]]:
     """Evaluate each configuration on ``docs`` with ``task`` (the float reference first, added
     when missing). Compressors are fitted and scored as :class:`CrossFit` says: by default on two
     folds, so that ``score`` and ``retention`` are out-of-sample (every document encoded by a
@@ -295,7 +326,9 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
     ``fit_on`` on given vectors. Codes scored asymmetrically weigh the reconstruction's norm with
     ``norm_power`` (see :class:`~embcompress.search.Index`). Returns one row per configuration
     with its scores, retentions, size, fit and encoding costs and search speed (and with
-    ``per_query``, the main figure of each query as an array, under that key)."""
+    ``per_query``, the main figure of each query as an array, under that key). With ``race`` (not
+    with ``proxy_sample``) a code slow to fit whose first model scores below the best code so far
+    is stopped there, marked ``stopped_early`` (:func:`_race`)."""
     cfgs = [parse_config(c) for c in configs]
     if not any(c.spec is None for c in cfgs):
         cfgs.insert(0, FLOAT)
@@ -312,8 +345,10 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
     for i, cfg in enumerate(cfgs):
         if progress:
             progress(cfg.label, i, len(cfgs))
+        done = [r["score"] for r in rows[1:] if not r["stopped_early"]]
+        bar = max(done) if race and done and proxy is None else None
         row = evaluate_config(docs, cfg, task, doc_ids=doc_ids, fits=fits, originals=originals, proxy=proxy,
-                              norm_power=norm_power, in_sample=in_sample)
+                              norm_power=norm_power, in_sample=in_sample, bar=bar)
         ref = rows[0] if rows else row
         row["retention"] = retention(row["score"], ref["score"])
         inside = row["score_in_sample"]

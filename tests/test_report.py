@@ -528,6 +528,36 @@ def test_recommend_screens_in_two_rounds_and_only_the_second_can_win(monkeypatch
         {r["config"]: r for r in full["ranking"]}[res["winner"]["config"]]["retention"])
 
 
+def test_recommend_stops_a_code_slow_to_fit_after_one_model_when_it_cannot_lead(monkeypatch):
+    import embcompress.evaluate as ev
+    from embcompress.report import recommend as rec
+
+    X, _ = clustered(n=800, d=32)
+    configs = ["sq:4", "pca:2+sq:4", "pca:24+sq:4"]
+    monkeypatch.setattr(ev, "RACE_MIN_FIT_SECONDS", 0.0)  # every code counts as slow to fit
+    fits = []
+    real_fit = ev.FitCache.fit
+    monkeypatch.setattr(ev.FitCache, "fit", lambda self, spec: fits.append((id(self), spec)) or real_fit(self, spec))
+    res = rec.rank_candidates(X, 16, configs=configs)
+    rows = {r["config"]: r for r in res["ranking"]}
+    stopped = rows["pca:2+sq:4"]  # 2 of 32 dimensions: far below sq:4, the leader by then
+    assert stopped["screened_out"].startswith("stopped after one of its models (") and "below the leader" in stopped["screened_out"]
+    assert stopped["retention_in_sample"] is None and stopped["fitted"] == "one model of out-of-sample (2-fold)"
+    assert len({cache for cache, spec in fits if spec == "pca:2+sq:4"}) == 1  # one model fitted, not two
+    assert len({cache for cache, spec in fits if spec == "sq:4"}) == 2
+    assert rows["sq:4"]["screened_out"] is None and res["winner"]["config"] != "pca:2+sq:4"
+    assert res["ranking"][-1] is stopped  # cut rows rank last
+    # a cost limit (or a target, or --serve) turns it off, as the leader may then be ineligible:
+    # every code fitted twice and scored out-of-sample; the stopped ones were behind, and lower
+    # out-of-sample than the one model's figure that stopped them
+    full = rec.rank_candidates(X, 16, configs=configs, max_fit_seconds=1e6)
+    both = {r["config"]: r for r in full["ranking"]}
+    assert all(r["screened_out"] is None and r["retention_in_sample"] is not None for r in full["ranking"])
+    assert full["winner"]["config"] == res["winner"]["config"] == "sq:4"
+    cut = [c for c in configs if rows[c]["screened_out"]]
+    assert cut and all(both[c]["retention"] <= rows[c]["retention"] < full["winner"]["retention"] for c in cut)
+
+
 def test_fewer_queries_keeps_each_kept_querys_judgments():
     from embcompress.evaluate import LabelFreeTask, LabelTask, QrelsTask
     from embcompress.report.recommend import fewer_queries

@@ -46,21 +46,20 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     Every row carries ``retention_ci95``, a bootstrap over queries. Without judgments (the user's
     own ``queries`` scored against float search as ``reference`` says, or documents standing in
     for queries) the result also names the candidates whose gap to the leader is within one
-    standard error (``within_uncertainty``); the leader still wins: picking the cheapest to encode
-    among them lost 2.5-3.4 points of judged nDCG@10 on Debian (benchmarks/README.md).
+    standard error (``within_uncertainty``); the leader still wins (the cheapest of them lost
+    2.5-3.4 points of judged nDCG@10 on Debian). With ``serve`` (faiss, usearch or lancedb) only
+    codes that target holds can win (``serve_targets``); the others are marked ``not_servable``.
 
-    With ``serve`` (faiss, usearch or lancedb) only the codes that target can hold can win
-    (:func:`~embcompress.search.ann.serve_targets`); the others stay in the ranking, marked
-    ``not_servable``.
+    Without a ``target``, cost limit or ``serve``, a code whose first model took
+    :data:`~embcompress.evaluate.RACE_MIN_FIT_SECONDS` or more to fit, and that scores below the
+    leader so far while encoding every document (half of them its fit rows), is stopped there (out
+    of sample it would score lower still), marked ``screened_out`` with that figure.
 
-    With ``screen`` the candidates are ranked in two rounds (successive halving), not by default:
-    on Debian at 24 B it cut ``rq:24:beam=4`` in the first round, which the full ranking picks
-    (90.76% against the screened pick's 90.47%; benchmarks/README.md). In two rounds
-    every one is first fitted on a quarter of the fit rows (:data:`SCREEN_SHARE`) and scored on at
-    most :data:`SCREEN_QUERIES` queries, then the best third of them (at least :data:`SCREEN_KEEP`)
-    fitted on all the rows and scored on every query; only those can win. The others
-    stay in the ranking with their first-round figures, marked ``screened_out``; ``screen`` in the
-    result says what was cut and on how many rows. ``screen=False`` fits every candidate on all."""
+    With ``screen`` (not by default: on Debian at 24 B it cut the full ranking's pick; see
+    benchmarks/README.md) two rounds: every candidate fitted on :data:`SCREEN_SHARE` of the fit
+    rows and scored on at most :data:`SCREEN_QUERIES` queries, then the best third (at least
+    :data:`SCREEN_KEEP`) on all; the others keep their first-round figures, marked
+    ``screened_out``, and ``screen`` in the result says what was cut."""
     _check_limits(budget, target, max_fit_seconds, min_encode_rate, serve)
     setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels,
                      reference=reference)
@@ -68,7 +67,8 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     n_fit = fold_pool_rows(len(setup.docs), folds)
     cands = _candidates(setup.docs.shape[1], int(budget), configs, labels is not None, n_fit,
                         by_quality=max_fit_seconds is None and min_encode_rate is None)
-    rows, screened = _two_rounds(setup, list(cands), folds, n_fit, screen, progress)
+    race = target is None and max_fit_seconds is None and min_encode_rate is None and serve is None
+    rows, screened = _two_rounds(setup, list(cands), folds, n_fit, screen, progress, race)
     ref, found = rows[0], rows[1:]
     per = {r["config"]: r.pop("per_query") for r in rows}
     ranked, eligible = _rank(found, cands, budget, max_fit_seconds, min_encode_rate, serve)
@@ -94,16 +94,17 @@ SCREEN_KEEP = 3
 SCREEN_MIN_ROWS = 2_000
 
 
-def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, progress):
+def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, progress, race: bool):
     """(float's row and every candidate's row, what the screen did or None): one round on all fit
     rows, or with ``screen`` a first round on a share of them and a second, on all, for the best
-    third. Candidates the first round's rows are too few to train go straight to the second."""
+    third. Candidates the first round's rows are too few to train go straight to the second. With
+    ``race`` the round on all rows stops slow codes after one model when they cannot lead."""
     small = int(n_fit * SCREEN_SHARE)
     quick = [c for c in cands if trainable(parse_config(c).spec, small)]
     keep = max(SCREEN_KEEP, -(-len(cands) // 3))
     if not screen or small < SCREEN_MIN_ROWS or len(quick) <= keep:
-        return run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, folds=folds,
-                           progress=progress, per_query=True), None
+        return _raced(run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, folds=folds,
+                                  progress=progress, per_query=True, race=race)), None
     task = fewer_queries(setup.task, SCREEN_QUERIES)
     first = run_configs(setup.docs, task, ["float", *quick], doc_ids=setup.doc_ids, folds=folds, fit_rows=small,
                         progress=progress, per_query=True, in_sample=False)[1:]
@@ -114,10 +115,20 @@ def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, p
         r["per_query"] = None  # other queries than the second round's: no paired bootstrap with its leader
         r["screened_out"] = f"cut after the first round ({100 * r['retention']:.1f}% fitted on {small:,} rows)"
     second = [c for c in cands if c not in {r["config"] for r in cut}]
-    rows = run_configs(setup.docs, setup.task, ["float", *second], doc_ids=setup.doc_ids, folds=folds,
-                       progress=progress, per_query=True)
+    rows = _raced(run_configs(setup.docs, setup.task, ["float", *second], doc_ids=setup.doc_ids, folds=folds,
+                              progress=progress, per_query=True, race=race))
     return rows + cut, {"first_round_fit_rows": small, "first_round_queries": len(getattr(task, "queries", ())) or None,
                         "first_round": [r["config"] for r in first], "kept": second, "cut": [r["config"] for r in cut]}
+
+
+def _raced(rows: list[dict]) -> list[dict]:
+    """``rows`` with those stopped early (:func:`~embcompress.evaluate.run_configs`' ``race``)
+    marked as cut, with the figure that stopped them."""
+    for r in rows:
+        if r.get("stopped_early"):
+            r["screened_out"] = (f"stopped after one of its models ({100 * r['retention']:.1f}% with half the documents "
+                                 "in its fit, below the leader then)")
+    return rows
 
 
 def fewer_queries(task, n: int, seed: int = 0):
