@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -74,6 +75,7 @@ def report(
     """Run a grid of compressions and write a retention report (JSON + self-contained HTML)."""
     from embcompress.report import report_files
 
+    t0 = time.perf_counter()
     with Bars() as bars:
         rep = report_files(input, out_dir, queries=queries, qrels=qrels, labels=labels, widths=split_list(widths, int, "--widths"),
                            methods=split_list(methods, str, "--methods"), budget=budget, sample=sample, geopres_params=geopres,
@@ -92,7 +94,7 @@ def report(
     if s.get("queries_note"):
         out.print(s["queries_note"])
     out.print(_report_table(rep))
-    out.print(f"wrote {out_dir / 'report.html'} and {out_dir / 'report.json'}")
+    out.print(f"wrote {out_dir / 'report.html'} and {out_dir / 'report.json'} in {time.perf_counter() - t0:,.1f} s")
 
 
 def _ranking_table(res: dict) -> Table:

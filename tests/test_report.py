@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -197,6 +198,8 @@ def test_cli_analyze_and_report(tmp_path):
                               "--codes", "binary,sq"])
     assert res.exit_code == 0, res.output
     assert "best within budget" in res.stdout
+    took = re.search(r"report\.json in ([\d,.]+) s", " ".join(res.stdout.split()))
+    assert took and float(took.group(1).replace(",", "")) > 0  # the wall time, printed
     rep = json.loads((tmp_path / "r" / "report.json").read_text())
     assert rep["summary"]["mode"] == "labels" and (tmp_path / "r" / "report.html").exists()
     assert {r["method"] for r in rep["rows"]} >= {"codes: binary", "codes: sq"}
