@@ -35,7 +35,7 @@ def one(emb: Path, qrels: str | None, budget: int, sample: int, screen: bool) ->
             "candidates": len(res["ranking"]), "cut": (res["screen"] or {}).get("cut", []),
             "first_round_fit_rows": (res["screen"] or {}).get("first_round_fit_rows"), "fit_rows": res["fit_rows"],
             "sample": res["sample"], "mode": res["mode"],
-            "stopped": [r["config"] for r in res["ranking"] if (r["screened_out"] or "").startswith("stopped")],
+            "stopped": [r["config"] for r in res["ranking"] if r["stopped_early"]],
             "ranking": [{k: r[k] for k in ("config", "retention", "fit_seconds", "encode_rows_per_second", "screened_out")}
                         for r in res["ranking"]]}
 

@@ -137,28 +137,26 @@ class CrossFit:
 
     def indexes(self, spec: str, doc_ids: Sequence, norm_power: float = 1.0) -> dict[str, Index | PartedIndex]:
         """``{"headline": index}``, plus ``"in_sample"`` when the headline is out-of-sample."""
-        def index(shift: int) -> Index | PartedIndex:
-            if self.folds == 1:
-                cache = self.caches[0]
-                return Index(cache.encode(spec, self.docs), compressor=cache.fit(spec), ids=doc_ids, norm_power=norm_power)
-            built = []
-            for i, (rows, part) in enumerate(zip(self.parts, self.part_docs)):
-                cache = self.caches[(i + shift) % self.folds]
-                built.append((rows, Index(cache.encode(spec, part), compressor=cache.fit(spec), norm_power=norm_power)))
-            return PartedIndex(built, ids=doc_ids)
-
-        out = {"headline": index(0)}
-        if self.out_of_sample:
-            out["in_sample"] = index(1)
-        return out
+        if self.folds == 1:
+            cache = self.caches[0]
+            return {"headline": Index(cache.encode(spec, self.docs), compressor=cache.fit(spec), ids=doc_ids,
+                                      norm_power=norm_power)}
+        return {"headline": self._parted(spec, doc_ids, norm_power, lambda i: i),
+                "in_sample": self._parted(spec, doc_ids, norm_power, lambda i: (i + 1) % self.folds)}
 
     def first_model_index(self, spec: str, doc_ids: Sequence, norm_power: float = 1.0) -> PartedIndex:
         """Every document encoded by the first fold's model alone (out-of-sample ``folds >= 2``):
         its own fold new to it, the others its fit rows; the headline and in-sample indexes reuse
         these encodings. A fitted code scores no lower here than out-of-sample, in expectation."""
-        cache = self.caches[0]
-        return PartedIndex([(rows, Index(cache.encode(spec, part), compressor=cache.fit(spec), norm_power=norm_power))
-                            for rows, part in zip(self.parts, self.part_docs)], ids=doc_ids)
+        return self._parted(spec, doc_ids, norm_power, lambda i: 0)
+
+    def _parted(self, spec: str, doc_ids: Sequence, norm_power: float, model_of) -> PartedIndex:
+        """Fold ``i``'s documents encoded by model ``model_of(i)``, searched as one corpus."""
+        built = []
+        for i, (rows, part) in enumerate(zip(self.parts, self.part_docs)):
+            cache = self.caches[model_of(i)]
+            built.append((rows, Index(cache.encode(spec, part), compressor=cache.fit(spec), norm_power=norm_power)))
+        return PartedIndex(built, ids=doc_ids)
 
     def costs(self, spec: str) -> dict[str, Any]:
         """Mean seconds to fit one model of ``spec`` (on ``fit_rows``-odd rows) and rows/s encoded."""

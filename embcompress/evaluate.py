@@ -345,8 +345,8 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
     for i, cfg in enumerate(cfgs):
         if progress:
             progress(cfg.label, i, len(cfgs))
-        done = [r["score"] for r in rows[1:] if not r["stopped_early"]]
-        bar = max(done) if race and done and proxy is None else None
+        done = [r["score"] for r in rows[1:] if not r["stopped_early"]] if race and proxy is None else []
+        bar = max(done, default=None)
         row = evaluate_config(docs, cfg, task, doc_ids=doc_ids, fits=fits, originals=originals, proxy=proxy,
                               norm_power=norm_power, in_sample=in_sample, bar=bar)
         ref = rows[0] if rows else row

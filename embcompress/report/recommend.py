@@ -103,8 +103,8 @@ def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, p
     quick = [c for c in cands if trainable(parse_config(c).spec, small)]
     keep = max(SCREEN_KEEP, -(-len(cands) // 3))
     if not screen or small < SCREEN_MIN_ROWS or len(quick) <= keep:
-        return _raced(run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, folds=folds,
-                                  progress=progress, per_query=True, race=race)), None
+        return run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, folds=folds,
+                           progress=progress, per_query=True, race=race), None
     task = fewer_queries(setup.task, SCREEN_QUERIES)
     first = run_configs(setup.docs, task, ["float", *quick], doc_ids=setup.doc_ids, folds=folds, fit_rows=small,
                         progress=progress, per_query=True, in_sample=False)[1:]
@@ -115,20 +115,10 @@ def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, p
         r["per_query"] = None  # other queries than the second round's: no paired bootstrap with its leader
         r["screened_out"] = f"cut after the first round ({100 * r['retention']:.1f}% fitted on {small:,} rows)"
     second = [c for c in cands if c not in {r["config"] for r in cut}]
-    rows = _raced(run_configs(setup.docs, setup.task, ["float", *second], doc_ids=setup.doc_ids, folds=folds,
-                              progress=progress, per_query=True, race=race))
+    rows = run_configs(setup.docs, setup.task, ["float", *second], doc_ids=setup.doc_ids, folds=folds,
+                       progress=progress, per_query=True, race=race)
     return rows + cut, {"first_round_fit_rows": small, "first_round_queries": len(getattr(task, "queries", ())) or None,
                         "first_round": [r["config"] for r in first], "kept": second, "cut": [r["config"] for r in cut]}
-
-
-def _raced(rows: list[dict]) -> list[dict]:
-    """``rows`` with those stopped early (:func:`~embcompress.evaluate.run_configs`' ``race``)
-    marked as cut, with the figure that stopped them."""
-    for r in rows:
-        if r.get("stopped_early"):
-            r["screened_out"] = (f"stopped after one of its models ({100 * r['retention']:.1f}% with half the documents "
-                                 "in its fit, below the leader then)")
-    return rows
 
 
 def fewer_queries(task, n: int, seed: int = 0):
@@ -141,14 +131,16 @@ def fewer_queries(task, n: int, seed: int = 0):
 
 
 def _rank(found: list[dict], cands: Mapping[str, str], budget: int, max_fit_seconds, min_encode_rate, serve):
-    """The rows labelled and marked (too slow, not servable), ranked by retention (ties: fewer bytes
-    first), and those that may win; an InputError when none may."""
+    """The rows labelled and marked (too slow, not servable, stopped early), ranked by retention
+    (ties: fewer bytes first), and those that may win; an InputError when none may."""
     for r in found:
         r["label"] = cands[r["config"]]
         r["too_slow"] = _too_slow(r, max_fit_seconds, min_encode_rate)
         r["serves"] = list(serve_targets(from_spec(r["spec"]), r["kind"]))
         r["not_servable"] = None if serve is None or serve in r["serves"] else f"{serve} cannot hold {r['label']} codes"
-        r.setdefault("screened_out", None)
+        r.setdefault("screened_out", None if not r["stopped_early"] else (  # run_configs' race stopped it
+            f"stopped after one of its models ({100 * r['retention']:.1f}% with half the documents in its fit, below the "
+            "leader then)"))
     over = [r for r in found if r["bytes_per_vector"] > budget]
     if over:  # candidates() sizes them to the budget; a mismatch is a bug, not user error
         raise AssertionError(f"candidates over budget: {[r['config'] for r in over]}")
