@@ -41,6 +41,18 @@ AddressOpt = typer.Option(None, "--address", help="With --engine ray: the addres
 ResumeOpt = typer.Option(False, "--resume", help="With --engine ray and a dataset: keep finished shards if the run fails, and on a rerun skip the shards the manifest lists as done.")
 ThreadsOpt = typer.Option(None, "--threads", "-j", min=1, help="Worker threads that decode and compress row groups (default: every core; output is the same for any number).")
 JsonOpt = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
+HnswMOpt = typer.Option(None, "--hnsw-m", min=2, help="HNSW graphs: links per node (default 32; fewer: a smaller graph built faster, lower recall).")
+EfConstructionOpt = typer.Option(None, "--ef-construction", min=1, help="HNSW graphs: candidates kept while inserting (default 80; build time grows with it).")
+EfSearchOpt = typer.Option(None, "--ef", min=1, help="HNSW graphs: candidates explored per query (default 128; more: higher recall, slower).")
+
+
+def hnsw_settings(m: int | None, ef_construction: int | None, ef_search: int | None):
+    """The graph settings the options give (None when none was given: the library's defaults)."""
+    if m is None and ef_construction is None and ef_search is None:
+        return None
+    from embcompress.search.ann import Hnsw
+
+    return Hnsw.given(m, ef_construction, ef_search)
 
 
 def engine_for(engine: str, address: str | None, resume: bool = False):

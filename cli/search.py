@@ -8,7 +8,8 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
-from ._common import Bars, ColumnOpt, IdColumnOpt, JsonOpt, OverwriteOpt, ThreadsOpt, emit, err, guarded, kv_table, out
+from ._common import (Bars, ColumnOpt, EfConstructionOpt, EfSearchOpt, HnswMOpt, IdColumnOpt, JsonOpt, OverwriteOpt, ThreadsOpt, emit,
+                      err, guarded, hnsw_settings, kv_table, out)
 
 app = typer.Typer()
 
@@ -27,7 +28,7 @@ def search(
     multiplier: int = typer.Option(10, "--multiplier", min=1, help="Rerank the top k x multiplier candidates (10: the top 100 for k=10)."),
     originals: Optional[Path] = typer.Option(None, "--originals", help="Original float document vectors for --rerank float (.npy is fastest)."),
     index: str = typer.Option("exact", "--index", help="exact (scan every document) or hnsw (a faiss HNSW graph over bits or float vectors, built on the fly: approximate, faster on large sets)."),
-    ef: Optional[int] = typer.Option(None, "--ef", min=1, help="With --index hnsw: candidates explored per query (default 128; more: higher recall, slower)."),
+    ef: Optional[int] = EfSearchOpt, hnsw_m: Optional[int] = HnswMOpt, ef_construction: Optional[int] = EfConstructionOpt,
     norm_power: float = NormPowerOpt,
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, threads: Optional[int] = ThreadsOpt,
     overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
@@ -37,9 +38,12 @@ def search(
 
     if rerank == "float" and originals is None:
         raise typer.BadParameter("--rerank float needs --originals FILE", param_hint="--rerank")
+    graph = hnsw_settings(hnsw_m, ef_construction, ef)
+    if graph is not None and index != "hnsw":
+        raise typer.BadParameter("--ef, --hnsw-m and --ef-construction set the HNSW graph; add --index hnsw", param_hint="--index")
     s = search_files(index_file, queries, output, k=k, model=model, rerank=rerank, multiplier=multiplier,
                      originals=originals, column=column, id_column=id_column, overwrite=overwrite,
-                     threads=threads, index=index, ef_search=ef, norm_power=norm_power)
+                     threads=threads, index=index, hnsw=graph, norm_power=norm_power)
     if s["k"] < k:
         err.print(f"note: k={k} is larger than the {s['documents']} documents; returning {s['documents']} per query")
     emit(s, json, kv_table(f"{queries.name} -> {output.name}", {
@@ -103,6 +107,7 @@ def export(
     output: Path = typer.Argument(..., help="faiss / usearch: the index file (ids and the description go beside it); lancedb: a database directory."),
     to: str = typer.Option(..., "--to", help="faiss, usearch or lancedb."),
     structure: str = typer.Option("flat", "--structure", help="faiss only: flat (exact) or hnsw (a graph over bits or float vectors)."),
+    hnsw_m: Optional[int] = HnswMOpt, ef_construction: Optional[int] = EfConstructionOpt, ef: Optional[int] = EfSearchOpt,
     table: str = typer.Option("vectors", "--table", help="lancedb only: the table name."),
     model: Optional[Path] = typer.Option(None, "--model", help="Saved compressor that made the codes (for learned maps and product codes)."),
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt,
@@ -112,7 +117,9 @@ def export(
     from embcompress.export import export as run_export
 
     res = run_export(codes, output, to=to, model=model, structure=structure, table=table, column=column,
-                     id_column=id_column, overwrite=overwrite)
+                     id_column=id_column, overwrite=overwrite, hnsw=hnsw_settings(hnsw_m, ef_construction, ef))
+    g = res.get("graph")
     emit(res, json, kv_table(f"{codes.name} -> {output.name}", {
-        "target": f"{res['target']}" + (f" ({res['structure']})" if res.get("structure") else f", table {res.get('table')}"),
+        "target": f"{res['target']}" + (f" ({res['structure']})" if res.get("structure") else f", table {res.get('table')}")
+        + (f", {g['m']} links per node, ef_construction {g['ef_construction']}, ef_search {g['ef_search']}" if g else ""),
         "rows": f"{res['rows']:,} ({res['kind']})", "written": ", ".join(res.get("files", [res["output"]]))}))

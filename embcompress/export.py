@@ -10,6 +10,7 @@ under a temporary name and put in place at the end; a failure leaves nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -42,10 +43,11 @@ QUERY_HOWTO = {
 
 def export(codes_path: str | os.PathLike, out: str | os.PathLike, *, to: str, model: str | os.PathLike | None = None,
            structure: str = "flat", table: str = "vectors", column: str | None = None, id_column: str | None = None,
-           overwrite: bool = False) -> dict[str, Any]:
+           overwrite: bool = False, hnsw: ann.Hnsw | None = None) -> dict[str, Any]:
     """Export the vectors or codes of ``codes_path`` to ``out`` as a ``to`` index (faiss, usearch
     or lancedb). ``structure`` (faiss only): ``flat`` (exact) or ``hnsw`` (bits and floats).
-    Returns what was written."""
+    ``hnsw``: the graph's settings (:class:`~embcompress.search.ann.Hnsw`; None: the defaults)
+    for faiss's HNSW and for usearch, whose indexes are HNSW graphs. Returns what was written."""
     if to not in TARGETS:
         raise InputError(f"export target must be one of {', '.join(TARGETS)}, got {to!r}")
     out = Path(out)
@@ -60,12 +62,17 @@ def export(codes_path: str | os.PathLike, out: str | os.PathLike, *, to: str, mo
         raise InputError(f"index structure must be one of {', '.join(ann.STRUCTURES)}, got {structure!r}")
     if structure == "hnsw" and to != "faiss":
         raise InputError(f"--structure hnsw is for faiss; {to} indexes are built its own way")
+    graph = structure == "hnsw" or to == "usearch"
+    if hnsw is not None and not graph:
+        raise InputError("HNSW settings (links per node, ef) apply to a graph: export --to faiss --structure hnsw, "
+                         f"or --to usearch; a {to} {'flat index' if to == 'faiss' else 'table'} has none")
+    hnsw = (hnsw or ann.Hnsw()) if graph else None
     index = load_index(codes_path, model=model, column=column, id_column=id_column)
-    description = _description(index, codes_path, to, structure)
+    description = _description(index, codes_path, to, structure, hnsw)
     if to == "lancedb":
         _write_lancedb(index, codes_path, out, table, description, column=column, id_column=id_column, overwrite=overwrite)
         return {"output": str(out), "target": to, "table": table, "rows": index.num_docs, "kind": index.kind}
-    built = ann.faiss_index(index, structure) if to == "faiss" else ann.usearch_index(index)
+    built = ann.faiss_index(index, structure, hnsw or ann.Hnsw()) if to == "faiss" else ann.usearch_index(index, hnsw)
     written: list[Path] = []
     try:
         with atomic_file(out, overwrite=overwrite) as tmp:
@@ -88,7 +95,7 @@ def export(codes_path: str | os.PathLike, out: str | os.PathLike, *, to: str, mo
             p.unlink(missing_ok=True)
         raise
     return {"output": str(out), "target": to, "structure": structure if to == "faiss" else "hnsw",
-            "rows": index.num_docs, "kind": index.kind, "files": [str(p) for p in written]}
+            "graph": description["graph"], "rows": index.num_docs, "kind": index.kind, "files": [str(p) for p in written]}
 
 
 def _check_new_dir(out: Path, overwrite: bool) -> None:
@@ -97,10 +104,11 @@ def _check_new_dir(out: Path, overwrite: bool) -> None:
     check_output_dir(out, overwrite=True)
 
 
-def _description(index, codes_path, to: str, structure: str) -> dict[str, Any]:
+def _description(index, codes_path, to: str, structure: str, hnsw: ann.Hnsw | None) -> dict[str, Any]:
     comp = index.compressor
     return {
         "format": "embcompress.export", "source": str(Path(codes_path).name), "target": to, "structure": structure,
+        "graph": None if hnsw is None else dataclasses.asdict(hnsw),
         "rows": index.num_docs, "kind": index.kind, "ids": "OUT.ids.parquet maps row -> id" if index.ids is not None else None,
         "compressor": describe(comp) if comp is not None else None, "queries": QUERY_HOWTO[index.kind],
     }

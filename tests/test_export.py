@@ -170,3 +170,35 @@ def test_bad_exports_are_one_error_and_leave_nothing(files):
     assert (tmp / "taken.faiss").read_text() == "mine"
     with pytest.raises(InputError, match="HNSW graph is built over bits or float"):
         load_index(codes, structure="hnsw")
+
+
+def test_graph_settings_reach_faiss_and_usearch_and_are_refused_where_there_is_no_graph(files):
+    from embcompress.search.ann import Hnsw
+    from embcompress.search.files import search_files
+
+    usearch = pytest.importorskip("usearch.index")
+    tmp, docs, Q = files
+    codes, _ = _codes(tmp, docs, "binary")
+    res = export(codes, tmp / "h8.faiss", to="faiss", structure="hnsw", hnsw=Hnsw(m=8, ef_construction=20, ef_search=30))
+    assert res["graph"] == {"m": 8, "ef_construction": 20, "ef_search": 30}
+    hx = faiss.read_index_binary(str(tmp / "h8.faiss"))
+    assert hx.hnsw.nb_neighbors(0) == 16 and hx.hnsw.efConstruction == 20 and hx.hnsw.efSearch == 30  # level 0: 2 M links
+    assert json.loads((tmp / "h8.faiss.embcompress.json").read_text())["graph"]["m"] == 8
+    export(codes, tmp / "b.usearch", to="usearch", hnsw=Hnsw(m=8))
+    ux = usearch.Index.restore(str(tmp / "b.usearch"))
+    assert ux.connectivity == 8
+    with pytest.raises(InputError, match="apply to a graph"):
+        export(codes, tmp / "flat.faiss", to="faiss", hnsw=Hnsw(m=8))
+    assert not (tmp / "flat.faiss").exists()
+    with pytest.raises(InputError, match="HNSW m must be a whole number from 2"):
+        Hnsw(m=1)
+    write_parquet(tmp / "q.parquet", Q)
+    index = load_index(codes, structure="hnsw", hnsw=Hnsw(m=4, ef_construction=8, ef_search=10))
+    index.search(Q, 10)
+    assert index._graph.hnsw.nb_neighbors(0) == 8 and index._graph.hnsw.efSearch == 10
+    # fewer links and candidates than the defaults find fewer of the exact neighbours on these clusters
+    search_files(codes, tmp / "q.parquet", tmp / "exact.parquet", k=10)
+    exact = pq.read_table(tmp / "exact.parquet").column("row").to_numpy().reshape(-1, 10)
+    small = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(exact, index.search(Q, 10).rows)])
+    full = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(exact, load_index(codes, structure="hnsw").search(Q, 10).rows)])
+    assert small <= full and full >= 0.9, (small, full)

@@ -119,10 +119,11 @@ def test_asymmetric_rerank_scores_are_cosines_with_the_reconstruction(clustered,
     ref = (Q @ rebuilt.T) / np.linalg.norm(rebuilt, axis=1)[None, :] ** power
     top = np.lexsort((np.broadcast_to(np.arange(len(D)), ref.shape), -ref), axis=1)[:, :5]
     np.testing.assert_allclose(res.scores, np.take_along_axis(ref, top, axis=1), rtol=1e-4, atol=1e-4)
-    # the same documents, except where two scores are equal to float32 rounding
+    # the same documents, except where two scores are equal to float32 rounding (documents with the
+    # same code have the same score; which of them comes first depends on the BLAS's rounding)
     got = np.take_along_axis(ref, res.rows, axis=1)
     np.testing.assert_allclose(got, np.take_along_axis(ref, top, axis=1), rtol=1e-5, atol=1e-5)
-    assert (res.rows == top).mean() > 0.98
+    assert all(len(set(r)) == 5 for r in res.rows)
 
 
 def test_rerank_improves_binary_on_clustered_data(clustered):
@@ -272,6 +273,13 @@ def test_cli_search_and_evaluate(tmp_path, clustered):
                                    want.scores.reshape(-1), rtol=1e-5)
     res = runner.invoke(app, ["search", str(tmp_path / "b.parquet"), str(qs), str(tmp_path / "r2.parquet"), "--norm-power", "-1"])
     assert res.exit_code == 2 and "--norm-power" in res.output
+    # graph settings: used with --index hnsw, refused without it
+    res = runner.invoke(app, ["search", str(tmp_path / "b.parquet"), str(qs), str(tmp_path / "r2.parquet"), "--hnsw-m", "8"])
+    assert res.exit_code == 2 and "add --index hnsw" in res.output
+    res = runner.invoke(app, ["search", str(tmp_path / "b.parquet"), str(qs), str(tmp_path / "h.parquet"), "--index", "hnsw",
+                              "--hnsw-m", "8", "--ef-construction", "16", "--ef", "20", "--k", "3"])
+    assert res.exit_code == 0, res.output
+    assert pq.read_table(tmp_path / "h.parquet").num_rows == 180
     # evaluate --norm-power: recall of the lookup-table scan at that power, as the Index gives it
     sq = from_spec("sq:2").fit(D)
     exact = float_search(Q, D, 10)[1]

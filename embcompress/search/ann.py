@@ -22,6 +22,7 @@ pq / opq   ``IndexPQ`` / ``IndexPreTransform``    (none)                        
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,33 @@ TARGETS = ("faiss", "usearch", "lancedb")
 HNSW_M = 32  # links per node: faiss' and usearch's usual choice for recall near 0.95+ at ef 64-128
 HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 128
+
+
+@dataclass(frozen=True)
+class Hnsw:
+    """How an HNSW graph is built and searched, in faiss (``search --index hnsw``, ``export
+    --structure hnsw``) and usearch (``export --to usearch``). ``m``: links per node (faiss's M,
+    usearch's connectivity; the graph's level 0 holds ``2 m`` links of 4 bytes per document in
+    faiss); ``ef_construction``: candidates kept while inserting (build time grows about linearly
+    with it); ``ef_search``: candidates explored per query. Fewer links and candidates build
+    faster and smaller graphs with lower recall: measure recall against the exact scan
+    (benchmarks/bench_ann.py) before lowering them."""
+
+    m: int = HNSW_M
+    ef_construction: int = HNSW_EF_CONSTRUCTION
+    ef_search: int = HNSW_EF_SEARCH
+
+    def __post_init__(self):
+        for name, low in (("m", 2), ("ef_construction", 1), ("ef_search", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not low <= v <= 100_000:
+                raise InputError(f"HNSW {name} must be a whole number from {low} to 100,000, got {v!r}")
+
+    @classmethod
+    def given(cls, m: int | None = None, ef_construction: int | None = None, ef_search: int | None = None) -> "Hnsw":
+        """The settings with the ones given (not None) in place of the defaults."""
+        set_ = {k: v for k, v in (("m", m), ("ef_construction", ef_construction), ("ef_search", ef_search)) if v is not None}
+        return cls(**set_)
 
 
 class _Serving:
@@ -69,7 +97,7 @@ class _Serving:
         """faiss's distances (or similarities) as the exact scan's scores."""
         return dist.astype(np.float32)
 
-    def usearch(self, module) -> tuple[Any, np.ndarray]:
+    def usearch(self, module, hnsw: Hnsw) -> tuple[Any, np.ndarray]:
         raise InputError(f"{self.index.compressor.name} codes have no usearch index type; usearch takes bits, "
                          "float vectors and int8")
 
@@ -92,8 +120,8 @@ class _Bits(_Serving):
     def scores(self, dist: np.ndarray) -> np.ndarray:
         return (self.index.width - dist).astype(np.float32)
 
-    def usearch(self, module) -> tuple[Any, np.ndarray]:
-        return module.Index(ndim=self.index.data.shape[1] * 8, metric="hamming", dtype="b1"), self.vectors()
+    def usearch(self, module, hnsw: Hnsw) -> tuple[Any, np.ndarray]:
+        return module.Index(ndim=self.index.data.shape[1] * 8, metric="hamming", dtype="b1", **_usearch_graph(hnsw)), self.vectors()
 
 
 class _Float(_Serving):
@@ -113,8 +141,8 @@ class _Float(_Serving):
             return super().queries(Q)
         return normalize_rows(Q) if self.index.metric == "cosine" else np.ascontiguousarray(Q, dtype=np.float32)
 
-    def usearch(self, module) -> tuple[Any, np.ndarray]:
-        return module.Index(ndim=self.index.width, metric="cos", dtype="f32"), self.vectors()
+    def usearch(self, module, hnsw: Hnsw) -> tuple[Any, np.ndarray]:
+        return module.Index(ndim=self.index.width, metric="cos", dtype="f32", **_usearch_graph(hnsw)), self.vectors()
 
 
 class _Int8(_Serving):
@@ -130,9 +158,13 @@ class _Int8(_Serving):
         out.ntotal = len(codes)
         return out
 
-    def usearch(self, module) -> tuple[Any, np.ndarray]:
+    def usearch(self, module, hnsw: Hnsw) -> tuple[Any, np.ndarray]:
         vectors = normalize_rows(self.index.compressor.decode(self.index.data))  # usearch's i8 maps [-1, 1] to [-127, 127]
-        return module.Index(ndim=vectors.shape[1], metric="cos", dtype="i8"), vectors
+        return module.Index(ndim=vectors.shape[1], metric="cos", dtype="i8", **_usearch_graph(hnsw)), vectors
+
+
+def _usearch_graph(hnsw: Hnsw) -> dict[str, int]:
+    return {"connectivity": hnsw.m, "expansion_add": hnsw.ef_construction, "expansion_search": hnsw.ef_search}
 
 
 #: what each output kind (OutputSpec.kind) becomes in the serving libraries
@@ -156,15 +188,17 @@ def require_faiss():
     return require("faiss", "faiss", "faiss indexes")
 
 
-def faiss_index(index, structure: str = "flat", *, m: int = HNSW_M, ef_construction: int = HNSW_EF_CONSTRUCTION) -> Any:
-    """A faiss index holding ``index``'s documents in its row order (faiss ids = rows)."""
+def faiss_index(index, structure: str = "flat", hnsw: Hnsw = Hnsw()) -> Any:
+    """A faiss index holding ``index``'s documents in its row order (faiss ids = rows); ``hnsw``:
+    the graph's settings when ``structure`` is ``"hnsw"``."""
     if structure not in STRUCTURES:
         raise InputError(f"index structure must be one of {', '.join(STRUCTURES)}, got {structure!r}")
     faiss = require_faiss()
     serving = SERVING[index.kind](index)
     if structure == "hnsw":
-        out = serving.faiss_hnsw(faiss, m)
-        out.hnsw.efConstruction = ef_construction
+        out = serving.faiss_hnsw(faiss, hnsw.m)
+        out.hnsw.efConstruction = hnsw.ef_construction
+        out.hnsw.efSearch = hnsw.ef_search
     else:
         out = serving.faiss_flat(faiss)
     if serving.graph:  # bits and floats are added; int8 and declared codes come filled
@@ -178,7 +212,7 @@ def faiss_queries(index, Q: np.ndarray) -> np.ndarray:
     return SERVING[index.kind](index).queries(Q)
 
 
-def hnsw_search(index, graph, Q: np.ndarray, k: int, ef: int = HNSW_EF_SEARCH) -> tuple[np.ndarray, np.ndarray]:
+def hnsw_search(index, graph, Q: np.ndarray, k: int, ef: int) -> tuple[np.ndarray, np.ndarray]:
     """(scores, rows) of the ``k`` approximate nearest documents, scored as the exact scan scores
     them (Hamming similarity for bits, cosine for floats); rows of -1 (missing) get score -inf."""
     graph.hnsw.efSearch = max(int(ef), k)
@@ -190,10 +224,10 @@ def hnsw_search(index, graph, Q: np.ndarray, k: int, ef: int = HNSW_EF_SEARCH) -
     return scores, rows
 
 
-def usearch_index(index) -> Any:
+def usearch_index(index, hnsw: Hnsw = Hnsw()) -> Any:
     """A usearch index of ``index``'s documents (keys = rows): b1 / hamming for bits, f32 / cos for
-    floats, i8 / cos of the decoded vectors for int8."""
+    floats, i8 / cos of the decoded vectors for int8; its graph built with ``hnsw``'s settings."""
     module = require("usearch.index", "export", "usearch indexes")
-    out, vectors = SERVING[index.kind](index).usearch(module)
+    out, vectors = SERVING[index.kind](index).usearch(module, hnsw)
     out.add(np.arange(len(vectors), dtype=np.uint64), vectors)
     return out

@@ -14,6 +14,7 @@ from .._fs import atomic_file
 from ..errors import FormatError, InputError
 from ..io import check_output_path, open_vectors, read_all
 from ..persist import arrays_from_json, describe, from_config, load
+from .ann import Hnsw
 from .index import Index, SearchResult
 
 
@@ -46,7 +47,7 @@ def compressor_for(meta: dict | None, model_dir: str | os.PathLike | None, path)
 
 def load_index(path: str | os.PathLike, *, model: str | os.PathLike | None = None, column: str | None = None,
                id_column: str | None = None, threads: int | None = None, structure: str = "exact",
-               ef_search: int | None = None, norm_power: float = 1.0) -> Index:
+               hnsw: Hnsw | None = None, norm_power: float = 1.0) -> Index:
     """An index over a vector file: float embeddings (exact cosine search) or codes written by
     ``binarize`` / ``truncate`` / ``apply`` (``norm_power``: see :class:`Index`)."""
     src = open_vectors(path, column=column, id_column=id_column, codes=None)
@@ -55,11 +56,11 @@ def load_index(path: str | os.PathLike, *, model: str | os.PathLike | None = Non
     meta = src.metadata
     data, ids = read_all(path, column=column, id_column=id_column, codes=None, threads=threads, arrow_ids=True)
     if meta and meta.get("format") == "embcompress.vectors":
-        return Index(data, compressor=compressor_for(meta, model, path), ids=ids, structure=structure, ef_search=ef_search,
+        return Index(data, compressor=compressor_for(meta, model, path), ids=ids, structure=structure, hnsw=hnsw,
                      norm_power=norm_power)
     if data.dtype.kind != "f":
         raise InputError(f"{path} holds {data.dtype} codes without embcompress metadata; cannot search them")
-    return Index(data, ids=ids, structure=structure, ef_search=ef_search)
+    return Index(data, ids=ids, structure=structure, hnsw=hnsw)
 
 
 def load_queries(path: str | os.PathLike, index: Index, *, column: str | None = None,
@@ -107,20 +108,20 @@ def search_files(index_file: str | os.PathLike, queries: str | os.PathLike, outp
                  model: str | os.PathLike | None = None, rerank: str | None = None, multiplier: int = 10,
                  originals: str | os.PathLike | None = None, column: str | None = None, id_column: str | None = None,
                  overwrite: bool = False, threads: int | None = None, index: str = "exact",
-                 ef_search: int | None = None, norm_power: float = 1.0) -> dict[str, Any]:
+                 hnsw: Hnsw | None = None, norm_power: float = 1.0) -> dict[str, Any]:
     """Search the documents of ``index_file`` (float vectors or codes) with the float queries of
     ``queries`` and write the ranked results to ``output``. Returns a summary (k is capped at the
     number of documents). ``threads`` (None: every core) decode the index file's row groups and
     run the rerank blocks, which decode the parquet originals' row groups in parallel. ``index``
-    ``"hnsw"`` searches bits or float vectors through a faiss HNSW graph built on the fly
-    (``ef_search`` candidates per query, default 128) instead of the exact scan. ``norm_power``:
+    ``"hnsw"`` searches bits or float vectors through a faiss HNSW graph built on the fly (with
+    ``hnsw``'s settings, :class:`~embcompress.search.ann.Hnsw`) instead of the exact scan. ``norm_power``:
     how asymmetric scores of codes weigh the reconstruction's norm (see :class:`Index`)."""
     from .stores import open_store
 
     check_output_path(output, overwrite=overwrite, inputs=(index_file, queries))
     structure = index
     index = load_index(index_file, model=model, column=column, id_column=id_column, threads=threads,
-                       structure=structure, ef_search=ef_search, norm_power=norm_power)
+                       structure=structure, hnsw=hnsw, norm_power=norm_power)
     Q, qids = load_queries(queries, index)
     store = open_store(originals) if originals is not None else None
     res = index.search(Q, k, rerank=rerank, multiplier=multiplier, originals=store, threads=threads)

@@ -89,7 +89,7 @@ class Index:
     scores"). Measure on your queries before changing it."""
 
     def __init__(self, data: np.ndarray, *, compressor: Compressor | None = None, ids: Sequence | None = None,
-                 metric: str = "cosine", structure: str = "exact", ef_search: int | None = None,
+                 metric: str = "cosine", structure: str = "exact", hnsw: ann.Hnsw | None = None,
                  norm_power: float = 1.0):
         if structure not in STRUCTURES:
             raise InputError(f"index must be one of {', '.join(STRUCTURES)}, got {structure!r}")
@@ -97,7 +97,7 @@ class Index:
             raise InputError(f"norm_power must be a number from 0 to 4 (1: cosine with the reconstruction), got {norm_power!r}")
         self.norm_power = float(norm_power)
         self.structure = structure
-        self.ef_search = ef_search
+        self.hnsw = hnsw or ann.Hnsw()  # the graph's settings (structure "hnsw")
         self._graph = None  # the faiss HNSW graph, built on first search
         self.compressor = compressor
         if compressor is None:
@@ -139,8 +139,8 @@ class Index:
         (queries, width) by the index's own first stage: its scorer's exact scan, or the HNSW graph."""
         if self.structure == "hnsw":
             if self._graph is None:
-                self._graph = ann.faiss_index(self, "hnsw")
-            return ann.hnsw_search(self, self._graph, Q, k, self.ef_search or ann.HNSW_EF_SEARCH)
+                self._graph = ann.faiss_index(self, "hnsw", self.hnsw)
+            return ann.hnsw_search(self, self._graph, Q, k, self.hnsw.ef_search)
         return self.scorer.first_stage(Q, k)
 
     # ---- rerank -------------------------------------------------------------------------------
