@@ -2,10 +2,11 @@
 a sharded dataset, through the CLI as a user runs it, each step in its own process with its wall
 time, rows/s and peak RSS.
 
-The vectors are built from real ones: row i is the big corpus's MiniLM vector ``i mod n`` plus
-Gaussian noise of norm ``--noise`` (relative to the unit vector), renormalized, so every real
-vector has ``rows / n`` noisy copies around it (cosine about 1 / sqrt(1 + noise^2) to it) and the
-neighbourhoods of the real corpus survive. Queries: the big corpus's own (real) queries.
+The vectors are built from real ones: row i is the source's vector ``i mod n`` (``--source``: the
+big corpus's MiniLM vectors by default, or Debian's) plus Gaussian noise of norm ``--noise``
+(relative to the unit vector), renormalized, so every real vector has ``rows / n`` noisy copies
+around it (cosine about 1 / sqrt(1 + noise^2) to it) and the neighbourhoods of the real corpus
+survive. Queries: the source's own (real) queries (``--query-source``).
 
     python benchmarks/bench_10m.py make [--rows 10000000] [--dir bench-data/10m]     # once: writes both forms
     python benchmarks/bench_10m.py run [--dir bench-data/10m] [--queries 1000] [--json benchmarks/results/10m.json]
@@ -13,8 +14,10 @@ neighbourhoods of the real corpus survive. Queries: the big corpus's own (real) 
 Steps of ``run``: ``binarize`` (the file, and the dataset to a dataset); ``recommend --budget 48``
 on its default sample (label-free, documents standing in for queries); ``apply`` of its pick;
 ``search`` of the queries over those codes (exact); ``search`` over the bits exactly and through
-faiss's HNSW (``--index hnsw``), with HNSW's recall@10 against the exact Hamming search; ``export``
-of the bits to faiss and to usearch. Streaming steps should stay under 1 GB of RSS; search holds the
+faiss's HNSW (``--index hnsw``, graph settings ``--hnsw-m`` / ``--ef-construction``), with HNSW's
+recall@10 against the exact Hamming search; ``export`` of the bits to faiss and to usearch (an HNSW
+graph with the same settings). A step whose input an earlier step writes is skipped, and says so,
+when that input is missing (``--steps search`` without the 48 B codes of ``apply``). Streaming steps should stay under 1 GB of RSS; search holds the
 codes plus at most 1 GB.
 """
 
@@ -45,7 +48,7 @@ def make(args) -> None:
     (out / "dataset").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     meta = {"format": "embcompress.embeddings", "normalized": True, "width": d,
-            "model": f"all-MiniLM-L6-v2 vectors of the big corpus + noise {args.noise} (bench_10m.py)"}
+            "model": f"all-MiniLM-L6-v2 vectors of {args.source} + noise {args.noise} (bench_10m.py)"}
     per_shard = -(-args.rows // SHARDS)
     chunk = min(250_000, per_shard)  # divides per_shard for round sizes (10M rows: 1M per shard)
     t = time.perf_counter()
@@ -71,10 +74,16 @@ def make(args) -> None:
     print(f"wrote {args.rows:,} x {d} to {out / 'vectors.parquet'} and {out / 'dataset'}/ in {time.perf_counter() - t:.0f} s")
 
 
-def step(name: str, cmd: list[str], rows: int | None, log: list, only: set | None = None) -> dict | None:
+def step(name: str, cmd: list[str], rows: int | None, log: list, only: set | None = None,
+         needs: tuple[Path, ...] = ()) -> dict | None:
     """Run ``embcompress cmd`` in a child process; its wall time, CPU time, rows/s and peak RSS.
-    Skipped (None) when ``only`` names other steps (by the command's first word)."""
+    Skipped (None) when ``only`` names other steps (by the command's first word), or when a file it
+    ``needs`` (written by an earlier step) is missing."""
     if only and cmd[0] not in only:
+        return None
+    missing = [p for p in needs if not p.exists()]
+    if missing:
+        print(f"  {name:40s} skipped: {', '.join(map(str, missing))} missing (an earlier step writes it)", flush=True)
         return None
     t = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "embcompress_cli.main", *cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -141,25 +150,33 @@ def run(args) -> None:
     print(f"{rows:,} rows, {one.stat().st_size / 2**30:.1f} GiB; {args.queries} real queries; {os.cpu_count()} cores; "
           f"{time.strftime('%Y-%m-%d %H:%M')}", flush=True)
     ow = ["--overwrite"]
+    graph = ["--hnsw-m", str(args.hnsw_m), "--ef-construction", str(args.ef_construction)]
     only = set(args.steps.split(",")) if args.steps else None
     log = StepLog(Path(args.json) if args.json else None, rows, only)
-    step("binarize (one file)", ["binarize", str(one), str(w / "bits.parquet"), *ow], rows, log, only)
+    bits, model, codes = w / "bits.parquet", w / "model48", w / "codes48.parquet"
+    step("binarize (one file)", ["binarize", str(one), str(bits), *ow], rows, log, only)
     step("binarize (dataset -> dataset)", ["binarize", str(ds), str(w / "bits-ds"), *ow], rows, log, only)
-    step("recommend --budget 48 (default sample)", ["recommend", str(one), str(w / "model48"), "--budget", "48", "--json", *ow],
+    step("recommend --budget 48 (default sample)", ["recommend", str(one), str(model), "--budget", "48", "--json", *ow],
          None, log, only)
-    step("apply the 48 B pick", ["apply", str(w / "model48"), str(one), str(w / "codes48.parquet"), *ow], rows, log, only)
+    step("apply the 48 B pick", ["apply", str(model), str(one), str(codes), *ow], rows, log, only, needs=(model,))
     q = str(w / "queries.parquet")
-    step(f"search {args.queries} queries, 48 B codes (exact)", ["search", str(w / "codes48.parquet"), q, str(w / "r48.parquet"),
-         "--model", str(w / "model48"), *ow], None, log, only)
-    step(f"search {args.queries} queries, bits (exact)", ["search", str(w / "bits.parquet"), q, str(w / "rbits.parquet"), *ow], None, log, only)
-    step(f"search {args.queries} queries, bits (HNSW)", ["search", str(w / "bits.parquet"), q, str(w / "rhnsw.parquet"),
-         "--index", "hnsw", *ow], None, log, only)
-    if (w / "rhnsw.parquet").exists() and (w / "rbits.parquet").exists():
+    step(f"search {args.queries} queries, 48 B codes (exact)", ["search", str(codes), q, str(w / "r48.parquet"),
+         "--model", str(model), *ow], None, log, only, needs=(codes, model))
+    step(f"search {args.queries} queries, bits (exact)", ["search", str(bits), q, str(w / "rbits.parquet"), *ow], None, log, only,
+         needs=(bits,))
+    r = step(f"search {args.queries} queries, bits (HNSW M={args.hnsw_m}, efC={args.ef_construction})",
+             ["search", str(bits), q, str(w / "rhnsw.parquet"), "--index", "hnsw", *graph, "--json", *ow], None, log, only,
+             needs=(bits,))
+    if r is not None and r["rc"] == 0 and (w / "rbits.parquet").exists():
         rec = recall_at_10(w / "rbits.parquet", w / "rhnsw.parquet")
-        print(f"  HNSW recall@10 against the exact Hamming search: {rec:.4f}", flush=True)
-        log.append({"step": "hnsw recall@10", "value": rec})
-    step("export bits -> faiss", ["export", str(w / "bits.parquet"), str(w / "bits.faiss"), "--to", "faiss", *ow], rows, log, only)
-    step("export bits -> usearch", ["export", str(w / "bits.parquet"), str(w / "bits.usearch"), "--to", "usearch", *ow], rows, log, only)
+        s = json.loads(r["output_tail"][r["output_tail"].index("{"):])
+        print(f"  HNSW recall@10 against the exact Hamming search: {rec:.4f}; graph built in {s['graph_seconds']:.1f} s, "
+              f"{args.queries} queries searched in {s['seconds']:.2f} s", flush=True)
+        log.append({"step": "hnsw recall@10", "value": rec, "hnsw_m": args.hnsw_m, "ef_construction": args.ef_construction,
+                    "graph_seconds": s["graph_seconds"], "search_seconds": s["seconds"]})
+    step("export bits -> faiss", ["export", str(bits), str(w / "bits.faiss"), "--to", "faiss", *ow], rows, log, only, needs=(bits,))
+    step(f"export bits -> usearch (M={args.hnsw_m}, efC={args.ef_construction})",
+         ["export", str(bits), str(w / "bits.usearch"), "--to", "usearch", *graph, *ow], rows, log, only, needs=(bits,))
 
 
 def main() -> None:
@@ -173,6 +190,8 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--overwrite", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--hnsw-m", type=int, default=32, help="HNSW links per node (search --index hnsw, usearch export)")
+    ap.add_argument("--ef-construction", type=int, default=80, help="HNSW candidates kept while inserting")
     ap.add_argument("--steps", default=None, help="run only these commands, comma-separated (e.g. recommend,apply,search)")
     args = ap.parse_args()
     make(args) if args.what == "make" else run(args)

@@ -1,17 +1,23 @@
 """Approximate search on 1M binary codes: `search --index hnsw` (faiss IndexBinaryHNSW) and a
-usearch b1 index, against the exact Hamming scan, in one process.
+usearch b1 index, against the exact Hamming scan, in one process, for one or more graph settings.
 
 Prints, for N codes of B bits (sign bits of clustered synthetic embeddings: structure like real
-ones, so that recall means something) and Q queries: build time, queries/s, recall@10 against the
-exact scan's top 10 (ties counted as hits: a document whose Hamming distance equals the exact
-10th-best is as good), and the speed-up over the exact scan.
+ones, so that recall means something; or the first N rows of a bits file that ``binarize`` wrote,
+with real queries) and Q queries: build time, queries/s, recall@10 against the exact scan's top 10
+(ties counted as hits: a document whose Hamming distance equals the exact 10th-best is as good),
+and the speed-up over the exact scan.
 
     python benchmarks/bench_ann.py [--n 1000000] [--dim 384] [--queries 1000] [--ef 64,128,256]
+        [--graphs 32:80,16:40] [--bits BITS.parquet --query-file QUERIES.parquet] [--no-usearch]
+
+``--graphs``: links per node and ef_construction of each graph (``search --hnsw-m``,
+``--ef-construction``); usearch is built with the same settings.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 import numpy as np
@@ -39,59 +45,78 @@ def recall_with_ties(found: np.ndarray, exact_dist: np.ndarray, codes: np.ndarra
     return hits / found.size
 
 
+def data(args):
+    """(the exact Index over the codes, float queries, the queries' codes)."""
+    if args.bits:
+        from embcompress.io import read_all
+        from embcompress.search.files import load_index
+
+        full = load_index(args.bits)
+        Q = read_all(args.query_file)[0][: args.queries]
+        exact = Index(full.data[: args.n].copy(), compressor=full.compressor)
+        del full
+        return exact, Q, exact.compressor.transform(Q)
+    rng = np.random.default_rng(0)
+    centers = rng.standard_normal((2000, args.dim), dtype=np.float32)
+    X = clustered(args.n, args.dim, rng, centers)
+    Q = clustered(args.queries, args.dim, rng, centers)
+    comp = Binary(decoder="sign").fit(X[:1000])
+    return Index(comp.transform(X), compressor=comp), Q, comp.transform(Q)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--ef", default="64,128,256")
+    ap.add_argument("--graphs", default="32:80", help="M:ef_construction of each graph, comma-separated")
+    ap.add_argument("--bits", default=None, help="a bits file written by binarize (its first --n rows)")
+    ap.add_argument("--query-file", default=None, help="float queries for --bits")
+    ap.add_argument("--no-usearch", action="store_true")
     args = ap.parse_args()
-    rng = np.random.default_rng(0)
-    centers = rng.standard_normal((2000, args.dim), dtype=np.float32)
-    X = clustered(args.n, args.dim, rng, centers)
-    Q = clustered(args.queries, args.dim, rng, centers)
-    comp = Binary(decoder="sign").fit(X[:1000])
-    codes = comp.transform(X)
-    del X
-    qcodes = comp.transform(Q)
-    print(f"{args.n:,} codes of {args.dim} bits ({codes.nbytes / 1e6:.0f} MB), {args.queries:,} queries, k=10")
-
-    exact = Index(codes, compressor=comp)
+    exact, Q, qcodes = data(args)
+    codes, width = exact.data, exact.width
+    print(f"{len(codes):,} codes of {width} bits ({codes.nbytes / 1e6:.0f} MB{', ' + args.bits if args.bits else ', synthetic'}), "
+          f"{len(Q):,} queries, k=10; {time.strftime('%Y-%m-%d %H:%M')}")
     t = time.perf_counter()
     ex = exact.search(Q, 10)
     t_exact = time.perf_counter() - t
-    exact_dist = (args.dim - ex.scores).astype(np.int64)
-    print(f"{'exact Hamming scan (embcompress)':<40} build      -   {args.queries / t_exact:9,.0f} q/s   recall 1.000")
-
-    t = time.perf_counter()
-    graph = ann.faiss_index(exact, "hnsw")
-    t_build = time.perf_counter() - t
-    hnsw = Index(codes, compressor=comp, structure="hnsw")
-    hnsw._graph = graph  # built above, timed apart
-    for ef in [int(e) for e in args.ef.split(",")]:
-        hnsw.ef_search = ef
+    exact_dist = (width - ex.scores).astype(np.int64)
+    print(f"{'exact Hamming scan (embcompress)':<44} build      -   {len(Q) / t_exact:9,.0f} q/s   recall 1.000")
+    for g in args.graphs.split(","):
+        m, efc = (int(v) for v in g.split(":"))
+        hnsw = Index(codes, compressor=exact.compressor, structure="hnsw", hnsw=ann.Hnsw(m=m, ef_construction=efc))
+        c0 = time.process_time()
+        t_build = hnsw.build_graph()
+        cpu = time.process_time() - c0
+        for ef in [int(e) for e in args.ef.split(",")]:
+            hnsw.hnsw = dataclasses.replace(hnsw.hnsw, ef_search=ef)
+            t = time.perf_counter()
+            res = hnsw.search(Q, 10)
+            secs = time.perf_counter() - t
+            r = recall_with_ties(res.rows, exact_dist, codes, qcodes)
+            print(f"{f'faiss IndexBinaryHNSW M={m} efC={efc}, ef={ef}':<44} build {t_build:5.0f} s ({cpu:5.0f} cpu-s) "
+                  f"{len(Q) / secs:9,.0f} q/s   recall {r:.3f}   {t_exact / secs:5.1f}x the exact scan", flush=True)
+        del hnsw
+        if args.no_usearch:
+            continue
+        try:
+            ann.require("usearch.index", "export", "usearch indexes")
+        except Exception:
+            print("usearch not installed: pip install 'embcompress[export]'")
+            continue
         t = time.perf_counter()
-        res = hnsw.search(Q, 10)
-        secs = time.perf_counter() - t
-        r = recall_with_ties(res.rows, exact_dist, codes, qcodes)
-        print(f"{'faiss IndexBinaryHNSW (M=32), ef=' + str(ef):<40} build {t_build:5.0f} s {args.queries / secs:9,.0f} q/s   "
-              f"recall {r:.3f}   {t_exact / secs:5.1f}x the exact scan")
-
-    try:
-        from usearch.index import Index as UIndex
-    except ImportError:
-        print("usearch not installed: pip install 'embcompress[export]'")
-        return
-    t = time.perf_counter()
-    u = UIndex(ndim=codes.shape[1] * 8, metric="hamming", dtype="b1")
-    u.add(np.arange(len(codes), dtype=np.uint64), codes)
-    t_ubuild = time.perf_counter() - t
-    t = time.perf_counter()
-    m = u.search(qcodes, 10)
-    secs = time.perf_counter() - t
-    r = recall_with_ties(np.asarray(m.keys, dtype=np.int64), exact_dist, codes, qcodes)
-    print(f"{'usearch b1 hamming (defaults)':<40} build {t_ubuild:5.0f} s {args.queries / secs:9,.0f} q/s   "
-          f"recall {r:.3f}   {t_exact / secs:5.1f}x the exact scan")
+        u = ann.usearch_index(exact, ann.Hnsw(m=m, ef_construction=efc))
+        t_ubuild = time.perf_counter() - t
+        for ef in [int(e) for e in args.ef.split(",")]:
+            u.expansion_search = ef
+            t = time.perf_counter()
+            found = u.search(qcodes, 10)
+            secs = time.perf_counter() - t
+            r = recall_with_ties(np.asarray(found.keys, dtype=np.int64), exact_dist, codes, qcodes)
+            print(f"{f'usearch b1 hamming M={m} efC={efc}, ef={ef}':<44} build {t_ubuild:5.0f} s {'':14} "
+                  f"{len(Q) / secs:9,.0f} q/s   recall {r:.3f}   {t_exact / secs:5.1f}x the exact scan", flush=True)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,10 @@ def search(
         err.print(f"note: k={k} is larger than the {s['documents']} documents; returning {s['documents']} per query")
     emit(s, json, kv_table(f"{queries.name} -> {output.name}", {
         "queries x documents": f"{s['queries']:,} x {s['documents']:,} ({s['index']}, {s['bytes_per_vector']} bytes/vector)",
-        "k": s["k"], "index": s["structure"], "rerank": f"{rerank} over {s['candidates']} candidates" if rerank else "none",
+        "k": s["k"], "index": s["structure"] + ("" if s["graph"] is None else
+                                               f" ({s['graph']['m']} links per node, ef_construction {s['graph']['ef_construction']}, "
+                                               f"ef_search {s['graph']['ef_search']}; built in {s['graph_seconds']:.1f} s)"),
+        "rerank": f"{rerank} over {s['candidates']} candidates" if rerank else "none",
         "search time": f"{s['seconds']:.3f} s ({s['queries_per_second']:,.0f} queries/s)"}))
 
 

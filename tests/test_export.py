@@ -193,7 +193,10 @@ def test_graph_settings_reach_faiss_and_usearch_and_are_refused_where_there_is_n
     with pytest.raises(InputError, match="HNSW m must be a whole number from 2"):
         Hnsw(m=1)
     write_parquet(tmp / "q.parquet", Q)
+    with pytest.raises(InputError, match="only an index with structure 'hnsw' has a graph"):
+        load_index(codes).build_graph()
     index = load_index(codes, structure="hnsw", hnsw=Hnsw(m=4, ef_construction=8, ef_search=10))
+    assert index.build_graph() > 0 and index.build_graph() == 0.0  # built once
     index.search(Q, 10)
     assert index._graph.hnsw.nb_neighbors(0) == 8 and index._graph.hnsw.efSearch == 10
     # fewer links and candidates than the defaults find fewer of the exact neighbours on these clusters

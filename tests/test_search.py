@@ -277,8 +277,10 @@ def test_cli_search_and_evaluate(tmp_path, clustered):
     res = runner.invoke(app, ["search", str(tmp_path / "b.parquet"), str(qs), str(tmp_path / "r2.parquet"), "--hnsw-m", "8"])
     assert res.exit_code == 2 and "add --index hnsw" in res.output
     res = runner.invoke(app, ["search", str(tmp_path / "b.parquet"), str(qs), str(tmp_path / "h.parquet"), "--index", "hnsw",
-                              "--hnsw-m", "8", "--ef-construction", "16", "--ef", "20", "--k", "3"])
+                              "--hnsw-m", "8", "--ef-construction", "16", "--ef", "20", "--k", "3", "--json"])
     assert res.exit_code == 0, res.output
+    s = json.loads(res.stdout)
+    assert s["graph"] == {"m": 8, "ef_construction": 16, "ef_search": 20} and s["graph_seconds"] > 0
     assert pq.read_table(tmp_path / "h.parquet").num_rows == 180
     # evaluate --norm-power: recall of the lookup-table scan at that power, as the Index gives it
     sq = from_spec("sq:2").fit(D)

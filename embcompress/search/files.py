@@ -3,6 +3,7 @@ compare codes from different compressors."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -114,7 +115,8 @@ def search_files(index_file: str | os.PathLike, queries: str | os.PathLike, outp
     number of documents). ``threads`` (None: every core) decode the index file's row groups and
     run the rerank blocks, which decode the parquet originals' row groups in parallel. ``index``
     ``"hnsw"`` searches bits or float vectors through a faiss HNSW graph built on the fly (with
-    ``hnsw``'s settings, :class:`~embcompress.search.ann.Hnsw`) instead of the exact scan. ``norm_power``:
+    ``hnsw``'s settings, :class:`~embcompress.search.ann.Hnsw`) instead of the exact scan; its build
+    time is ``graph_seconds``, apart from the search's ``seconds``. ``norm_power``:
     how asymmetric scores of codes weigh the reconstruction's norm (see :class:`Index`)."""
     from .stores import open_store
 
@@ -124,10 +126,13 @@ def search_files(index_file: str | os.PathLike, queries: str | os.PathLike, outp
                        structure=structure, hnsw=hnsw, norm_power=norm_power)
     Q, qids = load_queries(queries, index)
     store = open_store(originals) if originals is not None else None
+    graph_seconds = index.build_graph() if structure == "hnsw" else None
     res = index.search(Q, k, rerank=rerank, multiplier=multiplier, originals=store, threads=threads)
     write_results(output, qids, res, overwrite=overwrite)
     return {"queries": len(Q), "documents": index.num_docs, "k": res.rows.shape[1], "index": index.kind,
-            "bytes_per_vector": index.nbytes_per_vector, "structure": structure, "rerank": rerank, "candidates": res.info["candidates"],
+            "bytes_per_vector": index.nbytes_per_vector, "structure": structure, "graph_seconds": graph_seconds,
+            "graph": dataclasses.asdict(index.hnsw) if structure == "hnsw" else None,
+            "rerank": rerank, "candidates": res.info["candidates"],
             "seconds": res.seconds, "queries_per_second": len(Q) / res.seconds, "output": str(output)}
 
 

@@ -138,10 +138,20 @@ class Index:
         """(scores, rows) of the top ``k`` (1..documents, not checked here) of each float query
         (queries, width) by the index's own first stage: its scorer's exact scan, or the HNSW graph."""
         if self.structure == "hnsw":
-            if self._graph is None:
-                self._graph = ann.faiss_index(self, "hnsw", self.hnsw)
+            self.build_graph()
             return ann.hnsw_search(self, self._graph, Q, k, self.hnsw.ef_search)
         return self.scorer.first_stage(Q, k)
+
+    def build_graph(self) -> float:
+        """Build the HNSW graph (structure ``"hnsw"``) now rather than at the first search; the
+        seconds it took (0 if it was built before)."""
+        if self.structure != "hnsw":
+            raise InputError("only an index with structure 'hnsw' has a graph to build")
+        if self._graph is not None:
+            return 0.0
+        t0 = time.perf_counter()
+        self._graph = ann.faiss_index(self, "hnsw", self.hnsw)
+        return time.perf_counter() - t0
 
     # ---- rerank -------------------------------------------------------------------------------
     def rerank_scores(self, Q: np.ndarray, rows: np.ndarray, how: str, originals: VectorStore | None) -> np.ndarray:
