@@ -331,9 +331,9 @@ def test_dense_kernel_equals_reference_with_ties_by_row(layout, bits, monkeypatc
 
 @pytest.mark.parametrize("bits,d", [(1, 384), (2, 37), (3, 100), (4, 70)])
 def test_plane_kernel_equals_reference_with_ties_by_row(bits, d, monkeypatch):
-    """Bit-plane codes against 8-bit queries: integer sums are exact, so the SIMD paths (AVX-512
-    fused for up to four queries, unpacked for more; AVX2, forced with path="avx2" where the CPU
-    has more), the portable one and numpy give the same scores and rows, ties by row included, for 1..9 queries, any
+    """Bit-plane codes against 8-bit queries: integer sums are exact, so the SIMD paths (AVX-512 or
+    AVX2 fused for up to four queries, unpacked for more; AVX2 forced with path="avx2" where the
+    CPU has more), the portable one and numpy give the same scores and rows, ties by row included, for 1..9 queries, any
     thread count, split by query or by document range. Few code values make many ties; the
     dimensions leave partly used bytes and short last chunks."""
     rng = np.random.default_rng(bits * 100 + d)

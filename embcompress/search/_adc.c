@@ -391,68 +391,99 @@ __attribute__((target("avx2"))) static void planes_dots4_avx2(const uint8_t *u, 
     planes_dots_body_avx2(u, qs, dpad, out, 4);
 }
 
-/* the whole scan of documents [j0, j1) with AVX-512 (BW, VL): each chunk's u built in a register
-   from the planes' bits as lane masks and multiplied with one query, or up to four at once,
-   nothing stored between (for a search of at most four queries; with more, unpacking each
-   document once into a buffer costs less); the same integer sums as the other paths, so the same scores. BITS and FOUR
-   are constants in each instance (planes_block_avx512 picks it), so the loops over planes and
-   queries unroll. */
+/* the whole scan of documents [j0, j1) for at most four queries, fused: each 32-dimension chunk's u
+   built in a register from the planes' bits and multiplied with one query, or up to four at once,
+   nothing stored between (with more queries, unpacking each document once into a buffer costs
+   less); the same integer sums as the other paths, so the same scores. AVX-512 (BW, VL) builds u
+   with the planes' bits as lane masks, AVX2 spreads each plane's 4 bytes over the lanes and tests
+   each lane's bit (as planes_unpack_avx2). BITS and FOUR are constants in each instance
+   (planes_block_* picks it), so the loops over planes and queries unroll. */
 #define AVX512_TARGET __attribute__((target("avx2,avx512f,avx512bw,avx512vl")))
-AVX512_TARGET static inline __attribute__((always_inline)) void planes_body_avx512(
-        const unsigned char *codes, Py_ssize_t row_bytes, const int BITS, const int FOUR, Py_ssize_t pb, Py_ssize_t j0,
-        Py_ssize_t j1, const int8_t *Q8, Py_ssize_t nq, Py_ssize_t dpad, const float *dq, const float *off,
-        const float *scale, const float *bias, const float *qconst, Py_ssize_t k, float *score, int64_t *idx) {
-    const __m256i minus1 = _mm256_set1_epi8(-1), ones = _mm256_set1_epi16(1);
-    const int G = FOUR ? 4 : 1;
-    for (Py_ssize_t q = 0; q < nq; q += G) {
-        Py_ssize_t m = nq - q < G ? nq - q : G;
-        const int8_t *qs[4]; /* short groups repeat their last query; its extra results are not kept */
-        FOR_QUERY(t, G) qs[t] = Q8 + (q + (t < m ? t : m - 1)) * dpad;
-        for (Py_ssize_t j = j0; j < j1; j++) {
-            const unsigned char *c = codes + j * row_bytes;
-            __m256i a[4];
-            FOR_QUERY(t, G) a[t] = _mm256_setzero_si256();
-            for (Py_ssize_t i = 0; i < dpad;) {
-                __m256i s16[4];
-                FOR_QUERY(t, G) s16[t] = _mm256_setzero_si256();
-                for (int r = 0; r < 8 && i < dpad; r++, i += PLANE_CHUNK) {
-                    __m256i u = _mm256_setzero_si256();
-                    for (int p = 0; p < BITS; p++) {
-                        u = _mm256_add_epi8(u, u);
-                        u = _mm256_mask_sub_epi8(u, (__mmask32)plane_word(c + p * pb, i / 8, pb), u, minus1);
-                    }
-                    FOR_QUERY(t, G)
-                        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)(qs[t] + i))));
-                }
-                FOR_QUERY(t, G) a[t] = _mm256_add_epi32(a[t], _mm256_madd_epi16(s16[t], ones));
-            }
-            for (Py_ssize_t t = 0; t < m; t++)
-                heap_offer(score + (q + t) * k, idx + (q + t) * k, k, (float)hsum_epi32_avx2(a[t]) * dq[q + t] + off[q + t],
-                           j, scale, bias, bias ? qconst[q + t] : 0.0f);
-        }
+#define AVX2_TARGET __attribute__((target("avx2")))
+
+AVX512_TARGET static inline __attribute__((always_inline)) __m256i plane_chunk_avx512(const unsigned char *c, const int BITS,
+                                                                                      Py_ssize_t pb, Py_ssize_t i) {
+    const __m256i minus1 = _mm256_set1_epi8(-1);
+    __m256i u = _mm256_setzero_si256();
+    for (int p = 0; p < BITS; p++) {
+        u = _mm256_add_epi8(u, u);
+        u = _mm256_mask_sub_epi8(u, (__mmask32)plane_word(c + p * pb, i / 8, pb), u, minus1);
     }
+    return u;
 }
 
-AVX512_TARGET static void planes_block_avx512(const unsigned char *codes, Py_ssize_t row_bytes, int bits, Py_ssize_t pb,
-                                              Py_ssize_t j0, Py_ssize_t j1, const int8_t *Q8, Py_ssize_t nq,
-                                              Py_ssize_t dpad, const float *dq, const float *off, const float *scale,
-                                              const float *bias, const float *qconst, Py_ssize_t k, float *score,
-                                              int64_t *idx) {
-#define PLANES_CASE(B)                                                                                                \
+AVX2_TARGET static inline __attribute__((always_inline)) __m256i plane_chunk_avx2(const unsigned char *c, const int BITS,
+                                                                                  Py_ssize_t pb, Py_ssize_t i) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128,
+                                         1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+    __m256i u = _mm256_setzero_si256();
+    for (int p = 0; p < BITS; p++) {
+        __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)plane_word(c + p * pb, i / 8, pb)), spread);
+        u = _mm256_sub_epi8(_mm256_add_epi8(u, u), _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit));
+    }
+    return u;
+}
+
+#define DEFINE_PLANES_BODY(NAME, TARGET, CHUNK)                                                                        \
+TARGET static inline __attribute__((always_inline)) void NAME(                                                        \
+        const unsigned char *codes, Py_ssize_t row_bytes, const int BITS, const int FOUR, Py_ssize_t pb, Py_ssize_t j0, \
+        Py_ssize_t j1, const int8_t *Q8, Py_ssize_t nq, Py_ssize_t dpad, const float *dq, const float *off,          \
+        const float *scale, const float *bias, const float *qconst, Py_ssize_t k, float *score, int64_t *idx) {      \
+    const __m256i ones = _mm256_set1_epi16(1);                                                                        \
+    const int G = FOUR ? 4 : 1;                                                                                       \
+    for (Py_ssize_t q = 0; q < nq; q += G) {                                                                          \
+        Py_ssize_t m = nq - q < G ? nq - q : G;                                                                       \
+        const int8_t *qs[4]; /* short groups repeat their last query; its extra results are not kept */              \
+        FOR_QUERY(t, G) qs[t] = Q8 + (q + (t < m ? t : m - 1)) * dpad;                                                \
+        for (Py_ssize_t j = j0; j < j1; j++) {                                                                        \
+            const unsigned char *c = codes + j * row_bytes;                                                           \
+            __m256i a[4];                                                                                             \
+            FOR_QUERY(t, G) a[t] = _mm256_setzero_si256();                                                            \
+            for (Py_ssize_t i = 0; i < dpad;) {                                                                       \
+                __m256i s16[4];                                                                                       \
+                FOR_QUERY(t, G) s16[t] = _mm256_setzero_si256();                                                      \
+                for (int r = 0; r < 8 && i < dpad; r++, i += PLANE_CHUNK) {                                           \
+                    __m256i u = CHUNK(c, BITS, pb, i);                                                                \
+                    FOR_QUERY(t, G)                                                                                   \
+                        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)(qs[t] + i)))); \
+                }                                                                                                     \
+                FOR_QUERY(t, G) a[t] = _mm256_add_epi32(a[t], _mm256_madd_epi16(s16[t], ones));                       \
+            }                                                                                                         \
+            for (Py_ssize_t t = 0; t < m; t++)                                                                        \
+                heap_offer(score + (q + t) * k, idx + (q + t) * k, k, (float)hsum_epi32_avx2(a[t]) * dq[q + t] + off[q + t], \
+                           j, scale, bias, bias ? qconst[q + t] : 0.0f);                                              \
+        }                                                                                                             \
+    }                                                                                                                 \
+}
+
+/* one instance per plane count, with one query or four at a time */
+#define DEFINE_PLANES_BLOCK(NAME, TARGET, BODY)                                                                        \
+TARGET static void NAME(const unsigned char *codes, Py_ssize_t row_bytes, int bits, Py_ssize_t pb, Py_ssize_t j0,     \
+                        Py_ssize_t j1, const int8_t *Q8, Py_ssize_t nq, Py_ssize_t dpad, const float *dq,             \
+                        const float *off, const float *scale, const float *bias, const float *qconst, Py_ssize_t k,   \
+                        float *score, int64_t *idx) {                                                                 \
+    switch (bits) {                                                                                                   \
+        PLANES_CASE(BODY, 1)                                                                                          \
+        PLANES_CASE(BODY, 2)                                                                                          \
+        PLANES_CASE(BODY, 3)                                                                                          \
+        PLANES_CASE(BODY, 4)                                                                                          \
+    }                                                                                                                 \
+}
+#define PLANES_CASE(BODY, B)                                                                                           \
     case B:                                                                                                           \
         if (nq > 1)                                                                                                   \
-            planes_body_avx512(codes, row_bytes, B, 1, pb, j0, j1, Q8, nq, dpad, dq, off, scale, bias, qconst, k, score, idx); \
+            BODY(codes, row_bytes, B, 1, pb, j0, j1, Q8, nq, dpad, dq, off, scale, bias, qconst, k, score, idx);      \
         else                                                                                                          \
-            planes_body_avx512(codes, row_bytes, B, 0, pb, j0, j1, Q8, nq, dpad, dq, off, scale, bias, qconst, k, score, idx); \
+            BODY(codes, row_bytes, B, 0, pb, j0, j1, Q8, nq, dpad, dq, off, scale, bias, qconst, k, score, idx);      \
         break;
-    switch (bits) {
-        PLANES_CASE(1)
-        PLANES_CASE(2)
-        PLANES_CASE(3)
-        PLANES_CASE(4)
-    }
+
+DEFINE_PLANES_BODY(planes_body_avx512, AVX512_TARGET, plane_chunk_avx512)
+DEFINE_PLANES_BODY(planes_body_avx2, AVX2_TARGET, plane_chunk_avx2)
+DEFINE_PLANES_BLOCK(planes_block_avx512, AVX512_TARGET, planes_body_avx512)
+DEFINE_PLANES_BLOCK(planes_block_avx2, AVX2_TARGET, planes_body_avx2)
 #undef PLANES_CASE
-}
 #endif
 
 static inline int use_avx512bw(void) {
@@ -476,16 +507,16 @@ static int planes_scan(const unsigned char *codes, Py_ssize_t row_bytes, int bit
                        const float *bias, const float *qconst, Py_ssize_t k, Py_ssize_t doc_start,
                        Py_ssize_t doc_end, int path, float *score, int64_t *idx) {
     /* path 0: the best this CPU has; 1: portable; 2: at most AVX2 (to test that path anywhere) */
-    int fast = path != 1 && use_avx2(), wide = path == 0 && fast && use_avx512bw() && nq <= 4;
-    uint8_t *U = wide ? NULL : aligned_alloc(32, (size_t)(PLANE_BLOCK * dpad)); /* the fused path stores nothing */
-    if (!wide && !U) return -1;
+    int fast = path != 1 && use_avx2(), fused = fast && nq <= 4, wide = path == 0 && fused && use_avx512bw();
+    uint8_t *U = fused ? NULL : aligned_alloc(32, (size_t)(PLANE_BLOCK * dpad)); /* the fused paths store nothing */
+    if (!fused && !U) return -1;
     heap_init(score, idx, nq * k);
     for (Py_ssize_t d0 = doc_start; d0 < doc_end; d0 += PLANE_BLOCK) {
         Py_ssize_t d1 = d0 + PLANE_BLOCK < doc_end ? d0 + PLANE_BLOCK : doc_end;
 #ifdef HAVE_AVX2_PATH
-        if (wide) { /* at most four queries; with more, each document is unpacked once, below */
-            planes_block_avx512(codes, row_bytes, bits, pb, d0, d1, Q8, nq, dpad, dq, off, scale, bias, qconst, k,
-                                score, idx);
+        if (fused) { /* at most four queries; with more, each document is unpacked once, below */
+            (wide ? planes_block_avx512 : planes_block_avx2)(codes, row_bytes, bits, pb, d0, d1, Q8, nq, dpad, dq, off,
+                                                             scale, bias, qconst, k, score, idx);
             continue;
         }
 #endif
@@ -523,6 +554,7 @@ static int planes_scan(const unsigned char *codes, Py_ssize_t row_bytes, int bit
         }
     }
     (void)fast;
+    (void)fused;
     (void)wide;
     heap_sort_all(score, idx, nq, k);
     free(U);
