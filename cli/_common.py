@@ -55,6 +55,11 @@ def hnsw_settings(m: int | None, ef_construction: int | None, ef_search: int | N
     return Hnsw.given(m, ef_construction, ef_search)
 
 
+def graph_text(graph: dict) -> str:
+    """A graph's settings as a summary (search --index hnsw, export) prints them."""
+    return f"{graph['m']} links per node, ef_construction {graph['ef_construction']}, ef_search {graph['ef_search']}"
+
+
 def engine_for(engine: str, address: str | None, resume: bool = False):
     """None for the local engine, or the Ray engine (connected now, so a bad address fails first)."""
     if engine == "local":

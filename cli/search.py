@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from ._common import (Bars, ColumnOpt, EfConstructionOpt, EfSearchOpt, HnswMOpt, IdColumnOpt, JsonOpt, OverwriteOpt, ThreadsOpt, emit,
-                      err, guarded, hnsw_settings, kv_table, out)
+                      err, graph_text, guarded, hnsw_settings, kv_table, out)
 
 app = typer.Typer()
 
@@ -49,8 +49,7 @@ def search(
     emit(s, json, kv_table(f"{queries.name} -> {output.name}", {
         "queries x documents": f"{s['queries']:,} x {s['documents']:,} ({s['index']}, {s['bytes_per_vector']} bytes/vector)",
         "k": s["k"], "index": s["structure"] + ("" if s["graph"] is None else
-                                               f" ({s['graph']['m']} links per node, ef_construction {s['graph']['ef_construction']}, "
-                                               f"ef_search {s['graph']['ef_search']}; built in {s['graph_seconds']:.1f} s)"),
+                                               f" ({graph_text(s['graph'])}; built in {s['graph_seconds']:.1f} s)"),
         "rerank": f"{rerank} over {s['candidates']} candidates" if rerank else "none",
         "search time": f"{s['seconds']:.3f} s ({s['queries_per_second']:,.0f} queries/s)"}))
 
@@ -124,5 +123,5 @@ def export(
     g = res.get("graph")
     emit(res, json, kv_table(f"{codes.name} -> {output.name}", {
         "target": f"{res['target']}" + (f" ({res['structure']})" if res.get("structure") else f", table {res.get('table')}")
-        + (f", {g['m']} links per node, ef_construction {g['ef_construction']}, ef_search {g['ef_search']}" if g else ""),
+        + (f", {graph_text(g)}" if g else ""),
         "rows": f"{res['rows']:,} ({res['kind']})", "written": ", ".join(res.get("files", [res["output"]]))}))

@@ -328,24 +328,28 @@ static inline uint32_t plane_word(const unsigned char *c, Py_ssize_t b, Py_ssize
 
 #ifdef HAVE_AVX2_PATH
 #include <immintrin.h>
-/* the same bytes: each plane's 4 bytes of a 32-dimension chunk spread to one byte per dimension
-   (shuffle, test the lane's bit), folded in as u = 2u + bit */
-__attribute__((target("avx2"))) static void planes_unpack_avx2(const unsigned char *c, int bits, Py_ssize_t pb,
-                                                                Py_ssize_t dpad, uint8_t *u) {
+#define AVX2_TARGET __attribute__((target("avx2")))
+
+/* one 32-dimension chunk's codes (dimensions i..i+31) as one byte per dimension: each plane's 4
+   bytes spread over the lanes, each lane's bit tested, folded in as u = 2u + bit */
+AVX2_TARGET static inline __attribute__((always_inline)) __m256i plane_chunk_avx2(const unsigned char *c, const int BITS,
+                                                                                  Py_ssize_t pb, Py_ssize_t i) {
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                             2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
     const __m256i bit = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128,
                                          1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
-    for (Py_ssize_t j = 0; j < dpad; j += PLANE_CHUNK) {
-        Py_ssize_t b = j / 8;
-        __m256i acc = _mm256_setzero_si256();
-        for (int p = 0; p < bits; p++) {
-            __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)plane_word(c + p * pb, b, pb)), spread);
-            __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit); /* 0xff where the bit is set */
-            acc = _mm256_sub_epi8(_mm256_add_epi8(acc, acc), set);
-        }
-        _mm256_storeu_si256((__m256i *)(u + j), acc);
+    __m256i u = _mm256_setzero_si256();
+    for (int p = 0; p < BITS; p++) {
+        __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)plane_word(c + p * pb, i / 8, pb)), spread);
+        u = _mm256_sub_epi8(_mm256_add_epi8(u, u), _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit));
     }
+    return u;
+}
+
+/* the same bytes as planes_unpack_portable, a chunk at a time */
+AVX2_TARGET static void planes_unpack_avx2(const unsigned char *c, int bits, Py_ssize_t pb, Py_ssize_t dpad, uint8_t *u) {
+    for (Py_ssize_t j = 0; j < dpad; j += PLANE_CHUNK)
+        _mm256_storeu_si256((__m256i *)(u + j), plane_chunk_avx2(c, bits, pb, j));
 }
 
 __attribute__((target("avx2"))) static inline int32_t hsum_epi32_avx2(__m256i a) {
@@ -396,11 +400,9 @@ __attribute__((target("avx2"))) static void planes_dots4_avx2(const uint8_t *u, 
    nothing stored between (with more queries, unpacking each document once into a buffer costs
    less); the same integer sums as the other paths, so the same scores. AVX-512 (BW, VL) builds u
    with the planes' bits as lane masks, AVX2 spreads each plane's 4 bytes over the lanes and tests
-   each lane's bit (as planes_unpack_avx2). BITS and FOUR are constants in each instance
+   each lane's bit (plane_chunk_avx2, which planes_unpack_avx2 stores). BITS and FOUR are constants in each instance
    (planes_block_* picks it), so the loops over planes and queries unroll. */
 #define AVX512_TARGET __attribute__((target("avx2,avx512f,avx512bw,avx512vl")))
-#define AVX2_TARGET __attribute__((target("avx2")))
-
 AVX512_TARGET static inline __attribute__((always_inline)) __m256i plane_chunk_avx512(const unsigned char *c, const int BITS,
                                                                                       Py_ssize_t pb, Py_ssize_t i) {
     const __m256i minus1 = _mm256_set1_epi8(-1);
@@ -408,20 +410,6 @@ AVX512_TARGET static inline __attribute__((always_inline)) __m256i plane_chunk_a
     for (int p = 0; p < BITS; p++) {
         u = _mm256_add_epi8(u, u);
         u = _mm256_mask_sub_epi8(u, (__mmask32)plane_word(c + p * pb, i / 8, pb), u, minus1);
-    }
-    return u;
-}
-
-AVX2_TARGET static inline __attribute__((always_inline)) __m256i plane_chunk_avx2(const unsigned char *c, const int BITS,
-                                                                                  Py_ssize_t pb, Py_ssize_t i) {
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128,
-                                         1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
-    __m256i u = _mm256_setzero_si256();
-    for (int p = 0; p < BITS; p++) {
-        __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)plane_word(c + p * pb, i / 8, pb)), spread);
-        u = _mm256_sub_epi8(_mm256_add_epi8(u, u), _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit));
     }
     return u;
 }
