@@ -115,6 +115,30 @@ __attribute__((target("avx2"))) static int pack_avx2(const float *X, const float
 #endif
 
 
+/* one row's bits (the packing of pack_tail, every value read); AVX2 when this CPU has it */
+#ifdef HAVE_AVX2_PATH
+__attribute__((target("avx2"))) static void sign_bits_avx2(const float *x, const float *t, int scalar_t, Py_ssize_t d,
+                                                            unsigned char *o) {
+    Py_ssize_t full = d / 8 * 8;
+    const __m256 tb = _mm256_set1_ps(t[0]);
+    for (Py_ssize_t j = 0; j < full; j += 8) {
+        __m256 th = scalar_t ? tb : _mm256_loadu_ps(t + j);
+        o[j / 8] = REVERSED[_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + j), th, _CMP_GT_OQ))];
+    }
+    if (full < d) pack_tail(x, t, scalar_t, full, d, o);
+}
+#endif
+
+static void sign_bits(const float *x, const float *t, int scalar_t, Py_ssize_t d, unsigned char *o) {
+#ifdef HAVE_AVX2_PATH
+    if (use_avx2()) {
+        sign_bits_avx2(x, t, scalar_t, d, o);
+        return;
+    }
+#endif
+    pack_tail(x, t, scalar_t, 0, d, o);
+}
+
 static PyObject *py_pack(PyObject *self, PyObject *args) {
     Py_buffer xb, tb, ob;
     Py_ssize_t d;
@@ -270,7 +294,8 @@ static void cosines(double *C, const double *S, Py_ssize_t n) {
    vectorizes (sqrt and division are exactly rounded: the values a scalar loop gives) and its
    first best group end found. The sweep stops once no later code can win: every later cosine is
    at most D / sqrt(||g||^2 so far), D = (2K + 1) sum |u_j| the last code's <g, |u|> (with a
-   margin far above the rounding of these sums). */
+   margin far above the rounding of these sums), or sooner by the bound below, which also uses
+   that later steps have larger scales. */
 #define SWEEP_CHUNK 256
 static Py_ssize_t best_steps(const float *u, Py_ssize_t d, int K, grid_work_t *w) {
     double dot = 0.0, sq = (double)d;
@@ -305,7 +330,12 @@ static Py_ssize_t best_steps(const float *u, Py_ssize_t d, int K, grid_work_t *w
                 }
             best = mx;
         }
-        if (top_dot * top_dot < best * best * sq) break; /* no later code can beat it */
+        /* every later step has a scale >= kappa, the chunk's last: it adds 2|u_j| <= 2m / kappa
+           to <g, |u|> and 8m to ||g||^2, so a later code's cosine is at most
+           min(dot + x / (4 kappa), top_dot) / sqrt(sq + x) for some x >= 0: at most the current
+           cosine (not above best) or its value where the two meet, x = 4 kappa (top_dot - dot) */
+        const double kappa = st[c1 - 1].key * (1.0 - 1e-9), gap = top_dot > dot ? top_dot - dot : 0.0;
+        if (top_dot * top_dot < best * best * (sq + 4.0 * kappa * gap)) break; /* no later code can beat it */
         c0 = c1;
     }
     return best_n;
@@ -355,6 +385,42 @@ static int grid_rows(const float *U, Py_ssize_t n, Py_ssize_t d, int bits, unsig
     return 0;
 }
 
+/* u = x / norm (float32, as numpy divides; a zero norm divides by 1) */
+static void unit_row(const float *x, float norm, Py_ssize_t d, float *u) {
+    const float nr = norm > 0 ? norm : 1.0f;
+    for (Py_ssize_t j = 0; j < d; j++) u[j] = x[j] / nr;
+}
+
+/* the factor norm / <g, u> (float32; 0 where <g, u> <= 0) as 4 little-endian bytes */
+static void put_factor(float norm, float dot, unsigned char *o) {
+    float f = dot > 0 ? norm / dot : 0.0f;
+    uint32_t fb;
+    memcpy(&fb, &f, sizeof fb);
+    for (int b = 0; b < 4; b++) o[b] = (unsigned char)(fb >> (8 * b));
+}
+
+/* One bit, ONE_BIT_ROWS rows at a time: g = sign(u) (0 counts as negative), the sign bits packed as
+   binarization packs them (u > 0), and <g, u> = sum |u_j| (zeros included), each row's sum in
+   double in dimension order: the rows' sums advance side by side, so they do not wait on one
+   another's additions. U: ONE_BIT_ROWS * d floats of scratch. */
+#define ONE_BIT_ROWS 8
+static void encode_one_bit(const float *RP, const float *norms, Py_ssize_t n, Py_ssize_t d, unsigned char *out, float *U) {
+    const Py_ssize_t width = (d + 7) / 8 + 4;
+    const float zero = 0.0f;
+    for (Py_ssize_t r0 = 0; r0 < n; r0 += ONE_BIT_ROWS) {
+        const int rows = n - r0 < ONE_BIT_ROWS ? (int)(n - r0) : ONE_BIT_ROWS;
+        double sum[ONE_BIT_ROWS] = {0};
+        for (int i = 0; i < rows; i++) {
+            unit_row(RP + (r0 + i) * d, norms[r0 + i], d, U + i * d);
+            sign_bits(U + i * d, &zero, 1, d, out + (r0 + i) * width);
+        }
+        if (rows < ONE_BIT_ROWS) memset(U + rows * d, 0, (size_t)((ONE_BIT_ROWS - rows) * d) * sizeof(float));
+        for (Py_ssize_t j = 0; j < d; j++)
+            for (int i = 0; i < ONE_BIT_ROWS; i++) sum[i] += fabs((double)U[i * d + j]);
+        for (int i = 0; i < rows; i++) put_factor(norms[r0 + i], (float)sum[i], out + (r0 + i) * width + width - 4);
+    }
+}
+
 /* RaBitQ's code rows from the rotated residuals RP (n x d) and the residuals' norms: u = RP / norm
    (float32, as numpy divides; a zero norm divides by 1), the grid levels of u, their bit-planes
    (the most significant first, each packed MSB first as numpy.packbits) and the factor
@@ -363,38 +429,25 @@ static int encode_rows(const float *RP, const float *norms, Py_ssize_t n, Py_ssi
     const int K = (1 << (bits - 1)) - 1;
     const Py_ssize_t pb = (d + 7) / 8, width = bits * pb + 4;
     grid_work_t w = {0}; /* the sweep's scratch (over 256 KiB): not needed with one bit */
-    float *u = malloc((size_t)d * sizeof(float));
+    float *u = malloc((size_t)(K == 0 ? ONE_BIT_ROWS * d : d) * sizeof(float));
     unsigned char *lv = malloc((size_t)d);
     if (!u || !lv || (K > 0 && grid_work_init(&w, d, K))) {
         free(u); free(lv);
         grid_work_free(&w);
         return -1;
     }
-    for (Py_ssize_t r = 0; r < n; r++) {
-        const float *x = RP + r * d;
-        const float nr = norms[r] > 0 ? norms[r] : 1.0f;
-        for (Py_ssize_t j = 0; j < d; j++) u[j] = x[j] / nr;
+    if (K == 0) encode_one_bit(RP, norms, n, d, out, u);
+    for (Py_ssize_t r = 0; r < n && K > 0; r++) {
+        unit_row(RP + r * d, norms[r], d, u);
         unsigned char *o = out + r * width;
-        float dot;
-        if (K == 0) { /* one bit: g = sign(u) (0 counts as negative), <g, u> = sum |u| */
-            double sum = 0.0;
-            for (Py_ssize_t j = 0; j < d; j++) sum += fabs((double)u[j]); /* = g_j u_j, zeros included */
-            const float zero = 0.0f;
-            pack_tail(u, &zero, 1, 0, d, o); /* the sign bits, as binarization packs them (u > 0) */
-            dot = (float)sum;
-        } else {
-            dot = (float)grid_row(u, d, K, &w, lv);
-            memset(o, 0, (size_t)(bits * pb));
-            for (int p = 0; p < bits; p++) { /* plane p holds bit (bits - 1 - p) of the levels */
-                unsigned char *plane = o + p * pb;
-                int shift = bits - 1 - p;
-                for (Py_ssize_t j = 0; j < d; j++) plane[j >> 3] |= (unsigned char)(((lv[j] >> shift) & 1) << (7 - (j & 7)));
-            }
+        float dot = (float)grid_row(u, d, K, &w, lv);
+        memset(o, 0, (size_t)(bits * pb));
+        for (int p = 0; p < bits; p++) { /* plane p holds bit (bits - 1 - p) of the levels */
+            unsigned char *plane = o + p * pb;
+            int shift = bits - 1 - p;
+            for (Py_ssize_t j = 0; j < d; j++) plane[j >> 3] |= (unsigned char)(((lv[j] >> shift) & 1) << (7 - (j & 7)));
         }
-        float f = dot > 0 ? norms[r] / dot : 0.0f;
-        uint32_t fb;
-        memcpy(&fb, &f, sizeof fb);
-        for (int b = 0; b < 4; b++) o[bits * pb + b] = (unsigned char)(fb >> (8 * b));
+        put_factor(norms[r], dot, o + bits * pb);
     }
     free(u); free(lv);
     grid_work_free(&w);
