@@ -3,8 +3,10 @@ and the torch device choice. This module imports nothing from embcompress but th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 from typing import Any
 
 import numpy as np
@@ -66,6 +68,35 @@ def _import_faiss():
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+#: faiss's k-means assigns points with its own distance loop below ``distance_compute_blas_threshold``
+#: (128,000 in faiss 1.15, compared with rows x dimensions) and with BLAS above it. For product
+#: quantization's small sub-spaces the loop is about ten times slower: 256 centroids in 8 dimensions
+#: took 0.36 s on 12,000 points and 0.03 s on 16,000, and an ``opq:48`` fit on 10,000 rows 84 s
+#: against 19 s on 16,000 (benchmarks/README.md, "faiss's distance loop"). Our fits use BLAS from
+#: this many rows x dimensions on.
+FAISS_BLAS_FROM = 20
+_faiss_blas_lock = threading.Lock()
+_faiss_blas_depth = [0, None]  # trainings under way, the threshold found before the first
+
+
+@contextlib.contextmanager
+def faiss_blas_distances(faiss):
+    """faiss's distances by BLAS (:data:`FAISS_BLAS_FROM`) for the trainings inside; the process's
+    previous threshold is restored when the last one ends (faiss holds it in one global)."""
+    with _faiss_blas_lock:
+        if _faiss_blas_depth[0] == 0:
+            _faiss_blas_depth[1] = faiss.cvar.distance_compute_blas_threshold
+            faiss.cvar.distance_compute_blas_threshold = FAISS_BLAS_FROM
+        _faiss_blas_depth[0] += 1
+    try:
+        yield
+    finally:
+        with _faiss_blas_lock:
+            _faiss_blas_depth[0] -= 1
+            if _faiss_blas_depth[0] == 0:
+                faiss.cvar.distance_compute_blas_threshold = _faiss_blas_depth[1]
 
 
 def require(module: str, extra: str, what: str):

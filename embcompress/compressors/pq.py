@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._util import check_positive_int, require
+from .._util import check_positive_int, faiss_blas_distances, require
 from ..base import OutputSpec, make_rng
 from ..capabilities import BudgetCodes, FaissExport, TableScan
 from ..errors import InputError
@@ -83,7 +83,8 @@ class PQ(FaissExport, TableScan, BudgetCodes, FaissBacked):
     def _fit(self, batches, n_features: int) -> None:
         X = self._sample(batches)
         faiss, pq = self._new_faiss_pq(n_features)
-        pq.train(np.ascontiguousarray(X))
+        with faiss_blas_distances(faiss):
+            pq.train(np.ascontiguousarray(X))
         self.centroids_ = faiss.vector_to_array(pq.centroids).reshape(int(self.m), pq.ksub, pq.dsub).astype(np.float32)
         self.__dict__["_faiss_obj"] = pq
 
@@ -183,10 +184,11 @@ class OPQ(PQ):
         opq = faiss.OPQMatrix(n_features, int(self.m))
         opq.niter = int(self.rotation_iterations)
         opq.pq = inner  # our settings (seed, no warnings) for the codebooks OPQ trains while rotating
-        opq.train(X)
-        self.rotation_ = faiss.vector_to_array(opq.A).reshape(opq.d_out, opq.d_in).astype(np.float32)  # y = x @ A^T
-        faiss, pq = self._new_faiss_pq(n_features)
-        pq.train(np.ascontiguousarray(X @ self.rotation_.T))
+        with faiss_blas_distances(faiss):
+            opq.train(X)
+            self.rotation_ = faiss.vector_to_array(opq.A).reshape(opq.d_out, opq.d_in).astype(np.float32)  # y = x @ A^T
+            faiss, pq = self._new_faiss_pq(n_features)
+            pq.train(np.ascontiguousarray(X @ self.rotation_.T))
         self.centroids_ = faiss.vector_to_array(pq.centroids).reshape(int(self.m), pq.ksub, pq.dsub).astype(np.float32)
         self.__dict__["_faiss_obj"] = pq
 

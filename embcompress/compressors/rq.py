@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._util import check_positive_int, require
+from .._util import check_positive_int, faiss_blas_distances, require
 from ..base import OutputSpec, make_rng
 from ..capabilities import BudgetCodes, TableScan
 from ..errors import InputError
@@ -64,7 +64,8 @@ class Additive(TableScan, FaissBacked):
         self.mean_ = stream_mean(batches)
         X = reservoir(batches, self.max_rows, make_rng(self.seed))
         faiss, q = self._new_quantizer(n_features)
-        q.train(np.ascontiguousarray(X - self.mean_))
+        with faiss_blas_distances(faiss):
+            q.train(np.ascontiguousarray(X - self.mean_))
         self.codebooks_ = faiss.vector_to_array(q.codebooks).reshape(int(self.m), 2 ** int(self.nbits), n_features).astype(np.float32)
         # encode with a quantizer rebuilt from the codebooks, as after loading, so that the codes of
         # a fitted and a loaded model are the same (the trained one breaks near-ties differently);
