@@ -73,7 +73,7 @@ def _import_faiss():
 #: faiss's k-means assigns points with its own distance loop below ``distance_compute_blas_threshold``
 #: (128,000 in faiss 1.15, compared with rows x dimensions) and with BLAS above it. For product
 #: quantization's small sub-spaces the loop is about ten times slower: 256 centroids in 8 dimensions
-#: took 0.36 s on 12,000 points and 0.03 s on 16,000, and an ``opq:48`` fit on 10,000 rows 84 s
+#: took 0.34 s on 12,000 points and 0.03 s on 16,000, and an ``opq:48`` fit on 10,000 rows 84 s
 #: against 19 s on 16,000 (benchmarks/README.md, "faiss's distance loop"). Our fits use BLAS from
 #: this many rows x dimensions on.
 FAISS_BLAS_FROM = 20
