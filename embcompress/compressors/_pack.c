@@ -115,28 +115,12 @@ __attribute__((target("avx2"))) static int pack_avx2(const float *X, const float
 #endif
 
 
-/* one row's bits (the packing of pack_tail, every value read); AVX2 when this CPU has it */
+/* pack_avx2 where this CPU can run it and not told otherwise, pack_portable elsewhere */
+static int pack_rows(const float *X, const float *t, int scalar_t, Py_ssize_t n, Py_ssize_t d, unsigned char *out, int portable) {
 #ifdef HAVE_AVX2_PATH
-__attribute__((target("avx2"))) static void sign_bits_avx2(const float *x, const float *t, int scalar_t, Py_ssize_t d,
-                                                            unsigned char *o) {
-    Py_ssize_t full = d / 8 * 8;
-    const __m256 tb = _mm256_set1_ps(t[0]);
-    for (Py_ssize_t j = 0; j < full; j += 8) {
-        __m256 th = scalar_t ? tb : _mm256_loadu_ps(t + j);
-        o[j / 8] = REVERSED[_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + j), th, _CMP_GT_OQ))];
-    }
-    if (full < d) pack_tail(x, t, scalar_t, full, d, o);
-}
+    if (!portable && use_avx2()) return pack_avx2(X, t, scalar_t, n, d, out);
 #endif
-
-static void sign_bits(const float *x, const float *t, int scalar_t, Py_ssize_t d, unsigned char *o) {
-#ifdef HAVE_AVX2_PATH
-    if (use_avx2()) {
-        sign_bits_avx2(x, t, scalar_t, d, o);
-        return;
-    }
-#endif
-    pack_tail(x, t, scalar_t, 0, d, o);
+    return pack_portable(X, t, scalar_t, n, d, out);
 }
 
 static PyObject *py_pack(PyObject *self, PyObject *args) {
@@ -157,12 +141,7 @@ static PyObject *py_pack(PyObject *self, PyObject *args) {
     } else {
         int finite;
         Py_BEGIN_ALLOW_THREADS
-#ifdef HAVE_AVX2_PATH
-        if (!portable && use_avx2())
-            finite = pack_avx2((const float *)xb.buf, (const float *)tb.buf, scalar_t, n, d, (unsigned char *)ob.buf);
-        else
-#endif
-            finite = pack_portable((const float *)xb.buf, (const float *)tb.buf, scalar_t, n, d, (unsigned char *)ob.buf);
+        finite = pack_rows((const float *)xb.buf, (const float *)tb.buf, scalar_t, n, d, (unsigned char *)ob.buf, portable);
         Py_END_ALLOW_THREADS
         result = PyBool_FromLong(finite);
     }
@@ -292,10 +271,10 @@ static void cosines(double *C, const double *S, Py_ssize_t n) {
    The steps go in chunks of whole buckets: each is put in exact order, its running sums taken (a
    dependent chain, kept apart from the cosines), its cosines computed in a loop the compiler
    vectorizes (sqrt and division are exactly rounded: the values a scalar loop gives) and its
-   first best group end found. The sweep stops once no later code can win: every later cosine is
-   at most D / sqrt(||g||^2 so far), D = (2K + 1) sum |u_j| the last code's <g, |u|> (with a
-   margin far above the rounding of these sums), or sooner by the bound below, which also uses
-   that later steps have larger scales. */
+   first best group end found. The sweep stops once no later code can win, by the bound at the
+   chunk's end: <g, |u|> never exceeds D = (2K + 1) sum |u_j|, the last code's (with a margin far
+   above the rounding of these sums), and later steps have larger scales (the bound is at least as
+   tight as D / sqrt(||g||^2 so far) alone). */
 #define SWEEP_CHUNK 256
 static Py_ssize_t best_steps(const float *u, Py_ssize_t d, int K, grid_work_t *w) {
     double dot = 0.0, sq = (double)d;
@@ -412,7 +391,7 @@ static void encode_one_bit(const float *RP, const float *norms, Py_ssize_t n, Py
         double sum[ONE_BIT_ROWS] = {0};
         for (int i = 0; i < rows; i++) {
             unit_row(RP + (r0 + i) * d, norms[r0 + i], d, U + i * d);
-            sign_bits(U + i * d, &zero, 1, d, out + (r0 + i) * width);
+            pack_rows(U + i * d, &zero, 1, 1, d, out + (r0 + i) * width, 0); /* u is finite: the flag is not read */
         }
         if (rows < ONE_BIT_ROWS) memset(U + rows * d, 0, (size_t)((ONE_BIT_ROWS - rows) * d) * sizeof(float));
         for (Py_ssize_t j = 0; j < d; j++)
