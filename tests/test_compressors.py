@@ -54,6 +54,36 @@ def test_pack_kernel_equals_numpy_and_finds_non_finite(d, portable):
             assert not _pack.pack(Y, t, d, out, portable), (bad, row, col)
 
 
+@pytest.mark.parametrize("portable", [False, True])
+@pytest.mark.parametrize("d", [1, 3, 4, 5, 97, 1024])
+def test_level_sums_kernel_equals_numpy(d, portable):
+    """The C kernel of binary's level statistics (both paths) gives numpy's sums bit for bit (the
+    same order of additions per dimension, in double; for one dimension numpy's einsum orders the
+    squares' sum otherwise); values equal to the threshold count below
+    it, as in numpy; the statistics add to what the arrays held."""
+    from embcompress.compressors import binary
+
+    X = make_vectors(300, d, seed=d, normalize=False) * np.linspace(0.01, 50, d, dtype=np.float32)
+    t = make_vectors(1, d, seed=d + 1, normalize=False)[0]
+    X[3] = t  # exactly at the threshold: below
+    saved, binary._pack = binary._pack, None
+    try:
+        want = binary.level_sums(X, t)
+    finally:
+        binary._pack = saved
+    total, hi, sq, n_hi = np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d, np.int64)
+    binary._pack.level_sums(X, t, d, total, hi, sq, n_hi, portable)
+    np.testing.assert_array_equal(np.vstack([total - hi, hi]), want[0])
+    np.testing.assert_array_equal(np.vstack([len(X) - n_hi, n_hi]), want[1])
+    if d > 1:
+        np.testing.assert_array_equal(sq, want[2])
+    else:  # numpy's einsum sums one column's squares in another order
+        np.testing.assert_allclose(sq, want[2], rtol=1e-12)
+    binary._pack.level_sums(X[:100], t, d, total, hi, sq, n_hi, portable)  # adds on
+    assert n_hi.sum() == want[1][1].sum() + (X[:100] > t).sum()
+    with pytest.raises(ValueError, match="d float64"):
+        binary._pack.level_sums(X, t, d, total[:-1] if d > 1 else np.zeros(2), hi, sq, n_hi)
+
 def test_pack_bits_non_contiguous_and_float64_use_numpy_path():
     X = make_vectors(40, 30, normalize=False)
     for Y in (X[:, ::2], X.astype(np.float64), X[::3]):

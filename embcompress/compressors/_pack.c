@@ -16,6 +16,16 @@
  * are compared at once and their sign mask reversed to MSB-first order by a table; elsewhere a
  * portable loop does the same. The GIL is released; callers split rows over threads.
  *
+ * level_sums(X, thresholds, d, sums, highs, squares, counts)
+ *   X          : bytes-like, n * d float32, C order
+ *   thresholds : bytes-like, d float32
+ *   sums, highs, squares : writable, d float64 each; counts: writable, d int64
+ * Adds, per dimension j, the values X[:, j] to sums[j], those above thresholds[j] to highs[j] (and
+ * one per such value to counts[j]), and their squares to squares[j]: the statistics of binary's
+ * fitted decoding levels (embcompress.compressors.binary.level_sums) in one pass. Each sum runs in
+ * double, row after row, as numpy adds the rows of an axis-0 sum, and a square is the product of
+ * the doubles (no fused multiply-add), so the results are numpy's.
+ *
  * grid_levels(U, d, bits, out, dots)
  *   U    : bytes-like, n * d float32 (RaBitQ's rotated unit residuals)
  *   out  : writable, n * d bytes: per dimension the level index v in 0 .. 2^bits - 1 of the odd
@@ -148,6 +158,88 @@ static PyObject *py_pack(PyObject *self, PyObject *args) {
     PyBuffer_Release(&xb);
     PyBuffer_Release(&tb);
     PyBuffer_Release(&ob);
+    return result;
+}
+
+/* ---- binary's decoding levels: per-dimension sums in one pass ------------------------------- */
+
+static void level_sums_portable(const float *X, const float *t, Py_ssize_t n, Py_ssize_t d, double *sums,
+                                double *highs, double *squares, int64_t *counts) {
+    for (Py_ssize_t r = 0; r < n; r++) {
+        const float *x = X + r * d;
+        for (Py_ssize_t j = 0; j < d; j++) {
+            double v = (double)x[j];
+            sums[j] += v;
+            squares[j] += v * v;
+            if (x[j] > t[j]) {
+                highs[j] += v;
+                counts[j] += 1;
+            }
+        }
+    }
+}
+
+#ifdef HAVE_AVX2_PATH
+__attribute__((target("avx2"))) static void level_sums_avx2(const float *X, const float *t, Py_ssize_t n, Py_ssize_t d,
+                                                            double *sums, double *highs, double *squares,
+                                                            int64_t *counts) {
+    Py_ssize_t full = d / 4 * 4;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        const float *x = X + r * d;
+        for (Py_ssize_t j = 0; j < full; j += 4) {
+            __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + j));
+            __m256d above = _mm256_cmp_pd(v, _mm256_cvtps_pd(_mm_loadu_ps(t + j)), _CMP_GT_OQ);
+            _mm256_storeu_pd(sums + j, _mm256_add_pd(_mm256_loadu_pd(sums + j), v));
+            _mm256_storeu_pd(squares + j, _mm256_add_pd(_mm256_loadu_pd(squares + j), _mm256_mul_pd(v, v)));
+            _mm256_storeu_pd(highs + j, _mm256_add_pd(_mm256_loadu_pd(highs + j), _mm256_and_pd(above, v)));
+            __m256i c = _mm256_loadu_si256((const __m256i *)(counts + j)); /* above is all ones: -1 */
+            _mm256_storeu_si256((__m256i *)(counts + j), _mm256_sub_epi64(c, _mm256_castpd_si256(above)));
+        }
+        for (Py_ssize_t j = full; j < d; j++) {
+            double v = (double)x[j];
+            sums[j] += v;
+            squares[j] += v * v;
+            if (x[j] > t[j]) {
+                highs[j] += v;
+                counts[j] += 1;
+            }
+        }
+    }
+}
+#endif
+
+static PyObject *py_level_sums(PyObject *self, PyObject *args) {
+    Py_buffer xb, tb, sb, hb, qb, cb;
+    Py_ssize_t d;
+    int portable = 0;
+    if (!PyArg_ParseTuple(args, "y*y*nw*w*w*w*|p", &xb, &tb, &d, &sb, &hb, &qb, &cb, &portable)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = d > 0 ? xb.len / (Py_ssize_t)(d * sizeof(float)) : 0;
+    Py_ssize_t row = d * (Py_ssize_t)sizeof(double);
+    if (d <= 0 || xb.len % (Py_ssize_t)(d * sizeof(float)) || tb.len != d * (Py_ssize_t)sizeof(float)) {
+        PyErr_SetString(PyExc_ValueError, "X must hold n * d float32 values and thresholds d float32");
+    } else if (sb.len != row || hb.len != row || qb.len != row || cb.len != d * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "sums, highs and squares must hold d float64 and counts d int64");
+    } else {
+        const float *X = (const float *)xb.buf, *t = (const float *)tb.buf;
+        double *s = (double *)sb.buf, *h = (double *)hb.buf, *q = (double *)qb.buf;
+        int64_t *c = (int64_t *)cb.buf;
+        Py_BEGIN_ALLOW_THREADS
+#ifdef HAVE_AVX2_PATH
+        if (!portable && use_avx2()) level_sums_avx2(X, t, n, d, s, h, q, c);
+        else
+#endif
+        level_sums_portable(X, t, n, d, s, h, q, c);
+        Py_END_ALLOW_THREADS
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+    PyBuffer_Release(&xb);
+    PyBuffer_Release(&tb);
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&hb);
+    PyBuffer_Release(&qb);
+    PyBuffer_Release(&cb);
     return result;
 }
 
@@ -488,6 +580,7 @@ static PyObject *py_simd(PyObject *self, PyObject *noargs) { return PyUnicode_Fr
 static PyMethodDef methods[] = {
     {"pack", py_pack, METH_VARARGS, "Threshold float32 rows and pack the bits MSB first (see the module source)."},
     {"simd", py_simd, METH_NOARGS, "Which path pack() takes on this CPU: 'avx2' or 'portable'."},
+    {"level_sums", py_level_sums, METH_VARARGS, "Add binary's per-dimension level statistics of float32 rows (see the module source)."},
     {"grid_levels", py_grid_levels, METH_VARARGS, "RaBitQ's best grid code per row, as level indices (see the module source)."},
     {"encode", py_encode, METH_VARARGS, "RaBitQ code rows (bit-planes and factor) from rotated residuals and their norms (see the module source)."},
     {NULL, NULL, 0, NULL},
