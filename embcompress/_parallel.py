@@ -14,6 +14,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator, Sequence
 
@@ -146,6 +147,42 @@ def reader_threads(threads: int | None = None) -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+def idle_cores(window: float = 0.05) -> int | None:
+    """How many of this process's cores other processes left idle over ``window`` seconds (at
+    least 1), from the machine's CPU time in ``/proc/stat`` less this process's own; None where
+    that cannot be read (not Linux). For thread pools whose waits spin: a team that shares a
+    core with another job waits at every barrier for its slowest thread (GeoPres's training on
+    10,000 rows: 40 s alone, 104 s beside a busy core on 2 threads, 72 s on 1;
+    benchmarks/README.md, "GeoPres beside a busy core")."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+        hz = os.sysconf("SC_CLK_TCK")
+        before, own0 = _cpu_ticks(), os.times()
+        time.sleep(window)
+        after, own1 = _cpu_ticks(), os.times()
+    except (AttributeError, OSError, ValueError):
+        return None
+    own = (own1.user + own1.system - own0.user - own0.system) * hz
+    return idle_of(after[0] - before[0], after[1] - before[1], own, os.cpu_count() or cpus, cpus)
+
+
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy, total) clock ticks of all the machine's CPUs since boot (``/proc/stat``'s first line;
+    idle and iowait are not busy)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:9]]
+    return sum(fields) - fields[3] - fields[4], sum(fields)
+
+
+def idle_of(busy: float, total: float, own: float, machine_cpus: int, cpus: int) -> int | None:
+    """:func:`idle_cores` from its tick counts over the window: the machine's cores less those
+    other processes kept busy (``busy - own`` of ``total`` ticks), at most ``cpus``, at least 1."""
+    if total <= 0:
+        return None
+    others = max(0.0, busy - own) / total * machine_cpus
+    return max(1, min(cpus, machine_cpus - int(round(others))))
 
 
 Unit = Callable[[dict], Iterator]

@@ -100,3 +100,51 @@ def test_transform_and_import_need_no_torch(tmp_path, fitted):
 def test_chain_geopres_then_binary(X):
     c = from_spec("geopres:16:batch_size=256,min_steps=20+binary").fit(X)
     assert c.transform(X).shape == (len(X), 2)
+
+
+def test_training_holds_torch_to_the_idle_cores_and_restores_it(X, monkeypatch):
+    """Beside a busy core the team is held to the idle cores (its barriers spin); the model is the
+    same on 1 thread as on 2, and torch's own setting is back afterwards."""
+    import torch
+
+    from embcompress.compressors import _learned
+
+    seen = []
+    real_loss = GeoPres._loss
+
+    def spy(self, torch_, model, Y):
+        seen.append(torch_.get_num_threads())
+        return real_loss(self, torch_, model, Y)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        monkeypatch.setattr(GeoPres, "_loss", spy)
+        fits = {}
+        for idle in (1, 2):
+            monkeypatch.setattr(_learned, "idle_cores", lambda idle=idle: idle)
+            seen.clear()
+            fits[idle] = GeoPres(dim=8, batch_size=256, min_steps=40).fit(X).components_
+            assert set(seen) == {idle}
+            assert torch.get_num_threads() == 2
+        np.testing.assert_array_equal(fits[1], fits[2])
+        monkeypatch.setattr(_learned, "idle_cores", lambda: None)  # not measurable: torch's own count
+        seen.clear()
+        GeoPres(dim=8, batch_size=256, min_steps=8).fit(X)
+        assert set(seen) == {2}
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_idle_cores_from_tick_counts():
+    from embcompress._parallel import idle_cores, idle_of
+
+    # 2 cores, 200 ticks over the window: another process busy on one core, ours idle
+    assert idle_of(busy=100, total=200, own=0, machine_cpus=2, cpus=2) == 1
+    assert idle_of(busy=100, total=200, own=100, machine_cpus=2, cpus=2) == 2  # the busy one was us
+    assert idle_of(busy=200, total=200, own=0, machine_cpus=2, cpus=2) == 1  # at least one
+    assert idle_of(busy=0, total=800, own=0, machine_cpus=8, cpus=2) == 2  # at most our own cores
+    assert idle_of(busy=300, total=800, own=0, machine_cpus=8, cpus=4) == 4
+    assert idle_of(busy=0, total=0, own=0, machine_cpus=2, cpus=2) is None
+    n = idle_cores()
+    assert n is None or 1 <= n <= len(__import__("os").sched_getaffinity(0))

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .._parallel import idle_cores
 from .._util import check_positive_int, pick_device, require
 from ..base import Compressor, check_dim, make_rng
 from ..errors import InputError
@@ -81,11 +82,20 @@ def train(comp: LearnedMap, train_rows: np.ndarray, val_rows: np.ndarray, rng: n
     batch = min(batch, len(train_rows))
     steps_per_epoch = max(1, math.ceil(len(train_rows) / batch))
     epochs = max(comp.epochs, math.ceil(comp.min_steps / steps_per_epoch))
-    with torch.random.fork_rng(devices=[]):  # the seed decides initialization and sampling; global state untouched
-        torch.manual_seed(int(comp.seed))
-        if device.startswith("cuda"):
-            torch.cuda.manual_seed_all(int(comp.seed))
-        return _loop(torch, comp, train_rows, val_rows, rng, device, batch, steps_per_epoch, epochs)
+    threads = torch.get_num_threads()
+    idle = idle_cores() if device == "cpu" and threads > 1 else None
+    try:
+        # torch's OpenMP team spins at its barriers: on a core another job uses, it runs at that
+        # job's pace, so the team is held to the idle cores. The model does not depend on it: the
+        # same on 1 thread as on 2 for every loss and the autoencoder (a test checks GeoPres)
+        torch.set_num_threads(min(threads, idle or threads))
+        with torch.random.fork_rng(devices=[]):  # the seed decides initialization and sampling; global state untouched
+            torch.manual_seed(int(comp.seed))
+            if device.startswith("cuda"):
+                torch.cuda.manual_seed_all(int(comp.seed))
+            return _loop(torch, comp, train_rows, val_rows, rng, device, batch, steps_per_epoch, epochs)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _loop(torch, comp, train_rows, val_rows, rng, device, batch, steps_per_epoch, epochs):
