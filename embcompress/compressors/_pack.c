@@ -163,20 +163,23 @@ static PyObject *py_pack(PyObject *self, PyObject *args) {
 
 /* ---- binary's decoding levels: per-dimension sums in one pass ------------------------------- */
 
-static void level_sums_portable(const float *X, const float *t, Py_ssize_t n, Py_ssize_t d, double *sums,
-                                double *highs, double *squares, int64_t *counts) {
-    for (Py_ssize_t r = 0; r < n; r++) {
-        const float *x = X + r * d;
-        for (Py_ssize_t j = 0; j < d; j++) {
-            double v = (double)x[j];
-            sums[j] += v;
-            squares[j] += v * v;
-            if (x[j] > t[j]) {
-                highs[j] += v;
-                counts[j] += 1;
-            }
+/* one row's dimensions j0 .. d - 1 added to the statistics */
+static void level_row(const float *x, const float *t, Py_ssize_t j0, Py_ssize_t d, double *sums, double *highs,
+                      double *squares, int64_t *counts) {
+    for (Py_ssize_t j = j0; j < d; j++) {
+        double v = (double)x[j];
+        sums[j] += v;
+        squares[j] += v * v;
+        if (x[j] > t[j]) {
+            highs[j] += v;
+            counts[j] += 1;
         }
     }
+}
+
+static void level_sums_portable(const float *X, const float *t, Py_ssize_t n, Py_ssize_t d, double *sums,
+                                double *highs, double *squares, int64_t *counts) {
+    for (Py_ssize_t r = 0; r < n; r++) level_row(X + r * d, t, 0, d, sums, highs, squares, counts);
 }
 
 #ifdef HAVE_AVX2_PATH
@@ -195,15 +198,7 @@ __attribute__((target("avx2"))) static void level_sums_avx2(const float *X, cons
             __m256i c = _mm256_loadu_si256((const __m256i *)(counts + j)); /* above is all ones: -1 */
             _mm256_storeu_si256((__m256i *)(counts + j), _mm256_sub_epi64(c, _mm256_castpd_si256(above)));
         }
-        for (Py_ssize_t j = full; j < d; j++) {
-            double v = (double)x[j];
-            sums[j] += v;
-            squares[j] += v * v;
-            if (x[j] > t[j]) {
-                highs[j] += v;
-                counts[j] += 1;
-            }
-        }
+        level_row(x, t, full, d, sums, highs, squares, counts);
     }
 }
 #endif
