@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -203,3 +206,21 @@ def test_read_all_fills_one_array_whatever_the_announced_row_count(tmp_path, mon
     monkeypatch.setattr(whole, "open_vectors", lying)
     bits, _ = read_all(codes, codes=True)
     np.testing.assert_array_equal(bits, Binary().fit(X).transform(X))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pandas") is None, reason="pandas is not installed")
+def test_streaming_does_not_import_pandas(tmp_path):
+    """pyarrow imports pandas, when installed, from pa.array, to_numpy and empty_table: 0.4 s of
+    every streaming command, holding the GIL. Fits and writes of every output kind, from the
+    direct decoder's and pyarrow's layouts, stay clear of it."""
+    X = make_vectors(3000, 16)
+    files = [write_parquet(tmp_path / f"{k}.parquet", X, kind=k, row_group_size=1000) for k in ("fixed", "list")]
+    code = (
+        "import sys; from embcompress import from_spec; from embcompress.stream import fit_and_compress\n"
+        "for i, path in enumerate(sys.argv[1:]):\n"
+        "    for j, spec in enumerate(('truncate:8', 'int8', 'binary')):\n"
+        "        fit_and_compress(from_spec(spec), path, f'{path}.{j}.out.parquet', threads=2)\n"
+        "sys.exit(3 if 'pandas' in sys.modules else 0)")
+    run = subprocess.run([sys.executable, "-c", code, *map(str, files)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr or "pandas was imported"
+    assert len(list(tmp_path.glob("*.out.parquet"))) == 6

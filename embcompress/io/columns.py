@@ -26,6 +26,20 @@ def is_code_type(t: pa.DataType) -> bool:
     return pa.types.is_fixed_size_binary(t) or (_is_list(t) and t.value_type == pa.int8())
 
 
+#: numpy's dtype for the value types read or written as buffers (:func:`values_view`)
+NUMPY_DTYPES = {pa.float16(): np.dtype(np.float16), pa.float32(): np.dtype(np.float32), pa.float64(): np.dtype(np.float64),
+                pa.int8(): np.dtype(np.int8), pa.uint8(): np.dtype(np.uint8)}
+
+
+def values_view(values: pa.Array) -> np.ndarray:
+    """A primitive arrow array without nulls as a numpy view of its buffer. Not ``to_numpy()``,
+    which imports pandas when it is installed: 0.4 s of a streaming command, holding the GIL."""
+    dtype = NUMPY_DTYPES.get(values.type)
+    if dtype is None:
+        return values.to_numpy(zero_copy_only=False)
+    return np.frombuffer(values.buffers()[1], dtype=dtype, count=len(values), offset=values.offset * dtype.itemsize)
+
+
 def column_to_numpy(arr: pa.Array, dim: int, *, offset: int = 0, column: str = "embedding",
                     finite: bool = True) -> np.ndarray:
     """A list / fixed_size_list / fixed_size_binary arrow array -> 2-D numpy array (float32 for
@@ -55,7 +69,7 @@ def column_to_numpy(arr: pa.Array, dim: int, *, offset: int = 0, column: str = "
     if values.null_count:
         pos = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
         raise InputError(f"column {column!r} row {pos // dim + offset} has a null value at dimension {pos % dim}")
-    flat = values.to_numpy(zero_copy_only=False)
+    flat = values_view(values)
     X = flat.reshape(n, dim)
     if X.dtype.kind == "f":
         if X.dtype == np.float64:  # before the cast (even for a transform): 1e300 is out of range, not inf

@@ -19,6 +19,7 @@ from .._fs import commit_file, storage_error, sweep_stale, temp_name, writable
 from ..base import OutputSpec
 from ..errors import EmbcompressError, InputError, OutputExistsError
 from . import page_encoder, thrift
+from .columns import NUMPY_DTYPES, values_view
 from .schema import PAGE_OFFSETS, ColumnChunk, ColumnMetaData, FileMetaData, RowGroup, unknown_fields
 from .readers import META_KEY, SIDECAR_SUFFIX, file_format
 
@@ -49,7 +50,10 @@ def to_arrow(values: np.ndarray, spec: OutputSpec) -> pa.Array:
     n = len(values)
     if spec.packed:
         return pa.FixedSizeBinaryArray.from_buffers(pa.binary(spec.nbytes), n, [None, pa.py_buffer(values)])
-    return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), spec.width)
+    # from the buffer, not pa.array(): that imports pandas when it is installed (0.4 s of a
+    # streaming command, holding the GIL)
+    flat = pa.Array.from_buffers(arrow_type(spec).value_type, values.size, [None, pa.py_buffer(values)])
+    return pa.FixedSizeListArray.from_arrays(flat, spec.width)
 
 
 class PageWriter:
@@ -65,7 +69,7 @@ class PageWriter:
         self.schema, self.compression = schema, compression  # the carried columns' codec
         self.codes_compression = codes_compression  # the list column's
         self.is_open = False
-        template = _parquet_bytes(schema.empty_table(), compression)
+        template = _parquet_bytes(pa.Table.from_batches([], schema=schema), compression)  # (empty_table imports pandas)
         pf = pq.ParquetFile(pa.BufferReader(template))
         leaf = pf.schema.column(len(pf.schema) - 1)
         self._path, self._max_def = leaf.path.split("."), int(leaf.max_definition_level)
@@ -92,8 +96,8 @@ class PageWriter:
                 chunks.append(self._moved_chunk(cc, buf))
         column = table.column(table.num_columns - 1)
         width = column.type.list_size
-        values = np.dtype(column.type.value_type.to_pandas_dtype())
-        blocks = [np.asarray(c.flatten().to_numpy(zero_copy_only=False), dtype=values).reshape(len(c), width)  # no copy: one view per chunk
+        values = NUMPY_DTYPES[column.type.value_type]
+        blocks = [values_view(c.flatten()).reshape(len(c), width)  # no copy: one view per chunk
                   for c in column.chunks] or [np.empty((0, width), dtype=values)]
         parts, meta = page_encoder.encode_chunk(blocks, self._pos, max_def=self._max_def, path=self._path, codec=self.codes_compression)
         for part in parts:
