@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..base import check_values
 from ..errors import InputError
@@ -28,7 +27,8 @@ def is_code_type(t: pa.DataType) -> bool:
 
 #: numpy's dtype for the value types read or written as buffers (:func:`values_view`)
 NUMPY_DTYPES = {pa.float16(): np.dtype(np.float16), pa.float32(): np.dtype(np.float32), pa.float64(): np.dtype(np.float64),
-                pa.int8(): np.dtype(np.int8), pa.uint8(): np.dtype(np.uint8)}
+                pa.int8(): np.dtype(np.int8), pa.uint8(): np.dtype(np.uint8), pa.int32(): np.dtype(np.int32),
+                pa.int64(): np.dtype(np.int64)}
 
 
 def values_view(values: pa.Array) -> np.ndarray:
@@ -57,7 +57,7 @@ def column_to_numpy(arr: pa.Array, dim: int, *, offset: int = 0, column: str = "
         data = np.frombuffer(buf, dtype=np.uint8, count=(arr.offset + n) * t.byte_width)
         return data[arr.offset * t.byte_width :].reshape(n, t.byte_width)
     if not pa.types.is_fixed_size_list(t):
-        lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False)
+        lengths = np.diff(values_view(arr.offsets))  # the slice's n + 1 offsets
         bad = np.flatnonzero(lengths != dim)
         if len(bad):
             row = int(bad[0])
