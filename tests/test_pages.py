@@ -51,6 +51,8 @@ LAYOUTS = [
     dict(compression="lz4", use_dictionary=False, write_page_checksum=True),
     dict(compression="gzip", use_dictionary=False),
     dict(compression="brotli", data_page_version="1.0"),
+    # PLAIN, uncompressed v1 pages: the values read straight into the batch (_direct_page)
+    dict(compression="none", use_dictionary=False, write_page_checksum=True),
     # a dictionary page limit small enough that the chunk switches to PLAIN pages part-way
     dict(compression="snappy", dictionary_pagesize_limit=4096, data_page_size=2048),
 ]
@@ -76,6 +78,33 @@ def test_same_batches_as_pyarrow(tmp_path, options, kind, dim):
         batches = list(src.batches(50, threads=threads))
         np.testing.assert_array_equal(np.concatenate([b.vectors for b in batches]), X)
         assert np.concatenate([b.carried.column("id").to_numpy() for b in batches]).tolist() == list(range(1000))
+
+
+def test_plain_uncompressed_pages_are_read_into_the_batch(tmp_path, monkeypatch):
+    """Pages that lie inside one batch go through _direct_page (values read in place); pages cut
+    by a batch's end or the start row go the general way; the batches are pyarrow's either way."""
+    X = make_vectors(1000, 16)
+    path = _write(tmp_path / "v.parquet", X, compression="none", use_dictionary=False, write_page_checksum=True,
+                  row_group_size=1000, data_page_size=640)
+    pf = pq.ParquetFile(path)
+    col = pages.find_column(pf, "embedding")
+    with open(path, "rb", buffering=0) as f:
+        index = pages.scan_pages(f.fileno(), pf.metadata, 0, col, 16)
+    starts = [v // 16 for v in index.first_values] + [1000]  # each page's rows
+    assert len(starts) > 3
+    taken = []
+    real = pages._direct_page
+    monkeypatch.setattr(pages, "_direct_page", lambda *a: taken.append(real(*a)) or taken[-1])
+    for batch_size in (starts[1] * 2, starts[1] + 7):
+        taken.clear()
+        got = _direct(path, 16, batch_size)
+        assert [len(b) for b in got] == [len(b) for b in _arrow(path, batch_size)]
+        np.testing.assert_array_equal(np.concatenate(got), X)
+        inside = [16 * (b - a) for a, b in zip(starts, starts[1:]) if a // batch_size == (b - 1) // batch_size]
+        assert sorted(n for n in taken if n) == sorted(inside) and inside
+    with open(path, "rb", buffering=0) as f:  # a start inside a page: that page the general way
+        tail = list(pages.decode_group(f.fileno(), pf.metadata, 0, col, 16, 40, rows=(995, 1000), index=index))
+    np.testing.assert_array_equal(tail[0], X[995:])
 
 
 def test_dictionary_pages_are_decoded_directly(tmp_path):

@@ -148,6 +148,18 @@ def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, ba
         if kind == INDEX_PAGE:
             pos += hlen + csize
             continue
+        direct = _direct_page(fd, pos + hlen, csize, header, codec, out, filled, lo - seen, hi - seen, col, dim, seen,
+                              verify_crc)
+        if direct:  # its values read straight into the batch
+            pos += hlen + csize
+            seen += direct
+            filled += direct
+            done += direct
+            if filled == len(out):
+                yield out.reshape(-1, dim)
+                out = np.empty(min(batch_size * dim, hi - done), dtype=np.float32)
+                filled = 0
+            continue
         data = _page_data(fd, pos + hlen, csize, header, verify_crc)
         pos += hlen + csize
         if kind == DICTIONARY_PAGE:
@@ -176,6 +188,37 @@ def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, ba
                 filled = 0
     if done != hi or (rows is None and seen != total):
         raise Unsupported(f"{seen} values in the column chunk, expected {total}")
+
+
+def _direct_page(fd: int, at: int, csize: int, header: dict, codec, out: np.ndarray, filled: int, first: int, last: int,
+                 col: Column, dim: int, seen: int, verify_crc: bool) -> int:
+    """A v1 data page of PLAIN, uncompressed float32 values, all of them wanted (``first`` <= 0
+    and ``last`` >= its count, in the page's numbering) and room for them in ``out`` after
+    ``filled``: its levels read into a scratch buffer and its values straight into ``out`` (one
+    ``preadv``, no copy of the values in between), then checksummed and checked as
+    :func:`_page_data` and :func:`_v1_values` do. Returns the page's value count, or 0 where the page is
+    not of this kind (nothing read: the general path takes it)."""
+    sub = header.get(PageHeader.DATA_PAGE_HEADER) or {}
+    n = sub.get(DataPageHeader.NUM_VALUES, -1)
+    if header.get(PageHeader.TYPE) != DATA_PAGE or codec is not None or sub.get(DataPageHeader.ENCODING) != PLAIN \
+            or header.get(PageHeader.UNCOMPRESSED_PAGE_SIZE) != csize or not isinstance(n, int) or n <= 0 \
+            or first > 0 or last < n or filled + n > len(out) or 4 * n > csize:
+        return 0
+    levels = bytearray(csize - 4 * n)
+    values = memoryview(out[filled : filled + n]).cast("B")
+    if os.preadv(fd, [levels, values], at) != csize:
+        raise Unsupported("file ends inside a page")
+    if verify_crc and PageHeader.CRC in header and crc32(values, crc32(levels)) != header[PageHeader.CRC] & 0xFFFFFFFF:
+        raise Unsupported("page checksum mismatch")
+    if sub.get(DataPageHeader.DEFINITION_LEVEL_ENCODING, RLE) != RLE or sub.get(DataPageHeader.REPETITION_LEVEL_ENCODING, RLE) != RLE:
+        raise Unsupported("level encoding")
+    raw = memoryview(levels)
+    at = _check_levels_v1(raw, 0, 1, n, 1, dim, seen)
+    def_width = int(col.max_def).bit_length()
+    at = _check_levels_v1(raw, at, def_width, n, col.max_def, 0, 0) if def_width else at
+    if at != len(levels):  # the values start right after the levels, and are exactly 4 n bytes
+        raise Unsupported("page values")
+    return n
 
 
 def _v1_values(header: dict, data, codec, usize: int, def_width: int, col: Column, dim: int, seen: int):
