@@ -80,11 +80,14 @@ def test_same_batches_as_pyarrow(tmp_path, options, kind, dim):
         assert np.concatenate([b.carried.column("id").to_numpy() for b in batches]).tolist() == list(range(1000))
 
 
-def test_plain_uncompressed_pages_are_read_into_the_batch(tmp_path, monkeypatch):
-    """Pages that lie inside one batch go through _direct_page (values read in place); pages cut
-    by a batch's end or the start row go the general way; the batches are pyarrow's either way."""
+@pytest.mark.parametrize("compression", ["none", "snappy"])
+def test_plain_pages_are_read_into_the_batch(tmp_path, monkeypatch, compression):
+    """Pages that lie inside one batch go through _direct_page (values read or decompressed in
+    place); pages cut by a batch's end or the start row go the general way; the batches are
+    pyarrow's either way."""
     X = make_vectors(1000, 16)
-    path = _write(tmp_path / "v.parquet", X, compression="none", use_dictionary=False, write_page_checksum=True,
+    X[::3, :8] = 0.5  # repeats: snappy copies, some of them across the levels' end
+    path = _write(tmp_path / "v.parquet", X, compression=compression, use_dictionary=False, write_page_checksum=True,
                   row_group_size=1000, data_page_size=640)
     pf = pq.ParquetFile(path)
     col = pages.find_column(pf, "embedding")
@@ -105,6 +108,35 @@ def test_plain_uncompressed_pages_are_read_into_the_batch(tmp_path, monkeypatch)
     with open(path, "rb", buffering=0) as f:  # a start inside a page: that page the general way
         tail = list(pages.decode_group(f.fileno(), pf.metadata, 0, col, 16, 40, rows=(995, 1000), index=index))
     np.testing.assert_array_equal(tail[0], X[995:])
+
+
+@pytest.mark.skipif(not hasattr(pages._rle, "snappy_split"), reason="the C extension was not built")
+def test_snappy_split_is_pyarrows_snappy_and_refuses_bad_blocks():
+    """Any split point gives pyarrow's bytes; a cut, corrupted or wrongly sized block raises
+    ValueError (never writes out of bounds: a fuzz of 3,000 corrupted blocks)."""
+    codec, rng = pa.Codec("snappy"), np.random.default_rng(0)
+    blocks = [make_vectors(500, 16).tobytes(), bytes(5000) + rng.bytes(300) + b"xyz" * 2000,
+              np.tile(make_vectors(3, 5), (400, 1)).tobytes()]
+    for data in blocks:
+        z = codec.compress(data, asbytes=True)
+        for cut in (0, 1, 7, 4096, len(data) - 1, len(data)):
+            head, tail = bytearray(cut), bytearray(len(data) - cut)
+            pages._rle.snappy_split(z, head, tail)
+            assert bytes(head) + bytes(tail) == data
+        for wrong in (z[:-1], z[: len(z) // 2], z + b"\x00"):
+            with pytest.raises(ValueError):
+                pages._rle.snappy_split(wrong, bytearray(5), bytearray(len(data) - 5))
+        with pytest.raises(ValueError, match="size"):
+            pages._rle.snappy_split(z, bytearray(5), bytearray(len(data)))
+        for _ in range(1000):
+            bad = bytearray(z)
+            for i in rng.integers(0, len(bad), rng.integers(1, 4)):
+                bad[i] = int(rng.integers(256))
+            head, tail = bytearray(64), bytearray(len(data) - 64)
+            try:
+                pages._rle.snappy_split(bytes(bad), head, tail)
+            except ValueError:
+                pass
 
 
 def test_dictionary_pages_are_decoded_directly(tmp_path):

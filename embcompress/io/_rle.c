@@ -16,6 +16,16 @@
  *
  * Both raise ValueError on a stream that ends early or an index beyond the dictionary. The GIL is
  * released while they run, so worker threads decode pages in parallel.
+ *
+ * snappy_split(buf, head, tail)
+ *   A raw snappy block (parquet's SNAPPY codec) decompressed into two writable buffers, as if they
+ *   were one: the first len(head) bytes into head, the rest into tail (a page's levels, then its
+ *   values straight into the batch). The block must decompress to exactly len(head) + len(tail)
+ *   bytes; anything else (a bad tag, an offset before the start, a length past the end) raises
+ *   ValueError. The format, from snappy's format_description.txt: a varint of the decompressed
+ *   length, then elements by the low two bits of a tag byte: 00 a literal (length - 1 in the
+ *   upper six bits, or in the next 1-4 bytes when those hold 60-63), 01 a copy of 4-11 bytes
+ *   with an 11-bit offset, 10 and 11 copies of 1-64 bytes with a 2- or 4-byte offset.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -323,7 +333,111 @@ static PyObject *py_fast_crc(PyObject *self, PyObject *noargs) {
 #endif
 }
 
+/* Output of snappy_split: two buffers seen as one, head then tail. */
+typedef struct {
+    uint8_t *head, *tail;
+    size_t nhead, total;
+} split_t;
+
+static inline uint8_t *split_at(const split_t *o, size_t pos) {
+    return pos < o->nhead ? o->head + pos : o->tail + (pos - o->nhead);
+}
+
+/* n bytes from src to output position pos (src is not in the output) */
+static void split_put(const split_t *o, size_t pos, const uint8_t *src, size_t n) {
+    if (pos < o->nhead) {
+        size_t k = o->nhead - pos < n ? o->nhead - pos : n;
+        memcpy(o->head + pos, src, k);
+        pos += k, src += k, n -= k;
+    }
+    if (n) memcpy(o->tail + (pos - o->nhead), src, n);
+}
+
+/* the n bytes at pos - offset copied to pos, byte by byte where they overlap (a run) or cross
+ * from head to tail */
+static void split_copy(const split_t *o, size_t pos, size_t offset, size_t n) {
+    size_t from = pos - offset;
+    int same = (from + n <= o->nhead && pos + n <= o->nhead) || from >= o->nhead;
+    if (same && offset >= n) {
+        memcpy(split_at(o, pos), split_at(o, from), n);
+        return;
+    }
+    for (size_t k = 0; k < n; k++) *split_at(o, pos + k) = *split_at(o, from + k);
+}
+
+static const char *snappy_decode(const uint8_t *p, const uint8_t *end, const split_t *o) {
+    uint64_t length = 0;
+    for (int shift = 0;; shift += 7) {
+        if (p >= end || shift > 28) return "snappy: bad length";
+        uint8_t b = *p++;
+        length |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) break;
+    }
+    if (length != o->total) return "snappy: the block does not decompress to the page's size";
+    size_t pos = 0;
+    while (p < end) {
+        uint8_t tag = *p++;
+        size_t n, offset;
+        switch (tag & 3) {
+        case 0:
+            n = tag >> 2;
+            if (n >= 60) {
+                int extra = (int)n - 59;
+                if (end - p < extra) return "snappy: block ends in a literal's length";
+                n = 0;
+                for (int k = 0; k < extra; k++) n |= (size_t)p[k] << (8 * k);
+                p += extra;
+            }
+            n += 1;
+            if ((size_t)(end - p) < n || o->total - pos < n) return "snappy: literal past the end";
+            split_put(o, pos, p, n);
+            p += n, pos += n;
+            continue;
+        case 1:
+            if (end - p < 1) return "snappy: block ends in a copy";
+            n = 4 + ((tag >> 2) & 7);
+            offset = ((size_t)(tag >> 5) << 8) | p[0];
+            p += 1;
+            break;
+        case 2:
+            if (end - p < 2) return "snappy: block ends in a copy";
+            n = 1 + (tag >> 2);
+            offset = (size_t)p[0] | ((size_t)p[1] << 8);
+            p += 2;
+            break;
+        default:
+            if (end - p < 4) return "snappy: block ends in a copy";
+            n = 1 + (tag >> 2);
+            offset = (size_t)p[0] | ((size_t)p[1] << 8) | ((size_t)p[2] << 16) | ((size_t)p[3] << 24);
+            p += 4;
+        }
+        if (offset == 0 || offset > pos || o->total - pos < n) return "snappy: copy out of range";
+        split_copy(o, pos, offset, n);
+        pos += n;
+    }
+    return pos == o->total ? NULL : "snappy: block ends early";
+}
+
+static PyObject *py_snappy_split(PyObject *self, PyObject *args) {
+    Py_buffer b, hb, tb;
+    if (!PyArg_ParseTuple(args, "y*w*w*", &b, &hb, &tb)) return NULL;
+    split_t o = {(uint8_t *)hb.buf, (uint8_t *)tb.buf, (size_t)hb.len, (size_t)hb.len + (size_t)tb.len};
+    const char *err;
+    Py_BEGIN_ALLOW_THREADS
+    err = snappy_decode((const uint8_t *)b.buf, (const uint8_t *)b.buf + b.len, &o);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&hb);
+    PyBuffer_Release(&tb);
+    if (err) {
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"snappy_split", py_snappy_split, METH_VARARGS, "snappy_split(block, head, tail): a raw snappy block decompressed into head, then tail."},
     {"crc32", py_crc32, METH_VARARGS, "crc32(data, value=0): zlib.crc32's result, by carry-less multiplication where the CPU has it."},
     {"fast_crc32", py_fast_crc, METH_NOARGS, "Whether crc32 runs the carry-less multiplication path on this CPU."},
     {"check_levels", py_check_levels, METH_VARARGS, "Check RLE/bit-packed levels against a pattern (see the module source)."},

@@ -192,24 +192,31 @@ def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, ba
 
 def _direct_page(fd: int, at: int, csize: int, header: dict, codec, out: np.ndarray, filled: int, first: int, last: int,
                  col: Column, dim: int, seen: int, verify_crc: bool) -> int:
-    """A v1 data page of PLAIN, uncompressed float32 values, all of them wanted (``first`` <= 0
-    and ``last`` >= its count, in the page's numbering) and room for them in ``out`` after
-    ``filled``: its levels read into a scratch buffer and its values straight into ``out`` (one
-    ``preadv``, no copy of the values in between), then checksummed and checked as
-    :func:`_page_data` and :func:`_v1_values` do. Returns the page's value count, or 0 where the page is
-    not of this kind (nothing read: the general path takes it)."""
+    """A v1 data page of PLAIN float32 values, uncompressed or snappy, all of them wanted
+    (``first`` <= 0 and ``last`` >= its count, in the page's numbering) and room for them in
+    ``out`` after ``filled``: its levels into a scratch buffer and its values straight into
+    ``out``, by one ``preadv`` or one snappy decompression (no copy of the values in between),
+    checksummed and checked as :func:`_page_data` and :func:`_v1_values` do. Returns the page's
+    value count, or 0 where the page is not of this kind (nothing read: the general path takes it)."""
     sub = header.get(PageHeader.DATA_PAGE_HEADER) or {}
-    n = sub.get(DataPageHeader.NUM_VALUES, -1)
-    if header.get(PageHeader.TYPE) != DATA_PAGE or codec is not None or sub.get(DataPageHeader.ENCODING) != PLAIN \
-            or header.get(PageHeader.UNCOMPRESSED_PAGE_SIZE) != csize or not isinstance(n, int) or n <= 0 \
-            or first > 0 or last < n or filled + n > len(out) or 4 * n > csize:
+    n, usize = sub.get(DataPageHeader.NUM_VALUES, -1), header.get(PageHeader.UNCOMPRESSED_PAGE_SIZE)
+    snappy = codec is not None and codec.name == "snappy" and hasattr(_rle, "snappy_split")
+    if header.get(PageHeader.TYPE) != DATA_PAGE or not (codec is None and usize == csize or snappy) \
+            or sub.get(DataPageHeader.ENCODING) != PLAIN or not isinstance(n, int) or n <= 0 \
+            or first > 0 or last < n or filled + n > len(out) or 4 * n > usize:
         return 0
-    levels = bytearray(csize - 4 * n)
+    levels = bytearray(usize - 4 * n)
     values = memoryview(out[filled : filled + n]).cast("B")
-    if os.preadv(fd, [levels, values], at) != csize:
-        raise Unsupported("file ends inside a page")
-    if verify_crc and PageHeader.CRC in header and crc32(values, crc32(levels)) != header[PageHeader.CRC] & 0xFFFFFFFF:
-        raise Unsupported("page checksum mismatch")
+    if snappy:
+        try:
+            _rle.snappy_split(_page_data(fd, at, csize, header, verify_crc), levels, values)
+        except ValueError as exc:
+            raise Unsupported(str(exc)) from None
+    else:
+        if os.preadv(fd, [levels, values], at) != csize:
+            raise Unsupported("file ends inside a page")
+        if verify_crc and PageHeader.CRC in header and crc32(values, crc32(levels)) != header[PageHeader.CRC] & 0xFFFFFFFF:
+            raise Unsupported("page checksum mismatch")
     if sub.get(DataPageHeader.DEFINITION_LEVEL_ENCODING, RLE) != RLE or sub.get(DataPageHeader.REPETITION_LEVEL_ENCODING, RLE) != RLE:
         raise Unsupported("level encoding")
     raw = memoryview(levels)
