@@ -81,10 +81,10 @@ def test_same_batches_as_pyarrow(tmp_path, options, kind, dim):
 
 
 @pytest.mark.parametrize("compression", ["none", "snappy"])
-def test_plain_pages_are_read_into_the_batch(tmp_path, monkeypatch, compression):
-    """Pages that lie inside one batch go through _direct_page (values read or decompressed in
-    place); pages cut by a batch's end or the start row go the general way; the batches are
-    pyarrow's either way."""
+def test_plain_pages_are_read_into_the_batches(tmp_path, monkeypatch, compression):
+    """PLAIN v1 pages go through _read_plain (values read or decompressed in place), those that
+    cross a batch's end into that batch and the next; a page cut by the start row, or longer than
+    a batch, goes the general way; the batches are pyarrow's either way."""
     X = make_vectors(1000, 16)
     X[::3, :8] = 0.5  # repeats: snappy copies, some of them across the levels' end
     path = _write(tmp_path / "v.parquet", X, compression=compression, use_dictionary=False, write_page_checksum=True,
@@ -96,18 +96,22 @@ def test_plain_pages_are_read_into_the_batch(tmp_path, monkeypatch, compression)
     starts = [v // 16 for v in index.first_values] + [1000]  # each page's rows
     assert len(starts) > 3
     taken = []
-    real = pages._direct_page
-    monkeypatch.setattr(pages, "_direct_page", lambda *a: taken.append(real(*a)) or taken[-1])
-    for batch_size in (starts[1] * 2, starts[1] + 7):
+    real = pages._read_plain
+    monkeypatch.setattr(pages, "_read_plain", lambda *a: taken.append(a[5]) or real(*a))
+    for batch_size in (starts[1] * 2, starts[1] + 7, starts[1] - 5, 1000):
         taken.clear()
         got = _direct(path, 16, batch_size)
         assert [len(b) for b in got] == [len(b) for b in _arrow(path, batch_size)]
         np.testing.assert_array_equal(np.concatenate(got), X)
-        inside = [16 * (b - a) for a, b in zip(starts, starts[1:]) if a // batch_size == (b - 1) // batch_size]
-        assert sorted(n for n in taken if n) == sorted(inside) and inside
+        if batch_size >= starts[1]:  # every page
+            assert sum(taken) == 16000
+        else:  # pages longer than a batch: those that would reach past the next batch go the general way
+            assert 0 < sum(taken) < 16000
     with open(path, "rb", buffering=0) as f:  # a start inside a page: that page the general way
+        taken.clear()
         tail = list(pages.decode_group(f.fileno(), pf.metadata, 0, col, 16, 40, rows=(995, 1000), index=index))
     np.testing.assert_array_equal(tail[0], X[995:])
+    assert sum(taken) == 16 * sum(b - a for a, b in zip(starts, starts[1:]) if a >= 995)  # only pages from row 995 on
 
 
 @pytest.mark.skipif(not hasattr(pages._rle, "snappy_split"), reason="the C extension was not built")
@@ -123,6 +127,11 @@ def test_snappy_split_is_pyarrows_snappy_and_refuses_bad_blocks():
             head, tail = bytearray(cut), bytearray(len(data) - cut)
             pages._rle.snappy_split(z, head, tail)
             assert bytes(head) + bytes(tail) == data
+            for cut2 in (cut, cut + 3, len(data)):  # and a third part
+                if cut2 <= len(data):
+                    parts = bytearray(cut), bytearray(cut2 - cut), bytearray(len(data) - cut2)
+                    pages._rle.snappy_split(z, *parts)
+                    assert b"".join(parts) == data
         for wrong in (z[:-1], z[: len(z) // 2], z + b"\x00"):
             with pytest.raises(ValueError):
                 pages._rle.snappy_split(wrong, bytearray(5), bytearray(len(data) - 5))

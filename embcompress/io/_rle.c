@@ -17,11 +17,11 @@
  * Both raise ValueError on a stream that ends early or an index beyond the dictionary. The GIL is
  * released while they run, so worker threads decode pages in parallel.
  *
- * snappy_split(buf, head, tail)
- *   A raw snappy block (parquet's SNAPPY codec) decompressed into two writable buffers, as if they
- *   were one: the first len(head) bytes into head, the rest into tail (a page's levels, then its
- *   values straight into the batch). The block must decompress to exactly len(head) + len(tail)
- *   bytes; anything else (a bad tag, an offset before the start, a length past the end) raises
+ * snappy_split(buf, head, tail[, tail2])
+ *   A raw snappy block (parquet's SNAPPY codec) decompressed into two or three writable buffers,
+ *   as if they were one: the first len(head) bytes into head, then tail, then tail2 (a page's
+ *   levels, then its values straight into the batch, and into the next where the page crosses its
+ *   end). The block must decompress to exactly the buffers' total length; anything else (a bad tag, an offset before the start, a length past the end) raises
  *   ValueError. The format, from snappy's format_description.txt: a varint of the decompressed
  *   length, then elements by the low two bits of a tag byte: 00 a literal (length - 1 in the
  *   upper six bits, or in the next 1-4 bytes when those hold 60-63), 01 a copy of 4-11 bytes
@@ -333,32 +333,42 @@ static PyObject *py_fast_crc(PyObject *self, PyObject *noargs) {
 #endif
 }
 
-/* Output of snappy_split: two buffers seen as one, head then tail. */
+/* Output of snappy_split: up to three buffers seen as one, one after the other. */
+#define SPLIT_PARTS 3
 typedef struct {
-    uint8_t *head, *tail;
-    size_t nhead, total;
+    uint8_t *base[SPLIT_PARTS];
+    size_t start[SPLIT_PARTS + 1]; /* part i holds output bytes [start[i], start[i + 1]) */
+    int parts;
+    size_t total;
 } split_t;
 
+static inline int split_part(const split_t *o, size_t pos) {
+    int i = 0;
+    while (i + 1 < o->parts && pos >= o->start[i + 1]) i++;
+    return i;
+}
+
 static inline uint8_t *split_at(const split_t *o, size_t pos) {
-    return pos < o->nhead ? o->head + pos : o->tail + (pos - o->nhead);
+    int i = split_part(o, pos);
+    return o->base[i] + (pos - o->start[i]);
 }
 
 /* n bytes from src to output position pos (src is not in the output) */
 static void split_put(const split_t *o, size_t pos, const uint8_t *src, size_t n) {
-    if (pos < o->nhead) {
-        size_t k = o->nhead - pos < n ? o->nhead - pos : n;
-        memcpy(o->head + pos, src, k);
+    while (n) {
+        int i = split_part(o, pos);
+        size_t k = o->start[i + 1] - pos < n ? o->start[i + 1] - pos : n;
+        memcpy(o->base[i] + (pos - o->start[i]), src, k);
         pos += k, src += k, n -= k;
     }
-    if (n) memcpy(o->tail + (pos - o->nhead), src, n);
 }
 
-/* the n bytes at pos - offset copied to pos, byte by byte where they overlap (a run) or cross
- * from head to tail */
+/* the n bytes at pos - offset copied to pos: one memcpy when both ranges lie in one part and do
+ * not overlap, else byte by byte (a run, or a copy across parts) */
 static void split_copy(const split_t *o, size_t pos, size_t offset, size_t n) {
     size_t from = pos - offset;
-    int same = (from + n <= o->nhead && pos + n <= o->nhead) || from >= o->nhead;
-    if (same && offset >= n) {
+    int part = split_part(o, from);
+    if (offset >= n && split_part(o, pos + n - 1) == part) {
         memcpy(split_at(o, pos), split_at(o, from), n);
         return;
     }
@@ -419,16 +429,23 @@ static const char *snappy_decode(const uint8_t *p, const uint8_t *end, const spl
 }
 
 static PyObject *py_snappy_split(PyObject *self, PyObject *args) {
-    Py_buffer b, hb, tb;
-    if (!PyArg_ParseTuple(args, "y*w*w*", &b, &hb, &tb)) return NULL;
-    split_t o = {(uint8_t *)hb.buf, (uint8_t *)tb.buf, (size_t)hb.len, (size_t)hb.len + (size_t)tb.len};
+    Py_buffer b, out[SPLIT_PARTS];
+    memset(out, 0, sizeof(out));
+    if (!PyArg_ParseTuple(args, "y*w*w*|w*", &b, &out[0], &out[1], &out[2])) return NULL;
+    split_t o;
+    o.parts = out[2].obj != NULL ? 3 : 2;
+    o.start[0] = 0;
+    for (int i = 0; i < o.parts; i++) {
+        o.base[i] = (uint8_t *)out[i].buf;
+        o.start[i + 1] = o.start[i] + (size_t)out[i].len;
+    }
+    o.total = o.start[o.parts];
     const char *err;
     Py_BEGIN_ALLOW_THREADS
     err = snappy_decode((const uint8_t *)b.buf, (const uint8_t *)b.buf + b.len, &o);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&b);
-    PyBuffer_Release(&hb);
-    PyBuffer_Release(&tb);
+    for (int i = 0; i < o.parts; i++) PyBuffer_Release(&out[i]);
     if (err) {
         PyErr_SetString(PyExc_ValueError, err);
         return NULL;
@@ -437,7 +454,7 @@ static PyObject *py_snappy_split(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"snappy_split", py_snappy_split, METH_VARARGS, "snappy_split(block, head, tail): a raw snappy block decompressed into head, then tail."},
+    {"snappy_split", py_snappy_split, METH_VARARGS, "snappy_split(block, head, tail[, tail2]): a raw snappy block decompressed into head, then tail(s)."},
     {"crc32", py_crc32, METH_VARARGS, "crc32(data, value=0): zlib.crc32's result, by carry-less multiplication where the CPU has it."},
     {"fast_crc32", py_fast_crc, METH_NOARGS, "Whether crc32 runs the carry-less multiplication path on this CPU."},
     {"check_levels", py_check_levels, METH_VARARGS, "Check RLE/bit-packed levels against a pattern (see the module source)."},

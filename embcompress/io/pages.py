@@ -139,26 +139,20 @@ def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, ba
         if chunk.has_dictionary_page:  # read the dictionary page first, then jump
             dictionary = _dictionary(fd, pos, end, codec, verify_crc)
         pos, seen = index.positions[k], index.first_values[k]
-    done = lo  # values delivered
-    out = np.empty(min(batch_size, stop - first) * dim, dtype=np.float32)
-    filled = 0
+    fill = _Batches(batch_size, dim, lo, hi)
     while pos < end and seen < hi:
         header, hlen, csize = _page_header(fd, pos, end)
         kind, usize = header.get(PageHeader.TYPE), header.get(PageHeader.UNCOMPRESSED_PAGE_SIZE)
         if kind == INDEX_PAGE:
             pos += hlen + csize
             continue
-        direct = _direct_page(fd, pos + hlen, csize, header, codec, out, filled, lo - seen, hi - seen, col, dim, seen,
-                              verify_crc)
-        if direct:  # its values read straight into the batch
+        n = _plain_values(header, codec, csize, lo - seen, hi - seen)
+        dests = fill.destinations(n) if n else None
+        if dests:  # its values read or decompressed straight into the batches
+            _read_plain(fd, pos + hlen, csize, header, codec, n, dests, col, dim, seen, verify_crc)
             pos += hlen + csize
-            seen += direct
-            filled += direct
-            done += direct
-            if filled == len(out):
-                yield out.reshape(-1, dim)
-                out = np.empty(min(batch_size * dim, hi - done), dtype=np.float32)
-                filled = 0
+            seen += n
+            yield from fill.advance(n)
             continue
         data = _page_data(fd, pos + hlen, csize, header, verify_crc)
         pos += hlen + csize
@@ -174,58 +168,99 @@ def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, ba
         if not isinstance(n, int) or n < 0 or seen + n > total:
             raise Unsupported("page value count")
         page = _page_values(values, encoding, n, dictionary)
-        i, j = max(lo - seen, 0), min(hi - seen, n)  # the part of this page that is wanted
+        yield from fill.put(page[max(lo - seen, 0) : min(hi - seen, n)])  # the part of this page that is wanted
         seen += n
-        while i < j:  # copy into the batches, yielding each as it fills
-            take = min(j - i, len(out) - filled)
-            out[filled : filled + take] = page[i : i + take]
-            filled += take
-            i += take
-            done += take
-            if filled == len(out):
-                yield out.reshape(-1, dim)
-                out = np.empty(min(batch_size * dim, hi - done), dtype=np.float32)
-                filled = 0
-    if done != hi or (rows is None and seen != total):
+    if fill.done != hi or (rows is None and seen != total):
         raise Unsupported(f"{seen} values in the column chunk, expected {total}")
 
 
-def _direct_page(fd: int, at: int, csize: int, header: dict, codec, out: np.ndarray, filled: int, first: int, last: int,
-                 col: Column, dim: int, seen: int, verify_crc: bool) -> int:
-    """A v1 data page of PLAIN float32 values, uncompressed or snappy, all of them wanted
-    (``first`` <= 0 and ``last`` >= its count, in the page's numbering) and room for them in
-    ``out`` after ``filled``: its levels into a scratch buffer and its values straight into
-    ``out``, by one ``preadv`` or one snappy decompression (no copy of the values in between),
-    checksummed and checked as :func:`_page_data` and :func:`_v1_values` do. Returns the page's
-    value count, or 0 where the page is not of this kind (nothing read: the general path takes it)."""
+class _Batches:
+    """The batches of values ``lo`` to ``hi`` as pages fill them: the current one (``out``, its
+    first ``filled`` values written) and, once a page reaches past its end, the next."""
+
+    def __init__(self, batch_size: int, dim: int, lo: int, hi: int):
+        self.size, self.dim, self.done, self.hi = batch_size * dim, dim, lo, hi  # done: values delivered or written
+        self.out = np.empty(min(self.size, hi - lo), dtype=np.float32)
+        self.filled = 0
+        self.next: np.ndarray | None = None
+
+    def destinations(self, n: int) -> list[np.ndarray] | None:
+        """Where the next ``n`` values go: the rest of this batch and the start of the next
+        (allocated now) when they reach past its end; None when they would reach past that too."""
+        room = len(self.out) - self.filled
+        if n <= room:
+            return [self.out[self.filled : self.filled + n]]
+        if self.next is None:
+            self.next = np.empty(min(self.size, self.hi - self.done - room), dtype=np.float32)
+        return [self.out[self.filled :], self.next[: n - room]] if n - room <= len(self.next) else None
+
+    def advance(self, n: int) -> Iterator[np.ndarray]:
+        """``n`` values were written where :meth:`destinations` said: yield the batches they filled."""
+        while n:
+            take = min(n, len(self.out) - self.filled)
+            self.filled += take
+            self.done += take
+            n -= take
+            if self.filled == len(self.out):
+                yield self.out.reshape(-1, self.dim)
+                nxt = self.next if self.next is not None else np.empty(min(self.size, self.hi - self.done), dtype=np.float32)
+                self.out, self.next, self.filled = nxt, None, 0
+
+    def put(self, values: np.ndarray) -> Iterator[np.ndarray]:
+        """Copy ``values`` into the batches, yielding each as it fills."""
+        i = 0
+        while i < len(values):
+            take = min(len(values) - i, len(self.out) - self.filled)
+            self.out[self.filled : self.filled + take] = values[i : i + take]
+            i += take
+            yield from self.advance(take)
+
+
+def _plain_values(header: dict, codec, csize: int, first: int, last: int) -> int:
+    """The value count of a v1 data page of PLAIN float32 values, uncompressed or snappy, all of
+    them wanted (``first`` <= 0 and ``last`` >= the count, in the page's numbering): a page
+    :func:`_read_plain` reads; else 0."""
     sub = header.get(PageHeader.DATA_PAGE_HEADER) or {}
     n, usize = sub.get(DataPageHeader.NUM_VALUES, -1), header.get(PageHeader.UNCOMPRESSED_PAGE_SIZE)
     snappy = codec is not None and codec.name == "snappy" and hasattr(_rle, "snappy_split")
     if header.get(PageHeader.TYPE) != DATA_PAGE or not (codec is None and usize == csize or snappy) \
             or sub.get(DataPageHeader.ENCODING) != PLAIN or not isinstance(n, int) or n <= 0 \
-            or first > 0 or last < n or filled + n > len(out) or 4 * n > usize:
+            or first > 0 or last < n or 4 * n > usize:
         return 0
-    levels = bytearray(usize - 4 * n)
-    values = memoryview(out[filled : filled + n]).cast("B")
-    if snappy:
+    return n
+
+
+def _read_plain(fd: int, at: int, csize: int, header: dict, codec, n: int, dests: list[np.ndarray], col: Column,
+                dim: int, seen: int, verify_crc: bool) -> None:
+    """A page :func:`_plain_values` accepted: its levels into a scratch buffer and its ``n`` values
+    straight into ``dests`` (one or two float32 views, ``n`` values in all), by one ``preadv`` or
+    one snappy decompression (no copy of the values in between), checksummed and checked as
+    :func:`_page_data` and :func:`_v1_values` do."""
+    sub = header.get(PageHeader.DATA_PAGE_HEADER) or {}
+    levels = bytearray(header.get(PageHeader.UNCOMPRESSED_PAGE_SIZE) - 4 * n)
+    values = [memoryview(d).cast("B") for d in dests]
+    if codec is not None:  # snappy
         try:
-            _rle.snappy_split(_page_data(fd, at, csize, header, verify_crc), levels, values)
+            _rle.snappy_split(_page_data(fd, at, csize, header, verify_crc), levels, *values)
         except ValueError as exc:
             raise Unsupported(str(exc)) from None
     else:
-        if os.preadv(fd, [levels, values], at) != csize:
+        if os.preadv(fd, [levels, *values], at) != csize:
             raise Unsupported("file ends inside a page")
-        if verify_crc and PageHeader.CRC in header and crc32(values, crc32(levels)) != header[PageHeader.CRC] & 0xFFFFFFFF:
-            raise Unsupported("page checksum mismatch")
+        if verify_crc and PageHeader.CRC in header:
+            crc = crc32(levels)
+            for v in values:
+                crc = crc32(v, crc)
+            if crc != header[PageHeader.CRC] & 0xFFFFFFFF:
+                raise Unsupported("page checksum mismatch")
     if sub.get(DataPageHeader.DEFINITION_LEVEL_ENCODING, RLE) != RLE or sub.get(DataPageHeader.REPETITION_LEVEL_ENCODING, RLE) != RLE:
         raise Unsupported("level encoding")
     raw = memoryview(levels)
-    at = _check_levels_v1(raw, 0, 1, n, 1, dim, seen)
+    end = _check_levels_v1(raw, 0, 1, n, 1, dim, seen)
     def_width = int(col.max_def).bit_length()
-    at = _check_levels_v1(raw, at, def_width, n, col.max_def, 0, 0) if def_width else at
-    if at != len(levels):  # the values start right after the levels, and are exactly 4 n bytes
+    end = _check_levels_v1(raw, end, def_width, n, col.max_def, 0, 0) if def_width else end
+    if end != len(levels):  # the values start right after the levels, and are exactly 4 n bytes
         raise Unsupported("page values")
-    return n
 
 
 def _v1_values(header: dict, data, codec, usize: int, def_width: int, col: Column, dim: int, seen: int):
