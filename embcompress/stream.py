@@ -174,7 +174,8 @@ def compress_file(
                            overwrite=overwrite)
     batches = src.batches(batch_size, threads=threads, transform=lambda X, offset: comp.transform(X, row_offset=offset),
                           result_row_bytes=comp.output_spec.nbytes)
-    return write_codes(comp, src, src_path, dst_path, batches, overwrite=overwrite, progress=progress, started=t0)
+    return write_codes(comp, src, src_path, dst_path, batches, overwrite=overwrite, progress=progress, started=t0,
+                       threads=threads)
 
 
 def open_to_compress(comp: Compressor, src_path, dst_path, *, column=None, id_column=None, keep_columns=(),
@@ -195,11 +196,12 @@ def open_to_compress(comp: Compressor, src_path, dst_path, *, column=None, id_co
 
 
 def write_codes(comp: Compressor, src, src_path, dst_path, batches: Iterator, *, overwrite: bool = False,
-                progress: Progress | None = None, started: float | None = None) -> CompressResult:
+                progress: Progress | None = None, started: float | None = None, threads: int | None = None) -> CompressResult:
     """Write the compressed ``batches`` of ``src`` (Batch objects in row order, each tagged with its
     shard) to ``dst_path``: one file, or for a dataset a directory of shards with the input's
     relative names (a file for every shard, empty ones too), put in place at the end. Any engine's
-    batches go through here, so every engine writes the same bytes."""
+    batches go through here, so every engine writes the same bytes. Pages of int8 codes are
+    compressed on ``threads`` threads (None: every core); the bytes do not depend on it."""
     t0 = time.perf_counter() if started is None else started
     spec = comp.output_spec
     carried_schema = None
@@ -225,7 +227,7 @@ def write_codes(comp: Compressor, src, src_path, dst_path, batches: Iterator, *,
                 opened.append(stack.enter_context(VectorWriter(
                     target, spec, column=src.column, carried_schema=carried_schema,
                     metadata=file_metadata(comp, sources[i], sources[i].path), num_rows=sources[i].num_rows,
-                    overwrite=overwrite)))
+                    overwrite=overwrite, threads=threads)))
             return opened[shard]
 
         advance(0)  # before the first batch: a full disk (npy space is reserved) fails before any work

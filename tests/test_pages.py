@@ -374,6 +374,19 @@ def test_written_list_codes_read_back_as_pyarrow_writes_them(tmp_path, dtype, di
         np.testing.assert_array_equal(np.concatenate([b.vectors for b in open_vectors(ours).batches(100)]), X)
 
 
+@pytest.mark.parametrize("codec", ["zstd", None])
+def test_pages_compressed_on_threads_are_the_same_bytes(codec):
+    """Pages compressed and checksummed on several threads: the same parts, in the same order."""
+    from embcompress.io.page_encoder import encode_chunk
+
+    rng = np.random.default_rng(0)
+    blocks = [rng.integers(-128, 128, (n, 300)).astype(np.int8) for n in (20000, 13333, 17000)]  # about 16 pages
+    one = encode_chunk(blocks, 4, max_def=1, path=["embedding", "list", "element"], codec=codec)
+    three = encode_chunk(blocks, 4, max_def=1, path=["embedding", "list", "element"], codec=codec, threads=3)
+    assert len(one[0]) >= 30
+    assert [bytes(p) for p in one[0]] == [bytes(p) for p in three[0]] and one[1] == three[1]
+
+
 def test_pages_are_views_of_the_blocks_and_never_shorter_than_half_but_the_last():
     from embcompress.io.page_encoder import _page_rows
 

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._parallel import reader_threads
 from .._version import __version__
 from .._fs import commit_file, storage_error, sweep_stale, temp_name, writable
 from ..base import OutputSpec
@@ -65,9 +66,11 @@ class PageWriter:
     of ``pq.ParquetWriter`` that :class:`VectorWriter` uses; pyarrow reads the files back as it
     reads its own (tested)."""
 
-    def __init__(self, path, schema: pa.Schema, *, compression: str | None, codes_compression: str | None):
+    def __init__(self, path, schema: pa.Schema, *, compression: str | None, codes_compression: str | None,
+                 threads: int = 1):
         self.schema, self.compression = schema, compression  # the carried columns' codec
         self.codes_compression = codes_compression  # the list column's
+        self.threads = threads  # that compress the list column's pages
         self.is_open = False
         template = _parquet_bytes(pa.Table.from_batches([], schema=schema), compression)  # (empty_table imports pandas)
         pf = pq.ParquetFile(pa.BufferReader(template))
@@ -99,7 +102,8 @@ class PageWriter:
         values = NUMPY_DTYPES[column.type.value_type]
         blocks = [values_view(c.flatten()).reshape(len(c), width)  # no copy: one view per chunk
                   for c in column.chunks] or [np.empty((0, width), dtype=values)]
-        parts, meta = page_encoder.encode_chunk(blocks, self._pos, max_def=self._max_def, path=self._path, codec=self.codes_compression)
+        parts, meta = page_encoder.encode_chunk(blocks, self._pos, max_def=self._max_def, path=self._path, codec=self.codes_compression,
+                                                threads=self.threads)
         for part in parts:
             self._put(part)
         chunks.append([thrift.Field(ColumnChunk.FILE_OFFSET, thrift.I64, 0), thrift.Field(ColumnChunk.META_DATA, thrift.STRUCT, meta)])
@@ -202,6 +206,7 @@ class VectorWriter:
         metadata: dict[str, Any] | None = None,
         num_rows: int | None = None,
         overwrite: bool = False,
+        threads: int | None = None,
     ):
         self.path = check_output_path(path, overwrite=overwrite)
         self.format = file_format(self.path)
@@ -236,7 +241,8 @@ class VectorWriter:
                 carried = "zstd" if spec.kind != "float" else "snappy"  # ids and kept columns, as before
                 codes = "zstd" if spec.kind != "float" else None
                 if PageWriter.handles(spec):  # list codes: pages encoded here, not by pyarrow's nested writer
-                    self._writer = PageWriter(self.tmp, schema, compression=carried, codes_compression=codes)
+                    self._writer = PageWriter(self.tmp, schema, compression=carried, codes_compression=codes,
+                                              threads=reader_threads(threads))
                 else:
                     per_column = {f.name: carried for f in fields[:-1]} | {column: codes or "none"}
                     self._writer = pq.ParquetWriter(self.tmp, schema, compression=per_column, write_page_checksum=True)
