@@ -349,20 +349,25 @@ def _reference_and_ours(tmp_path, table, groups):
     return ref, ours
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.float32])
+@pytest.mark.parametrize("dtype", [np.int8, np.float32, np.uint8, "nullable uint8"])
 @pytest.mark.parametrize("dim", [1, 3, 16, 300])
 def test_written_list_codes_read_back_as_pyarrow_writes_them(tmp_path, dtype, dim):
+    """List codes, and packed codes (uint8: fixed_size_binary, required or nullable)."""
     rng = np.random.default_rng(dim)
     n = 2500
-    X = (rng.integers(-128, 128, (n, dim)) if dtype == np.int8 else rng.standard_normal((n, dim))).astype(dtype)
-    col = pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), dim)
+    nullable = dtype == "nullable uint8"
+    dtype = np.uint8 if nullable else dtype
+    X = (rng.integers(-128, 128, (n, dim)) if dtype == np.int8 else rng.integers(0, 256, (n, dim)) if dtype == np.uint8
+         else rng.standard_normal((n, dim))).astype(dtype)
+    col = (pa.FixedSizeBinaryArray.from_buffers(pa.binary(dim), n, [None, pa.py_buffer(X)]) if dtype == np.uint8
+           else pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), dim))
     table = pa.table({
         "id": pa.array([f"doc{i}" for i in range(n)]),
         "lang": pa.array(["en", None, "de", "fr"] * (n // 4) + ["en"] * (n % 4)),  # nulls and a dictionary
         "tags": pa.array([["a", "b"] if i % 3 else [] for i in range(n)]),  # a nested carried column
         "embedding": col,
     }, schema=pa.schema([("id", pa.string()), ("lang", pa.string()), ("tags", pa.list_(pa.string())),
-                         pa.field("embedding", col.type, nullable=False)], metadata={b"embcompress": b'{"k": 1}'}))
+                         pa.field("embedding", col.type, nullable=nullable)], metadata={b"embcompress": b'{"k": 1}'}))
     ref, ours = _reference_and_ours(tmp_path, table, 1000)
     got = pq.read_table(ours)
     assert got.equals(pq.read_table(ref)) and got.schema.metadata == {b"embcompress": b'{"k": 1}'}
@@ -409,6 +414,11 @@ def test_written_codes_read_by_duckdb(tmp_path):
     rows = duckdb.sql(f"select id, embedding from '{ours}' order by id").fetchall()
     assert [r[0] for r in rows] == list(range(3000))
     np.testing.assert_array_equal(np.array([r[1] for r in rows], dtype=np.int8), X)
+    bits = np.packbits(X > 0, axis=1)  # packed codes too
+    table = pa.table({"id": np.arange(3000), "embedding": pa.FixedSizeBinaryArray.from_buffers(pa.binary(3), 3000, [None, pa.py_buffer(bits)])})
+    _, ours = _reference_and_ours(tmp_path, table, 1024)
+    rows = duckdb.sql(f"select id, embedding from '{ours}' order by id").fetchall()
+    assert [r[0] for r in rows] == list(range(3000)) and b"".join(r[1] for r in rows) == bits.tobytes()
 
 
 def test_zero_rows_and_a_failed_write_leave_nothing(tmp_path):

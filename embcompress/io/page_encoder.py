@@ -25,7 +25,7 @@ from .schema import ColumnMetaData, DataPageHeader, DictionaryPageHeader, PageHe
 #: about this many bytes of values per data page (pyarrow's default page size)
 PAGE_VALUE_BYTES = 1 << 20
 CODEC_IDS = {None: 0, "snappy": 1, "gzip": 2, "brotli": 4, "zstd": 6, "lz4_raw": 7}
-INT32, FLOAT = PhysicalType.INT32, PhysicalType.FLOAT
+INT32, FLOAT, FIXED_LEN_BYTE_ARRAY = PhysicalType.INT32, PhysicalType.FLOAT, PhysicalType.FIXED_LEN_BYTE_ARRAY
 
 
 class _Pages:
@@ -85,7 +85,8 @@ def encode_chunk(blocks: Sequence[np.ndarray], offset: int, *, max_def: int, pat
     int8 or float32 arrays of one width, no nulls), one after the other, to be written at file
     ``offset``: (its parts, in order: bytes and, for uncompressed float32 pages, the rows' own
     memory, so the values are not copied before the file write; its ColumnMetaData). Pages are cut by
-    :func:`_page_rows`."""
+    :func:`_page_rows`. uint8 blocks are packed codes: a fixed_size_binary(d) column (physical
+    FIXED_LEN_BYTE_ARRAY, PLAIN), with definition levels only when ``max_def`` > 0, no repetition."""
     blocks = list(blocks)
     if not blocks or any(b.ndim != 2 or b.shape[1] != blocks[0].shape[1] or b.dtype != blocks[0].dtype for b in blocks):
         raise ValueError("encode_chunk takes (n, d) blocks of one width and dtype")
@@ -101,29 +102,44 @@ def encode_chunk(blocks: Sequence[np.ndarray], offset: int, *, max_def: int, pat
         physical, encoding, encodings = INT32, RLE_DICTIONARY, [PLAIN, RLE, RLE_DICTIONARY]
     elif dtype == np.float32:
         physical, encoding, encodings = FLOAT, PLAIN, [PLAIN, RLE]
+    elif dtype == np.uint8:
+        physical, encoding, encodings = FIXED_LEN_BYTE_ARRAY, PLAIN, [PLAIN, RLE] if max_def else [PLAIN]
     else:
-        raise ValueError(f"encode_chunk writes int8 or float32 values, not {dtype}")
+        raise ValueError(f"encode_chunk writes int8, float32 or packed uint8 values, not {dtype}")
     data_offset = offset + pages.compressed
-    rep_row = _rle_run(1, 0, 1) + (_rle_run(d - 1, 1, 1) if d > 1 else b"")
-    def_bytes = (int(max_def).bit_length() + 7) // 8
+    packed = dtype == np.uint8  # a row is one value
     for block in _page_rows(blocks, max(1, PAGE_VALUE_BYTES // max(d * dtype.itemsize, 1))):
-        rep = rep_row * len(block)
-        dfl = _rle_run(block.size, max_def, def_bytes)
-        levels = struct.pack("<I", len(rep)) + rep + struct.pack("<I", len(dfl)) + dfl
-        pages.add(DATA_PAGE, [levels, _encoded_values(block, encoding)], PageHeader.DATA_PAGE_HEADER,
-                  [(DataPageHeader.NUM_VALUES, block.size), (DataPageHeader.ENCODING, encoding),
+        values = len(block) if packed else block.size
+        pages.add(DATA_PAGE, [_levels(len(block), d, max_def, not packed), _encoded_values(block, encoding)],
+                  PageHeader.DATA_PAGE_HEADER,
+                  [(DataPageHeader.NUM_VALUES, values), (DataPageHeader.ENCODING, encoding),
                    (DataPageHeader.DEFINITION_LEVEL_ENCODING, RLE), (DataPageHeader.REPETITION_LEVEL_ENCODING, RLE)])
     pages.flush(threads)
     C = ColumnMetaData
     meta = [thrift.Field(C.TYPE, thrift.I32, physical), thrift.Field(C.ENCODINGS, thrift.LIST, thrift.List(thrift.I32, encodings)),
             thrift.Field(C.PATH_IN_SCHEMA, thrift.LIST, thrift.List(thrift.BINARY, [p.encode() for p in path])),
-            thrift.Field(C.CODEC, thrift.I32, CODEC_IDS[codec]), thrift.Field(C.NUM_VALUES, thrift.I64, n * d),
+            thrift.Field(C.CODEC, thrift.I32, CODEC_IDS[codec]), thrift.Field(C.NUM_VALUES, thrift.I64, n if packed else n * d),
             thrift.Field(C.TOTAL_UNCOMPRESSED_SIZE, thrift.I64, pages.uncompressed),
             thrift.Field(C.TOTAL_COMPRESSED_SIZE, thrift.I64, pages.compressed),
             thrift.Field(C.DATA_PAGE_OFFSET, thrift.I64, data_offset)]
     if dict_offset is not None:
         meta.append(thrift.Field(C.DICTIONARY_PAGE_OFFSET, thrift.I64, dict_offset))
     return pages.parts, meta
+
+
+def _levels(rows: int, d: int, max_def: int, repeated: bool) -> bytes:
+    """A v1 data page's levels for ``rows`` rows: for a list column of ``d`` values a row, its
+    repetition levels (two RLE runs a row) then its definition levels (one run); for a flat column
+    (a packed code a row) its definition levels only, and none at all when ``max_def`` is 0."""
+    def_bytes = (int(max_def).bit_length() + 7) // 8
+    if not repeated and not max_def:
+        return b""
+    dfl = _rle_run(rows * d if repeated else rows, max_def, def_bytes)
+    out = struct.pack("<I", len(dfl)) + dfl
+    if repeated:
+        rep = (_rle_run(1, 0, 1) + (_rle_run(d - 1, 1, 1) if d > 1 else b"")) * rows
+        out = struct.pack("<I", len(rep)) + rep + out
+    return out
 
 
 def _page_rows(blocks: Sequence[np.ndarray], rows_per_page: int) -> Iterator[np.ndarray]:
@@ -161,8 +177,8 @@ def _encoded_values(block: np.ndarray, encoding: int):
     """A data page's values: float32 PLAIN (the contiguous block itself, little-endian, as
     bytes-like memory), or int8 as dictionary indices bit-packed at 8 bits (index = value + 128 =
     the byte with its top bit flipped)."""
-    if encoding == PLAIN:
-        return memoryview(np.ascontiguousarray(block.astype("<f4", copy=False))).cast("B")
+    if encoding == PLAIN:  # float32 values, or packed codes' bytes
+        return memoryview(np.ascontiguousarray(block if block.dtype == np.uint8 else block.astype("<f4", copy=False))).cast("B")
     k = block.size
     groups = (k + 7) // 8
     idx = np.zeros(groups * 8, dtype=np.uint8)

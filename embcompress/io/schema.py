@@ -120,6 +120,7 @@ class Encoding(IntEnum):
 class PhysicalType(IntEnum):
     INT32 = 1
     FLOAT = 4
+    FIXED_LEN_BYTE_ARRAY = 7
 
 
 #: the file offsets in a ColumnMetaData, moved when a column chunk is copied to another place
