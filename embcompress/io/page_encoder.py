@@ -6,7 +6,10 @@ Data pages v1 of whole rows, half to one :data:`PAGE_VALUE_BYTES` of values each
 :func:`_page_rows`); repetition levels as
 two RLE runs per row, definition levels as one run per page; float32 values PLAIN, written from
 the rows' own memory; int8 values (physical INT32) through a dictionary of all 256 values, whose
-indices bit-packed at 8 bits are the code bytes themselves. Every page carries its CRC-32.
+indices bit-packed at 8 bits are the code bytes themselves. Packed codes (a fixed_size_binary
+column, a row's bytes a value) are PLAIN FIXED_LEN_BYTE_ARRAY pages, without levels when the
+column is required. Every page carries its CRC-32; a chunk's pages are compressed on several
+threads (:meth:`_Pages.flush`).
 """
 
 from __future__ import annotations
