@@ -200,7 +200,7 @@ def write_codes(comp: Compressor, src, src_path, dst_path, batches: Iterator, *,
     """Write the compressed ``batches`` of ``src`` (Batch objects in row order, each tagged with its
     shard) to ``dst_path``: one file, or for a dataset a directory of shards with the input's
     relative names (a file for every shard, empty ones too), put in place at the end. Any engine's
-    batches go through here, so every engine writes the same bytes. Pages of int8 codes are
+    batches go through here, so every engine writes the same bytes. The codes' pages are
     compressed on ``threads`` threads (None: every core); the bytes do not depend on it."""
     t0 = time.perf_counter() if started is None else started
     spec = comp.output_spec

@@ -149,7 +149,7 @@ def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, ba
         n = _plain_values(header, codec, csize, lo - seen, hi - seen)
         dests = fill.destinations(n) if n else None
         if dests:  # its values read or decompressed straight into the batches
-            _read_plain(fd, pos + hlen, csize, header, codec, n, dests, col, dim, seen, verify_crc)
+            _read_plain(fd, pos + hlen, csize, header, codec, n, dests, def_width, col, dim, seen, verify_crc)
             pos += hlen + csize
             seen += n
             yield from fill.advance(n)
@@ -230,8 +230,8 @@ def _plain_values(header: dict, codec, csize: int, first: int, last: int) -> int
     return n
 
 
-def _read_plain(fd: int, at: int, csize: int, header: dict, codec, n: int, dests: list[np.ndarray], col: Column,
-                dim: int, seen: int, verify_crc: bool) -> None:
+def _read_plain(fd: int, at: int, csize: int, header: dict, codec, n: int, dests: list[np.ndarray], def_width: int,
+                col: Column, dim: int, seen: int, verify_crc: bool) -> None:
     """A page :func:`_plain_values` accepted: its levels into a scratch buffer and its ``n`` values
     straight into ``dests`` (one or two float32 views, ``n`` values in all), by one ``preadv`` or
     one snappy decompression (no copy of the values in between), checksummed and checked as
@@ -247,20 +247,9 @@ def _read_plain(fd: int, at: int, csize: int, header: dict, codec, n: int, dests
     else:
         if os.preadv(fd, [levels, *values], at) != csize:
             raise Unsupported("file ends inside a page")
-        if verify_crc and PageHeader.CRC in header:
-            crc = crc32(levels)
-            for v in values:
-                crc = crc32(v, crc)
-            if crc != header[PageHeader.CRC] & 0xFFFFFFFF:
-                raise Unsupported("page checksum mismatch")
-    if sub.get(DataPageHeader.DEFINITION_LEVEL_ENCODING, RLE) != RLE or sub.get(DataPageHeader.REPETITION_LEVEL_ENCODING, RLE) != RLE:
-        raise Unsupported("level encoding")
-    raw = memoryview(levels)
-    end = _check_levels_v1(raw, 0, 1, n, 1, dim, seen)
-    def_width = int(col.max_def).bit_length()
-    end = _check_levels_v1(raw, end, def_width, n, col.max_def, 0, 0) if def_width else end
-    if end != len(levels):  # the values start right after the levels, and are exactly 4 n bytes
-        raise Unsupported("page values")
+        _check_crc(header, verify_crc, levels, *values)
+    if _v1_levels(sub, memoryview(levels), n, def_width, col, dim, seen) != len(levels):
+        raise Unsupported("page values")  # the values start right after the levels, and are exactly 4 n bytes
 
 
 def _v1_values(header: dict, data, codec, usize: int, def_width: int, col: Column, dim: int, seen: int):
@@ -269,11 +258,18 @@ def _v1_values(header: dict, data, codec, usize: int, def_width: int, col: Colum
     sub = header.get(PageHeader.DATA_PAGE_HEADER) or {}
     n = sub.get(DataPageHeader.NUM_VALUES, -1)
     raw = memoryview(_decompress(codec, data, usize))
+    at = _v1_levels(sub, raw, n, def_width, col, dim, seen)
+    return n, raw[at:], sub.get(DataPageHeader.ENCODING)
+
+
+def _v1_levels(sub: dict, raw: memoryview, n: int, def_width: int, col: Column, dim: int, seen: int) -> int:
+    """Check the levels at the start of a v1 page's uncompressed body ``raw`` (header ``sub``):
+    RLE, every value present, a new list every ``dim`` values from value ``seen`` of the chunk.
+    Returns where the values start."""
     if sub.get(DataPageHeader.DEFINITION_LEVEL_ENCODING, RLE) != RLE or sub.get(DataPageHeader.REPETITION_LEVEL_ENCODING, RLE) != RLE:
         raise Unsupported("level encoding")
     at = _check_levels_v1(raw, 0, 1, n, 1, dim, seen)
-    at = _check_levels_v1(raw, at, def_width, n, col.max_def, 0, 0) if def_width else at
-    return n, raw[at:], sub.get(DataPageHeader.ENCODING)
+    return _check_levels_v1(raw, at, def_width, n, col.max_def, 0, 0) if def_width else at
 
 
 def _v2_values(header: dict, data, codec, usize: int, csize: int, def_width: int, col: Column, dim: int, seen: int):
@@ -311,9 +307,19 @@ def _page_data(fd: int, at: int, csize: int, header: dict, verify_crc: bool) -> 
     data = os.pread(fd, csize, at)
     if len(data) != csize:
         raise Unsupported("file ends inside a page")
-    if verify_crc and PageHeader.CRC in header and crc32(data) != header[PageHeader.CRC] & 0xFFFFFFFF:
-        raise Unsupported("page checksum mismatch")
+    _check_crc(header, verify_crc, data)
     return data
+
+
+def _check_crc(header: dict, verify_crc: bool, *parts) -> None:
+    """The page's checksum, when it has one and ``verify_crc``, against its stored bytes ``parts``
+    (one after the other)."""
+    if verify_crc and PageHeader.CRC in header:
+        crc = 0
+        for part in parts:
+            crc = crc32(part, crc)
+        if crc != header[PageHeader.CRC] & 0xFFFFFFFF:
+            raise Unsupported("page checksum mismatch")
 
 
 def _dictionary(fd: int, pos: int, end: int, codec, verify_crc: bool) -> np.ndarray:

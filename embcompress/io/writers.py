@@ -72,7 +72,7 @@ class PageWriter:
                  threads: int = 1):
         self.schema, self.compression = schema, compression  # the carried columns' codec
         self.codes_compression = codes_compression  # the list column's
-        self.threads = threads  # that compress the list column's pages
+        self.threads = threads  # that compress the codes column's pages
         self.is_open = False
         template = _parquet_bytes(pa.Table.from_batches([], schema=schema), compression)  # (empty_table imports pandas)
         pf = pq.ParquetFile(pa.BufferReader(template))
