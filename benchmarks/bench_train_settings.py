@@ -24,14 +24,18 @@ from pathlib import Path
 import numpy as np
 
 #: (family, class attribute, values; the first is today's default)
-SETTINGS = (("rq", "progressive_steps", (10, 3)), ("opq", "rotation_iterations", (50, 20)))
+SETTINGS = (("rq", "progressive_steps", (10, 3)), ("rq", "kmeans_iterations", (10, 5, 3)),
+            ("opq", "rotation_iterations", (50, 20)))
 
 
-def configs(dim: int, ratio: int) -> list[tuple[str, str, str, int]]:
-    """(config, class name, attribute, value) for every code and setting measured."""
+def configs(dim: int, ratio: int, only: str | None = None) -> list[tuple[str, str, str, int]]:
+    """(config, class name, attribute, value) for every code and setting measured (with ``only``,
+    for that attribute's settings alone)."""
     b = 4 * dim // ratio
     out = []
     for family, attr, values in SETTINGS:
+        if only and attr != only:
+            continue
         specs = [f"rq:{b}:beam=4", f"rq:{b}"] if family == "rq" else [f"opq:{b}"]
         out += [(spec, family.upper(), attr, v) for spec in specs for v in values]
     return out
@@ -53,7 +57,7 @@ def run(args) -> None:
     if args.json and Path(args.json).is_file():  # resume
         out["rows"] = json.loads(Path(args.json).read_text())["rows"]
     done = {(r["config"], r["setting"]) for r in out["rows"]}
-    for spec, cls_name, attr, value in configs(D.shape[1], args.ratio):
+    for spec, cls_name, attr, value in configs(D.shape[1], args.ratio, args.only):
         setting = f"{attr}={value}"
         if (spec, setting) in done:
             continue
@@ -106,6 +110,7 @@ def main() -> None:
     r.add_argument("--fit-rows", type=int, default=None)
     r.add_argument("--ratio", type=int, default=64)
     r.add_argument("--json", default=None)
+    r.add_argument("--only", default=None, help="one setting's attribute (e.g. kmeans_iterations)")
     t = sub.add_parser("table")
     t.add_argument("results", nargs="+")
     args = ap.parse_args()

@@ -154,6 +154,8 @@ class RQ(BudgetCodes, Additive):
     #: clustering, whose own default is 10). A setting of the training, not a parameter: codes are
     #: read the same whatever it was (benchmarks/README.md, "Shorter codebook trainings")
     progressive_steps = 10
+    #: k-means iterations at each of those widths (faiss's default for this training: 10)
+    kmeans_iterations = 10
 
     def __init__(self, m: int = 16, nbits: int = 8, beam: int = 1, max_rows: int = 50_000, seed: int = 0):
         self.m = m
@@ -171,6 +173,7 @@ class RQ(BudgetCodes, Additive):
         rq = faiss.ResidualQuantizer(d, int(self.m), int(self.nbits))
         rq.max_beam_size = int(self.beam)
         rq.cp.progressive_dim_steps = int(self.progressive_steps)
+        rq.cp.niter = int(self.kmeans_iterations)
         rq.cp.min_points_per_centroid = 1  # small samples are allowed (checked); no warnings on stderr
         rq.cp.seed = int(self.seed)
         return faiss, rq
