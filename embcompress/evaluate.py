@@ -10,7 +10,7 @@ beyond the codes), ``SPEC@float`` (re-scored against the original float vectors)
 a candidate multiplier: ``binary@floatx4`` reranks the top 4k. The default multiplier is 10: for
 k = 10 the top 100 candidates, as in Dinu et al. (2025), section 5.
 
-A *task* says what is measured (see :class:`QrelsTask`, :class:`LabelFreeTask`,
+A *task* says what is measured (:mod:`embcompress.tasks`: :class:`QrelsTask`, :class:`LabelFreeTask`,
 :class:`LabelTask`): nDCG@k against relevance judgements, recall@k against exact float search
 (label-free), or kNN classification accuracy. Retention is the configuration's score divided by
 the float reference's.
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -28,17 +27,22 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ._util import sample_rows
-from .analysis import (check_qrels, check_unique_ids, evaluate_run, knn_accuracy, neighbour_recall_per_query,
-                       pseudo_relevance_ndcg, retention)
+from .analysis import check_unique_ids, retention
 from .crossfit import CrossFit, FitCache, check_folds, fold_pool_rows  # noqa: F401 (part of this module's interface)
 from .datasets import read_qrels
 from .errors import InputError
 from .io import read_all
 from .registry import from_spec
-from .search import DEFAULT_MULTIPLIER, ArrayStore, Index, PartedIndex, VectorStore
+from .search import DEFAULT_MULTIPLIER, ArrayStore, Index, VectorStore
+from .tasks import (DEFAULT_REFERENCE, REFERENCES, LabelFreeTask, LabelTask, Measured,  # noqa: F401 (part of this module's
+                    QrelsTask, Task, fewer_queries, search_as)                      # interface: the tasks it runs)
 
 #: neighbours per sampled document that the rank proxy looks for
 PROXY_K = 10
+#: the report and ``recommend`` measure the in-sample figure on a seeded sample of this many of the
+#: queries when there are more: it shows how much a code memorizes its fit rows, ranks nothing,
+#: and its search was half of their scoring time
+IN_SAMPLE_QUERIES = 2_000
 
 _CONFIG = re.compile(r"^(?P<spec>[^@]+?)(?:@(?P<rerank>asym|asymmetric|float)(?:x(?P<mult>\d+))?)?$")
 
@@ -85,141 +89,17 @@ def default_configs(dim: int, rows: int = 2) -> tuple[list[str], list[str]]:
     return [c for c, ok in grid.items() if ok], [c for c, ok in grid.items() if not ok]
 
 
-def _search(index: Index, queries: np.ndarray, k: int, cfg: Config, originals):
-    return index.search(queries, k, rerank=cfg.rerank, multiplier=cfg.multiplier,
-                        originals=originals if cfg.rerank == "float" else None)
-
-
-# ---- tasks ---------------------------------------------------------------------------------------
-@dataclass
-class Measured:
-    score: float  # the task's main figure (higher is better)
-    metrics: dict[str, float]  # every figure, by name
-    seconds: float  # search time
-    queries: int
-    candidates: int
-    per_query: np.ndarray | None = None  # the main figure of each query (for a bootstrap over queries)
-
-
-class QrelsTask:
-    """nDCG@k (with recall@k and MRR@k) of float ``queries`` against BEIR-style ``qrels``."""
-
-    def __init__(self, queries: np.ndarray, query_ids: Sequence, qrels: Mapping[str, Mapping[str, int]], k: int = 10):
-        self.queries, self.query_ids, self.qrels, self.k = queries, [str(q) for q in query_ids], qrels, k
-        self.metric = f"nDCG@{k}"
-        self.mode = "qrels"
-
-    def subset(self, rows: np.ndarray) -> "QrelsTask":
-        """The same task on the queries at ``rows``, each with its judgments."""
-        ids = [self.query_ids[i] for i in rows]
-        return QrelsTask(self.queries[rows], ids, {q: self.qrels[q] for q in ids if q in self.qrels}, self.k)
-
-    def check(self, docs: np.ndarray, doc_ids: Sequence) -> dict[str, int]:
-        if self.queries.shape[1] != docs.shape[1]:
-            raise InputError(f"queries have {self.queries.shape[1]} dimensions but documents have {docs.shape[1]}")
-        if len(self.query_ids) != len(self.queries):
-            raise InputError(f"{len(self.query_ids)} query ids for {len(self.queries)} queries")
-        return check_qrels(self.qrels, self.query_ids, doc_ids)
-
-    def measure(self, index: Index, cfg: Config, originals) -> Measured:
-        res = _search(index, self.queries, self.k, cfg, originals)
-        s = evaluate_run({q: list(r) for q, r in zip(self.query_ids, res.ids)}, self.qrels, self.k)
-        metrics = {f"ndcg@{self.k}": s.ndcg, f"recall@{self.k}": s.recall, f"mrr@{self.k}": s.mrr}
-        per = np.array([s.per_query[q]["ndcg"] if q in s.per_query else np.nan for q in self.query_ids])
-        return Measured(s.ndcg, metrics, res.seconds, len(self.queries), res.info["candidates"], per)
-
-
-#: how a label-free score reads the float search's ranking (LabelFreeTask's ``reference``)
-REFERENCES = {
-    "top1": "nDCG@{k} with the float top-1 as the relevant document",
-    "graded": "nDCG@{k} with the float top-{k} as relevant documents, graded {k} to 1",
-    "recall": "recall@{k} vs float",
-}
-#: the reference for the user's own queries without judgments: of the three, the one whose ranking of
-#: codes agreed best with the judged ranking across the sets of benchmarks/README.md ("Label-free picks")
-DEFAULT_REFERENCE = "top1"
-
-
-class LabelFreeTask:
-    """A score without judgments: the configuration's ranking of each query against exact float
-    search's ranking of the same query, read as ``reference`` says (:data:`REFERENCES`): the
-    float top-1 as a pseudo-relevant document, the float top-k graded, or recall@k against the
-    float top-k (the default here; :data:`DEFAULT_REFERENCE` is what reports and ``recommend``
-    use for the user's own queries). ``source`` says what the queries are: the user's own
-    ``"queries"``, or ``"documents"`` standing in for them."""
-
-    def __init__(self, queries: np.ndarray, k: int = 10, *, reference: str = "recall", source: str = "documents"):
-        if reference not in REFERENCES:
-            raise InputError(f"reference must be one of {', '.join(REFERENCES)}, got {reference!r}")
-        self.queries, self.k, self.reference, self.source = queries, k, reference, source
-        self.metric = REFERENCES[reference].format(k=k) + (" (label-free)" if source == "documents" else " (label-free, your queries)")
-        self.mode = "label-free"
-        self._reference: np.ndarray | None = None
-
-    def subset(self, rows: np.ndarray) -> "LabelFreeTask":
-        """The same task on the queries at ``rows`` (their float reference is searched anew)."""
-        return LabelFreeTask(self.queries[rows], self.k, reference=self.reference, source=self.source)
-
-    def check(self, docs: np.ndarray, doc_ids: Sequence) -> dict[str, int]:
-        if self.queries.shape[1] != docs.shape[1]:
-            raise InputError(f"queries have {self.queries.shape[1]} dimensions but documents have {docs.shape[1]}")
-        return {}
-
-    def measure(self, index: Index, cfg: Config, originals) -> Measured:
-        res = _search(index, self.queries, self.k, cfg, originals)
-        if cfg.spec is None:
-            self._reference = res.rows
-        if self._reference is None:
-            raise InputError("label-free scores need the float reference evaluated first (run_configs does that)")
-        if self.reference == "recall":
-            per, name = neighbour_recall_per_query(self._reference, res.rows, self.k), f"recall@{self.k}_vs_float"
-        else:
-            depth = 1 if self.reference == "top1" else self.k
-            per, name = pseudo_relevance_ndcg(self._reference, res.rows, self.k, depth), f"ndcg@{self.k}_vs_float_{self.reference}"
-        score = float(per.mean())
-        return Measured(score, {name: score}, res.seconds, len(self.queries), res.info["candidates"], per)
-
-
-class LabelTask:
-    """kNN classification accuracy (k = 10, Euclidean, seeded 9:1 split) of the decoded vectors.
-    Reranks do not apply: a configuration with one is refused."""
-
-    def __init__(self, labels: Sequence, k: int = 10):
-        self.labels, self.k = np.asarray(labels), k
-        self.metric = f"kNN accuracy (k={k})"
-        self.mode = "labels"
-
-    def check(self, docs: np.ndarray, doc_ids: Sequence) -> dict[str, int]:
-        if len(self.labels) != len(docs):
-            raise InputError(f"{len(self.labels)} labels for {len(docs)} vectors")
-        return {}
-
-    def measure(self, index: Index, cfg: Config, originals) -> Measured:
-        if cfg.rerank is not None:
-            raise InputError(f"{cfg.label}: a rerank has no meaning for kNN accuracy; use the configuration without @")
-        t0 = time.perf_counter()
-        comp = index.compressor
-        if isinstance(index, PartedIndex):
-            Z = index.decoded()
-        else:
-            Z = index.data if comp is None else comp.query_space.last.decode(index.data)
-        acc = knn_accuracy(Z, self.labels, k=self.k)
-        return Measured(acc, {"knn_accuracy": acc}, time.perf_counter() - t0, len(Z), self.k)
-
-
-Task = QrelsTask | LabelFreeTask | LabelTask
-
-
 # ---- the engine ------------------------------------------------------------------------------------
 def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Sequence, fits: CrossFit,
                     originals: VectorStore | np.ndarray | None = None, proxy: RankProxy | None = None,
-                    norm_power: float = 1.0, in_sample: bool = True, bar: float | None = None) -> dict[str, Any]:
+                    norm_power: float = 1.0, in_sample: bool | Task = True, bar: float | None = None) -> dict[str, Any]:
     """Fit (or reuse) the configuration's compressors, index ``docs`` as ``fits`` says, search and
     score with ``task``: the headline figure (out-of-sample unless ``fits`` has one fold) and, when
     that is out-of-sample, the in-sample one. ``proxy`` adds the label-free rank proxy (on the
     headline index); ``norm_power``: see :class:`~embcompress.search.Index`. Retention is filled in
     by :func:`run_configs`. ``in_sample=False`` leaves the in-sample figure out (None): one search
-    instead of two, for a quick first look. With ``bar`` (a score to beat), a code whose first
+    instead of two, for a quick first look; a task (``task`` on fewer queries) measures it with
+    that task. With ``bar`` (a score to beat), a code whose first
     model is slow to fit is stopped there when it falls short (:func:`_race`)."""
     if cfg.spec is None:
         indexes = {"headline": Index(docs, ids=doc_ids)}
@@ -233,11 +113,14 @@ def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Seque
         costs = fits.costs(cfg.spec)
     index = indexes["headline"]
     m = task.measure(index, cfg, originals)
+    inside_task, fewer = (task if in_sample is True else in_sample), None
     if "in_sample" not in indexes:  # fitted on every document (or float): the headline is in-sample
         inside = m.score
     else:
-        inside = task.measure(indexes["in_sample"], cfg, originals).score if in_sample else None
+        inside = inside_task.measure(indexes["in_sample"], cfg, originals).score if inside_task else None
+        fewer = len(inside_task.queries) if inside_task and inside_task is not task else None
     row = _row(cfg, index, m, inside, costs, "none" if cfg.spec is None else fits.protocol, docs.shape[1])
+    row["in_sample_queries"] = fewer
     if proxy is not None:
         row["rank_proxy"] = proxy(index, cfg, originals)
     return row
@@ -307,17 +190,28 @@ class RankProxy:
     def __call__(self, index: Index, cfg: Config, originals) -> float:
         if cfg.spec is None or self.reference is None:
             return 1.0
-        found = self._ranked(_search(index, self.queries, self.k + 1, cfg, originals).rows)
+        found = self._ranked(search_as(index, self.queries, self.k + 1, cfg, originals).rows)
         relevant = (found[:, :, None] == self.reference[:, None, :]).any(axis=2)
         discount = 1.0 / np.log2(np.arange(2, self.k + 2))
         return float((relevant @ discount).mean() / discount.sum())
+
+
+def _in_sample_task(task: Task, in_sample: bool | int, docs, doc_ids, originals):
+    """(the task that measures the in-sample figure, or False for none; float search's score on
+    it when that is ``task`` on fewer queries, else None)."""
+    if isinstance(in_sample, bool):
+        return in_sample and task, None
+    sub = fewer_queries(task, int(in_sample), seed=1)
+    if sub is task:
+        return task, None
+    return sub, sub.measure(Index(docs, ids=doc_ids), FLOAT, originals).score  # float first: label-free needs it
 
 
 def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *, doc_ids: Sequence | None = None,
                 originals: VectorStore | np.ndarray | None = None, folds: int = 2, fit_rows: int | None = None,
                 fit_on: np.ndarray | None = None, proxy_sample: int | None = None,
                 progress: Callable[[str, int, int], None] | None = None, norm_power: float = 1.0,
-                per_query: bool = False, in_sample: bool = True, race: bool = False) -> list[dict[str, Any]]:
+                per_query: bool = False, in_sample: bool | int = True, race: bool = False) -> list[dict[str, Any]]:
     """Evaluate each configuration on ``docs`` with ``task`` (the float reference first, added
     when missing). Compressors are fitted and scored as :class:`CrossFit` says: by default on two
     folds, so that ``score`` and ``retention`` are out-of-sample (every document encoded by a
@@ -326,7 +220,11 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
     ``fit_on`` on given vectors. Codes scored asymmetrically weigh the reconstruction's norm with
     ``norm_power`` (see :class:`~embcompress.search.Index`). Returns one row per configuration
     with its scores, retentions, size, fit and encoding costs and search speed (and with
-    ``per_query``, the main figure of each query as an array, under that key). With ``race`` (not
+    ``per_query``, the main figure of each query as an array, under that key). ``in_sample``: True
+    measures the in-sample figure on every query, False not at all, a number on a seeded sample of
+    that many queries (the row's ``in_sample_queries``; its retention against float search's score
+    on the same queries): that figure only shows how much a code memorizes its fit rows, and its
+    search is half of the scoring time. With ``race`` (not
     with ``proxy_sample``) a code slow to fit whose first model scores below the best code so far
     is stopped there, marked ``stopped_early`` (:func:`_race`)."""
     cfgs = [parse_config(c) for c in configs]
@@ -341,6 +239,7 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
     proxy = None
     if proxy_sample:
         proxy = RankProxy(docs, sample_rows(len(docs), proxy_sample, 0))
+    inside_task, inside_ref = _in_sample_task(task, in_sample, docs, doc_ids, originals)
     rows: list[dict[str, Any]] = []
     for i, cfg in enumerate(cfgs):
         if progress:
@@ -348,11 +247,11 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
         done = [r["score"] for r in rows[1:] if not r["stopped_early"]] if race and proxy is None else []
         bar = max(done, default=None)
         row = evaluate_config(docs, cfg, task, doc_ids=doc_ids, fits=fits, originals=originals, proxy=proxy,
-                              norm_power=norm_power, in_sample=in_sample, bar=bar)
+                              norm_power=norm_power, in_sample=inside_task, bar=bar)
         ref = rows[0] if rows else row
         row["retention"] = retention(row["score"], ref["score"])
-        inside = row["score_in_sample"]
-        row["retention_in_sample"] = None if inside is None else retention(inside, ref["score"])
+        inside, on_fewer = row["score_in_sample"], row.setdefault("in_sample_queries", None) is not None
+        row["retention_in_sample"] = None if inside is None else retention(inside, inside_ref if on_fewer else ref["score"])
         if not per_query:
             row.pop("per_query")
         rows.append(row)

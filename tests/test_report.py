@@ -149,6 +149,36 @@ def test_cross_fit_scores_every_document_through_a_model_that_did_not_see_it():
         CrossFit(docs[:5], 3)
 
 
+def test_in_sample_figure_on_fewer_queries_is_that_of_the_same_queries():
+    """``in_sample=N`` measures the in-sample figure on a seeded sample of N queries and divides
+    it by float search's score on those same queries: the figures equal those of a run on that
+    subset alone. The out-of-sample headline is the same as with every query; float carries no
+    count; with no more queries than N every query is used."""
+    from embcompress.evaluate import LabelFreeTask, QrelsTask, run_configs
+    from embcompress.tasks import fewer_queries
+
+    X, _ = clustered(n=700, d=32)
+    docs, ids = X[100:], [f"d{i}" for i in range(600)]
+    Q = X[:100] + 0.05 * np.random.default_rng(3).standard_normal((100, 32)).astype(np.float32)
+    qrels = {f"q{i}": {f"d{(7 * i) % 600}": 1, f"d{(7 * i + 1) % 600}": 1} for i in range(100)}
+    tasks = [QrelsTask(Q, [f"q{i}" for i in range(100)], qrels, 10), LabelFreeTask(Q, 10, reference="top1", source="queries")]
+    for task in tasks:
+        configs = ["pq:8", "binary"]
+        whole = run_configs(docs, task, configs, doc_ids=ids)
+        fewer = run_configs(docs, task, configs, doc_ids=ids, in_sample=30)
+        alone = run_configs(docs, fewer_queries(task, 30, seed=1), configs, doc_ids=ids)
+        assert [r["in_sample_queries"] for r in fewer] == [None, 30, 30]
+        for w, f, a in zip(whole, fewer, alone):
+            assert f["score"] == w["score"] and f["retention"] == w["retention"]
+            if f["in_sample_queries"]:
+                assert f["score_in_sample"] == pytest.approx(a["score_in_sample"])
+                assert f["retention_in_sample"] == pytest.approx(a["retention_in_sample"])
+                assert f["score_in_sample"] != pytest.approx(w["score_in_sample"])
+        every = run_configs(docs, task, configs, doc_ids=ids, in_sample=100)
+        assert [r["in_sample_queries"] for r in every] == [None, None, None]
+        assert every[1]["retention_in_sample"] == pytest.approx(whole[1]["retention_in_sample"])
+
+
 def test_labels_and_qrels_modes():
     X, labels = clustered()
     rep = build_report(X, labels=labels, widths=[8], methods=["pca"], code_families=["sq"])
@@ -563,7 +593,7 @@ def test_recommend_stops_a_code_slow_to_fit_after_one_model_when_it_cannot_lead(
 
 def test_fewer_queries_keeps_each_kept_querys_judgments():
     from embcompress.evaluate import LabelFreeTask, LabelTask, QrelsTask
-    from embcompress.report.recommend import fewer_queries
+    from embcompress.tasks import fewer_queries
 
     Q = np.random.default_rng(0).standard_normal((50, 8)).astype(np.float32)
     qrels = {f"q{i}": {f"d{i}": 1, f"d{i + 1}": 2} for i in range(50)}

@@ -24,7 +24,7 @@ from .._fs import check_output_dir
 from ..analysis import check_unique_ids, intrinsic_dimensionality, spearman, uniformity
 from ..datasets import read_qrels
 from ..errors import InputError
-from ..evaluate import (DEFAULT_REFERENCE, FLOAT, REFERENCES, Config, CrossFit, LabelFreeTask, LabelTask, QrelsTask, fold_pool_rows, parse_config,
+from ..evaluate import (DEFAULT_REFERENCE, FLOAT, IN_SAMPLE_QUERIES, REFERENCES, Config, CrossFit, LabelFreeTask, LabelTask, QrelsTask, fold_pool_rows, parse_config,
                         run_configs, trainable)
 from ..io import count_rows, read_all, read_sample
 from .candidates import available_families, candidates, grid_budgets, grid_families
@@ -170,14 +170,15 @@ def run(setup: Setup, items: Sequence[PlanItem], progress: Callable[[str, int, i
     by_config = {it.config.label: it for it in items}
     step = (lambda label, i, n: progress(by_config[label].label if label in by_config else label, i, n)) if progress else None
     rows = run_configs(setup.docs, setup.task, [it.config for it in items], doc_ids=setup.doc_ids, folds=FOLDS,
-                       proxy_sample=setup.proxy_sample, progress=step)
+                       proxy_sample=setup.proxy_sample, progress=step, in_sample=IN_SAMPLE_QUERIES)
     out = []
     for it, r in zip(items, rows):
         label = it.label if it.ratio is None else f"{it.label} ({r['compression']:.0f}x)"  # its own size
         out.append({"config": label, "method": it.method, "width": it.width, "kind": r["kind"], "ratio": it.ratio,
                     "bytes_per_vector": r["bytes_per_vector"], "extra_storage": r["extra_storage"], "rerank": r["rerank"],
                     "score": r["score"], "retention": r["retention"], "score_in_sample": r["score_in_sample"],
-                    "retention_in_sample": r["retention_in_sample"], "fitted": r["fitted"], "rank_proxy": r["rank_proxy"],
+                    "retention_in_sample": r["retention_in_sample"], "in_sample_queries": r["in_sample_queries"],
+                    "fitted": r["fitted"], "rank_proxy": r["rank_proxy"],
                     "fit_seconds": r["fit_seconds"], "encode_rows_per_second": r["encode_rows_per_second"],
                     "eval_seconds": round(r["search_seconds"], 3)})
     return out

@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..evaluate import DEFAULT_REFERENCE, check_folds, fold_pool_rows, parse_config, run_configs, trainable
+from ..evaluate import DEFAULT_REFERENCE, IN_SAMPLE_QUERIES, check_folds, fewer_queries, fold_pool_rows, parse_config, run_configs, trainable
 from ..io import count_rows
 from ..persist import check_model_path, save
 from ..registry import from_spec
@@ -36,7 +36,9 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     by default a model fitted on each half of the sample encodes the other half, so every scored
     document is new to the code that encoded it, as most rows of a file larger than the fit
     sample are; codes with many parameters (``rq``) score higher on the rows they were fitted on,
-    and that in-sample figure is kept beside (``retention_in_sample``). ``folds=1`` ranks in-sample.
+    and that in-sample figure is kept beside (``retention_in_sample``; on a seeded sample of
+    :data:`~embcompress.evaluate.IN_SAMPLE_QUERIES` queries when there are more, said by each
+    row's ``in_sample_queries``). ``folds=1`` ranks in-sample.
 
     Every row carries what the candidate cost: ``fit_seconds`` (one model, on ``fit_rows`` rows) and
     ``encode_rows_per_second``. Candidates slower than ``max_fit_seconds`` or ``min_encode_rate``
@@ -104,7 +106,7 @@ def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, p
     keep = max(SCREEN_KEEP, -(-len(cands) // 3))
     if not screen or small < SCREEN_MIN_ROWS or len(quick) <= keep:
         return run_configs(setup.docs, setup.task, ["float", *cands], doc_ids=setup.doc_ids, folds=folds,
-                           progress=progress, per_query=True, race=race), None
+                           progress=progress, per_query=True, race=race, in_sample=IN_SAMPLE_QUERIES), None
     task = fewer_queries(setup.task, SCREEN_QUERIES)
     first = run_configs(setup.docs, task, ["float", *quick], doc_ids=setup.doc_ids, folds=folds, fit_rows=small,
                         progress=progress, per_query=True, in_sample=False)[1:]
@@ -116,18 +118,9 @@ def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, p
         r["screened_out"] = f"cut after the first round ({100 * r['retention']:.1f}% fitted on {small:,} rows)"
     second = [c for c in cands if c not in {r["config"] for r in cut}]
     rows = run_configs(setup.docs, setup.task, ["float", *second], doc_ids=setup.doc_ids, folds=folds,
-                       progress=progress, per_query=True, race=race)
+                       progress=progress, per_query=True, race=race, in_sample=IN_SAMPLE_QUERIES)
     return rows + cut, {"first_round_fit_rows": small, "first_round_queries": len(getattr(task, "queries", ())) or None,
                         "first_round": [r["config"] for r in first], "kept": second, "cut": [r["config"] for r in cut]}
-
-
-def fewer_queries(task, n: int, seed: int = 0):
-    """``task`` on a seeded sample of ``n`` of its queries (its ``subset``: judged ones with their
-    qrels, or label-free ones); the task itself when it has no more queries than that or is scored
-    by labels (no subset)."""
-    if not hasattr(task, "subset") or len(task.queries) <= n:
-        return task
-    return task.subset(np.sort(np.random.default_rng(seed).choice(len(task.queries), n, replace=False)))
 
 
 def _rank(found: list[dict], cands: Mapping[str, str], budget: int, max_fit_seconds, min_encode_rate, serve):
