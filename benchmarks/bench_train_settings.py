@@ -1,6 +1,7 @@
 """Shorter codebook trainings, chosen across sets and models: faiss's residual quantizer (``rq``)
-trains each codebook by k-means at ``RQ.progressive_steps`` growing widths, and ``opq`` alternates
-codebook training and rotation updates ``OPQ.rotation_iterations`` times. Both are most of what
+trains each codebook by k-means at ``RQ.progressive_steps`` growing widths, each for
+``RQ.kmeans_iterations`` iterations (``RQ.beam_kmeans_iterations`` with a beam), and ``opq``
+alternates codebook training and rotation updates ``OPQ.rotation_iterations`` times. Both are most of what
 ``recommend`` spends (benchmarks/README.md, "Where the time goes"). For each setting, the codes'
 nDCG@10 retention out-of-sample (2-fold; every document encoded by a model fitted on the other
 half) and the fit's seconds, one set per run, and a table over every set run so far.
@@ -8,6 +9,8 @@ half) and the fit's seconds, one set per run, and a table over every set run so 
     python benchmarks/bench_train_settings.py run --emb bench-data/debian-ir --qrels ../shared/data/debian-ir/qrels.tsv.gz \\
         --name Debian --model MiniLM --fit-rows 10000 --queries 2000 --json benchmarks/results/train-settings-debian-minilm.json
     python benchmarks/bench_train_settings.py table benchmarks/results/train-settings-*.json
+
+``--only ATTRIBUTE`` measures one of them (``--only beam_kmeans_iterations``: ``rq:M:beam=4`` alone).
 
 The codes are at 64x the float32 size (24 B for 384 dimensions, 16 B for 256) unless ``--ratio``.
 A fresh cross-fit per setting: the fitted-model cache is keyed by the spec, which a class setting
@@ -25,7 +28,7 @@ import numpy as np
 
 #: (family, class attribute, values; the first is today's default)
 SETTINGS = (("rq", "progressive_steps", (10, 3)), ("rq", "kmeans_iterations", (10, 5, 3)),
-            ("opq", "rotation_iterations", (50, 20)))
+            ("rq", "beam_kmeans_iterations", (10, 5, 3)), ("opq", "rotation_iterations", (50, 20)))
 
 
 def configs(dim: int, ratio: int, only: str | None = None) -> list[tuple[str, str, str, int]]:
@@ -36,7 +39,8 @@ def configs(dim: int, ratio: int, only: str | None = None) -> list[tuple[str, st
     for family, attr, values in SETTINGS:
         if only and attr != only:
             continue
-        specs = [f"rq:{b}:beam=4", f"rq:{b}"] if family == "rq" else [f"opq:{b}"]
+        specs = ([f"rq:{b}:beam=4"] * (attr != "kmeans_iterations") + [f"rq:{b}"] * (attr != "beam_kmeans_iterations")
+                 if family == "rq" else [f"opq:{b}"])
         out += [(spec, family.upper(), attr, v) for spec in specs for v in values]
     return out
 
@@ -84,7 +88,7 @@ def code_of(config: str) -> str:
 def table(paths: list[str]) -> None:
     results = [json.loads(Path(p).read_text()) for p in paths]
     sets = [f"{r['set']}/{r['model']}" for r in results]
-    print(f"{'code':16s} {'setting':24s} " + " ".join(f"{s[:22]:>22s}" for s in sets) + f" {'mean':>7s} {'fit s (mean)':>12s}")
+    print(f"{'code':16s} {'setting':26s} " + " ".join(f"{s[:22]:>22s}" for s in sets) + f" {'mean':>7s} {'fit s (mean)':>12s}")
     keys = list(dict.fromkeys((code_of(r["config"]), r["setting"]) for res in results for r in res["rows"]))
     for code, setting in keys:
         cells, fits = [], []
@@ -95,7 +99,7 @@ def table(paths: list[str]) -> None:
                 fits.append(hit[0]["fit_seconds"])
         vals = [float(c.strip().rstrip("%")) for c in cells if c.strip() != "-"]
         mean = f"{np.mean(vals):6.2f}%" if len(vals) == len(results) else f"{'-':>7s}"
-        print(f"{code:16s} {setting:24s} " + " ".join(cells) + f" {mean} {np.mean(fits):12.1f}")
+        print(f"{code:16s} {setting:26s} " + " ".join(cells) + f" {mean} {np.mean(fits):12.1f}")
 
 
 def main() -> None:
