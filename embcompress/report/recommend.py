@@ -36,9 +36,8 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     by default a model fitted on each half of the sample encodes the other half, so every scored
     document is new to the code that encoded it, as most rows of a file larger than the fit
     sample are; codes with many parameters (``rq``) score higher on the rows they were fitted on,
-    and that in-sample figure is kept beside (``retention_in_sample``; on a seeded sample of
-    :data:`~embcompress.evaluate.IN_SAMPLE_QUERIES` queries when there are more, said by each
-    row's ``in_sample_queries``). ``folds=1`` ranks in-sample.
+    and that in-sample figure is kept beside (``retention_in_sample``, on at most
+    :data:`~embcompress.evaluate.IN_SAMPLE_QUERIES` queries). ``folds=1`` ranks in-sample.
 
     Every row carries what the candidate cost: ``fit_seconds`` (one model, on ``fit_rows`` rows) and
     ``encode_rows_per_second``. Candidates slower than ``max_fit_seconds`` or ``min_encode_rate``
@@ -46,22 +45,21 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     win only on cost are not ranked (``rq:M`` beside ``rq:M:beam=4``; ``BudgetCodes.outclassed``).
 
     Every row carries ``retention_ci95``, a bootstrap over queries. Without judgments (the user's
-    own ``queries`` scored against float search as ``reference`` says, or documents standing in
-    for queries) the result also names the candidates whose gap to the leader is within one
-    standard error (``within_uncertainty``); the leader still wins (the cheapest of them lost
-    2.5-3.4 points of judged nDCG@10 on Debian). With ``serve`` (faiss, usearch or lancedb) only
-    codes that target holds can win (``serve_targets``); the others are marked ``not_servable``.
+    ``queries`` scored against float search as ``reference`` says, or documents as queries) the
+    result also names the candidates within one standard error of the leader
+    (``within_uncertainty``); the leader still wins (the cheapest of them lost 2.5-3.4 points of
+    judged nDCG@10 on Debian). With ``serve`` (faiss, usearch or lancedb) only codes that target
+    holds can win (``serve_targets``); the others are marked ``not_servable``.
 
     Without a ``target``, cost limit or ``serve``, a code whose first model took
     :data:`~embcompress.evaluate.RACE_MIN_FIT_SECONDS` or more to fit, and that scores below the
     leader so far while encoding every document (half of them its fit rows), is stopped there (out
     of sample it would score lower still), marked ``screened_out`` with that figure.
 
-    With ``screen`` (not by default: on Debian at 24 B it cut the full ranking's pick; see
-    benchmarks/README.md) two rounds: every candidate fitted on :data:`SCREEN_SHARE` of the fit
-    rows and scored on at most :data:`SCREEN_QUERIES` queries, then the best third (at least
-    :data:`SCREEN_KEEP`) on all; the others keep their first-round figures, marked
-    ``screened_out``, and ``screen`` in the result says what was cut."""
+    With ``screen`` (not by default: on Debian at 24 B it cut the full ranking's pick) two rounds:
+    every candidate fitted on :data:`SCREEN_SHARE` of the fit rows and scored on at most
+    :data:`SCREEN_QUERIES` queries, then the best third (at least :data:`SCREEN_KEEP`) on all; the
+    others keep their first-round figures, marked ``screened_out`` (``screen`` says what was cut)."""
     _check_limits(budget, target, max_fit_seconds, min_encode_rate, serve)
     setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels,
                      reference=reference)
