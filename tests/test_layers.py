@@ -22,7 +22,7 @@ LAYERS = [
     ("streaming", ["stream"]),
     ("search", ["search"]),
     ("analysis", ["analysis"]),
-    ("evaluation", ["crossfit", "evaluate", "embed", "export", "ray_engine"]),
+    ("evaluation", ["crossfit", "tasks", "evaluate", "embed", "export", "ray_engine"]),
     ("reports", ["report", "demo"]),
     ("training", ["train"]),
     ("facade", ["__init__"]),
