@@ -155,9 +155,9 @@ class RQ(BudgetCodes, Additive):
     #: read the same whatever it was (benchmarks/README.md, "Shorter codebook trainings")
     progressive_steps = 10
     #: k-means iterations at each of those widths: faiss's default (10) without a beam, and half of
-    #: it with one, where the codebooks train on ``beam`` residuals of every row. Chosen on three sets
+    #: it with one, where the codebooks train on ``beam`` residuals of every row. Chosen on four sets
     #: and two models (benchmarks/README.md, "Fewer k-means iterations"): with the beam of 4, half
-    #: the iterations kept 0.11 points more on average and fitted 1.8x as fast; without a beam it kept
+    #: the iterations kept 0.28 points more on average and fitted 1.7x as fast; without a beam it kept
     #: 0.46 points less, so that stays. Settings of the training, not parameters, like the one above
     kmeans_iterations = 10
     beam_kmeans_iterations = 5
