@@ -39,8 +39,11 @@ def configs(dim: int, ratio: int, only: str | None = None) -> list[tuple[str, st
     for family, attr, values in SETTINGS:
         if only and attr != only:
             continue
-        specs = ([f"rq:{b}:beam=4"] * (attr != "kmeans_iterations") + [f"rq:{b}"] * (attr != "beam_kmeans_iterations")
-                 if family == "rq" else [f"opq:{b}"])
+        if family == "opq":
+            specs = [f"opq:{b}"]
+        else:  # the beam's iterations apply to rq:M:beam=4 alone, the plain ones to rq:M alone
+            specs = {"beam_kmeans_iterations": [f"rq:{b}:beam=4"], "kmeans_iterations": [f"rq:{b}"]}.get(
+                attr, [f"rq:{b}:beam=4", f"rq:{b}"])
         out += [(spec, family.upper(), attr, v) for spec in specs for v in values]
     return out
 

@@ -103,8 +103,10 @@ def _ranking_table(res: dict) -> Table:
            "of a large file are new to its fit; ranked by that, in-sample beside" if oos else "in-sample")
     t = Table(title=f"candidates within {res['budget_bytes']} bytes/vector, {res['metric']} on {res['sample']:,} vectors: {how}",
               title_justify="left")
-    fewer = {r.get("in_sample_queries") for r in res["ranking"]} - {None}
-    inside = f"retention (in-sample, {max(fewer):,} queries)" if fewer else "retention (in-sample)"
+    from embcompress.report.html import in_sample_queries
+
+    fewer = in_sample_queries(res["ranking"])
+    inside = f"retention (in-sample, {fewer:,} queries)" if fewer else "retention (in-sample)"
     kept = ["retention (unseen docs)", inside] if oos else ["retention (in-sample)"]
     for c in ("", "configuration", "bytes/vector", "score", *kept, "fit s", "encode rows/s", "queries/s", ""):
         t.add_column(c, justify="left" if c in ("", "configuration") else "right")

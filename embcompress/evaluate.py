@@ -99,8 +99,8 @@ def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Seque
     headline index); ``norm_power``: see :class:`~embcompress.search.Index`. Retention is filled in
     by :func:`run_configs`. ``in_sample=False`` leaves the in-sample figure out (None): one search
     instead of two, for a quick first look; a task (``task`` on fewer queries) measures it with
-    that task. With ``bar`` (a score to beat), a code whose first
-    model is slow to fit is stopped there when it falls short (:func:`_race`)."""
+    that task. With ``bar`` (a score to beat), a code whose first model is slow to fit is stopped
+    there when it falls short (:func:`_race`)."""
     if cfg.spec is None:
         indexes = {"headline": Index(docs, ids=doc_ids)}
         costs = {"fit_seconds": 0.0, "encode_rows_per_second": None}
@@ -119,21 +119,21 @@ def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Seque
     else:
         inside = inside_task.measure(indexes["in_sample"], cfg, originals).score if inside_task else None
         fewer = len(inside_task.queries) if inside_task and inside_task is not task else None
-    row = _row(cfg, index, m, inside, costs, "none" if cfg.spec is None else fits.protocol, docs.shape[1])
-    row["in_sample_queries"] = fewer
+    row = _row(cfg, index, m, inside, costs, "none" if cfg.spec is None else fits.protocol, docs.shape[1], fewer)
     if proxy is not None:
         row["rank_proxy"] = proxy(index, cfg, originals)
     return row
 
 
-def _row(cfg: Config, index, m, inside: float | None, costs: Mapping[str, Any], fitted: str, dim: int) -> dict[str, Any]:
+def _row(cfg: Config, index, m, inside: float | None, costs: Mapping[str, Any], fitted: str, dim: int,
+         in_sample_queries: int | None = None) -> dict[str, Any]:
     comp = index.compressor
     return {
         "config": cfg.label, "spec": cfg.spec, "rerank": cfg.rerank,
         "kind": "float" if comp is None else comp.output_spec.kind,
         "bytes_per_vector": index.nbytes_per_vector, "compression": 4 * dim / index.nbytes_per_vector,
         "extra_storage": "original float vectors" if cfg.rerank == "float" else None,
-        "fitted": fitted, "score": m.score, **m.metrics, "score_in_sample": inside,
+        "fitted": fitted, "score": m.score, **m.metrics, "score_in_sample": inside, "in_sample_queries": in_sample_queries,
         **costs, "search_seconds": m.seconds,
         "queries_per_second": m.queries / m.seconds if m.seconds > 0 else float("inf"), "candidates": m.candidates,
         "per_query": m.per_query, "stopped_early": False,
@@ -250,7 +250,8 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
                               norm_power=norm_power, in_sample=inside_task, bar=bar)
         ref = rows[0] if rows else row
         row["retention"] = retention(row["score"], ref["score"])
-        inside, on_fewer = row["score_in_sample"], row.setdefault("in_sample_queries", None) is not None
+        inside = row["score_in_sample"]
+        on_fewer = row["in_sample_queries"] is not None
         row["retention_in_sample"] = None if inside is None else retention(inside, inside_ref if on_fewer else ref["score"])
         if not per_query:
             row.pop("per_query")

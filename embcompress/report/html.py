@@ -37,10 +37,15 @@ W, H, PAD = 640, 360, 56
 TOP = 16  # nothing is drawn above a plot: less margin there than beside and below it
 
 
-def _in_sample_queries(rows) -> str:
-    """How many queries the in-sample figures were measured on, when fewer than all."""
-    n = {r.get("in_sample_queries") for r in rows} - {None}
-    return f" (measured on a seeded sample of {max(n):,} of the queries)" if n else ""
+def in_sample_queries(rows) -> int | None:
+    """How many queries the in-sample figures of ``rows`` were measured on, when fewer than all
+    (:data:`~embcompress.evaluate.IN_SAMPLE_QUERIES`), else None."""
+    return max({r.get("in_sample_queries") for r in rows} - {None}, default=None)
+
+
+def _in_sample_note(rows) -> str:
+    n = in_sample_queries(rows)
+    return f" (measured on a seeded sample of {n:,} of the queries)" if n else ""
 
 
 def _esc(x: Any) -> str:
@@ -203,7 +208,7 @@ def render_html(report: dict[str, Any], title: str = "embcompress retention repo
 <p>Which compression keeps how much of the task score on these embeddings. Retention = compressed score / float32 score,
 measured on documents the fit did not see: every code is fitted on one half of the sample and encodes the other half
 (and the reverse), as most rows of a file larger than the fit sample are new to it. The in-sample figure of the same
-fits (each half encoded by the model fitted on it) stands beside it: the gap is what a code memorized{_in_sample_queries(rows)}.
+fits (each half encoded by the model fitted on it) stands beside it: the gap is what a code memorized{_in_sample_note(rows)}.
 The rank proxy needs no labels: sampled documents are searched as queries, exactly as each configuration searches
 (Hamming, lookup tables, asymmetric or float rerank), and it is the mean nDCG@10 of those rankings with each query's
 10 nearest documents by float cosine as the relevant ones (after the rank statistics of Kalyfommatos et al., 2025);
