@@ -85,6 +85,27 @@ def test_float_search_blocks_merge_correctly(clustered, monkeypatch):
     np.testing.assert_array_equal(i, full[1])
 
 
+@pytest.mark.skipif(not kernel_available(), reason="the C kernels were not built")
+def test_row_topk_kernel_orders_as_numpy():
+    """The C one-pass top-k of score blocks (every float and decoded-code search) against numpy's
+    partition: heavy ties (integer scores), k from 1 to the width, a column offset, and rows with
+    -inf and NaN scores that the kernel cannot fill (they fall back to numpy)."""
+    from embcompress.search import exact
+
+    rng = np.random.default_rng(5)
+    sim = rng.integers(-3, 4, (40, 57)).astype(np.float32)
+    sim[3, :50] = -np.inf
+    sim[4, ::2] = np.nan
+    sim[5] = 0.0
+    for k in (1, 2, 10, 56, 57):
+        s, i = exact._block_topk(sim, k, 1000)
+        rs, ri = exact._numpy_block_topk(sim, k, 1000)
+        np.testing.assert_array_equal(i, ri)
+        np.testing.assert_array_equal(s, rs)  # NaN where numpy keeps NaN columns (k past the finite ones)
+        assert set(i[4, :28]) <= set(1000 + np.arange(1, 57, 2))  # NaN columns only after the finite ones
+        np.testing.assert_array_equal(i[5], 1000 + np.arange(k))  # all tied: the lowest columns
+
+
 def test_int8_index_equals_decoded_brute_force(clustered):
     D, Q = clustered
     c = from_spec("int8").fit(D)

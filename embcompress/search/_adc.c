@@ -31,6 +31,13 @@
  *   384 dimensions). The sums use eight lanes in a fixed order, with multiplies and adds kept
  *   apart (built with -ffp-contract=off), so the AVX2 path chosen at run time and the portable
  *   one give the same scores bit for bit.
+ *
+ * rows_topk(scores, ncols, k, offset, out_score, out_idx)
+ *   The same top-k of each row of a (nrows, ncols) float32 score matrix computed elsewhere (a
+ *   float or decoded-code block product): one pass, a candidate enters only when strictly better
+ *   than the worst kept, so the order is (score descending, column ascending) as everywhere;
+ *   offset is added to the columns. A row holding fewer than k scores above -inf (or NaNs) keeps
+ *   INT64_MAX in its last places, which the caller resolves.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -620,10 +627,51 @@ static PyObject *py_topk(PyObject *self, PyObject *args) {
     return result;
 }
 
+static void rows_scan(const float *S, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t k, int64_t offset, float *score,
+                      int64_t *idx) {
+    heap_init(score, idx, nrows * k);
+    for (Py_ssize_t r = 0; r < nrows; r++) {
+        const float *row = S + r * ncols;
+        float *hs = score + r * k;
+        int64_t *hi = idx + r * k;
+        for (Py_ssize_t j = 0; j < ncols; j++)
+            if (row[j] > hs[0]) score_heap_replace_root(hs, hi, k, row[j], j);
+        score_heap_sort(hs, hi, k);
+        for (Py_ssize_t i = 0; i < k; i++)
+            if (hi[i] != INT64_MAX) hi[i] += offset;
+    }
+}
+
+static PyObject *py_rows_topk(PyObject *self, PyObject *args) {
+    Py_buffer sb, osb, oib;
+    Py_ssize_t ncols, k;
+    long long offset;
+    if (!PyArg_ParseTuple(args, "y*nnLw*w*", &sb, &ncols, &k, &offset, &osb, &oib)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t row_bytes = ncols * (Py_ssize_t)sizeof(float);
+    Py_ssize_t nrows = ncols > 0 ? sb.len / row_bytes : 0;
+    if (ncols <= 0 || sb.len % row_bytes || k < 1 || k > ncols) {
+        PyErr_SetString(PyExc_ValueError, "scores must be nrows * ncols float32 with 1 <= k <= ncols");
+    } else if (osb.len != (Py_ssize_t)(nrows * k * sizeof(float)) || oib.len != (Py_ssize_t)(nrows * k * sizeof(int64_t))) {
+        PyErr_SetString(PyExc_ValueError, "output buffers must hold nrows * k float32 scores and int64 indices");
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        rows_scan((const float *)sb.buf, nrows, ncols, k, (int64_t)offset, (float *)osb.buf, (int64_t *)oib.buf);
+        Py_END_ALLOW_THREADS
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&osb);
+    PyBuffer_Release(&oib);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"topk", py_topk, METH_VARARGS, "Exact top-k over byte codes scored with lookup tables (see the module source)."},
     {"dense_topk", py_dense_topk, METH_VARARGS, "Exact top-k over per-dimension codes decoded to floats (see the module source)."},
     {"planes_topk", py_planes_topk, METH_VARARGS, "Exact top-k over bit-plane codes for 8-bit queries (see the module source)."},
+    {"rows_topk", py_rows_topk, METH_VARARGS, "Top-k of each row of a float32 score matrix (see the module source)."},
     {"simd", py_simd, METH_NOARGS, "Which path dense_topk takes on this CPU: 'avx2' or 'portable'."},
     {NULL, NULL, 0, NULL},
 };
