@@ -49,6 +49,20 @@ class TableScan:
         """The part of each stored row the tables index, and a per-document scale (or None)."""
         return codes, None
 
+    def codebooks(self) -> tuple[np.ndarray, bool, int] | None:
+        """``(books, add, nbits)`` when the rows the tables index (:meth:`adc_codes`) hold ``m``
+        codeword indices of ``nbits`` bits (8, or 4 packed two to a byte, the first in the low
+        half) into ``books`` ((m, 2**nbits, w) float32): a row decodes to its codewords side by
+        side (``add`` false, product quantization) or to their sum (``add`` true, residual),
+        whose inner product with :meth:`table_queries` is the row's table sum, up to rounding.
+        Search multiplies blocks so decoded with a large batch of queries
+        (``search.adc.scan_decoded``). None: no such form."""
+        return None
+
+    def table_queries(self, Q: np.ndarray) -> np.ndarray:
+        """Queries (in the space of ``query_space.forward``) mapped to the space of :meth:`codebooks`."""
+        return np.asarray(Q, dtype=np.float32)
+
 
 class DenseScan(TableScan):
     """Codes holding one small integer ``u_j`` per dimension, which search can also scan decoded

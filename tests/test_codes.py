@@ -432,6 +432,73 @@ def test_decoded_scan_matches_tables(spec, data):
     np.testing.assert_allclose(np.concatenate([a.scores for a in alone]), batch.scores[:40], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("spec", ["pq:12", "opq:12", "pq:12:nbits=4", "rq:6", "rq:5:nbits=4", "sq:1", "sq:4",
+                                  "pca:24+sq:2", "rotate+sq:1"])
+def test_codes_as_a_matrix_product_match_tables(spec, data):
+    """Codes scored as a product of the queries with decoded blocks (scan_decoded) find what the
+    lookup tables (or the dense scan) find for the same batch, with the same scores up to
+    rounding; small document blocks make the merge across blocks count."""
+    D, Q = data
+    c = from_spec(spec).fit(D)
+    index = Index(c.transform(D), compressor=c)
+    scorer = index.scorer
+    assert scorer.decoder is not None
+    scorer.decoded_from = 10**9
+    tables = index.search(Q, 10)
+    scorer.decoded_from = 1
+    old = adc_module.DECODED_DOC_BLOCK
+    try:
+        adc_module.DECODED_DOC_BLOCK = 333
+        decoded = index.search(Q, 10)
+    finally:
+        adc_module.DECODED_DOC_BLOCK = old
+    same = np.mean(tables.rows == decoded.rows)
+    assert same >= 0.99, same  # near-ties may swap in the last bits of the float sums
+    np.testing.assert_allclose(decoded.scores, tables.scores, rtol=1e-5, atol=1e-5)
+
+
+def test_which_codes_the_matrix_product_scores(data):
+    """The decoded product takes batches of DECODED_MIN_QUERIES or more for codes of a byte per 8
+    dimensions or more, 4,096 or more for codeword sums (RQ), and never bit-plane codes (RaBitQ)
+    or codes too short for it to pay."""
+    D, Q = data
+    d = D.shape[1]
+
+    def starts(spec):
+        c = from_spec(spec).fit(D)
+        return Index(c.transform(D[:500]), compressor=c).scorer.decoded_from
+
+    assert starts(f"pq:{d // 8}") == scorers_module.DECODED_MIN_QUERIES
+    assert starts("sq:1") == scorers_module.DECODED_MIN_QUERIES  # d / 8 bytes
+    assert starts(f"rq:{d // 8}") == scorers_module.DECODED_SUM_MIN_QUERIES
+    assert starts(f"pq:{d // 16}") is None and starts(f"rq:{d // 16}") is None
+    assert starts("rabitq:4") is None
+
+
+def test_decoders_in_c_equal_numpy(data, monkeypatch):
+    """The C decoders (book_decode, dense_decode) give numpy's values exactly, and refuse an index
+    past the codebook."""
+    if not adc_module.kernel_available():
+        pytest.skip("the C kernels were not built")
+    D, _ = data
+    cases = []
+    for spec in ("pq:12", "rq:5:nbits=4", "rq:6"):
+        c = from_spec(spec).fit(D)
+        cases.append((adc_module.book_vectors, (c.transform(D[:300]), *c.codebooks())))
+    for spec in ("sq:1", "sq:2", "rabitq:3"):
+        c = from_spec(spec).fit(D)
+        codes = c.adc_codes(c.transform(D[:300]))[0]
+        cases.append((adc_module.dense_vectors, (codes, *c.dense_codes())))
+    fast = [fn(*args) for fn, args in cases]
+    monkeypatch.setattr(adc_module, "_adc", None)
+    for (fn, args), got in zip(cases, fast):
+        np.testing.assert_array_equal(got, fn(*args))
+    monkeypatch.undo()
+    books = np.zeros((2, 16, 3), np.float32)
+    with pytest.raises(ValueError, match="not below ksub"):
+        adc_module.book_vectors(np.array([[3, 200]], np.uint8), books, True, 8)
+
+
 def test_adc_bad_inputs():
     with pytest.raises(InputError, match="do not fit codes"):
         adc_topk(np.zeros((2, 5, 256), np.float32), np.zeros((10, 4), np.uint8), 3)

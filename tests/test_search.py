@@ -98,8 +98,8 @@ def test_row_topk_kernel_orders_as_numpy():
     sim[4, ::2] = np.nan
     sim[5] = 0.0
     for k in (1, 2, 10, 56, 57):
-        s, i = exact._block_topk(sim, k, 1000)
-        rs, ri = exact._numpy_block_topk(sim, k, 1000)
+        s, i = exact.block_topk(sim, k, 1000)
+        rs, ri = exact.numpy_block_topk(sim, k, 1000)
         np.testing.assert_array_equal(i, ri)
         np.testing.assert_array_equal(s, rs)  # NaN where numpy keeps NaN columns (k past the finite ones)
         assert set(i[4, :28]) <= set(1000 + np.arange(1, 57, 2))  # NaN columns only after the finite ones

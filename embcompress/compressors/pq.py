@@ -116,6 +116,14 @@ class PQ(FaissExport, TableScan, BudgetCodes, FaissBacked):
         self._check_fitted()
         return self._reconstruct(codes)
 
+    def codebooks(self) -> tuple[np.ndarray, bool, int]:
+        """The slices' centroids, side by side (in OPQ's rotated space: :meth:`table_queries` rotates)."""
+        self._check_fitted()
+        return self.centroids_.astype(np.float32), False, int(self.nbits)
+
+    def table_queries(self, Q: np.ndarray) -> np.ndarray:
+        return np.asarray(self._rotate(np.asarray(Q, dtype=np.float32)), dtype=np.float32)
+
     def lookup_tables(self, Q: np.ndarray) -> np.ndarray:
         """(queries, code bytes, 256) float32: the inner product of each query slice with each
         centroid; at ``nbits=4`` each byte's entry adds its two slices' entries."""

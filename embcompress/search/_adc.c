@@ -38,6 +38,15 @@
  *   than the worst kept, so the order is (score descending, column ascending) as everywhere;
  *   offset is added to the columns. A row holding fewer than k scores above -inf (or NaNs) keeps
  *   INT64_MAX in its last places, which the caller resolves.
+ *
+ * dense_decode(codes, row_bytes, layout, bits, d, levels, out)
+ *   Per-dimension codes (as dense_topk) decoded to nd * d float32 levels[j][u_j], for the scans
+ *   that multiply decoded blocks with a large batch of queries by BLAS.
+ *
+ * book_decode(idx, m, books, ksub, w, add, out)
+ *   Rows of m codeword indices (uint8, each below ksub) into books (m * ksub * w float32):
+ *   add = 0, each row's codewords side by side (n * m * w, product quantization); add = 1, their
+ *   sum (n * w, residual and additive quantizers), added in codebook order.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -667,11 +676,95 @@ static PyObject *py_rows_topk(PyObject *self, PyObject *args) {
     return result;
 }
 
+static PyObject *py_dense_decode(PyObject *self, PyObject *args) {
+    Py_buffer cb, lb, ob;
+    Py_ssize_t row_bytes, d;
+    int layout, bits;
+    if (!PyArg_ParseTuple(args, "y*niiny*w*", &cb, &row_bytes, &layout, &bits, &d, &lb, &ob)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t nd = row_bytes > 0 ? cb.len / row_bytes : 0;
+    Py_ssize_t need = 0;
+    if (bits >= 1 && bits <= 8 && d > 0)
+        need = layout == 0 ? bits * ((d + 7) / 8) : (8 % bits == 0 ? (d * bits + 7) / 8 : -1);
+    if (row_bytes <= 0 || cb.len % row_bytes || (layout != 0 && layout != 1) || need <= 0 || row_bytes < need) {
+        PyErr_SetString(PyExc_ValueError, "codes must be nd * row_bytes bytes holding d codes of 1 to 8 bits in layout 0 (planes) or 1 (packed)");
+    } else if (lb.len != (Py_ssize_t)(d * ((Py_ssize_t)1 << bits) * sizeof(float)) || ob.len != (Py_ssize_t)(nd * d * sizeof(float))) {
+        PyErr_SetString(PyExc_ValueError, "levels must be d * 2^bits float32 and out nd * d float32");
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        decode_rows((const unsigned char *)cb.buf, row_bytes, layout, bits, d, d, (const float *)lb.buf, 0, nd, (float *)ob.buf);
+        Py_END_ALLOW_THREADS
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    PyBuffer_Release(&cb);
+    PyBuffer_Release(&lb);
+    PyBuffer_Release(&ob);
+    return result;
+}
+
+static inline void add_row(float *restrict o, const float *restrict x, Py_ssize_t w) {
+    for (Py_ssize_t t = 0; t < w; t++) o[t] += x[t];
+}
+
+/* 0, or -1 when an index is not below ksub. Sums run codebook by codebook over a block of rows,
+   so one codebook (ksub * w floats) stays in cache while the block's rows gather from it. */
+#define BOOK_ROWS 16
+static int book_rows(const unsigned char *idx, Py_ssize_t n, Py_ssize_t m, const float *books, Py_ssize_t ksub,
+                     Py_ssize_t w, int add, float *out) {
+    for (Py_ssize_t i = 0; i < n * m; i++)
+        if (idx[i] >= ksub) return -1;
+    if (!add) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            for (Py_ssize_t j = 0; j < m; j++)
+                memcpy(out + (i * m + j) * w, books + (j * ksub + idx[i * m + j]) * w, (size_t)w * sizeof(float));
+        return 0;
+    }
+    memset(out, 0, (size_t)(n * w) * sizeof(float));
+    for (Py_ssize_t i0 = 0; i0 < n; i0 += BOOK_ROWS) {
+        Py_ssize_t i1 = i0 + BOOK_ROWS < n ? i0 + BOOK_ROWS : n;
+        for (Py_ssize_t j = 0; j < m; j++)
+            for (Py_ssize_t i = i0; i < i1; i++) add_row(out + i * w, books + (j * ksub + idx[i * m + j]) * w, w);
+    }
+    return 0;
+}
+
+static PyObject *py_book_decode(PyObject *self, PyObject *args) {
+    Py_buffer ib, bb, ob;
+    Py_ssize_t m, ksub, w;
+    int add;
+    if (!PyArg_ParseTuple(args, "y*ny*nnpw*", &ib, &m, &bb, &ksub, &w, &add, &ob)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = m > 0 ? ib.len / m : 0;
+    if (m <= 0 || ksub <= 0 || ksub > 256 || w <= 0 || ib.len % m) {
+        PyErr_SetString(PyExc_ValueError, "idx must be n * m uint8 with 1 <= ksub <= 256 and w >= 1");
+    } else if (bb.len != (Py_ssize_t)(m * ksub * w * sizeof(float)) ||
+               ob.len != (Py_ssize_t)(n * (add ? w : m * w) * sizeof(float))) {
+        PyErr_SetString(PyExc_ValueError, "books must be m * ksub * w float32 and out n * w (add) or n * m * w float32");
+    } else {
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = book_rows((const unsigned char *)ib.buf, n, m, (const float *)bb.buf, ksub, w, add, (float *)ob.buf);
+        Py_END_ALLOW_THREADS
+        if (rc) PyErr_SetString(PyExc_ValueError, "a codeword index is not below ksub");
+        else {
+            result = Py_None;
+            Py_INCREF(result);
+        }
+    }
+    PyBuffer_Release(&ib);
+    PyBuffer_Release(&bb);
+    PyBuffer_Release(&ob);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"topk", py_topk, METH_VARARGS, "Exact top-k over byte codes scored with lookup tables (see the module source)."},
     {"dense_topk", py_dense_topk, METH_VARARGS, "Exact top-k over per-dimension codes decoded to floats (see the module source)."},
     {"planes_topk", py_planes_topk, METH_VARARGS, "Exact top-k over bit-plane codes for 8-bit queries (see the module source)."},
     {"rows_topk", py_rows_topk, METH_VARARGS, "Top-k of each row of a float32 score matrix (see the module source)."},
+    {"dense_decode", py_dense_decode, METH_VARARGS, "Per-dimension codes decoded to floats (see the module source)."},
+    {"book_decode", py_book_decode, METH_VARARGS, "Codeword indices decoded by codebooks (see the module source)."},
     {"simd", py_simd, METH_NOARGS, "Which path dense_topk takes on this CPU: 'avx2' or 'portable'."},
     {NULL, NULL, 0, NULL},
 };

@@ -17,12 +17,14 @@ where it could not be built.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
-from ..compressors._codes import unpack_codes, unpack_planes
+from ..compressors._codes import nibble_indices, unpack_codes, unpack_planes
 from ..errors import InputError
-from .exact import check_k, scan_blocks
-from .topk import split_scan
+from .exact import QUERY_BLOCK, block_topk, check_k, scan_blocks
+from .topk import merge_topk, split_scan
 
 try:  # built by setup.py; optional
     from . import _adc
@@ -129,10 +131,42 @@ def dense_scores(queries: np.ndarray, codes: np.ndarray, layout: str, bits: int,
                  qconst: np.ndarray | None = None) -> np.ndarray:
     """(queries, documents) float32 ``<queries[q], levels[j, u_j]> * scale + bias * qconst`` for
     per-dimension codes ``u`` in ``layout``, in numpy: the reference for :func:`scan_dense`."""
-    d = levels.shape[0]
-    u = unpack_dense(codes, layout, bits, d)
-    X = np.take_along_axis(np.asarray(levels, np.float32)[None], u[:, :, None].astype(np.intp), axis=2)[:, :, 0]
+    X = dense_vectors(codes, layout, bits, levels)
     return _with_factors((np.asarray(queries, np.float32) @ X.T).astype(np.float32), scale, bias, qconst)
+
+
+def dense_vectors(codes: np.ndarray, layout: str, bits: int, levels: np.ndarray) -> np.ndarray:
+    """(n, d) float32 ``levels[j, u_j]`` of per-dimension codes ``u`` in ``layout`` (the C
+    kernel's decoder where it was built: the same values)."""
+    levels = np.ascontiguousarray(levels, dtype=np.float32)
+    if _adc is not None and len(codes):
+        codes = np.ascontiguousarray(codes, dtype=np.uint8)
+        out = np.empty((len(codes), levels.shape[0]), dtype=np.float32)
+        _adc.dense_decode(codes, codes.shape[1], LAYOUTS.index(layout), bits, levels.shape[0], levels, out)
+        return out
+    u = unpack_dense(codes, layout, bits, levels.shape[0])
+    return np.take_along_axis(levels[None], u[:, :, None].astype(np.intp), axis=2)[:, :, 0]
+
+
+def book_vectors(codes: np.ndarray, books: np.ndarray, add: bool, nbits: int) -> np.ndarray:
+    """Rows of codeword indices decoded as ``TableScan.codebooks`` describes: float32 (n, m * w)
+    codewords side by side, or (n, w) their sum (added in codebook order; C or numpy, the same
+    values)."""
+    books = np.ascontiguousarray(books, dtype=np.float32)
+    m, ksub, w = books.shape
+    idx = np.ascontiguousarray(codes if nbits == 8 else nibble_indices(codes, m), dtype=np.uint8)
+    if idx.shape[1] != m:
+        raise InputError(f"codes hold {idx.shape[1]} indices per row; the codebooks expect {m}")
+    if _adc is not None and len(idx):
+        out = np.empty((len(idx), w if add else m * w), dtype=np.float32)
+        _adc.book_decode(idx, m, books, ksub, w, add, out)
+        return out
+    if not add:
+        return books[np.arange(m), idx].reshape(len(idx), m * w)
+    out = np.zeros((len(idx), w), dtype=np.float32)
+    for j in range(m):
+        out += books[j][idx[:, j]]
+    return out
 
 
 def scan_dense(queries: np.ndarray, codes: np.ndarray, k: int, *, layout: str, bits: int, levels: np.ndarray,
@@ -165,6 +199,40 @@ def scan_dense(queries: np.ndarray, codes: np.ndarray, k: int, *, layout: str, b
                         b"" if bias is None else qconst[q0:q1], i.shape[1], start, end, portable, s, i)
 
     return _split(run, nq, nd, k, threads)
+
+
+#: documents decoded at once by :func:`scan_decoded` (a block of 384-d vectors is 12 MiB)
+DECODED_DOC_BLOCK = 8192
+
+
+def scan_decoded(queries: np.ndarray, vectors: Callable[[int, int], np.ndarray], nd: int, k: int, *,
+                 scale: np.ndarray | None = None, bias: np.ndarray | None = None, qconst: np.ndarray | None = None,
+                 doc_block: int = DECODED_DOC_BLOCK, query_block: int = QUERY_BLOCK) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` (1..nd, validated by the caller) of ``<queries[q], vectors(d0, d1)[j]> * scale +
+    bias * qconst`` over ``nd`` documents, best first, ties by lower index: each block of documents
+    is decoded once (``vectors(d0, d1)``, float32) and multiplied with every query by BLAS. For a
+    large batch this beats lookup tables, which cost a lookup per code byte and pair where the
+    product runs near the core's peak (benchmarks/README.md, "Table codes as a matrix product")."""
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    nq = len(queries)
+    if bias is not None:
+        qconst = np.ascontiguousarray(qconst, dtype=np.float32)
+    best_s = np.empty((nq, 0), dtype=np.float32)
+    best_i = np.empty((nq, 0), dtype=np.int64)
+    for d0 in range(0, nd, doc_block):
+        d1 = min(d0 + doc_block, nd)
+        X = np.ascontiguousarray(vectors(d0, d1), dtype=np.float32)
+        parts_s, parts_i = [], []
+        for q0 in range(0, nq, query_block):
+            q1 = min(q0 + query_block, nq)
+            S = _with_factors(queries[q0:q1] @ X.T, None if scale is None else scale[d0:d1],
+                              None if bias is None else bias[d0:d1], None if bias is None else qconst[q0:q1])
+            s, i = block_topk(S, min(k, d1 - d0), d0)
+            parts_s.append(s)
+            parts_i.append(i)
+        s, i = np.concatenate(parts_s), np.concatenate(parts_i)
+        best_s, best_i = (s, i) if d0 == 0 else merge_topk([best_s, s], [best_i, i], k)
+    return best_s, best_i
 
 
 #: the plane scan unpacks a document once for every query it is given, so a search splits by

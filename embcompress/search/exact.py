@@ -31,7 +31,7 @@ def check_k(k, n_docs: int) -> int:
     return int(min(k, n_docs))
 
 
-def _block_topk(sim: np.ndarray, k: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+def block_topk(sim: np.ndarray, k: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
     """Top-k of each row of a score block by (score desc, index asc); indices shifted by offset.
     float32 blocks go through the C kernel's one pass (``_adc.rows_topk``, about 30x numpy's
     partition and sorts); rows it cannot fill (fewer than k scores above -inf) and other dtypes
@@ -43,13 +43,13 @@ def _block_topk(sim: np.ndarray, k: int, offset: int) -> tuple[np.ndarray, np.nd
         _adc.rows_topk(sim, sim.shape[1], k, offset, s, i)
         short = np.flatnonzero(i[:, -1] == np.iinfo(np.int64).max)
         if len(short):
-            s[short], i[short] = _numpy_block_topk(sim[short], k, offset)
+            s[short], i[short] = numpy_block_topk(sim[short], k, offset)
         return s, i
-    return _numpy_block_topk(sim, k, offset)
+    return numpy_block_topk(sim, k, offset)
 
 
-def _numpy_block_topk(sim: np.ndarray, k: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_block_topk` in numpy."""
+def numpy_block_topk(sim: np.ndarray, k: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`block_topk` in numpy."""
     n = sim.shape[1]
     if k < n:
         part = np.argpartition(-sim, k - 1, axis=1)[:, :k]
@@ -82,7 +82,7 @@ def scan_blocks(score: Callable[[int, int, int, int], np.ndarray], n_queries: in
         best_s = best_i = None
         for d0 in range(0, n_docs, doc_block):
             d1 = min(d0 + doc_block, n_docs)
-            s, i = _block_topk(score(q0, q1, d0, d1), min(k, d1 - d0), d0)
+            s, i = block_topk(score(q0, q1, d0, d1), min(k, d1 - d0), d0)
             if best_s is None:
                 best_s, best_i = s, i
                 continue

@@ -7,7 +7,7 @@ Every score is "higher is better"; ties are broken by row, lowest first (the sca
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
@@ -15,7 +15,7 @@ from .._parallel import one_blas_thread
 from .._util import normalize_rows
 from ..capabilities import DenseScan, PlaneScan, TableScan
 from ..errors import InputError
-from .adc import scan_adc, scan_dense, scan_planes
+from .adc import book_vectors, dense_vectors, scan_adc, scan_decoded, scan_dense, scan_planes
 from .exact import scan_blocks
 from .hamming import scan_hamming
 
@@ -30,6 +30,15 @@ ADC_QUERY_BLOCK = 1024
 #: against the dense scan").
 DENSE_MIN_BITS = 2
 DENSE_MIN_QUERIES = 64
+#: a search of at least this many queries scores byte codes that decode to vectors (per-dimension
+#: codes, or codebooks side by side: SQ, PQ, OPQ) as a matrix product of the queries with blocks
+#: of decoded documents, when the codes hold at least a byte per DECODED_DIMS_PER_BYTE of the
+#: decoded width: the tables cost a lookup per byte and pair, the product a multiply-add per
+#: dimension near the core's peak (benchmarks/README.md, "Table codes as a matrix product")
+DECODED_MIN_QUERIES = 256
+DECODED_DIMS_PER_BYTE = 8
+#: codes that decode to a sum of codewords (RQ) pay m codewords per document to decode
+DECODED_SUM_MIN_QUERIES = 4096
 
 
 class Scorer(Protocol):
@@ -159,6 +168,10 @@ class CodesScorer(_Scorer):
         form = last.dense_codes() if isinstance(last, DenseScan) else None
         self.dense = form if form is not None and form[1] >= DENSE_MIN_BITS else None
         self._scale_inv: np.ndarray | None = None  # scale times the inverse reconstruction norm, made once
+        self.decoder = None if self.planes else _decoder(last, form)
+        self.decoded_from = None  # the batch from which the decoded product scores these codes
+        if self.decoder is not None and self.codes.shape[1] * DECODED_DIMS_PER_BYTE >= self.decoder[2]:
+            self.decoded_from = DECODED_SUM_MIN_QUERIES if self.decoder[3] else DECODED_MIN_QUERIES
 
     def _factors(self, inv: np.ndarray) -> np.ndarray:
         """The per-document factor times the inverse reconstruction norm, made once (a product over
@@ -177,6 +190,8 @@ class CodesScorer(_Scorer):
         scale, bias, recon = self.scale, None, self.reconstruction()
         if recon is not None:
             scale, bias = self._factors(recon[0]), recon[0]
+        if self.decoded_from is not None and len(Q) >= self.decoded_from:
+            return self._decoded(Q, k, scale, bias, recon)
         scores = np.empty((len(Q), k), dtype=np.float32)
         rows = np.empty((len(Q), k), dtype=np.int64)
         # the query-side products (tables, rotations) must not start BLAS threads that spin beside
@@ -199,6 +214,33 @@ class CodesScorer(_Scorer):
                     out = scan_adc(last.lookup_tables(qf), self.codes, k, scale=scale, bias=bias, qconst=qconst)
                 scores[s : s + ADC_QUERY_BLOCK], rows[s : s + ADC_QUERY_BLOCK] = out
         return scores, rows
+
+    def _decoded(self, Q: np.ndarray, k: int, scale, bias, recon) -> tuple[np.ndarray, np.ndarray]:
+        """Every query at once against blocks of decoded documents (``scan_decoded``), the
+        factors composed as the table scan composes them."""
+        comp = self.index.compressor
+        last = comp.query_space.last
+        qf = comp.query_space.linear(Q)
+        qconst = None if recon is None else (Q @ recon[1] + last.adc_offset(qf)).astype(np.float32)
+        vectors, queries = self.decoder[:2]
+        return scan_decoded(queries(qf), lambda d0, d1: vectors(self.codes[d0:d1]), len(self.codes), k,
+                            scale=scale, bias=bias, qconst=qconst)
+
+
+
+def _decoder(last, dense_form) -> tuple[Callable, Callable, int, bool] | None:
+    """(vectors of a block of the codes the tables index, the queries' map to their space, its
+    width, whether a vector sums codewords) of a family whose table sums are inner products with
+    decoded vectors: per-dimension codes (``dense_form``, :class:`DenseScan`) or codebooks
+    (``TableScan.codebooks``); else None."""
+    if dense_form is not None:
+        layout, bits, levels = dense_form
+        return (lambda codes: dense_vectors(codes, layout, bits, levels)), last.dense_queries, len(levels), False
+    books = last.codebooks()
+    if books is None:
+        return None
+    m, _, w = books[0].shape
+    return (lambda codes: book_vectors(codes, *books)), last.table_queries, w if books[1] else m * w, books[1]
 
 
 #: the scorer of each output kind (OutputSpec.kind)
