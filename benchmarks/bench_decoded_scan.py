@@ -5,12 +5,16 @@ codes decoded a block of documents at a time and multiplied with the queries by 
 through the scorer's ``decoded_from``; "default" is the path the library takes for that batch
 (``scorers.DECODED_MIN_QUERIES`` and the rules beside it). Interleaved rounds, best of ``--repeat``.
 
+``--float``: exact float search (cosine) as ``Index.search`` runs it, whose top-k of each score
+block now takes one C pass (``_adc.rows_topk``), against the numpy partition it replaced (the
+kernel hidden in the same run) and faiss ``IndexFlatIP`` on the same unit vectors and threads.
+
 The vectors are real when ``--emb`` names a Parquet file of embeddings (its first ``--fit``
 rows fit the codes, the next ones are the documents, tiled to ``--docs`` rows, the queries are
 ``--queries-file``'s), else the correlated stand-ins of bench_codes_speed.
 
     python benchmarks/bench_decoded_scan.py [--emb corpus.parquet --queries-file queries.parquet]
-        [--docs 200000] [--batches 16,64,256,1024] [--codes pq:48,pq:96,opq:96,rq:48,sq:1,sq:2]
+        [--docs 200000] [--batches 16,64,256,1024] [--codes pq:48,pq:96,opq:96,rq:48,sq:1,sq:2] [--float]
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ def main() -> None:
     ap.add_argument("--codes", default="pq:48,pq:96,opq:96,rq:48,sq:1,sq:2")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--float", action="store_true", help="time exact float search instead of the codes")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     if args.emb:
@@ -63,6 +68,8 @@ def main() -> None:
         fitX, base, Qall = correlated(args.fit, 384, rng), correlated(200_000, 384, rng), correlated(4096, 384, rng)
     docs = np.tile(base, (-(-args.docs // len(base)), 1))[: args.docs]
     batches = [int(b) for b in args.batches.split(",")]
+    if args.float:
+        return float_section(docs, Qall, batches, args.repeat, rng)
     print(f"{len(docs):,} documents x {docs.shape[1]}, {'real' if args.emb else 'correlated'} vectors; "
           f"top-10, best of {args.repeat}; {time.strftime('%Y-%m-%d %H:%M')}")
     print(f"{'code':8s} {'queries':>7s} {'tables s':>9s} {'decoded s':>9s} {'ratio':>6s}  same rows  default")
@@ -87,6 +94,39 @@ def main() -> None:
                         "default": default})
     if args.json:
         Path(args.json).write_text(json.dumps({"docs": len(docs), "rows": out}, indent=1))
+
+
+def float_section(docs: np.ndarray, Qall: np.ndarray, batches: list[int], repeat: int, rng) -> None:
+    import faiss
+
+    from embcompress._parallel import num_threads
+    from embcompress.search import exact
+
+    faiss.omp_set_num_threads(num_threads())
+    unit = docs / np.linalg.norm(docs, axis=1, keepdims=True)
+    flat = faiss.IndexFlatIP(docs.shape[1])
+    flat.add(unit)
+    index = Index(docs)
+    kernel = exact._adc
+    print(f"exact float search over {len(docs):,} x {docs.shape[1]}, top-10, best of {repeat}; {time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"{'queries':>7s} {'ours s':>8s} {'numpy top-k s':>13s} {'faiss s':>8s}  ours vs numpy  ours vs faiss  same rows")
+    for nq in batches:
+        Q = Qall[rng.choice(len(Qall), nq, replace=nq > len(Qall))]
+        Qu = Q / np.linalg.norm(Q, axis=1, keepdims=True)
+        best = [np.inf, np.inf, np.inf]
+        for _ in range(repeat):
+            for j in range(3):
+                exact._adc = None if j == 1 else kernel
+                t = time.perf_counter()
+                res = flat.search(Qu, 10) if j == 2 else index.search(Q, 10)
+                best[j] = min(best[j], time.perf_counter() - t)
+                rows = res[1] if j == 2 else res.rows
+                if j == 0:
+                    ours = rows
+        exact._adc = kernel
+        same = float(np.mean(ours == rows))
+        print(f"{nq:7d} {best[0]:8.3f} {best[1]:13.3f} {best[2]:8.3f}  {best[1] / best[0]:12.2f}x  {best[2] / best[0]:12.2f}x  {same:9.4f}",
+              flush=True)
 
 
 if __name__ == "__main__":
