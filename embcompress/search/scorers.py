@@ -7,7 +7,7 @@ Every score is "higher is better"; ties are broken by row, lowest first (the sca
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol
 
 import numpy as np
 
@@ -170,8 +170,8 @@ class CodesScorer(_Scorer):
         self._scale_inv: np.ndarray | None = None  # scale times the inverse reconstruction norm, made once
         self.decoder = None if self.planes else _decoder(last, form)
         self.decoded_from = None  # the batch from which the decoded product scores these codes
-        if self.decoder is not None and self.codes.shape[1] * DECODED_DIMS_PER_BYTE >= self.decoder[2]:
-            self.decoded_from = DECODED_SUM_MIN_QUERIES if self.decoder[3] else DECODED_MIN_QUERIES
+        if self.decoder is not None and self.codes.shape[1] * DECODED_DIMS_PER_BYTE >= self.decoder.width:
+            self.decoded_from = DECODED_SUM_MIN_QUERIES if self.decoder.sums else DECODED_MIN_QUERIES
 
     def _factors(self, inv: np.ndarray) -> np.ndarray:
         """The per-document factor times the inverse reconstruction norm, made once (a product over
@@ -222,25 +222,31 @@ class CodesScorer(_Scorer):
         last = comp.query_space.last
         qf = comp.query_space.linear(Q)
         qconst = None if recon is None else (Q @ recon[1] + last.adc_offset(qf)).astype(np.float32)
-        vectors, queries = self.decoder[:2]
-        return scan_decoded(queries(qf), lambda d0, d1: vectors(self.codes[d0:d1]), len(self.codes), k,
+        dec = self.decoder
+        return scan_decoded(dec.queries(qf), lambda d0, d1: dec.vectors(self.codes[d0:d1]), len(self.codes), k,
                             scale=scale, bias=bias, qconst=qconst)
 
 
+class Decoder(NamedTuple):
+    """How a family's table sums are inner products with decoded vectors."""
 
-def _decoder(last, dense_form) -> tuple[Callable, Callable, int, bool] | None:
-    """(vectors of a block of the codes the tables index, the queries' map to their space, its
-    width, whether a vector sums codewords) of a family whose table sums are inner products with
-    decoded vectors: per-dimension codes (``dense_form``, :class:`DenseScan`) or codebooks
-    (``TableScan.codebooks``); else None."""
+    vectors: Callable[[np.ndarray], np.ndarray]  # rows of the codes the tables index -> float32 vectors
+    queries: Callable[[np.ndarray], np.ndarray]  # queries (the tables' input) -> the vectors' space
+    width: int  # of a decoded vector
+    sums: bool  # a vector is a sum of codewords (m of them to add per document)
+
+
+def _decoder(last, dense_form) -> Decoder | None:
+    """The :class:`Decoder` of per-dimension codes (``dense_form``, :class:`DenseScan`) or of
+    codebooks (``TableScan.codebooks``); None for a family with neither."""
     if dense_form is not None:
         layout, bits, levels = dense_form
-        return (lambda codes: dense_vectors(codes, layout, bits, levels)), last.dense_queries, len(levels), False
+        return Decoder(lambda codes: dense_vectors(codes, layout, bits, levels), last.dense_queries, len(levels), False)
     books = last.codebooks()
     if books is None:
         return None
     m, _, w = books[0].shape
-    return (lambda codes: book_vectors(codes, *books)), last.table_queries, w if books[1] else m * w, books[1]
+    return Decoder(lambda codes: book_vectors(codes, *books), last.table_queries, w if books[1] else m * w, books[1])
 
 
 #: the scorer of each output kind (OutputSpec.kind)
