@@ -11,6 +11,8 @@ half) and the fit's seconds, one set per run, and a table over every set run so 
     python benchmarks/bench_train_settings.py table benchmarks/results/train-settings-*.json
 
 ``--only ATTRIBUTE`` measures one of them (``--only beam_kmeans_iterations``: ``rq:M:beam=4`` alone).
+``--only min_steps``: GeoPres' shortest training (steps at batch 2,048 on a CPU), at a half and a
+quarter of the dimensions, with the spec's ``min_steps``.
 
 The codes are at 64x the float32 size (24 B for 384 dimensions, 16 B for 256) unless ``--ratio``.
 A fresh cross-fit per setting: the fitted-model cache is keyed by the spec, which a class setting
@@ -29,6 +31,9 @@ import numpy as np
 #: (family, class attribute, values; the first is today's default)
 SETTINGS = (("rq", "progressive_steps", (10, 3)), ("rq", "kmeans_iterations", (10, 5, 3)),
             ("rq", "beam_kmeans_iterations", (10, 5, 3)), ("opq", "rotation_iterations", (50, 20)))
+#: (family, spec parameter, values; the first is today's default): settings given in the spec,
+#: measured at two widths (a half and a quarter of the dimensions, as the report's grid has them)
+SPEC_SETTINGS = (("geopres", "min_steps", (300, 150)),)
 
 
 def configs(dim: int, ratio: int, only: str | None = None) -> list[tuple[str, str, str, int]]:
@@ -45,6 +50,10 @@ def configs(dim: int, ratio: int, only: str | None = None) -> list[tuple[str, st
             specs = {"beam_kmeans_iterations": [f"rq:{b}:beam=4"], "kmeans_iterations": [f"rq:{b}"]}.get(
                 attr, [f"rq:{b}:beam=4", f"rq:{b}"])
         out += [(spec, family.upper(), attr, v) for spec in specs for v in values]
+    for family, param, values in SPEC_SETTINGS:
+        if only and param != only:
+            continue
+        out += [(f"{family}:{w}", None, param, v) for w in (dim // 2, dim // 4) for v in values]
     return out
 
 
@@ -68,13 +77,16 @@ def run(args) -> None:
         setting = f"{attr}={value}"
         if (spec, setting) in done:
             continue
-        cls = getattr(comps, cls_name)
-        before = getattr(cls, attr)
-        setattr(cls, attr, value)
-        try:
-            r = our_rows(D, dids, task, ["float", spec], CrossFit(D, 2, fit_rows=args.fit_rows), 1.0)[0]
-        finally:
-            setattr(cls, attr, before)
+        if cls_name is None:  # a parameter of the spec
+            r = our_rows(D, dids, task, ["float", f"{spec}:{attr}={value}"], CrossFit(D, 2, fit_rows=args.fit_rows), 1.0)[0]
+        else:
+            cls = getattr(comps, cls_name)
+            before = getattr(cls, attr)
+            setattr(cls, attr, value)
+            try:
+                r = our_rows(D, dids, task, ["float", spec], CrossFit(D, 2, fit_rows=args.fit_rows), 1.0)[0]
+            finally:
+                setattr(cls, attr, before)
         print_row({**r, "config": f"{spec} {setting}"})
         out["rows"].append({"config": spec, "setting": setting, **{k: r[k] for k in (
             "bytes_per_vector", "retention", "retention_in_sample", "retention_half_new", "fit_seconds", "encode_rows_per_second")}})
@@ -84,7 +96,10 @@ def run(args) -> None:
 
 
 def code_of(config: str) -> str:
-    """A row of the table: the family, with the beam when it has one (``rq:24:beam=4`` -> ``rq:beam=4``)."""
+    """A row of the table: the family, with the beam when it has one (``rq:24:beam=4`` -> ``rq:beam=4``),
+    and the width of a spec setting's family (``geopres:192``)."""
+    if any(config.startswith(f + ":") for f, _, _ in SPEC_SETTINGS):
+        return ":".join(config.split(":")[:2])
     return config.split(":")[0] + (":beam=4" if "beam=4" in config else "")
 
 

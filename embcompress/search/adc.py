@@ -6,6 +6,10 @@ Codes with one small integer per dimension (few-bit SQ, RaBitQ) can also be scan
 queries, d multiply-adds per pair where the tables take d * bits / 8 lookups into tables of
 bits * d / 8 KiB per query, which outgrow the caches when the codes are long.
 
+Codes whose table sums are inner products with decoded vectors (per-dimension codes, PQ's and
+RQ's codebooks) can also be scanned as a matrix product (:func:`scan_decoded`): a block of
+documents decoded once and multiplied with a large batch of queries by BLAS.
+
 A query comes as its tables: ``tables[b, v]`` is what byte value ``v`` at byte ``b`` of a code
 adds to the score, so a document's score is the sum of one entry per byte (times an optional
 per-document ``scale``, as RaBitQ's correction factor). Higher is better. Results are sorted by
