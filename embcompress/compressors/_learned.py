@@ -86,8 +86,10 @@ def train(comp: LearnedMap, train_rows: np.ndarray, val_rows: np.ndarray, rng: n
     idle = idle_cores() if device == "cpu" and threads > 1 else None
     try:
         # torch's OpenMP team spins at its barriers: on a core another job uses, it runs at that
-        # job's pace, so the team is held to the idle cores. The model does not depend on it: the
-        # same on 1 thread as on 2 for every loss and the autoencoder (a test checks GeoPres)
+        # job's pace, so the team is held to the idle cores. The model can depend on it in the last
+        # bits: some shapes round the same on 1 thread as on 2 (a test checks one GeoPres case),
+        # others not (400 x 48 at batch 64: 5e-7 apart), so a fit beside a busy core may differ
+        # that much from one on a quiet machine
         torch.set_num_threads(min(threads, idle or threads))
         with torch.random.fork_rng(devices=[]):  # the seed decides initialization and sampling; global state untouched
             torch.manual_seed(int(comp.seed))
