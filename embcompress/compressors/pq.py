@@ -119,7 +119,7 @@ class PQ(FaissExport, TableScan, BudgetCodes, FaissBacked):
     def codebooks(self) -> tuple[np.ndarray, bool, int]:
         """The slices' centroids, side by side (in OPQ's rotated space: :meth:`table_queries` rotates)."""
         self._check_fitted()
-        return self.centroids_.astype(np.float32), False, int(self.nbits)
+        return np.asarray(self.centroids_, dtype=np.float32), False, int(self.nbits)
 
     def table_queries(self, Q: np.ndarray) -> np.ndarray:
         return np.asarray(self._rotate(np.asarray(Q, dtype=np.float32)), dtype=np.float32)

@@ -95,7 +95,7 @@ class Additive(TableScan, FaissBacked):
     def codebooks(self) -> tuple[np.ndarray, bool, int]:
         """The codebooks, summed (the mean is :meth:`adc_offset`'s)."""
         self._check_fitted()
-        return self.codebooks_.astype(np.float32), True, int(self.nbits)
+        return np.asarray(self.codebooks_, dtype=np.float32), True, int(self.nbits)
 
     def lookup_tables(self, Q: np.ndarray) -> np.ndarray:
         """(queries, code bytes, 256) float32: each query's inner product with every codeword

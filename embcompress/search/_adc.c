@@ -266,6 +266,19 @@ static int dense_scan(const unsigned char *codes, Py_ssize_t row_bytes, int layo
     return 0;
 }
 
+/* the codes of dense_topk and dense_decode: len bytes of rows of row_bytes holding d codes of
+   1 to 8 bits in layout 0 (planes) or 1 (packed); 0, or -1 with a ValueError set */
+static int check_dense_codes(Py_ssize_t len, Py_ssize_t row_bytes, int layout, int bits, Py_ssize_t d) {
+    Py_ssize_t need = 0;
+    if (bits >= 1 && bits <= 8 && d > 0)
+        need = layout == 0 ? bits * ((d + 7) / 8) : (8 % bits == 0 ? (d * bits + 7) / 8 : -1);
+    if (row_bytes <= 0 || len % row_bytes || (layout != 0 && layout != 1) || need <= 0 || row_bytes < need) {
+        PyErr_SetString(PyExc_ValueError, "codes must be nd * row_bytes bytes holding d codes of 1 to 8 bits in layout 0 (planes) or 1 (packed)");
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *py_dense_topk(PyObject *self, PyObject *args) {
     Py_buffer cb, lb, qb, sb, bb, kb, osb, oib;
     Py_ssize_t row_bytes, d, k, doc_start, doc_end;
@@ -276,11 +289,8 @@ static PyObject *py_dense_topk(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     Py_ssize_t nd = row_bytes > 0 ? cb.len / row_bytes : 0;
     Py_ssize_t nq = d > 0 ? qb.len / (d * (Py_ssize_t)sizeof(float)) : 0;
-    Py_ssize_t need = 0;
-    if (bits >= 1 && bits <= 8 && d > 0)
-        need = layout == 0 ? bits * ((d + 7) / 8) : (8 % bits == 0 ? (d * bits + 7) / 8 : -1);
-    if (row_bytes <= 0 || d <= 0 || cb.len % row_bytes || (layout != 0 && layout != 1) || need <= 0 || row_bytes < need) {
-        PyErr_SetString(PyExc_ValueError, "codes must be nd * row_bytes bytes holding d codes of 1 to 8 bits in layout 0 (planes) or 1 (packed)");
+    if (check_dense_codes(cb.len, row_bytes, layout, bits, d) != 0) {
+        /* the error is set */
     } else if (lb.len != (Py_ssize_t)(d * ((Py_ssize_t)1 << bits) * sizeof(float)) || qb.len % (d * (Py_ssize_t)sizeof(float))) {
         PyErr_SetString(PyExc_ValueError, "levels must be d * 2^bits float32 and queries nq * d float32");
     } else if (check_common(nd, nq, &sb, &bb, &kb, k, doc_start, doc_end, &osb, &oib) == 0) {
@@ -683,11 +693,8 @@ static PyObject *py_dense_decode(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*niiny*w*", &cb, &row_bytes, &layout, &bits, &d, &lb, &ob)) return NULL;
     PyObject *result = NULL;
     Py_ssize_t nd = row_bytes > 0 ? cb.len / row_bytes : 0;
-    Py_ssize_t need = 0;
-    if (bits >= 1 && bits <= 8 && d > 0)
-        need = layout == 0 ? bits * ((d + 7) / 8) : (8 % bits == 0 ? (d * bits + 7) / 8 : -1);
-    if (row_bytes <= 0 || cb.len % row_bytes || (layout != 0 && layout != 1) || need <= 0 || row_bytes < need) {
-        PyErr_SetString(PyExc_ValueError, "codes must be nd * row_bytes bytes holding d codes of 1 to 8 bits in layout 0 (planes) or 1 (packed)");
+    if (check_dense_codes(cb.len, row_bytes, layout, bits, d) != 0) {
+        /* the error is set */
     } else if (lb.len != (Py_ssize_t)(d * ((Py_ssize_t)1 << bits) * sizeof(float)) || ob.len != (Py_ssize_t)(nd * d * sizeof(float))) {
         PyErr_SetString(PyExc_ValueError, "levels must be d * 2^bits float32 and out nd * d float32");
     } else {

@@ -221,8 +221,7 @@ def scan_decoded(queries: np.ndarray, vectors: Callable[[int, int], np.ndarray],
     nq = len(queries)
     if bias is not None:
         qconst = np.ascontiguousarray(qconst, dtype=np.float32)
-    best_s = np.empty((nq, 0), dtype=np.float32)
-    best_i = np.empty((nq, 0), dtype=np.int64)
+    best_s = best_i = None
     for d0 in range(0, nd, doc_block):
         d1 = min(d0 + doc_block, nd)
         X = np.ascontiguousarray(vectors(d0, d1), dtype=np.float32)
@@ -235,7 +234,7 @@ def scan_decoded(queries: np.ndarray, vectors: Callable[[int, int], np.ndarray],
             parts_s.append(s)
             parts_i.append(i)
         s, i = np.concatenate(parts_s), np.concatenate(parts_i)
-        best_s, best_i = (s, i) if d0 == 0 else merge_topk([best_s, s], [best_i, i], k)
+        best_s, best_i = (s, i) if best_s is None else merge_topk([best_s, s], [best_i, i], k)
     return best_s, best_i
 
 
