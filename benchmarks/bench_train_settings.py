@@ -1,7 +1,8 @@
 """Shorter codebook trainings, chosen across sets and models: faiss's residual quantizer (``rq``)
 trains each codebook by k-means at ``RQ.progressive_steps`` growing widths, each for
 ``RQ.kmeans_iterations`` iterations (``RQ.beam_kmeans_iterations`` with a beam), and ``opq``
-alternates codebook training and rotation updates ``OPQ.rotation_iterations`` times. Both are most of what
+alternates codebook training and rotation updates ``OPQ.rotation_iterations`` times on at most
+``OPQ.rotation_max_rows`` of the fit rows. Both are most of what
 ``recommend`` spends (benchmarks/README.md, "Where the time goes"). For each setting, the codes'
 nDCG@10 retention out-of-sample (2-fold; every document encoded by a model fitted on the other
 half) and the fit's seconds, one set per run, and a table over every set run so far.
@@ -12,7 +13,8 @@ half) and the fit's seconds, one set per run, and a table over every set run so 
 
 ``--only ATTRIBUTE`` measures one of them (``--only beam_kmeans_iterations``: ``rq:M:beam=4`` alone).
 ``--only min_steps``: GeoPres' shortest training (steps at batch 2,048 on a CPU), at a half and a
-quarter of the dimensions, with the spec's ``min_steps``.
+quarter of the dimensions, with the spec's ``min_steps``; ``--only batch_size``: its batch on a CPU
+(each step costs about the square of it; the steps stay at least ``min_steps``).
 
 The codes are at 64x the float32 size (24 B for 384 dimensions, 16 B for 256) unless ``--ratio``.
 A fresh cross-fit per setting: the fitted-model cache is keyed by the spec, which a class setting
@@ -30,10 +32,11 @@ import numpy as np
 
 #: (family, class attribute, values; the first is today's default)
 SETTINGS = (("rq", "progressive_steps", (10, 3)), ("rq", "kmeans_iterations", (10, 5, 3)),
-            ("rq", "beam_kmeans_iterations", (10, 5, 3)), ("opq", "rotation_iterations", (50, 20)))
+            ("rq", "beam_kmeans_iterations", (10, 5, 3)), ("opq", "rotation_iterations", (50, 20)),
+            ("opq", "rotation_max_rows", (65_536, 10_000, 5_000)))
 #: (family, spec parameter, values; the first is today's default): settings given in the spec,
 #: measured at two widths (a half and a quarter of the dimensions, as the report's grid has them)
-SPEC_SETTINGS = (("geopres", "min_steps", (300, 150)),)
+SPEC_SETTINGS = (("geopres", "min_steps", (300, 150)), ("geopres", "batch_size", (2048, 1024, 512)))
 
 
 def configs(dim: int, ratio: int, only: str | None = None) -> list[tuple[str, str, str, int]]:

@@ -22,7 +22,7 @@ import os
 import re
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -92,21 +92,21 @@ def default_configs(dim: int, rows: int = 2) -> tuple[list[str], list[str]]:
 # ---- the engine ------------------------------------------------------------------------------------
 def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Sequence, fits: CrossFit,
                     originals: VectorStore | np.ndarray | None = None, proxy: RankProxy | None = None,
-                    norm_power: float = 1.0, in_sample: bool | Task = True, bar: float | None = None) -> dict[str, Any]:
+                    norm_power: float = 1.0, in_sample: bool | Task = True, leader: Leader | None = None) -> dict[str, Any]:
     """Fit (or reuse) the configuration's compressors, index ``docs`` as ``fits`` says, search and
     score with ``task``: the headline figure (out-of-sample unless ``fits`` has one fold) and, when
     that is out-of-sample, the in-sample one. ``proxy`` adds the label-free rank proxy (on the
     headline index); ``norm_power``: see :class:`~embcompress.search.Index`. Retention is filled in
     by :func:`run_configs`. ``in_sample=False`` leaves the in-sample figure out (None): one search
     instead of two, for a quick first look; a task (``task`` on fewer queries) measures it with
-    that task. With ``bar`` (a score to beat), a code whose first model is slow to fit is stopped
-    there when it falls short (:func:`_race`)."""
+    that task. With ``leader`` (the best code so far), a code whose first model is slow to fit is
+    stopped there when it falls short of it (:func:`_race`)."""
     if cfg.spec is None:
         indexes = {"headline": Index(docs, ids=doc_ids)}
         costs = {"fit_seconds": 0.0, "encode_rows_per_second": None}
     else:
-        if bar is not None and fits.out_of_sample:
-            stopped = _race(cfg, task, doc_ids, fits, originals, norm_power, bar)
+        if leader is not None and fits.out_of_sample:
+            stopped = _race(cfg, task, doc_ids, fits, originals, norm_power, leader)
             if stopped is not None:
                 return stopped
         indexes = fits.indexes(cfg.spec, doc_ids, norm_power)
@@ -136,32 +136,84 @@ def _row(cfg: Config, index, m, inside: float | None, costs: Mapping[str, Any], 
         "fitted": fitted, "score": m.score, **m.metrics, "score_in_sample": inside, "in_sample_queries": in_sample_queries,
         **costs, "search_seconds": m.seconds,
         "queries_per_second": m.queries / m.seconds if m.seconds > 0 else float("inf"), "candidates": m.candidates,
-        "per_query": m.per_query, "stopped_early": False,
+        "per_query": m.per_query, "stopped_early": False, "race": None,
     }
 
 
 #: racing looks at a code's first model alone when that model took at least this long to fit
 #: (the faiss codebook families: tens of seconds; the others fit in about a second)
 RACE_MIN_FIT_SECONDS = 5.0
+#: the race's second test scores the code and the leader on the first fold alone, with the queries
+#: whose relevant documents are there: with at least this many of them,
+RACE_MIN_QUERIES = 200
+#: it stops a code behind the leader there by more than this many standard errors of the paired
+#: mean difference (one-sided; about 2% of codes exactly as good would be stopped)
+RACE_Z = 2.0
 
 
-def _race(cfg: Config, task: Task, doc_ids, fits: CrossFit, originals, norm_power: float, bar: float):
-    """The row of a code stopped after its first model, or None to go on. It is stopped when that
-    model took :data:`RACE_MIN_FIT_SECONDS` or more to fit and, encoding every document (the
-    other folds' are its fit rows), scores below ``bar``: out-of-sample it would score lower
-    still, in expectation. The row's score is that figure, marked ``stopped_early``; no other
-    model is fitted."""
+class Leader(NamedTuple):
+    """The best code so far in a race: its configuration and score."""
+
+    cfg: Config
+    score: float
+
+
+def _race(cfg: Config, task: Task, doc_ids, fits: CrossFit, originals, norm_power: float, leader: Leader):
+    """The row of a code stopped after its first model, or None to go on. Only a code whose first
+    model took :data:`RACE_MIN_FIT_SECONDS` or more to fit is raced. It is stopped when
+
+    * encoding every document with that model (the other folds' are its fit rows), it scores
+      below the leader: out-of-sample it would score lower still, in expectation
+      (``race["test"] == "all documents"``); or
+    * on the first fold alone, every document new to that model and to the leader's first model,
+      it is behind the leader by more than :data:`RACE_Z` standard errors of the paired
+      difference over the queries (``race["test"] == "first fold"``, :func:`_gap_on_first_fold`).
+      A code that memorizes its fit rows (``rq``) passes the first test on the strength of them.
+
+    The row's score is the first model's on every document, marked ``stopped_early``, with
+    ``race`` saying which test stopped it; no other model is fitted."""
     cache = fits.caches[0]
     cache.fit(cfg.spec)
     if cache.fit_seconds[cfg.spec] < RACE_MIN_FIT_SECONDS:
         return None
     index = fits.first_model_index(cfg.spec, doc_ids, norm_power)
     m = task.measure(index, cfg, originals)
-    if m.score >= bar:
-        return None
+    if m.score < leader.score:
+        race = {"test": "all documents"}
+    else:
+        gap = _gap_on_first_fold(cfg, leader.cfg, task, doc_ids, fits, norm_power)
+        if gap is None or gap["difference"] + RACE_Z * gap["standard_error"] >= 0:
+            return None
+        race = {"test": "first fold", **gap}
     row = _row(cfg, index, m, None, fits.costs(cfg.spec), f"one model of {fits.protocol}", fits.docs.shape[1])
-    row.update(per_query=None, stopped_early=True)
+    row.update(per_query=None, stopped_early=True, race=race)
     return row
+
+
+def _gap_on_first_fold(cfg: Config, other: Config, task: Task, doc_ids, fits: CrossFit, norm_power: float):
+    """``cfg`` against ``other`` on a corpus of the first fold's documents, each code encoding them
+    with its first model (fitted on the other folds): the mean per-query difference of the task's
+    figure (``cfg`` minus ``other``) over the queries the task keeps there (``task.on_part``), and
+    its standard error. None when the task cannot be restricted, a float rerank needs the
+    originals, or fewer than :data:`RACE_MIN_QUERIES` queries are kept."""
+    on_part = getattr(task, "on_part", None)
+    rows = fits.parts[0]
+    ids = [doc_ids[i] for i in rows]
+    sub = None if on_part is None or "float" in (cfg.rerank, other.rerank) else on_part(doc_ids, rows)
+    if sub is None or len(sub.queries) < RACE_MIN_QUERIES:
+        return None
+    docs = fits.part_docs[0]
+    sub.measure(Index(docs, ids=ids), FLOAT, None)  # float first: a label-free task takes its reference from it
+    figures = []
+    for c in (cfg, other):
+        comp = fits.caches[0].fit(c.spec)
+        codes = fits.caches[0].encode(c.spec, docs) if c is cfg else comp.transform(docs)  # cfg's are cached
+        figures.append(sub.measure(Index(codes, compressor=comp, ids=ids, norm_power=norm_power), c, None).per_query)
+    d = np.asarray(figures[0], dtype=np.float64) - np.asarray(figures[1], dtype=np.float64)
+    d = d[np.isfinite(d)]
+    if len(d) < RACE_MIN_QUERIES:
+        return None
+    return {"queries": int(len(d)), "difference": float(d.mean()), "standard_error": float(d.std(ddof=1) / np.sqrt(len(d)))}
 
 
 class RankProxy:
@@ -241,13 +293,15 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
         proxy = RankProxy(docs, sample_rows(len(docs), proxy_sample, 0))
     inside_task, inside_ref = _in_sample_task(task, in_sample, docs, doc_ids, originals)
     rows: list[dict[str, Any]] = []
+    leader: Leader | None = None
     for i, cfg in enumerate(cfgs):
         if progress:
             progress(cfg.label, i, len(cfgs))
-        done = [r["score"] for r in rows[1:] if not r["stopped_early"]] if race and proxy is None else []
-        bar = max(done, default=None)
         row = evaluate_config(docs, cfg, task, doc_ids=doc_ids, fits=fits, originals=originals, proxy=proxy,
-                              norm_power=norm_power, in_sample=inside_task, bar=bar)
+                              norm_power=norm_power, in_sample=inside_task,
+                              leader=leader if race and proxy is None else None)
+        if cfg.spec is not None and not row["stopped_early"] and (leader is None or row["score"] > leader.score):
+            leader = Leader(cfg, row["score"])
         ref = rows[0] if rows else row
         row["retention"] = retention(row["score"], ref["score"])
         inside = row["score_in_sample"]

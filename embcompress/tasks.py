@@ -48,6 +48,13 @@ class QrelsTask:
         ids = [self.query_ids[i] for i in rows]
         return QrelsTask(self.queries[rows], ids, {q: self.qrels[q] for q in ids if q in self.qrels}, self.k)
 
+    def on_part(self, doc_ids: Sequence, rows: np.ndarray) -> "QrelsTask":
+        """The same task for a corpus of the documents at ``rows``: the queries with a relevant
+        document there, each with its judgments."""
+        inside = {str(doc_ids[i]) for i in np.asarray(rows, dtype=np.int64)}
+        keep = [j for j, q in enumerate(self.query_ids) if any(g > 0 and d in inside for d, g in self.qrels.get(q, {}).items())]
+        return self.subset(np.asarray(keep, dtype=np.int64))
+
     def check(self, docs: np.ndarray, doc_ids: Sequence) -> dict[str, int]:
         if self.queries.shape[1] != docs.shape[1]:
             raise InputError(f"queries have {self.queries.shape[1]} dimensions but documents have {docs.shape[1]}")
@@ -98,6 +105,11 @@ class LabelFreeTask:
         if self.queries.shape[1] != docs.shape[1]:
             raise InputError(f"queries have {self.queries.shape[1]} dimensions but documents have {docs.shape[1]}")
         return {}
+
+    def on_part(self, doc_ids: Sequence, rows: np.ndarray) -> "LabelFreeTask":
+        """The same task for a corpus of the documents at ``rows`` (its float reference is searched
+        anew there)."""
+        return self.subset(np.arange(len(self.queries)))
 
     def measure(self, index: Index, cfg: Config, originals) -> Measured:
         res = search_as(index, self.queries, self.k, cfg, originals)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from embcompress import InputError, from_spec
+from embcompress.compressors import OPQ
 from embcompress.compressors.sq import lloyd_levels
 from embcompress.search import Index, float_search
 from embcompress.search import adc as adc_module
@@ -143,6 +144,22 @@ def test_opq_rotation_is_orthogonal_and_helps(data):
     np.testing.assert_allclose(opq.rotation_ @ opq.rotation_.T, np.eye(48), atol=1e-4)
     err = {s: float(((from_spec(s).fit(D).decode(from_spec(s).fit(D).transform(D)) - D) ** 2).sum()) for s in ("pq:6", "opq:6")}
     assert err["opq:6"] < err["pq:6"], err
+
+
+def test_opq_rotation_on_a_subset_codebooks_on_all(data, monkeypatch):
+    """``OPQ.rotation_max_rows`` below the fit rows: the rotation is learned on a seeded subset, the
+    final codebooks on every row (rotated), as a faiss PQ trained on them would be."""
+    D, _ = data
+    full = from_spec("opq:6").fit(D)
+    monkeypatch.setattr(OPQ, "rotation_max_rows", len(D) // 3)
+    a, b = from_spec("opq:6").fit(D), from_spec("opq:6").fit(D)
+    np.testing.assert_array_equal(a.rotation_, b.rotation_)
+    np.testing.assert_allclose(a.rotation_ @ a.rotation_.T, np.eye(48), atol=1e-4)
+    assert not np.allclose(a.rotation_, full.rotation_, atol=1e-3)
+    ref = faiss.ProductQuantizer(48, 6, 8)
+    ref.cp.min_points_per_centroid, ref.cp.seed = 1, 0
+    ref.train(np.ascontiguousarray(D @ a.rotation_.T))
+    np.testing.assert_allclose(a.centroids_.ravel(), faiss.vector_to_array(ref.centroids), rtol=1e-4, atol=1e-5)
 
 
 # ---- RaBitQ ---------------------------------------------------------------------------------------

@@ -591,6 +591,48 @@ def test_recommend_stops_a_code_slow_to_fit_after_one_model_when_it_cannot_lead(
     assert cut and all(both[c]["retention"] <= rows[c]["retention"] < full["winner"]["retention"] for c in cut)
 
 
+def test_race_stops_a_code_that_leads_only_on_its_fit_rows(monkeypatch):
+    """A code that memorizes its fit rows (``pq:4``: 256 centroids per 8-dimensional slice, fitted
+    on 600 rows) scores above the leader with half the documents its fit rows, and below it on
+    documents new to it: the race's second test, on the first fold alone, stops it."""
+    import embcompress.evaluate as ev
+    from embcompress.evaluate import QrelsTask, run_configs
+    from embcompress.report.recommend import _stopped_note
+
+    X, _ = clustered(n=1200, d=32)
+    rng = np.random.default_rng(1)
+    Q = X + 0.3 * rng.standard_normal(X.shape).astype(np.float32) / np.sqrt(32)
+    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
+    task = QrelsTask(Q, [f"q{i}" for i in range(len(X))], {f"q{i}": {str(i): 1} for i in range(len(X))})
+    ids = [str(i) for i in range(len(X))]
+    monkeypatch.setattr(ev, "RACE_MIN_FIT_SECONDS", 0.0)  # every code counts as slow to fit
+    full = {r["config"]: r for r in run_configs(X, task, ["sq:2", "pq:4"], doc_ids=ids)}
+    raced = {r["config"]: r for r in run_configs(X, task, ["sq:2", "pq:4"], doc_ids=ids, race=True)}
+    assert full["pq:4"]["score"] < full["sq:2"]["score"] < full["pq:4"]["score_in_sample"]  # out-of-sample it loses
+    stopped = raced["pq:4"]
+    assert stopped["stopped_early"] and stopped["race"]["test"] == "first fold"
+    assert stopped["score"] >= raced["sq:2"]["score"]  # the first test alone would have let it go on
+    assert stopped["race"]["queries"] == 600 and stopped["race"]["difference"] + 2 * stopped["race"]["standard_error"] < 0
+    assert "on the documents that model had not seen" in _stopped_note(stopped)
+    assert not raced["sq:2"]["stopped_early"] and raced["sq:2"]["race"] is None
+    # a code behind on its fit rows too is stopped by the first test, as before
+    monkeypatch.setattr(ev, "RACE_Z", 1e9)  # the second test can no longer stop anything
+    again = {r["config"]: r for r in run_configs(X, task, ["sq:2", "pq:4"], doc_ids=ids, race=True)}
+    assert not again["pq:4"]["stopped_early"] and again["pq:4"]["score"] == pytest.approx(full["pq:4"]["score"])
+
+
+def test_task_on_part_keeps_the_queries_with_relevant_documents_there():
+    from embcompress.evaluate import LabelFreeTask, QrelsTask
+
+    Q = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    qrels = {"a": {"d0": 1}, "b": {"d1": 1, "d2": 2}, "c": {"d3": 0, "d1": 1}, "d": {"d3": 0}}
+    sub = QrelsTask(Q, list("abcd"), qrels).on_part([f"d{i}" for i in range(4)], np.array([0, 2, 3]))
+    assert sub.query_ids == ["a", "b"] and sub.qrels == {"a": {"d0": 1}, "b": {"d1": 1, "d2": 2}}
+    np.testing.assert_array_equal(sub.queries, Q[:2])
+    lf = LabelFreeTask(Q, 3, reference="top1").on_part(None, np.array([0]))
+    assert lf is not None and len(lf.queries) == 4 and lf._reference is None  # its reference is searched anew
+
+
 def test_fewer_queries_keeps_each_kept_querys_judgments():
     from embcompress.evaluate import LabelFreeTask, LabelTask, QrelsTask
     from embcompress.tasks import fewer_queries

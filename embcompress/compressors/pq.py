@@ -185,6 +185,10 @@ class OPQ(PQ):
     #: the training, not a parameter: codes are read the same whatever it was (benchmarks/README.md,
     #: "Shorter codebook trainings")
     rotation_iterations = 20
+    #: the rotation is learned on at most this many of the fit rows (a seeded uniform subset; faiss's
+    #: own cap is 65,536), the final codebooks on all of them. A setting of the training like the one
+    #: above (benchmarks/README.md, "OPQ's rotation on fewer rows")
+    rotation_max_rows = 65_536
 
     def _fit(self, batches, n_features: int) -> None:
         X = np.ascontiguousarray(self._sample(batches))
@@ -192,8 +196,13 @@ class OPQ(PQ):
         opq = faiss.OPQMatrix(n_features, int(self.m))
         opq.niter = int(self.rotation_iterations)
         opq.pq = inner  # our settings (seed, no warnings) for the codebooks OPQ trains while rotating
+        R = X
+        if len(X) > int(self.rotation_max_rows):
+            keep = np.sort(make_rng(self.seed).choice(len(X), int(self.rotation_max_rows), replace=False))
+            R = np.ascontiguousarray(X[keep])
+        opq.max_train_points = len(R)  # no second subsample inside faiss
         with faiss_blas_distances(faiss):
-            opq.train(X)
+            opq.train(R)
             self.rotation_ = faiss.vector_to_array(opq.A).reshape(opq.d_out, opq.d_in).astype(np.float32)  # y = x @ A^T
             faiss, pq = self._new_faiss_pq(n_features)
             pq.train(np.ascontiguousarray(X @ self.rotation_.T))

@@ -51,10 +51,9 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     judged nDCG@10 on Debian). With ``serve`` (faiss, usearch or lancedb) only codes that target
     holds can win (``serve_targets``); the others are marked ``not_servable``.
 
-    Without a ``target``, cost limit or ``serve``, a code whose first model took
-    :data:`~embcompress.evaluate.RACE_MIN_FIT_SECONDS` or more to fit, and that scores below the
-    leader so far while encoding every document (half of them its fit rows), is stopped there (out
-    of sample it would score lower still), marked ``screened_out`` with that figure.
+    Without a ``target``, cost limit or ``serve``, a code slow to fit whose first model scores below
+    the leader so far, encoding every document (half of them its fit rows) or on the first fold
+    alone, new to both, is stopped there, marked ``screened_out`` (:func:`~embcompress.evaluate._race`).
 
     With ``screen`` (not by default: on Debian at 24 B it cut the full ranking's pick) two rounds:
     every candidate fitted on :data:`SCREEN_SHARE` of the fit rows and scored on at most
@@ -121,6 +120,17 @@ def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, p
                         "first_round": [r["config"] for r in first], "kept": second, "cut": [r["config"] for r in cut]}
 
 
+def _stopped_note(r: Mapping[str, Any]) -> str:
+    """Why run_configs' race stopped a code after its first model (evaluate._race)."""
+    race = r.get("race") or {"test": "all documents"}
+    if race["test"] == "first fold":
+        return (f"stopped after one of its models: on the documents that model had not seen, {100 * -race['difference']:.2f} "
+                f"points of the score below the leader then over {race['queries']:,} queries (standard error "
+                f"{100 * race['standard_error']:.2f})")
+    return (f"stopped after one of its models ({100 * r['retention']:.1f}% with half the documents in its fit, below the "
+            "leader then)")
+
+
 def _rank(found: list[dict], cands: Mapping[str, str], budget: int, max_fit_seconds, min_encode_rate, serve):
     """The rows labelled and marked (too slow, not servable, stopped early), ranked by retention
     (ties: fewer bytes first), and those that may win; an InputError when none may."""
@@ -129,9 +139,7 @@ def _rank(found: list[dict], cands: Mapping[str, str], budget: int, max_fit_seco
         r["too_slow"] = _too_slow(r, max_fit_seconds, min_encode_rate)
         r["serves"] = list(serve_targets(from_spec(r["spec"]), r["kind"]))
         r["not_servable"] = None if serve is None or serve in r["serves"] else f"{serve} cannot hold {r['label']} codes"
-        r.setdefault("screened_out", None if not r["stopped_early"] else (  # run_configs' race stopped it
-            f"stopped after one of its models ({100 * r['retention']:.1f}% with half the documents in its fit, below the "
-            "leader then)"))
+        r.setdefault("screened_out", _stopped_note(r) if r["stopped_early"] else None)
     over = [r for r in found if r["bytes_per_vector"] > budget]
     if over:  # candidates() sizes them to the budget; a mismatch is a bug, not user error
         raise AssertionError(f"candidates over budget: {[r['config'] for r in over]}")
