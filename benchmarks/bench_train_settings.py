@@ -76,8 +76,11 @@ def run(args) -> None:
     if args.json and Path(args.json).is_file():  # resume
         out["rows"] = json.loads(Path(args.json).read_text())["rows"]
     done = {(r["config"], r["setting"]) for r in out["rows"]}
+    wanted = None if args.values is None else {v.strip() for v in args.values.split(",")}
     for spec, cls_name, attr, value in configs(D.shape[1], args.ratio, args.only):
         setting = f"{attr}={value}"
+        if wanted is not None and str(value) not in wanted:
+            continue
         if (spec, setting) in done:
             continue
         if cls_name is None:  # a parameter of the spec
@@ -136,6 +139,7 @@ def main() -> None:
     r.add_argument("--ratio", type=int, default=64)
     r.add_argument("--json", default=None)
     r.add_argument("--only", default=None, help="one setting's attribute (e.g. kmeans_iterations)")
+    r.add_argument("--values", default=None, help="with --only, these of its values alone (comma-separated)")
     t = sub.add_parser("table")
     t.add_argument("results", nargs="+")
     args = ap.parse_args()

@@ -44,6 +44,30 @@ def test_training_lowers_the_paper_loss(X, fitted):
     assert preservation(X, fitted.transform(X)).spearman > preservation(X, rp.transform(X)).spearman
 
 
+def test_fused_positional_loss_has_autograds_value_and_gradient():
+    """The in-place loss with its written-out backward against autograd through the plain
+    formulas, in float64, with a duplicate row (a clamped distance) in the batch."""
+    torch = pytest.importorskip("torch")
+    from embcompress.compressors.geopres import _distances_, distance_matrix, mean_offdiagonal_sq, positional_loss
+
+    g = torch.Generator().manual_seed(0)
+    Y = torch.randn(64, 12, generator=g, dtype=torch.float64)
+    Y[7] = Y[3]  # a duplicate: its distance is clamped, its gradient zero
+    W = torch.randn(5, 12, generator=g, dtype=torch.float64)
+    target = _distances_(torch, Y)
+    torch.testing.assert_close(target, distance_matrix(torch, Y), rtol=1e-12, atol=1e-9)
+    grads = []
+    for loss_of in (lambda Z: positional_loss(torch, target, Z),
+                    lambda Z: mean_offdiagonal_sq(torch, target, distance_matrix(torch, Z))):
+        Wg = W.clone().requires_grad_(True)
+        loss = loss_of(Y @ Wg.T)
+        (3.0 * loss).backward()  # an upstream gradient other than 1
+        grads.append((loss.detach(), Wg.grad))
+    torch.testing.assert_close(grads[0][0], grads[1][0], rtol=1e-12, atol=0)
+    torch.testing.assert_close(grads[0][1], grads[1][1], rtol=1e-9, atol=1e-12)
+    assert float(grads[0][1].abs().max()) > 0
+
+
 def test_best_checkpoint_is_restored(fitted):
     best = min(h["val_loss"] for h in fitted.history_)
     assert [h["step"] for h in fitted.history_ if h["val_loss"] == best][0] == fitted.best_step_
