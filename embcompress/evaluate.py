@@ -203,7 +203,8 @@ def _gap_on_first_fold(cfg: Config, other: Config, task: Task, doc_ids, fits: Cr
     if sub is None or len(sub.queries) < RACE_MIN_QUERIES:
         return None
     docs = fits.part_docs[0]
-    sub.measure(Index(docs, ids=ids), FLOAT, None)  # float first: a label-free task takes its reference from it
+    if sub.mode == "label-free":  # its reference: float search on this corpus
+        sub.measure(Index(docs, ids=ids), FLOAT, None)
     figures = []
     for c in (cfg, other):
         comp = fits.caches[0].fit(c.spec)

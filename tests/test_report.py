@@ -615,6 +615,10 @@ def test_race_stops_a_code_that_leads_only_on_its_fit_rows(monkeypatch):
     assert stopped["race"]["queries"] == 600 and stopped["race"]["difference"] + 2 * stopped["race"]["standard_error"] < 0
     assert "on the documents that model had not seen" in _stopped_note(stopped)
     assert not raced["sq:2"]["stopped_early"] and raced["sq:2"]["race"] is None
+    # without judgments the first fold's float search is the reference: every query is kept
+    lf = ev._gap_on_first_fold(ev.parse_config("pq:4"), ev.parse_config("sq:2"), ev.LabelFreeTask(Q, 10, reference="top1"),
+                               ids, ev.CrossFit(X, 2), 1.0)
+    assert lf["queries"] == len(Q) and lf["difference"] < 0 < lf["standard_error"]
     # a code behind on its fit rows too is stopped by the first test, as before
     monkeypatch.setattr(ev, "RACE_Z", 1e9)  # the second test can no longer stop anything
     again = {r["config"]: r for r in run_configs(X, task, ["sq:2", "pq:4"], doc_ids=ids, race=True)}
