@@ -628,6 +628,26 @@ def test_faiss_trainings_compute_distances_by_blas_and_restore_the_threshold(spe
         faiss.cvar.distance_compute_blas_threshold = before
 
 
+@pytest.mark.parametrize("spec", ["rq:4", "rq:4:beam=4"])
+def test_rq_training_settings_reach_faiss(spec, monkeypatch):
+    """RQ's settings of the training (class attributes, not parameters) are what faiss trains with."""
+    from embcompress.compressors import RQ
+
+    seen = []
+    train = faiss.ResidualQuantizer.train
+
+    def spy(self, *args, **kwargs):
+        seen.append((self.max_beam_size, self.cp.niter, self.cp.progressive_dim_steps, self.cp.max_points_per_centroid))
+        return train(self, *args, **kwargs)
+
+    monkeypatch.setattr(faiss.ResidualQuantizer, "train", spy)
+    monkeypatch.setattr(RQ, "kmeans_max_points_per_centroid", 7)
+    monkeypatch.setattr(RQ, "progressive_steps", 3)
+    from_spec(spec).fit(np.random.default_rng(0).standard_normal((600, 16)).astype(np.float32))
+    beam = 4 if "beam" in spec else 1
+    assert seen == [(beam, RQ.beam_kmeans_iterations if beam > 1 else RQ.kmeans_iterations, 3, 7)]
+
+
 def test_faiss_blas_threshold_is_restored_when_the_last_of_overlapping_trainings_ends():
     """Trainings on two threads that overlap: the threshold stays set until the last one ends, then
     is what it was before the first (faiss holds it in one global)."""

@@ -166,6 +166,10 @@ class RQ(BudgetCodes, Additive):
     #: 0.46 points less, so that stays. Settings of the training, not parameters, like the one above
     kmeans_iterations = 10
     beam_kmeans_iterations = 5
+    #: each codebook's k-means samples at most this many training points per centroid (faiss's
+    #: default, 256: 65,536 points for 256 codewords, of the ``beam`` residuals of every fit row).
+    #: A setting of the training like the ones above (benchmarks/README.md, "Fewer k-means points")
+    kmeans_max_points_per_centroid = 256
 
     def __init__(self, m: int = 16, nbits: int = 8, beam: int = 1, max_rows: int = 50_000, seed: int = 0):
         self.m = m
@@ -185,6 +189,7 @@ class RQ(BudgetCodes, Additive):
         rq.cp.progressive_dim_steps = int(self.progressive_steps)
         rq.cp.niter = int(self.beam_kmeans_iterations if int(self.beam) > 1 else self.kmeans_iterations)
         rq.cp.min_points_per_centroid = 1  # small samples are allowed (checked); no warnings on stderr
+        rq.cp.max_points_per_centroid = int(self.kmeans_max_points_per_centroid)
         rq.cp.seed = int(self.seed)
         return faiss, rq
 
