@@ -35,7 +35,7 @@ def test_kernel_is_built():
     assert kernel_available(), "the C Hamming kernel should build here (gcc is on every machine of this project)"
 
 
-@pytest.mark.parametrize("nbytes", [1, 3, 8, 13, 16, 32, 64, 128])
+@pytest.mark.parametrize("nbytes", [1, 3, 8, 13, 16, 24, 32, 48, 64, 96, 128, 192, 256])
 def test_hamming_kernel_equals_reference(nbytes, monkeypatch):
     rng = np.random.default_rng(nbytes)
     d = rng.integers(0, 256, (1500, nbytes), dtype=np.uint8)
@@ -145,6 +145,37 @@ def test_asymmetric_rerank_scores_are_cosines_with_the_reconstruction(clustered,
     got = np.take_along_axis(ref, res.rows, axis=1)
     np.testing.assert_allclose(got, np.take_along_axis(ref, top, axis=1), rtol=1e-5, atol=1e-5)
     assert all(len(set(r)) == 5 for r in res.rows)
+
+
+@pytest.mark.parametrize("d", [21, 64])
+def test_binary_rerank_tables_sum_to_the_decoded_inner_products(d, monkeypatch):
+    """The asymmetric rerank of bits through byte tables (``Binary.rerank_tables`` summed by
+    ``adc.rows_table_sums``, in C and in numpy) equals the inner product with the decoded rows,
+    for a width that is not a multiple of 8 too."""
+    from embcompress.search import adc
+
+    rng = np.random.default_rng(d)
+    X = rng.standard_normal((500, d)).astype(np.float32)
+    Q = rng.standard_normal((7, d)).astype(np.float32)
+    b = from_spec("binary:threshold=mean,decoder=levels").fit(X)
+    codes = b.transform(X)
+    rows = rng.integers(0, len(X), (7, 40))
+    ref = np.einsum("qd,qcd->qc", Q, b.decode(codes[rows]))
+    tables, offsets = b.rerank_tables(Q)
+    got = adc.rows_table_sums(tables, codes, rows) + offsets[:, None]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(adc, "_adc", None)
+    np.testing.assert_allclose(adc.rows_table_sums(tables, codes, rows) + offsets[:, None], ref, rtol=1e-5, atol=1e-5)
+
+
+def test_rows_table_sums_refuses_rows_outside_the_codes():
+    from embcompress.search import adc
+
+    if adc._adc is None:
+        pytest.skip("the C kernel is not built")
+    codes = np.zeros((10, 3), dtype=np.uint8)
+    with pytest.raises(ValueError, match="outside the codes"):
+        adc.rows_table_sums(np.zeros((1, 3, 256), np.float32), codes, np.array([[0, 10]]))
 
 
 def test_rerank_improves_binary_on_clustered_data(clustered):

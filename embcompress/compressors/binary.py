@@ -209,9 +209,28 @@ class Binary(MeanStats, BudgetCodes, Compressor):
         out += lo
         return out
 
+    def rerank_tables(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(tables, offsets)``: (queries, code bytes, 256) float32 tables and (queries,) offsets
+        such that a query's inner product with :meth:`decode` of a code row is its offset plus one
+        entry per byte (``<q, lo> + sum_d bit_d (hi_d - lo_d) q_d``, eight bits to an entry): the
+        asymmetric rerank scores candidates so without decoding them."""
+        self._check_fitted()
+        lo, hi = self.levels_
+        Q = np.asarray(Q, dtype=np.float32)
+        d = self.n_features_in_
+        nb = (d + 7) // 8
+        w = np.zeros((len(Q), nb * 8), dtype=np.float32)
+        w[:, :d] = Q * (hi - lo)
+        tables = w.reshape(len(Q) * nb, 8) @ _BYTE_BITS  # (q * nb, 256)
+        return tables.reshape(len(Q), nb, 256), (Q @ lo).astype(np.float32)
+
     def _output_spec(self) -> OutputSpec:
         d = self.n_features_in_
         return OutputSpec(kind="bits", dtype="uint8", width=d, nbytes=(d + 7) // 8, metric="hamming")
+
+
+#: (8, 256) float32: row i holds bit i of each byte value, most significant first (np.packbits' order)
+_BYTE_BITS = ((np.arange(256)[None, :] >> (7 - np.arange(8))[:, None]) & 1).astype(np.float32)
 
 
 def level_stats(batches, thresholds: np.ndarray, max_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -686,6 +686,50 @@ static PyObject *py_rows_topk(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* given rows of each query: out[q, j] = the table sum of code row rows[q, j] for query q (the
+   asymmetric rerank of candidates, without decoding them). 0, or -1 when a row is out of range */
+static int rows_adc(const unsigned char *codes, Py_ssize_t nd, Py_ssize_t nbytes, const float *T, const int64_t *rows,
+                    Py_ssize_t nq, Py_ssize_t nc, float *out) {
+    for (Py_ssize_t i = 0; i < nq * nc; i++)
+        if (rows[i] < 0 || rows[i] >= nd) return -1;
+    for (Py_ssize_t q = 0; q < nq; q++) {
+        const float *Tq = T + q * nbytes * 256;
+        for (Py_ssize_t j = 0; j < nc; j++) out[q * nc + j] = adc_score(Tq, codes + rows[q * nc + j] * nbytes, nbytes);
+    }
+    return 0;
+}
+
+static PyObject *py_rows_adc(PyObject *self, PyObject *args) {
+    Py_buffer cb, tb, rb, ob;
+    Py_ssize_t nbytes;
+    if (!PyArg_ParseTuple(args, "y*ny*y*w*", &cb, &nbytes, &tb, &rb, &ob)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t table_bytes = nbytes * 256 * (Py_ssize_t)sizeof(float);
+    Py_ssize_t nd = nbytes > 0 ? cb.len / nbytes : 0, nq = nbytes > 0 ? tb.len / table_bytes : 0;
+    Py_ssize_t nc = nq > 0 ? rb.len / (nq * (Py_ssize_t)sizeof(int64_t)) : 0;
+    int bad = 0;
+    if (nbytes <= 0 || cb.len % nbytes || tb.len % table_bytes || nq == 0 || rb.len != nq * nc * (Py_ssize_t)sizeof(int64_t)
+        || ob.len != nq * nc * (Py_ssize_t)sizeof(float)) {
+        PyErr_SetString(PyExc_ValueError, "codes must be nd * nbytes bytes, tables nq * nbytes * 256 float32, rows nq * nc "
+                        "int64 and out nq * nc float32");
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        bad = rows_adc((const unsigned char *)cb.buf, nd, nbytes, (const float *)tb.buf, (const int64_t *)rb.buf, nq, nc,
+                       (float *)ob.buf);
+        Py_END_ALLOW_THREADS
+        if (bad) PyErr_SetString(PyExc_ValueError, "a row is outside the codes");
+        else {
+            result = Py_None;
+            Py_INCREF(result);
+        }
+    }
+    PyBuffer_Release(&cb);
+    PyBuffer_Release(&tb);
+    PyBuffer_Release(&rb);
+    PyBuffer_Release(&ob);
+    return result;
+}
+
 static PyObject *py_dense_decode(PyObject *self, PyObject *args) {
     Py_buffer cb, lb, ob;
     Py_ssize_t row_bytes, d;
@@ -770,6 +814,7 @@ static PyMethodDef methods[] = {
     {"dense_topk", py_dense_topk, METH_VARARGS, "Exact top-k over per-dimension codes decoded to floats (see the module source)."},
     {"planes_topk", py_planes_topk, METH_VARARGS, "Exact top-k over bit-plane codes for 8-bit queries (see the module source)."},
     {"rows_topk", py_rows_topk, METH_VARARGS, "Top-k of each row of a float32 score matrix (see the module source)."},
+    {"rows_adc", py_rows_adc, METH_VARARGS, "Table sums of given code rows per query (see the module source)."},
     {"dense_decode", py_dense_decode, METH_VARARGS, "Per-dimension codes decoded to floats (see the module source)."},
     {"book_decode", py_book_decode, METH_VARARGS, "Codeword indices decoded by codebooks (see the module source)."},
     {"simd", py_simd, METH_NOARGS, "Which path dense_topk takes on this CPU: 'avx2' or 'portable'."},

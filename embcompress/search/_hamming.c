@@ -46,11 +46,17 @@ static inline int32_t hamming_generic(const unsigned char *a, const unsigned cha
         for (int i = 0; i < W; i++) d += __builtin_popcountll(load64(a + 8 * i) ^ load64(b + 8 * i)); \
         return d;                                                                                \
     }
+/* the widths of common embeddings' sign bits: 64 to 2,048 dimensions (384: 6 words, 1,536: 24),
+   and the halves and quarters the report's PCA stages keep */
+DEFINE_FIXED(1)
 DEFINE_FIXED(2)
+DEFINE_FIXED(3)
 DEFINE_FIXED(4)
+DEFINE_FIXED(6)
 DEFINE_FIXED(8)
 DEFINE_FIXED(12)
 DEFINE_FIXED(16)
+DEFINE_FIXED(24)
 DEFINE_FIXED(32)
 
 /* the kept distances form a max-heap on (dist, idx): the root is the worst kept candidate */
@@ -86,11 +92,15 @@ static void scan(const unsigned char *Q, Py_ssize_t nq, const unsigned char *D, 
         for (Py_ssize_t q0 = 0; q0 < nq; q0 += QBLOCK) {
             Py_ssize_t q1 = q0 + QBLOCK < nq ? q0 + QBLOCK : nq;
             switch (words) {
+            case 1: SCAN_BLOCK(hamming_1(qp, D + j * nbytes)) break;
             case 2: SCAN_BLOCK(hamming_2(qp, D + j * nbytes)) break;
+            case 3: SCAN_BLOCK(hamming_3(qp, D + j * nbytes)) break;
             case 4: SCAN_BLOCK(hamming_4(qp, D + j * nbytes)) break;
+            case 6: SCAN_BLOCK(hamming_6(qp, D + j * nbytes)) break;
             case 8: SCAN_BLOCK(hamming_8(qp, D + j * nbytes)) break;
             case 12: SCAN_BLOCK(hamming_12(qp, D + j * nbytes)) break;
             case 16: SCAN_BLOCK(hamming_16(qp, D + j * nbytes)) break;
+            case 24: SCAN_BLOCK(hamming_24(qp, D + j * nbytes)) break;
             case 32: SCAN_BLOCK(hamming_32(qp, D + j * nbytes)) break;
             default: SCAN_BLOCK(hamming_generic(qp, D + j * nbytes, nbytes)) break;
             }

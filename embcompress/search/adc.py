@@ -107,6 +107,21 @@ def scan_adc(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray
     return _split(run, nq, nd, k, threads)
 
 
+def rows_table_sums(tables: np.ndarray, codes: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """(queries, candidates) float32: for each query, the sum of its (code bytes, 256) table's
+    entries over each code row at ``rows[q]`` (rows of ``codes``, (n, code bytes) uint8)."""
+    tables = np.ascontiguousarray(tables, dtype=np.float32)
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    out = np.empty(rows.shape, dtype=np.float32)
+    if _adc is None:
+        c = codes[rows]  # (q, c, nb)
+        q, b = np.arange(len(rows))[:, None, None], np.arange(c.shape[2])[None, None, :]
+        out[...] = tables[q, b, c].sum(axis=2, dtype=np.float32)
+    else:
+        _adc.rows_adc(np.ascontiguousarray(codes, dtype=np.uint8), codes.shape[1], tables, rows, out)
+    return out
+
+
 def _split(run, nq: int, nd: int, k: int, threads: int | None,
            queries_per_thread: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Calls ``run(q0, q1, d0, d1, scores_out, indices_out)`` of a kernel through :func:`split_scan`."""

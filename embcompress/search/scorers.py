@@ -15,7 +15,7 @@ from .._parallel import one_blas_thread
 from .._util import normalize_rows
 from ..capabilities import DenseScan, PlaneScan, TableScan
 from ..errors import InputError
-from .adc import book_vectors, dense_vectors, scan_adc, scan_decoded, scan_dense, scan_planes
+from .adc import book_vectors, dense_vectors, rows_table_sums, scan_adc, scan_decoded, scan_dense, scan_planes
 from .exact import scan_blocks
 from .hamming import scan_hamming
 
@@ -85,8 +85,13 @@ class _Scorer:
         space = comp.query_space
         qf = space.linear(Q)  # (q, d') the space the codes quantize, linear part
         nq, nc = rows.shape
-        dec = space.last.decode(self.index.data[rows.reshape(-1)])  # (q*c, d') decoded candidates
-        dots = np.matmul(dec.reshape(nq, nc, -1), qf[:, :, None])[..., 0]  # (q, c)
+        tables_of = getattr(space.last, "rerank_tables", None)
+        if tables_of is not None:  # one table entry per code byte instead of decoding (binary)
+            tables, offsets = tables_of(qf)
+            dots = rows_table_sums(tables, self.index.data, rows) + offsets[:, None]
+        else:
+            dec = space.last.decode(self.index.data[rows.reshape(-1)])  # (q*c, d') decoded candidates
+            dots = np.matmul(dec.reshape(nq, nc, -1), qf[:, :, None])[..., 0]  # (q, c)
         recon = self.reconstruction()
         if recon is None:
             return dots.astype(np.float32)
