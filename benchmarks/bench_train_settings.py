@@ -33,7 +33,7 @@ import numpy as np
 #: (family, class attribute, values; the first is today's default)
 SETTINGS = (("rq", "progressive_steps", (10, 3)), ("rq", "kmeans_iterations", (10, 5, 3)),
             ("rq", "beam_kmeans_iterations", (10, 5, 3)), ("opq", "rotation_iterations", (50, 20)),
-            ("rq", "kmeans_max_points_per_centroid", (256, 64)),
+            ("rq", "beam_kmeans_max_points_per_centroid", (256, 64)),
             ("opq", "rotation_max_rows", (65_536, 10_000, 5_000)))
 #: (family, spec parameter, values; the first is today's default): settings given in the spec,
 #: measured at two widths (a half and a quarter of the dimensions, as the report's grid has them)
@@ -51,7 +51,7 @@ def configs(dim: int, ratio: int, only: str | None = None) -> list[tuple[str, st
         if family == "opq":
             specs = [f"opq:{b}"]
         else:  # the beam's iterations apply to rq:M:beam=4 alone, the plain ones to rq:M alone
-            specs = {"beam_kmeans_iterations": [f"rq:{b}:beam=4"], "kmeans_max_points_per_centroid": [f"rq:{b}:beam=4"],
+            specs = {"beam_kmeans_iterations": [f"rq:{b}:beam=4"], "beam_kmeans_max_points_per_centroid": [f"rq:{b}:beam=4"],
                      "kmeans_iterations": [f"rq:{b}"]}.get(
                 attr, [f"rq:{b}:beam=4", f"rq:{b}"])
         out += [(spec, family.upper(), attr, v) for spec in specs for v in values]

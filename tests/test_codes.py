@@ -642,10 +642,11 @@ def test_rq_training_settings_reach_faiss(spec, monkeypatch):
 
     monkeypatch.setattr(faiss.ResidualQuantizer, "train", spy)
     monkeypatch.setattr(RQ, "kmeans_max_points_per_centroid", 7)
+    monkeypatch.setattr(RQ, "beam_kmeans_max_points_per_centroid", 5)
     monkeypatch.setattr(RQ, "progressive_steps", 3)
     from_spec(spec).fit(np.random.default_rng(0).standard_normal((600, 16)).astype(np.float32))
     beam = 4 if "beam" in spec else 1
-    assert seen == [(beam, RQ.beam_kmeans_iterations if beam > 1 else RQ.kmeans_iterations, 3, 7)]
+    assert seen == [(beam, RQ.beam_kmeans_iterations if beam > 1 else RQ.kmeans_iterations, 3, 5 if beam > 1 else 7)]
 
 
 def test_faiss_blas_threshold_is_restored_when_the_last_of_overlapping_trainings_ends():
