@@ -198,10 +198,10 @@ def _gap_on_first_fold(cfg: Config, other: Config, task: Task, doc_ids, fits: Cr
     originals, or fewer than :data:`RACE_MIN_QUERIES` queries are kept."""
     on_part = getattr(task, "on_part", None)
     rows = fits.parts[0]
-    ids = [doc_ids[i] for i in rows]
     sub = None if on_part is None or "float" in (cfg.rerank, other.rerank) else on_part(doc_ids, rows)
     if sub is None or len(sub.queries) < RACE_MIN_QUERIES:
         return None
+    ids = [doc_ids[i] for i in rows]
     docs = fits.part_docs[0]
     if sub.mode == "label-free":  # its reference: float search on this corpus
         sub.measure(Index(docs, ids=ids), FLOAT, None)

@@ -213,7 +213,9 @@ class Binary(MeanStats, BudgetCodes, Compressor):
         """``(tables, offsets)``: (queries, code bytes, 256) float32 tables and (queries,) offsets
         such that a query's inner product with :meth:`decode` of a code row is its offset plus one
         entry per byte (``<q, lo> + sum_d bit_d (hi_d - lo_d) q_d``, eight bits to an entry): the
-        asymmetric rerank scores candidates so without decoding them."""
+        asymmetric rerank scores candidates so without decoding them. ``_codes.byte_tables`` of the
+        two levels gives the same sums, but builds them about 30x slower at one bit (5.8 against
+        0.19 ms for 32 queries of 384 dimensions), which would cost the rerank more than decoding."""
         self._check_fitted()
         lo, hi = self.levels_
         Q = np.asarray(Q, dtype=np.float32)

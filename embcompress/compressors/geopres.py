@@ -4,6 +4,8 @@ plain numpy."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..base import OutputSpec, float_spec
@@ -15,16 +17,17 @@ LOSSES = ("positional", "angular", "rank")
 _RANK_ROWS, _RANK_COLS = 128, 256
 
 
-def distance_matrix(torch, Y):
-    """(m, m) Euclidean distances of a batch. The squared distances are clamped away from 0 before
-    the square root, so duplicate rows and the diagonal give a finite (zero) gradient."""
-    sq = (Y * Y).sum(dim=1)  # (m,)
-    d2 = sq[:, None] + sq[None, :] - 2 * (Y @ Y.T)  # (m, m)
-    return torch.sqrt(d2.clamp_min(1e-12))  # (m, m)
-
-
 #: squared distances below this are clamped before the square root (a duplicate row, the diagonal)
 _MIN_SQ = 1e-12
+
+
+def distance_matrix(torch, Y):
+    """(m, m) Euclidean distances of a batch, through autograd: the plain formula that training's
+    in-place :func:`positional_loss` is checked against. The squared distances are clamped away
+    from 0 before the square root, so duplicate rows and the diagonal give a finite (zero) gradient."""
+    sq = (Y * Y).sum(dim=1)  # (m,)
+    d2 = sq[:, None] + sq[None, :] - 2 * (Y @ Y.T)  # (m, m)
+    return torch.sqrt(d2.clamp_min(_MIN_SQ))  # (m, m)
 
 
 def _distances_(torch, Y):
@@ -43,13 +46,9 @@ def positional_loss(torch, target, Z):
     return _positional_function(torch).apply(target, Z)
 
 
-_POSITIONAL = {}
-
-
+@functools.cache
 def _positional_function(torch):
     """The autograd Function behind :func:`positional_loss` (defined once torch is imported)."""
-    if "f" in _POSITIONAL:
-        return _POSITIONAL["f"]
 
     class Positional(torch.autograd.Function):
         @staticmethod
@@ -73,7 +72,6 @@ def _positional_function(torch):
             gz = torch.mm(G, Z).mul_(-4).add_(Z * (4 * G.sum(dim=1, keepdim=True)))  # (m, dim)
             return None, gz
 
-    _POSITIONAL["f"] = Positional
     return Positional
 
 

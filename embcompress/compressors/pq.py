@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._util import check_positive_int, faiss_blas_distances, require
+from .._util import check_positive_int, faiss_blas_distances, require, sample_rows
 from ..base import OutputSpec, make_rng
 from ..capabilities import BudgetCodes, FaissExport, TableScan
 from ..errors import InputError
@@ -198,10 +198,8 @@ class OPQ(PQ):
         opq = faiss.OPQMatrix(n_features, int(self.m))
         opq.niter = int(self.rotation_iterations)
         opq.pq = inner  # our settings (seed, no warnings) for the codebooks OPQ trains while rotating
-        R = X
-        if len(X) > int(self.rotation_max_rows):
-            keep = np.sort(make_rng(self.seed).choice(len(X), int(self.rotation_max_rows), replace=False))
-            R = np.ascontiguousarray(X[keep])
+        keep = sample_rows(len(X), int(self.rotation_max_rows), int(self.seed))
+        R = X if len(keep) == len(X) else np.ascontiguousarray(X[keep])
         opq.max_train_points = len(R)  # no second subsample inside faiss
         with faiss_blas_distances(faiss):
             opq.train(R)

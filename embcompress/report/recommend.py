@@ -122,7 +122,7 @@ def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, p
 
 def _stopped_note(r: Mapping[str, Any]) -> str:
     """Why run_configs' race stopped a code after its first model (evaluate._race)."""
-    race = r.get("race") or {"test": "all documents"}
+    race = r["race"]
     if race["test"] == "first fold":
         return (f"stopped after one of its models: on the documents that model had not seen, {100 * -race['difference']:.2f} "
                 f"points of the score below the leader then over {race['queries']:,} queries (standard error "
