@@ -420,3 +420,30 @@ def test_parted_index_scores_each_document_with_its_own_model(clustered):
         for qi, j in zip(*np.nonzero(mine)):
             assert abs(score_of[(qi, res.rows[qi, j])] - res.scores[qi, j]) < 1e-5
     assert (np.diff(res.scores, axis=1) <= 1e-7).all()
+
+
+@pytest.mark.parametrize("rerank", ["asymmetric", "float"])
+def test_parted_index_reranks_each_candidate_with_its_own_model(clustered, rerank):
+    """A rerank over parts of two models: every returned score is the rerank score of that
+    document by its own part's index (its own model's decoding, or its original vector), whatever
+    the query block, and the candidates are those of the merged first stage."""
+    from embcompress.search import ArrayStore, PartedIndex
+
+    D, Q = clustered
+    halves = [np.flatnonzero(np.arange(len(D)) % 3 == 0), np.flatnonzero(np.arange(len(D)) % 3 != 0)]
+    models = [from_spec("pq:8").fit(D[h]) for h in halves[::-1]]
+    parts = [(h, Index(m.transform(D[h]), compressor=m)) for h, m in zip(halves, models)]
+    parted = PartedIndex(parts)
+    kw = {"rerank": rerank, "multiplier": 5, "originals": D if rerank == "float" else None}
+    res = parted.search(Q, 12, **kw)
+    np.testing.assert_array_equal(parted.search(Q, 12, query_block=5, threads=2, **kw).rows, res.rows)
+    for p, (rows, idx) in enumerate(parts):
+        local = {int(g): i for i, g in enumerate(rows)}
+        for qi, j in zip(*np.nonzero(np.isin(res.rows, rows))):
+            own = idx.rerank_scores(Q[qi : qi + 1], np.array([[local[int(res.rows[qi, j])]]]), rerank,
+                                    ArrayStore(D[rows]) if rerank == "float" else None)
+            assert abs(float(own[0, 0]) - res.scores[qi, j]) < 1e-5
+    first = parted.search(Q, 60)  # the first stage alone: the rerank's candidates
+    for qi in range(len(Q)):
+        assert set(res.rows[qi]) <= set(first.rows[qi])
+    assert (np.diff(res.scores, axis=1) <= 1e-7).all()

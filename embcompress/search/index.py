@@ -160,16 +160,7 @@ class Index:
         nq, nc = rows.shape
         if how == "asymmetric":
             return self.scorer.asymmetric(Q, rows)
-        if originals is None:
-            raise InputError("float rerank needs the original document vectors (originals=...)")
-        if originals.num_rows != self.num_docs:
-            raise InputError(f"originals hold {originals.num_rows} vectors but the index holds {self.num_docs} documents")
-        if originals.dim != Q.shape[1]:
-            raise InputError(f"originals have {originals.dim} dimensions but queries have {Q.shape[1]}")
-        X = originals.get(rows.reshape(-1))  # (q*c, d) float32, candidates only
-        dots = np.matmul(X.reshape(nq, nc, -1), normalize_rows(Q)[:, :, None])[..., 0]  # (q, c)
-        norms = np.sqrt(np.einsum("ij,ij->i", X, X)).reshape(nq, nc)  # (q, c), no normalized copy of X
-        return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0).astype(np.float32)
+        return float_rerank_scores(Q, rows, check_originals(originals, self.num_docs, Q.shape[1]))
 
     def search(self, queries: np.ndarray, k: int = 10, *, rerank: str | None = None,
                multiplier: int = DEFAULT_MULTIPLIER, originals: VectorStore | np.ndarray | None = None,
@@ -196,23 +187,52 @@ class Index:
             n_cand = min(k * int(multiplier), self.num_docs)
             _, cand = self.first_stage(Q, n_cand)
             t_first = time.perf_counter() - t0
-            scores = np.empty((len(Q), k), dtype=np.float32)
-            rows = np.empty((len(Q), k), dtype=np.int64)
-
             # small query blocks keep each (queries x candidates x dim) gather in cache
             # (benchmarks/README.md, "Figures moved from docstrings")
-            def rerank_block(s: int) -> None:
-                c = cand[s : s + query_block]
-                sc = self.rerank_scores(Q[s : s + query_block], c, rerank, originals)
-                order = np.lexsort((c, -sc), axis=1)[:, :k]
-                scores[s : s + len(c)] = np.take_along_axis(sc, order, axis=1)
-                rows[s : s + len(c)] = np.take_along_axis(c, order, axis=1)
-
-            run_blocks(rerank_block, range(0, len(Q), query_block), threads=threads)
+            scores, rows = _rerank_blocks(Q, cand, k, lambda q, c: self.rerank_scores(Q[q], c, rerank, originals),
+                                          query_block, threads)
             info = {"candidates": n_cand, "rerank": rerank, "first_stage_seconds": t_first,
                     "rerank_seconds": time.perf_counter() - t0 - t_first}
         ids = ids_at(self.ids, rows)
         return SearchResult(rows=rows, scores=scores, ids=ids, seconds=time.perf_counter() - t0, info=info)
+
+
+def check_originals(originals: VectorStore | None, num_docs: int, dim: int) -> VectorStore:
+    """``originals`` if a float rerank over ``num_docs`` documents with ``dim``-wide queries can read them."""
+    if originals is None:
+        raise InputError("float rerank needs the original document vectors (originals=...)")
+    if originals.num_rows != num_docs:
+        raise InputError(f"originals hold {originals.num_rows} vectors but the index holds {num_docs} documents")
+    if originals.dim != dim:
+        raise InputError(f"originals have {originals.dim} dimensions but queries have {dim}")
+    return originals
+
+
+def float_rerank_scores(Q: np.ndarray, rows: np.ndarray, originals: VectorStore) -> np.ndarray:
+    """(queries, candidates) cosines of the float queries with the ``originals`` at ``rows``."""
+    nq, nc = rows.shape
+    X = originals.get(rows.reshape(-1))  # (q*c, d) float32, candidates only
+    dots = np.matmul(X.reshape(nq, nc, -1), normalize_rows(Q)[:, :, None])[..., 0]  # (q, c)
+    norms = np.sqrt(np.einsum("ij,ij->i", X, X)).reshape(nq, nc)  # (q, c), no normalized copy of X
+    return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0).astype(np.float32)
+
+
+def _rerank_blocks(Q: np.ndarray, cand: np.ndarray, k: int, score, query_block: int, threads: int | None):
+    """The top ``k`` of each query's candidates by ``score(query rows slice, candidates)``, in
+    blocks of ``query_block`` queries (each block's gather stays in cache) run on ``threads``
+    threads; ties by lower row."""
+    scores = np.empty((len(Q), k), dtype=np.float32)
+    rows = np.empty((len(Q), k), dtype=np.int64)
+
+    def block(s: int) -> None:
+        c = cand[s : s + query_block]
+        sc = score(slice(s, s + len(c)), c)
+        order = np.lexsort((c, -sc), axis=1)[:, :k]
+        scores[s : s + len(c)] = np.take_along_axis(sc, order, axis=1)
+        rows[s : s + len(c)] = np.take_along_axis(c, order, axis=1)
+
+    run_blocks(block, range(0, len(Q), query_block), threads=threads)
+    return scores, rows
 
 
 class _RowsView:
@@ -253,6 +273,10 @@ class PartedIndex:
         first = self.parts[0][1]
         self.compressor, self.kind, self.nbytes_per_vector = first.compressor, first.kind, first.nbytes_per_vector
         self.ids = id_column(ids, self.num_docs)
+        self._part_of = np.empty(self.num_docs, dtype=np.int64)  # each global row's part, and its row there
+        self._local = np.empty(self.num_docs, dtype=np.int64)
+        for p, (r, _) in enumerate(self.parts):
+            self._part_of[r], self._local[r] = p, np.arange(len(r))
 
     def decoded(self) -> np.ndarray:
         """Every document decoded by its own part's model, in row order."""
@@ -264,9 +288,30 @@ class PartedIndex:
             out[rows] = z
         return out
 
+    def _own_part_scores(self, Q: np.ndarray, cand: np.ndarray, how: str) -> np.ndarray:
+        """(queries, candidates) rerank scores of the global rows ``cand``, each candidate scored
+        by the model of its own part only: a part's candidates are gathered to the front of each
+        row (padded with its row 0 to the longest), scored, and put back."""
+        owner = self._part_of[cand]
+        out = np.zeros(cand.shape, dtype=np.float32)
+        for p, (_, idx) in enumerate(self.parts):
+            mine = owner == p
+            width = int(mine.sum(axis=1).max())
+            if width == 0:
+                continue
+            pos = np.argsort(~mine, axis=1, kind="stable")[:, :width]  # (q, width): this part's candidates first
+            keep = np.take_along_axis(mine, pos, axis=1)
+            local = np.where(keep, self._local[np.take_along_axis(cand, pos, axis=1)], 0)
+            s = idx.rerank_scores(Q, local, how, None)
+            qi = np.broadcast_to(np.arange(len(cand))[:, None], pos.shape)
+            out[qi[keep], pos[keep]] = s[keep]
+        return out
+
     def search(self, queries: np.ndarray, k: int = 10, *, rerank: str | None = None,
                multiplier: int = DEFAULT_MULTIPLIER, originals: VectorStore | np.ndarray | None = None,
-               threads: int | None = None) -> SearchResult:
+               query_block: int = 32, threads: int | None = None) -> SearchResult:
+        """Top-``k`` documents for each float query, as :meth:`Index.search`; a rerank scores
+        blocks of ``query_block`` queries on ``threads`` threads."""
         t0 = time.perf_counter()
         Q = check_array(queries, what="queries")
         if len(Q) == 0:
@@ -286,17 +331,12 @@ class PartedIndex:
             n_cand = min(k * check_positive_int("multiplier", multiplier), self.num_docs)
             firsts = [idx.first_stage(Q, min(n_cand, idx.num_docs)) for _, idx in self.parts]
             _, cand = merge_topk([s for s, _ in firsts], [self.parts[i][0][r] for i, (_, r) in enumerate(firsts)], n_cand)
-            part_of = np.empty(self.num_docs, dtype=np.int64)
-            local = np.empty(self.num_docs, dtype=np.int64)
-            for p, (r, _) in enumerate(self.parts):
-                part_of[r], local[r] = p, np.arange(len(r))
-            sc = np.zeros(cand.shape, dtype=np.float32)
-            for p, (_, idx) in enumerate(self.parts):
-                mine = part_of[cand] == p
-                if mine.any():  # every candidate scored by the model of its part (others: row 0, dropped)
-                    s = idx.rerank_scores(Q, np.where(mine, local[cand], 0), rerank, views[p])
-                    sc[mine] = s[mine]
-            scores, rows = merge_topk([sc], [cand], k)
+            if rerank == "float":  # the originals are global: no part's model takes part
+                store = check_originals(originals, self.num_docs, Q.shape[1])
+                score = lambda q, c: float_rerank_scores(Q[q], c, store)  # noqa: E731
+            else:
+                score = lambda q, c: self._own_part_scores(Q[q], c, rerank)  # noqa: E731
+            scores, rows = _rerank_blocks(Q, cand, k, score, query_block, threads)
             info = {"candidates": n_cand, "rerank": rerank}
         ids = ids_at(self.ids, rows)
         return SearchResult(rows=rows, scores=scores, ids=ids, seconds=time.perf_counter() - t0, info=info)
