@@ -189,6 +189,11 @@ class Compressor:
         """How this compressor's fit reads data (see :class:`FitTags`)."""
         return FitTags(block_stats=isinstance(self, BlockStats))
 
+    def joint_fit_key(self):
+        """Compressors with equal keys (not None) fitted on the same rows train faster together,
+        each to the model it gets alone (:func:`embcompress.compressors.fit_together`); None: fitted alone."""
+        return None
+
     def _validate_params(self, n_features: int) -> None:
         """Raise InputError for parameters that cannot work with ``n_features`` inputs."""
 

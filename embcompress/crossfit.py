@@ -11,6 +11,7 @@ import numpy as np
 
 from ._util import check_positive_int, sample_rows
 from .base import Compressor
+from .compressors import fit_together
 from .errors import InputError
 from .registry import from_spec, get
 from .search import Index, PartedIndex
@@ -30,6 +31,21 @@ class FitCache:
         self._last_codes: tuple[str, dict[int, tuple[np.ndarray, np.ndarray]]] | None = None
         self.fit_seconds: dict[str, float] = {}
         self.encoded: dict[str, tuple[int, float]] = {}
+        self._together: dict[str, list[str]] = {}  # a first stage -> the specs fitted with it (plan)
+
+    def plan(self, specs: Sequence[str]) -> None:
+        """Say which specs will be fitted: the first stages of ``specs`` that train faster
+        together (:meth:`~embcompress.base.Compressor.joint_fit_key`, GeoPres at several widths)
+        are fitted together when the first of them is needed, each to the model it gets alone,
+        and each is charged an equal share of the time."""
+        groups: dict[Any, list[str]] = {}
+        for first in dict.fromkeys(s.split("+")[0] for s in specs if s):
+            key = from_spec(first).joint_fit_key()
+            if key is not None and first not in self._fitted:
+                groups.setdefault(key, []).append(first)
+        for group in groups.values():
+            if len(group) > 1:
+                self._together.update({s: group for s in group})
 
     def encode(self, spec: str, docs: np.ndarray) -> np.ndarray:
         """``docs`` through the fitted ``spec``. The encodings of the last spec are kept, so that
@@ -51,6 +67,10 @@ class FitCache:
     def fit(self, spec: str) -> Compressor:
         if spec in self._fitted:
             return self._fitted[spec]
+        group = self._together.get(spec.split("+")[0])
+        if group and group[0] not in self._fitted:
+            self._fit_group(group)
+            return self.fit(spec)
         t0 = time.perf_counter()
         stages = spec.split("+")
         done = 0
@@ -70,6 +90,14 @@ class FitCache:
         self._fitted[spec] = comp
         self.fit_seconds[spec] = time.perf_counter() - t0
         return comp
+
+    def _fit_group(self, group: list[str]) -> None:
+        t0 = time.perf_counter()
+        comps = [from_spec(s) for s in group]
+        fit_together(comps, self.docs)
+        share = (time.perf_counter() - t0) / len(group)
+        for s, comp in zip(group, comps):
+            self._fitted[s], self.fit_seconds[s] = comp, share
 
 
 def check_folds(folds, n: int | None = None) -> int:
@@ -126,6 +154,11 @@ class CrossFit:
             self.caches = [FitCache(docs[p]) for p in self.pools]
         self.part_docs = [docs if len(p) == n else docs[p] for p in self.parts]
         self.fit_rows = min(len(c.docs) for c in self.caches)
+
+    def plan(self, specs: Sequence[str | None]) -> None:
+        """The specs that will be fitted (:meth:`FitCache.plan`), for every fold's cache."""
+        for cache in self.caches:
+            cache.plan([s for s in specs if s])
 
     @staticmethod
     def describe(folds: int) -> str:

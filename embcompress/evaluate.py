@@ -289,6 +289,7 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
     if isinstance(originals, np.ndarray):
         originals = ArrayStore(originals)
     fits = CrossFit(docs, folds, fit_on=fit_on, fit_rows=fit_rows)
+    fits.plan([c.spec for c in cfgs])
     proxy = None
     if proxy_sample:
         proxy = RankProxy(docs, sample_rows(len(docs), proxy_sample, 0))

@@ -121,6 +121,38 @@ def test_transform_and_import_need_no_torch(tmp_path, fitted):
     assert subprocess.run([sys.executable, "-c", code, str(tmp_path / "g")]).returncode == 0
 
 
+@pytest.mark.parametrize("loss", ["positional", "angular"])
+def test_maps_fitted_together_are_the_maps_fitted_alone(X, loss):
+    """Three widths trained side by side on shared batch targets: each model, its history and its
+    best step are exactly those of its fit alone, though they stop early at different steps;
+    a sample (max_rows) is drawn once for all as each would draw it."""
+    from embcompress.compressors import fit_together
+
+    specs = [f"geopres:{w}:loss={loss},batch_size=128,min_steps=60,max_rows=1200" for w in (24, 8, 2)]
+    alone = [from_spec(s).fit(X) for s in specs]
+    joint = [from_spec(s) for s in specs]
+    fit_together(joint, X)
+    for a, b in zip(alone, joint):
+        np.testing.assert_array_equal(b.components_, a.components_)
+        assert b.best_step_ == a.best_step_ and b.n_features_in_ == a.n_features_in_
+        assert [h["val_loss"] for h in b.history_] == [h["val_loss"] for h in a.history_]
+    if loss == "positional":
+        assert len({len(a.history_) for a in alone}) > 1  # they did stop at different steps
+
+
+def test_fit_together_refuses_what_cannot_share_batches(X):
+    from embcompress.compressors import fit_together
+
+    for comps in ([GeoPres(dim=4), GeoPres(dim=4, lr=0.1)], [GeoPres(dim=4), Autoencoder(dim=4)],
+                  [GeoPres(dim=4, loss="rank"), GeoPres(dim=2, loss="rank")], [GeoPres(dim=4)]):
+        with pytest.raises(InputError, match="two or more maps of one joint_fit_key"):
+            fit_together(comps, X)
+    with pytest.raises(InputError, match="dim=480 is out of range"):  # before any training
+        fit_together([GeoPres(dim=4, min_steps=2), GeoPres(dim=480, min_steps=2)], X)
+    with pytest.raises(InputError, match="at least 20 rows"):
+        fit_together([GeoPres(dim=2), GeoPres(dim=1)], data(10, 8, 2))
+
+
 def test_chain_geopres_then_binary(X):
     c = from_spec("geopres:16:batch_size=256,min_steps=20+binary").fit(X)
     assert c.transform(X).shape == (len(X), 2)
@@ -136,9 +168,9 @@ def test_training_holds_torch_to_the_idle_cores_and_restores_it(X, monkeypatch):
     seen = []
     real_loss = GeoPres._loss
 
-    def spy(self, torch_, model, Y):
+    def spy(self, torch_, model, Y, target):
         seen.append(torch_.get_num_threads())
-        return real_loss(self, torch_, model, Y)
+        return real_loss(self, torch_, model, Y, target)
 
     before = torch.get_num_threads()
     torch.set_num_threads(2)

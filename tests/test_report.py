@@ -113,6 +113,29 @@ def test_fit_cache_encodes_consecutive_configurations_of_a_spec_once():
     assert again is not first and np.array_equal(again, first)  # one encoding held at a time
 
 
+def test_fit_cache_fits_planned_geopres_widths_together_as_each_alone():
+    """Planned GeoPres widths (a chain's first stage among them) are fitted together at the first
+    that is needed, each to the model it gets alone, and share the time; other specs and a rank
+    loss (which samples as it trains) are fitted alone."""
+    from embcompress.evaluate import FitCache, run_configs, LabelFreeTask
+
+    D = clustered(n=600, d=24)[0]
+    g = "batch_size=64,min_steps=30"
+    cache = FitCache(D)
+    specs = [f"geopres:12:{g}", f"geopres:6:{g}+binary", "pca:4", f"geopres:3:loss=rank,{g}", f"geopres:4:loss=rank,{g}"]
+    cache.plan(specs)
+    assert cache.fit(f"geopres:6:{g}+binary").transform(D).shape == (600, 1)
+    assert {f"geopres:12:{g}", f"geopres:6:{g}"} <= set(cache.fit_seconds)  # both, at the first call
+    assert cache.fit_seconds[f"geopres:12:{g}"] == cache.fit_seconds[f"geopres:6:{g}"]
+    for w in (12, 6):
+        np.testing.assert_array_equal(cache.fit(f"geopres:{w}:{g}").components_,
+                                      from_spec(f"geopres:{w}:{g}").fit(D).components_)
+    assert not any("rank" in s for s in cache.fit_seconds)
+    rows = run_configs(D[100:], LabelFreeTask(D[:100]), [f"geopres:12:{g}", f"geopres:6:{g}"], folds=2)
+    alone = run_configs(D[100:], LabelFreeTask(D[:100]), [f"geopres:12:{g}"], folds=2)
+    assert rows[1]["score"] == alone[1]["score"] and rows[1]["score_in_sample"] == alone[1]["score_in_sample"]
+
+
 def test_cross_fit_scores_every_document_through_a_model_that_did_not_see_it():
     """2-fold fitting: the two models are fitted on complementary halves; out-of-sample, each
     half is encoded by the model fitted on the other, in-sample by its own; the figures are those

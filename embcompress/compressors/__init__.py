@@ -6,6 +6,7 @@ from .random_select import RandomSelect
 from .random_projection import RandomProjection
 from .pca import PCA
 from .geopres import Autoencoder, GeoPres
+from ._learned import fit_together
 from .rotate import Rotate
 from .itq import ITQ
 from .int8 import Int8
@@ -18,4 +19,4 @@ from .normalize import Normalize
 from .pipeline import Pipeline
 
 __all__ = ["Autoencoder", "Binary", "GeoPres", "ITQ", "Int8", "Normalize", "OPQ", "PCA", "PQ", "Pipeline", "RaBitQ", "RandomProjection", "RandomSelect", "Rotate", "RQ",
-           "SQ", "Truncate", "pack_bits", "unpack_signs"]
+           "SQ", "Truncate", "fit_together", "pack_bits", "unpack_signs"]

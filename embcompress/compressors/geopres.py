@@ -159,17 +159,21 @@ steps (more epochs over the same rows), still stopped early on the validation lo
     def _make_model(self, torch, n_features: int):
         return torch.nn.Linear(n_features, self.dim, bias=False)
 
-    def _loss(self, torch, model, Y):
+    def _target(self, torch, Y):
+        if self.loss == "positional":
+            return _distances_(torch, Y)  # (m, m)
+        return cosine_matrix(torch, Y) if self.loss == "angular" else None
+
+    def _loss(self, torch, model, Y, target):
         Z = model(Y)  # (m, dim)
         if self.loss == "positional":
-            with torch.no_grad():
-                target = _distances_(torch, Y)  # (m, m), no gradient needed
             return positional_loss(torch, target, Z)
         if self.loss == "angular":
-            with torch.no_grad():
-                target = cosine_matrix(torch, Y)
             return mean_offdiagonal_sq(torch, target, cosine_matrix(torch, Z))
         return local_spearman_loss(torch, Y, Z)
+
+    def joint_fit_key(self):
+        return None if self.loss == "rank" else super().joint_fit_key()  # the rank loss samples as it trains
 
     def _export(self, model) -> None:
         self.components_ = model.weight.detach().numpy().astype(np.float32).copy()  # (dim, n)
@@ -223,7 +227,7 @@ class Autoencoder(LearnedMap):
         return torch.nn.Sequential(torch.nn.Linear(n_features, self.dim), torch.nn.ReLU(),
                                    torch.nn.Linear(self.dim, n_features))
 
-    def _loss(self, torch, model, Y):
+    def _loss(self, torch, model, Y, target):
         return ((model(Y) - Y) ** 2).sum(dim=1).mean()  # (m, n) -> scalar
 
     def _export(self, model) -> None:
