@@ -35,7 +35,7 @@ def test_kernel_is_built():
     assert kernel_available(), "the C Hamming kernel should build here (gcc is on every machine of this project)"
 
 
-@pytest.mark.parametrize("nbytes", [1, 3, 8, 13, 16, 24, 32, 48, 64, 96, 128, 192, 256])
+@pytest.mark.parametrize("nbytes", [1, 3, 6, 8, 12, 13, 16, 24, 32, 48, 64, 96, 128, 192, 256])
 def test_hamming_kernel_equals_reference(nbytes, monkeypatch):
     rng = np.random.default_rng(nbytes)
     d = rng.integers(0, 256, (1500, nbytes), dtype=np.uint8)

@@ -59,6 +59,33 @@ DEFINE_FIXED(16)
 DEFINE_FIXED(24)
 DEFINE_FIXED(32)
 
+/* byte widths that are not whole words: the sign bits of 48 and 96 dimensions (the quarter and
+   the eighth of 384, the width of the MiniLM family); the tail is a fixed-size load too */
+#define DEFINE_BYTES(N)                                                                          \
+    static inline int32_t hamming_b##N(const unsigned char *a, const unsigned char *b) {         \
+        int32_t d = 0;                                                                           \
+        for (int i = 0; i + 8 <= N; i += 8) d += __builtin_popcountll(load64(a + i) ^ load64(b + i)); \
+        int i = N - N % 8;                                                                       \
+        if (N % 8 >= 4) {                                                                        \
+            uint32_t x, y;                                                                       \
+            memcpy(&x, a + i, 4);                                                                \
+            memcpy(&y, b + i, 4);                                                                \
+            d += __builtin_popcount(x ^ y);                                                      \
+            i += 4;                                                                              \
+        }                                                                                        \
+        if (N % 4 >= 2) {                                                                        \
+            uint16_t x, y;                                                                       \
+            memcpy(&x, a + i, 2);                                                                \
+            memcpy(&y, b + i, 2);                                                                \
+            d += __builtin_popcount((unsigned)(x ^ y));                                          \
+            i += 2;                                                                              \
+        }                                                                                        \
+        if (N % 2) d += __builtin_popcount((unsigned)(a[i] ^ b[i]));                             \
+        return d;                                                                                \
+    }
+DEFINE_BYTES(6)
+DEFINE_BYTES(12)
+
 /* the kept distances form a max-heap on (dist, idx): the root is the worst kept candidate */
 #define DIST_WORSE(da, ia, db, ib) ((da) > (db) || ((da) == (db) && (ia) > (ib)))
 EC_TOPK_HEAP(dist_heap, int32_t, DIST_WORSE)
@@ -86,7 +113,7 @@ static void scan(const unsigned char *Q, Py_ssize_t nq, const unsigned char *D, 
     }
     Py_ssize_t dblock = DBLOCK_BYTES / nbytes;
     if (dblock < 64) dblock = 64;
-    Py_ssize_t words = (nbytes % 8 == 0) ? nbytes / 8 : 0;
+    Py_ssize_t words = (nbytes % 8 == 0) ? nbytes / 8 : -nbytes; /* negative: a byte width */
     for (Py_ssize_t d0 = doc_start; d0 < doc_end; d0 += dblock) {
         Py_ssize_t d1 = d0 + dblock < doc_end ? d0 + dblock : doc_end;
         for (Py_ssize_t q0 = 0; q0 < nq; q0 += QBLOCK) {
@@ -102,6 +129,8 @@ static void scan(const unsigned char *Q, Py_ssize_t nq, const unsigned char *D, 
             case 16: SCAN_BLOCK(hamming_16(qp, D + j * nbytes)) break;
             case 24: SCAN_BLOCK(hamming_24(qp, D + j * nbytes)) break;
             case 32: SCAN_BLOCK(hamming_32(qp, D + j * nbytes)) break;
+            case -6: SCAN_BLOCK(hamming_b6(qp, D + j * nbytes)) break;
+            case -12: SCAN_BLOCK(hamming_b12(qp, D + j * nbytes)) break;
             default: SCAN_BLOCK(hamming_generic(qp, D + j * nbytes, nbytes)) break;
             }
         }
