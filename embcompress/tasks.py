@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
-from .analysis import check_qrels, evaluate_run, knn_accuracy, neighbour_recall_per_query, pseudo_relevance_ndcg
+from .analysis import JudgedQueries, check_qrels, knn_accuracy, neighbour_recall_per_query, pseudo_relevance_ndcg
 from .errors import InputError
 from .search import Index, PartedIndex
 
@@ -42,6 +42,7 @@ class QrelsTask:
         self.queries, self.query_ids, self.qrels, self.k = queries, [str(q) for q in query_ids], qrels, k
         self.metric = f"nDCG@{k}"
         self.mode = "qrels"
+        self._judged: JudgedQueries | None = None  # the judgments prepared for scoring, on first use
 
     def subset(self, rows: np.ndarray) -> "QrelsTask":
         """The same task on the queries at ``rows``, each with its judgments."""
@@ -64,10 +65,13 @@ class QrelsTask:
 
     def measure(self, index: Index, cfg: Config, originals) -> Measured:
         res = search_as(index, self.queries, self.k, cfg, originals)
-        s = evaluate_run({q: list(r) for q, r in zip(self.query_ids, res.ids)}, self.qrels, self.k)
-        metrics = {f"ndcg@{self.k}": s.ndcg, f"recall@{self.k}": s.recall, f"mrr@{self.k}": s.mrr}
-        per = np.array([s.per_query[q]["ndcg"] if q in s.per_query else np.nan for q in self.query_ids])
-        return Measured(s.ndcg, metrics, res.seconds, len(self.queries), res.info["candidates"], per)
+        if self._judged is None:
+            self._judged = JudgedQueries(self.query_ids, self.qrels, self.k)
+        per = self._judged.score(res.ids)  # evaluate_run's figures, per query
+        judged = ~np.isnan(per["ndcg"])
+        mean = {name: float(np.mean(v[judged])) if judged.any() else float("nan") for name, v in per.items()}
+        metrics = {f"ndcg@{self.k}": mean["ndcg"], f"recall@{self.k}": mean["recall"], f"mrr@{self.k}": mean["mrr"]}
+        return Measured(mean["ndcg"], metrics, res.seconds, len(self.queries), res.info["candidates"], per["ndcg"])
 
 
 #: how a label-free score reads the float search's ranking (LabelFreeTask's ``reference``)

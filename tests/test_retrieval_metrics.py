@@ -49,3 +49,34 @@ def test_evaluate_run_means_and_skips_unjudged_queries():
 def test_retention():
     assert retention(0.75, 0.8) == pytest.approx(0.9375)
     assert math.isnan(retention(0.5, 0.0))
+
+
+@pytest.mark.parametrize("k,width", [(10, 10), (10, 4), (3, 8)])
+def test_judged_queries_score_exactly_as_evaluate_run(k, width):
+    """Prepared judgments give evaluate_run's per-query figures and means bit for bit: graded and
+    negative grades, relevant documents never retrieved, queries without judgments or with none
+    relevant (NaN, left out of the means), and runs shorter or longer than k."""
+    import numpy as np
+
+    from embcompress.analysis import JudgedQueries
+
+    rng = np.random.default_rng(k * 10 + width)
+    docs = [f"d{i}" for i in range(60)]
+    qids = [f"q{i}" for i in range(300)]
+    qrels = {}
+    for q in qids[:-40]:  # the last 40: no judgments at all
+        picked = rng.choice(60, size=rng.integers(1, 8), replace=False)
+        qrels[q] = {docs[j]: int(rng.integers(-1, 4)) for j in picked}
+    qrels["q0"] = {"d1": 0, "ghost": 0}  # judged, none relevant
+    qrels["q1"] = {"ghost": 2, "d2": 1}  # a relevant document that cannot be retrieved
+    ranked = np.array([[docs[j] for j in rng.permutation(60)[:width]] for _ in qids], dtype=object)
+    ref = evaluate_run({q: list(r) for q, r in zip(qids, ranked)}, qrels, k)
+    per = JudgedQueries(qids, qrels, k).score(ranked)
+    for i, q in enumerate(qids):
+        if q in ref.per_query:
+            assert [per[m][i] for m in ("ndcg", "recall", "mrr")] == [ref.per_query[q][m] for m in ("ndcg", "recall", "mrr")]
+        else:
+            assert all(np.isnan(per[m][i]) for m in per)
+    assert "q0" not in ref.per_query and np.isnan(per["ndcg"][0])
+    judged = ~np.isnan(per["ndcg"])
+    assert float(np.mean(per["ndcg"][judged])) == ref.ndcg and float(np.mean(per["mrr"][judged])) == ref.mrr

@@ -75,6 +75,38 @@ def evaluate_run(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[s
     return RetrievalScores(mean("ndcg"), mean("recall"), mean("mrr"), k, len(per), per)
 
 
+class JudgedQueries:
+    """:func:`evaluate_run` for many runs of the same queries: each query's judgments, relevant
+    count and ideal DCG@k prepared once, and a run's ranked ids (queries x k) scored a column at
+    a time. The figures are :func:`evaluate_run`'s, computed in the same order (a test compares
+    them); queries without a relevant document get NaN."""
+
+    def __init__(self, query_ids: Sequence, qrels: Mapping[str, Mapping[str, int]], k: int = 10):
+        self.k = k
+        self.judged = [qrels.get(str(q)) or {} for q in query_ids]
+        self.n_relevant = np.array([sum(1 for g in j.values() if g > 0) for j in self.judged], dtype=np.float64)
+        self.ideal = np.array([dcg(sorted((g for g in j.values() if g > 0), reverse=True)[:k]) for j in self.judged])
+        self.discounts = [math.log2(i + 2) for i in range(k)]
+
+    def score(self, ranked: np.ndarray) -> dict[str, np.ndarray]:
+        """Per-query nDCG@k, recall@k and MRR@k (NaN where a query has no relevant document) of
+        ``ranked``: (queries, at most k) document ids, best first."""
+        width = min(self.k, ranked.shape[1]) if ranked.ndim == 2 else 0
+        grades = np.array([[j.get(d, 0) for d in row[:width]] for j, row in zip(self.judged, ranked)],
+                          dtype=np.float64).reshape(len(self.judged), width)
+        gains = np.maximum(grades, 0)
+        dcg_ = np.zeros(len(self.judged))
+        for i in range(width):  # the order and operations of dcg(): exactly its sums
+            dcg_ += gains[:, i] / self.discounts[i]
+        rel = grades > 0
+        first = np.where(rel.any(axis=1), rel.argmax(axis=1) + 1.0, np.inf)
+        keep = self.n_relevant > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return {"ndcg": np.where(keep & (self.ideal > 0), dcg_ / self.ideal, np.where(keep, 0.0, np.nan)),
+                    "recall": np.where(keep, rel.sum(axis=1) / self.n_relevant, np.nan),
+                    "mrr": np.where(keep, 1.0 / first, np.nan)}
+
+
 def retention(compressed: float, full: float) -> float:
     """Compressed score / full score (NaN when the full score is 0)."""
     return float(compressed / full) if full else float("nan")
