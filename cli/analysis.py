@@ -94,6 +94,10 @@ def report(
     if s.get("queries_note"):
         out.print(s["queries_note"])
     out.print(_report_table(rep))
+    for b in s.get("best_per_ratio") or []:
+        tied = b.get("within_uncertainty")
+        out.print(f"best at {b['ratio']}x: {b['config']} {100 * b['retention']:.1f}% on unseen documents"
+                  + (f"; as good within the queries' noise: {', '.join(tied)}" if tied else ""))
     out.print(f"wrote {out_dir / 'report.html'} and {out_dir / 'report.json'} in {time.perf_counter() - t0:,.1f} s")
 
 

@@ -548,9 +548,39 @@ def test_report_opens_with_the_best_code_per_ratio_and_labels_name_their_own_siz
         group = [r for r in codes if r["ratio"] == b["ratio"]]
         assert b["retention"] == max(r["retention"] for r in group)
         assert {"fit_seconds", "encode_rows_per_second", "retention_in_sample"} <= set(b)
+        lo, hi = b["retention_ci95"]
+        assert lo <= b["retention"] <= hi
+    assert not any("per_query" in r for r in rep["rows"])  # used for the intervals, not written out
     page = render_html(rep)
     assert page.index("The answer: the best code per size") < page.index("All configurations")
     assert page.count('<tr class="group">') == len(best)
+
+
+def test_best_per_ratio_names_the_codes_within_the_queries_noise():
+    """A code whose per-query figures are the leader's up to noise is named beside it; one far
+    behind is not; each code of the ratio gets its bootstrap interval; kNN accuracy (no per-query
+    figures) names none."""
+    from embcompress.report.grid import best_per_ratio
+    from embcompress.report.html import _answer
+
+    rng = np.random.default_rng(0)
+    lead = rng.uniform(0, 1, 2000)
+
+    def row(config, per, ratio=32):
+        return {"config": config, "ratio": ratio, "retention": 0.9 if per is None else float(per.mean()) / 0.5, "bytes_per_vector": 48,
+                "retention_in_sample": None, "fit_seconds": 1.0, "encode_rows_per_second": 1e5, "per_query": per}
+
+    near = np.clip(lead + rng.normal(0, 0.05, 2000) - 0.001, 0, 1)
+    far = lead * 0.8
+    rows = [{"config": "float32", "ratio": None, "retention": 1.0, "per_query": None},
+            row("a", lead), row("b", near), row("c", far), row("d", lead * 0.5, ratio=64)]
+    best = best_per_ratio(rows, 0.5)
+    assert [(b["ratio"], b["config"], b["within_uncertainty"]) for b in best] == [(32, "a", ["b"]), (64, "d", None)]
+    assert all(len(r["retention_ci95"]) == 2 for r in rows[1:]) and not any("per_query" in r for r in rows)
+    assert rows[2]["within_uncertainty"] and not rows[3]["within_uncertainty"]
+    assert "as good within the queries' noise" in _answer({"best_per_ratio": best})
+    knn = [row("a", None), row("b", None)]
+    assert best_per_ratio(knn, 0.5)[0]["within_uncertainty"] is None
 
 
 def test_recommend_screens_in_two_rounds_and_only_the_second_can_win(monkeypatch):

@@ -30,6 +30,7 @@ from ..io import count_rows, read_all, read_sample
 from .candidates import available_families, candidates, grid_budgets, grid_families
 from .candidates import code_families as registered_families
 from .html import write_report
+from .uncertainty import add_uncertainty
 
 DEFAULT_METHODS = ("truncate", "random_select", "random_projection", "pca", "geopres")
 #: code families shown at 16x, 32x, 64x and 128x (see report.candidates)
@@ -170,7 +171,7 @@ def run(setup: Setup, items: Sequence[PlanItem], progress: Callable[[str, int, i
     by_config = {it.config.label: it for it in items}
     step = (lambda label, i, n: progress(by_config[label].label if label in by_config else label, i, n)) if progress else None
     rows = run_configs(setup.docs, setup.task, [it.config for it in items], doc_ids=setup.doc_ids, folds=FOLDS,
-                       proxy_sample=setup.proxy_sample, progress=step, in_sample=IN_SAMPLE_QUERIES)
+                       proxy_sample=setup.proxy_sample, progress=step, in_sample=IN_SAMPLE_QUERIES, per_query=True)
     out = []
     for it, r in zip(items, rows):
         label = it.label if it.ratio is None else f"{it.label} ({r['compression']:.0f}x)"  # its own size
@@ -180,7 +181,7 @@ def run(setup: Setup, items: Sequence[PlanItem], progress: Callable[[str, int, i
                     "retention_in_sample": r["retention_in_sample"], "in_sample_queries": r["in_sample_queries"],
                     "fitted": r["fitted"], "rank_proxy": r["rank_proxy"],
                     "fit_seconds": r["fit_seconds"], "encode_rows_per_second": r["encode_rows_per_second"],
-                    "eval_seconds": round(r["search_seconds"], 3)})
+                    "eval_seconds": round(r["search_seconds"], 3), "per_query": r["per_query"]})
     return out
 
 
@@ -210,23 +211,31 @@ def summarize(setup: Setup, rows: list[dict[str, Any]], all_docs: np.ndarray) ->
             "methods": setup.methods, "intrinsic_dimensionality": intr.components, "intrinsic_threshold": intr.threshold,
             "uniformity": uniformity(all_docs), "proxy_retention_spearman": corr, "proxy_retention_configs": len(scored),
             "budget_bytes": setup.budget, "best_within_budget": best, "fitted": CrossFit.describe(FOLDS), **setup.info,
-            "best_per_ratio": best_per_ratio(rows),
+            "best_per_ratio": best_per_ratio(rows, rows[0]["score"]),
         },
         "explained_variance": np.cumsum(intr.explained_variance_ratio).round(6).tolist(),
         "rows": rows,
     }
 
 
-def best_per_ratio(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def best_per_ratio(rows: list[dict[str, Any]], ref_score: float) -> list[dict[str, Any]]:
     """Per compression ratio the codes were planned for (16x, 32x, 64x, 128x), the code that keeps
-    the most on documents its fit did not see, with its cost: the report's answer."""
+    the most on documents its fit did not see, with its cost: the report's answer. With per-query
+    figures (``per_query``, taken off the rows here), every code of the ratio gets its
+    ``retention_ci95`` and ``within_uncertainty`` (:func:`~embcompress.report.uncertainty.add_uncertainty`),
+    and the answer names the codes its lead over is not significant (``within_uncertainty``): which
+    of them is best can turn with the queries drawn."""
+    per = {r["config"]: r.pop("per_query", None) for r in rows}
     out = []
     for ratio in sorted({r["ratio"] for r in rows if r.get("ratio")}):
         group = [r for r in rows if r.get("ratio") == ratio and r["retention"] is not None]
         if group:
             b = max(group, key=lambda r: (r["retention"], -r["bytes_per_vector"]))
+            add_uncertainty(group, per, ref_score, b["config"])
+            tied = [r["config"] for r in group if r["within_uncertainty"] and r is not b]
             out.append({"ratio": ratio, "config": b["config"], "bytes_per_vector": b["bytes_per_vector"],
-                        "retention": b["retention"], "retention_in_sample": b["retention_in_sample"],
+                        "retention": b["retention"], "retention_ci95": b["retention_ci95"],
+                        "retention_in_sample": b["retention_in_sample"], "within_uncertainty": tied or None,
                         "fit_seconds": b["fit_seconds"], "encode_rows_per_second": b["encode_rows_per_second"]})
     return out
 

@@ -241,13 +241,24 @@ def _answer(s: dict[str, Any]) -> str:
         return ""
     body = "".join(
         f"<tr><td>{b['ratio']}x</td><td>{_esc(b['config'])}</td><td>{b['bytes_per_vector']}</td>"
-        f"<td>{_fmt(b['retention'], True)}</td><td>{_fmt(b.get('retention_in_sample'), True)}</td>"
+        f"<td>{_fmt(b['retention'], True)}{_interval(b.get('retention_ci95'))}</td>"
+        f"<td>{_fmt(b.get('retention_in_sample'), True)}</td>"
+        f"<td>{_esc(', '.join(b.get('within_uncertainty') or [])) or '–'}</td>"
         f"<td>{b['fit_seconds']:.2f}</td><td>{_rate(b.get('encode_rows_per_second'))}</td></tr>" for b in best)
     head = "".join(f"<th>{h}</th>" for h in ("smaller by", "best code", "bytes / vector",
-                                              "retention<br><small>unseen documents</small>",
-                                              "retention<br><small>in-sample</small>", "fit s", "encode rows/s"))
+                                              "retention<br><small>unseen documents, 95% interval</small>",
+                                              "retention<br><small>in-sample</small>",
+                                              "as good within the queries' noise", "fit s", "encode rows/s"))
+    note = ("<p><small>The interval is a bootstrap over the queries. A code named as good within the queries' "
+            "noise trails the best by less than one standard error of the paired difference: which of them "
+            "leads can turn with the queries, and with the fit's training sample. Choose between them on cost.</small></p>"
+            if any(b.get("within_uncertainty") for b in best) else "")
     return (f"<h2>The answer: the best code per size</h2><table class=\"answer\"><thead><tr>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table>")
+            f"<tbody>{body}</tbody></table>{note}")
+
+
+def _interval(ci) -> str:
+    return "" if not ci else f" <small>({100 * ci[0]:.1f}–{100 * ci[1]:.1f})</small>"
 
 
 def _grouped(rows: list[dict[str, Any]], columns: int) -> list:
