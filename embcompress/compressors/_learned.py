@@ -71,7 +71,7 @@ class LearnedMap(Compressor):
         return type(self), tuple(sorted((k, repr(v)) for k, v in params.items()))
 
     def _fit(self, batches, n_features: int) -> None:
-        self._take(*train([self], *_split(self, batches)))
+        self._take(*train([self], *_split(self, batches))[0])
 
     def _take(self, model, history, best_step, device) -> None:
         self._export(model)
@@ -114,8 +114,9 @@ def train(comps: Sequence[LearnedMap], train_rows: np.ndarray, val_rows: np.ndar
     """AdamW, linear warm-up then linear decay to 0, about 20 evaluations of the validation loss
     over the run, early stopping after ``patience`` evaluations past the warm-up without
     improvement; the best model is restored. Several maps of one :meth:`~LearnedMap.joint_fit_key`
-    train side by side on the same batches (:func:`fit_together`); one (model, history, best
-    step, device) each, or for one map alone that tuple."""
+    train side by side on the same batches (:func:`fit_together`). Returns one (model, history,
+    best step, device) per map; a history's ``seconds`` count from the start of the training,
+    the other maps' steps included."""
     torch = require("torch", "learned", f"fitting {comps[0].name}")  # heavy: imported on fit, never by `import embcompress`
 
     comp = comps[0]
@@ -145,7 +146,7 @@ def train(comps: Sequence[LearnedMap], train_rows: np.ndarray, val_rows: np.ndar
             out = _loop(torch, runs, train_rows, val_rows, rng, device, batch, steps_per_epoch, epochs)
     finally:
         torch.set_num_threads(threads)
-    return out if len(comps) > 1 else out[0]
+    return out
 
 
 class _Run:

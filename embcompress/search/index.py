@@ -157,7 +157,6 @@ class Index:
     def rerank_scores(self, Q: np.ndarray, rows: np.ndarray, how: str, originals: VectorStore | None) -> np.ndarray:
         """(queries, candidates) float32 scores of the candidate ``rows`` for the float queries,
         by ``how``: "asymmetric" (the decoded codes) or "float" (the ``originals``)."""
-        nq, nc = rows.shape
         if how == "asymmetric":
             return self.scorer.asymmetric(Q, rows)
         return float_rerank_scores(Q, rows, check_originals(originals, self.num_docs, Q.shape[1]))
