@@ -284,14 +284,7 @@ class Compressor:
         anything reads them, the fit tags included), refuse fewer rows than
         :attr:`FitTags.min_rows` (``rows(need)``: the rows there are, counted up to ``need``;
         None when unknown), clear the old state, run ``fit`` and mark the compressor fitted."""
-        self._check_params()
-        self._validate_params(n_features)
-        tags = self.fit_tags
-        if tags.sample is not None and tags.sample < tags.min_rows:
-            raise InputError(f"{self.name} max_rows={tags.sample} is below the {tags.min_rows} rows its fit needs")
-        got = None if rows is None else rows(tags.min_rows)
-        if got is not None and got < tags.min_rows:
-            raise InputError(f"{self.name} needs at least {tags.min_rows} rows to fit, got {got} (n_samples = {got})")
+        check_fit(self, n_features, rows)
         for attr in (*self._state_arrays, *self._state_scalars, *self._fit_made, "n_features_in_"):
             self.__dict__.pop(attr, None)
         fit(n_features)
@@ -396,3 +389,17 @@ def _nested(name: str, value: Any) -> list[tuple[str, "Compressor"]]:
     if isinstance(value, (list, tuple)):
         return [(f"{name}__{i}", v) for i, v in enumerate(value) if isinstance(v, Compressor)]
     return []
+
+
+def check_fit(comp: Compressor, n_features: int, rows: Callable[[int], int] | None = None) -> None:
+    """The checks of :meth:`Compressor._fitted`, before anything is read or trained: the
+    parameters for ``n_features`` inputs (the fit tags included) and at least
+    :attr:`FitTags.min_rows` rows (``rows(need)``: the rows there are, counted up to ``need``)."""
+    comp._check_params()
+    comp._validate_params(n_features)
+    tags = comp.fit_tags
+    if tags.sample is not None and tags.sample < tags.min_rows:
+        raise InputError(f"{comp.name} max_rows={tags.sample} is below the {tags.min_rows} rows its fit needs")
+    got = None if rows is None else rows(tags.min_rows)
+    if got is not None and got < tags.min_rows:
+        raise InputError(f"{comp.name} needs at least {tags.min_rows} rows to fit, got {got} (n_samples = {got})")

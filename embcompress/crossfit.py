@@ -33,8 +33,8 @@ class FitCache:
         self.encoded: dict[str, tuple[int, float]] = {}
         self._together: dict[str, list[str]] = {}  # a first stage -> the specs fitted with it (plan)
 
-    def plan(self, specs: Sequence[str]) -> None:
-        """Say which specs will be fitted: the first stages of ``specs`` that train faster
+    def plan(self, specs: Sequence[str | None]) -> None:
+        """Say which specs (None: float) will be fitted: the first stages of ``specs`` that train faster
         together (:meth:`~embcompress.base.Compressor.joint_fit_key`, GeoPres at several widths)
         are fitted together when the first of them is needed, each to the model it gets alone,
         and each is charged an equal share of the time."""
@@ -158,7 +158,7 @@ class CrossFit:
     def plan(self, specs: Sequence[str | None]) -> None:
         """The specs that will be fitted (:meth:`FitCache.plan`), for every fold's cache."""
         for cache in self.caches:
-            cache.plan([s for s in specs if s])
+            cache.plan(specs)
 
     @staticmethod
     def describe(folds: int) -> str:

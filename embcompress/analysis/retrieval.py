@@ -91,7 +91,7 @@ class JudgedQueries:
     def score(self, ranked: np.ndarray) -> dict[str, np.ndarray]:
         """Per-query nDCG@k, recall@k and MRR@k (NaN where a query has no relevant document) of
         ``ranked``: (queries, at most k) document ids, best first."""
-        width = min(self.k, ranked.shape[1]) if ranked.ndim == 2 else 0
+        width = min(self.k, ranked.shape[1])
         grades = np.array([[j.get(d, 0) for d in row[:width]] for j, row in zip(self.judged, ranked)],
                           dtype=np.float64).reshape(len(self.judged), width)
         gains = np.maximum(grades, 0)
@@ -102,7 +102,7 @@ class JudgedQueries:
         first = np.where(rel.any(axis=1), rel.argmax(axis=1) + 1.0, np.inf)
         keep = self.n_relevant > 0
         with np.errstate(divide="ignore", invalid="ignore"):
-            return {"ndcg": np.where(keep & (self.ideal > 0), dcg_ / self.ideal, np.where(keep, 0.0, np.nan)),
+            return {"ndcg": np.where(keep, dcg_ / self.ideal, np.nan),  # a relevant document: ideal > 0
                     "recall": np.where(keep, rel.sum(axis=1) / self.n_relevant, np.nan),
                     "mrr": np.where(keep, 1.0 / first, np.nan)}
 

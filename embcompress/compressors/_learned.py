@@ -14,7 +14,7 @@ import numpy as np
 
 from .._parallel import idle_cores
 from .._util import check_positive_int, pick_device, require
-from ..base import Compressor, check_array, check_dim, make_rng
+from ..base import Compressor, check_array, check_dim, check_fit, make_rng
 from ..errors import InputError
 from ..specs import FitTags
 from ._sample import reservoir
@@ -99,13 +99,9 @@ def fit_together(comps: Sequence[LearnedMap], X: np.ndarray) -> None:
     if len(comps) < 2 or len(keys) != 1 or None in keys:
         raise InputError("fit_together takes two or more maps of one joint_fit_key (the same kind and settings but dim)")
     X = check_array(X, what="input")
-    first = comps[0]
-    for c in comps:  # the checks of a fit, before any training
-        c._check_params()
-        c._validate_params(X.shape[1])
-    if len(X) < MIN_ROWS:
-        raise InputError(f"{first.name} needs at least {MIN_ROWS} rows to fit, got {len(X)} (n_samples = {len(X)})")
-    results = train(comps, *_split(first, lambda: iter([X])))
+    for c in comps:  # every map's checks of a fit, before any training
+        check_fit(c, X.shape[1], lambda need: len(X))
+    results = train(comps, *_split(comps[0], lambda: iter([X])))
     for c, (model, history, best_step, device) in zip(comps, results):
         c._fitted(X.shape[1], lambda n, c=c, r=(model, history, best_step, device): c._take(*r))
 

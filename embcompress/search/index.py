@@ -234,17 +234,6 @@ def _rerank_blocks(Q: np.ndarray, cand: np.ndarray, k: int, score, query_block: 
     return scores, rows
 
 
-class _RowsView:
-    """The vectors of ``rows`` of a store, numbered from 0: a part's originals for its float rerank."""
-
-    def __init__(self, store: VectorStore, rows: np.ndarray):
-        self.store, self.rows = store, rows
-        self.num_rows, self.dim = len(rows), store.dim
-
-    def get(self, rows: np.ndarray) -> np.ndarray:
-        return self.store.get(self.rows[np.asarray(rows)])
-
-
 class PartedIndex:
     """One corpus whose documents were encoded by several fitted compressors of the same spec, each
     holding its own part (``parts``: the global rows of a part and the :class:`Index` of their
@@ -320,10 +309,8 @@ class PartedIndex:
             raise InputError(f"rerank must be one of {', '.join(RERANKS)} or None, got {rerank!r}")
         if isinstance(originals, np.ndarray):
             originals = ArrayStore(originals)
-        views = [None if originals is None else _RowsView(originals, rows) for rows, _ in self.parts]
         if rerank is None:
-            found = [idx.search(Q, min(k, idx.num_docs), originals=v, threads=threads)
-                     for (rows, idx), v in zip(self.parts, views)]
+            found = [idx.search(Q, min(k, idx.num_docs), threads=threads) for _, idx in self.parts]
             scores, rows = merge_topk([f.scores for f in found], [self.parts[i][0][f.rows] for i, f in enumerate(found)], k)
             info = {"candidates": k}
         else:
