@@ -75,12 +75,14 @@ def run(args) -> None:
     print(f"{args.name} ({args.model}), {len(D):,} documents x {D.shape[1]}, {len(task.queries):,} queries; float32 nDCG@10 "
           f"{ref['score']:.4f}; each model fitted on {fit_rows:,} rows; {time.strftime('%Y-%m-%d %H:%M')}\n{HEADER}", flush=True)
     out = {"set": args.name, "model": args.model, "documents": len(D), "queries": len(task.queries), "dim": int(D.shape[1]),
-           "fit_rows": fit_rows, "float": ref["score"], "date": time.strftime("%Y-%m-%d"), "rows": []}
+           "fit_rows": fit_rows, "ratio": args.ratio, "seed": args.seed or 0, "float": ref["score"], "date": time.strftime("%Y-%m-%d"), "rows": []}
     if args.json and Path(args.json).is_file():  # resume
         out["rows"] = json.loads(Path(args.json).read_text())["rows"]
     done = {(r["config"], r["setting"]) for r in out["rows"]}
     wanted = None if args.values is None else {v.strip() for v in args.values.split(",")}
     for spec, cls_name, attr, value in configs(D.shape[1], args.ratio, args.only):
+        if args.seed is not None:
+            spec = f"{spec}:seed={args.seed}"
         setting = f"{attr}={value}"
         if wanted is not None and str(value) not in wanted:
             continue
@@ -113,19 +115,24 @@ def code_of(config: str) -> str:
 
 
 def table(paths: list[str]) -> None:
-    results = [json.loads(Path(p).read_text()) for p in paths]
-    sets = [f"{r['set']}/{r['model']}" for r in results]
-    print(f"{'code':16s} {'setting':26s} " + " ".join(f"{s[:22]:>22s}" for s in sets) + f" {'mean':>7s} {'fit s (mean)':>12s}")
-    keys = list(dict.fromkeys((code_of(r["config"]), r["setting"]) for res in results for r in res["rows"]))
+    """One column per set and model; files of one set and model with other seeds (``--seed``) are
+    averaged into its column (their count in the header), each setting over the seeds it has."""
+    groups: dict[str, list[dict]] = {}
+    for p in paths:
+        res = json.loads(Path(p).read_text())
+        ratio = res.get("ratio") or (4 * res["dim"] // res["rows"][0]["bytes_per_vector"] if res["rows"] else 0)
+        groups.setdefault(f"{res['set']}/{res['model']} {ratio}x", []).append(res)
+    heads = [name if len(g) == 1 else f"{name} x{len(g)}" for name, g in groups.items()]
+    print(f"{'code':16s} {'setting':26s} " + " ".join(f"{s[-22:]:>22s}" for s in heads) + f" {'mean':>7s} {'fit s (mean)':>12s}")
+    keys = list(dict.fromkeys((code_of(r["config"]), r["setting"]) for g in groups.values() for res in g for r in res["rows"]))
     for code, setting in keys:
         cells, fits = [], []
-        for res in results:
-            hit = [r for r in res["rows"] if r["setting"] == setting and code_of(r["config"]) == code]
-            cells.append(f"{100 * hit[0]['retention']:21.2f}%" if hit else f"{'-':>22s}")
-            if hit:
-                fits.append(hit[0]["fit_seconds"])
+        for g in groups.values():
+            hits = [r for res in g for r in res["rows"] if r["setting"] == setting and code_of(r["config"]) == code]
+            cells.append(f"{100 * np.mean([r['retention'] for r in hits]):21.2f}%" if hits else f"{'-':>22s}")
+            fits += [r["fit_seconds"] for r in hits]
         vals = [float(c.strip().rstrip("%")) for c in cells if c.strip() != "-"]
-        mean = f"{np.mean(vals):6.2f}%" if len(vals) == len(results) else f"{'-':>7s}"
+        mean = f"{np.mean(vals):6.2f}%" if len(vals) == len(groups) else f"{'-':>7s}"
         print(f"{code:16s} {setting:26s} " + " ".join(cells) + f" {mean} {np.mean(fits):12.1f}")
 
 
@@ -143,6 +150,9 @@ def main() -> None:
     r.add_argument("--json", default=None)
     r.add_argument("--only", default=None, help="one setting's attribute (e.g. kmeans_iterations)")
     r.add_argument("--values", default=None, help="with --only, these of its values alone (comma-separated)")
+    r.add_argument("--seed", type=int, default=None,
+                   help="the codes' seed (spec parameter seed=K; default: the spec's own, 0): a setting's gain measured "
+                        "again with other samples and initial codebooks")
     t = sub.add_parser("table")
     t.add_argument("results", nargs="+")
     args = ap.parse_args()
