@@ -41,9 +41,10 @@ def search(
     graph = hnsw_settings(hnsw_m, ef_construction, ef)
     if graph is not None and index != "hnsw":
         raise typer.BadParameter("--ef, --hnsw-m and --ef-construction set the HNSW graph; add --index hnsw", param_hint="--index")
-    s = search_files(index_file, queries, output, k=k, model=model, rerank=rerank, multiplier=multiplier,
-                     originals=originals, column=column, id_column=id_column, overwrite=overwrite,
-                     threads=threads, index=index, hnsw=graph, norm_power=norm_power)
+    with Bars() as bars:
+        s = search_files(index_file, queries, output, k=k, model=model, rerank=rerank, multiplier=multiplier,
+                         originals=originals, column=column, id_column=id_column, overwrite=overwrite,
+                         threads=threads, index=index, hnsw=graph, norm_power=norm_power, stage=bars.stage)
     if s["k"] < k:
         err.print(f"note: k={k} is larger than the {s['documents']} documents; returning {s['documents']} per query")
     emit(s, json, kv_table(f"{queries.name} -> {output.name}", {
@@ -118,8 +119,10 @@ def export(
     """Export codes or vectors to the index of a serving library: faiss, usearch or LanceDB."""
     from embcompress.export import export as run_export
 
-    res = run_export(codes, output, to=to, model=model, structure=structure, table=table, column=column,
-                     id_column=id_column, overwrite=overwrite, hnsw=hnsw_settings(hnsw_m, ef_construction, ef))
+    with Bars() as bars:
+        res = run_export(codes, output, to=to, model=model, structure=structure, table=table, column=column,
+                         id_column=id_column, overwrite=overwrite, hnsw=hnsw_settings(hnsw_m, ef_construction, ef),
+                         stage=bars.stage)
     g = res.get("graph")
     emit(res, json, kv_table(f"{codes.name} -> {output.name}", {
         "target": f"{res['target']}" + (f" ({res['structure']})" if res.get("structure") else f", table {res.get('table')}")

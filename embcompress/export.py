@@ -14,7 +14,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -43,11 +43,14 @@ QUERY_HOWTO = {
 
 def export(codes_path: str | os.PathLike, out: str | os.PathLike, *, to: str, model: str | os.PathLike | None = None,
            structure: str = "flat", table: str = "vectors", column: str | None = None, id_column: str | None = None,
-           overwrite: bool = False, hnsw: ann.Hnsw | None = None) -> dict[str, Any]:
+           overwrite: bool = False, hnsw: ann.Hnsw | None = None,
+           stage: Callable[[str, int], Callable[[int], None] | None] | None = None) -> dict[str, Any]:
     """Export the vectors or codes of ``codes_path`` to ``out`` as a ``to`` index (faiss, usearch
     or lancedb). ``structure`` (faiss only): ``flat`` (exact) or ``hnsw`` (bits and floats).
     ``hnsw``: the graph's settings (:class:`~embcompress.search.ann.Hnsw`; None: the defaults)
-    for faiss's HNSW and for usearch, whose indexes are HNSW graphs. Returns what was written."""
+    for faiss's HNSW and for usearch, whose indexes are HNSW graphs. ``stage(description, rows)``
+    may return a progress callback for a graph's build (an hour or more at ten million rows).
+    Returns what was written."""
     if to not in TARGETS:
         raise InputError(f"export target must be one of {', '.join(TARGETS)}, got {to!r}")
     out = Path(out)
@@ -72,7 +75,9 @@ def export(codes_path: str | os.PathLike, out: str | os.PathLike, *, to: str, mo
     if to == "lancedb":
         _write_lancedb(index, codes_path, out, table, description, column=column, id_column=id_column, overwrite=overwrite)
         return {"output": str(out), "target": to, "table": table, "rows": index.num_docs, "kind": index.kind}
-    built = ann.faiss_index(index, structure, hnsw or ann.Hnsw()) if to == "faiss" else ann.usearch_index(index, hnsw)
+    progress = stage(f"building the {to} HNSW graph", index.num_docs) if stage is not None and graph else None
+    built = ann.faiss_index(index, structure, hnsw or ann.Hnsw(), progress) if to == "faiss" else \
+        ann.usearch_index(index, hnsw, progress)
     written: list[Path] = []
     try:
         with atomic_file(out, overwrite=overwrite) as tmp:

@@ -205,3 +205,52 @@ def test_graph_settings_reach_faiss_and_usearch_and_are_refused_where_there_is_n
     small = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(exact, index.search(Q, 10).rows)])
     full = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(exact, load_index(codes, structure="hnsw").search(Q, 10).rows)])
     assert small <= full and full >= 0.9, (small, full)
+
+
+def test_graph_builds_in_steps_report_progress_stop_between_steps_and_keep_recall(files, monkeypatch):
+    """Graphs are built GRAPH_ADD_ROWS documents at a time: progress after each step, an error
+    (Ctrl-C) raised in the callback stops the build there and leaves no file, and a graph built in
+    many steps finds the exact neighbours as well as the defaults' test asks."""
+    from embcompress.search import ann
+    from embcompress.search.files import search_files
+
+    usearch = pytest.importorskip("usearch.index")
+    tmp, docs, Q = files
+    codes, _ = _codes(tmp, docs, "binary")
+    monkeypatch.setattr(ann, "GRAPH_ADD_ROWS", 700)
+    write_parquet(tmp / "q.parquet", Q)
+    for target in ("faiss", "usearch"):
+        steps: list[tuple[str, int]] = []
+
+        def stage(description, total):
+            steps.append((description, total))
+            return lambda n: steps.append(("step", n))
+
+        export(codes, tmp / f"g.{target}", to=target, structure="hnsw" if target == "faiss" else "flat", stage=stage)
+        assert steps[0] == (f"building the {target} HNSW graph", 3000)
+        assert [n for what, n in steps[1:]] == [700, 700, 700, 700, 200], target
+    built = faiss.read_index_binary(str(tmp / "g.faiss"))
+    assert built.ntotal == 3000 and usearch.Index.restore(str(tmp / "g.usearch")).size == 3000
+    calls = []
+
+    def interrupt(description, total):
+        def advance(n):
+            calls.append(n)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+        return advance
+
+    before = sorted(os.listdir(tmp))
+    with pytest.raises(KeyboardInterrupt):
+        export(codes, tmp / "stopped.faiss", to="faiss", structure="hnsw", stage=interrupt)
+    assert calls == [700, 700] and sorted(os.listdir(tmp)) == before
+    # a flat index takes its documents in one call, with no graph stage
+    export(codes, tmp / "flat.faiss", to="faiss", stage=lambda d, t: pytest.fail("a flat index has no graph to build"))
+    stages = []
+    s = search_files(codes, tmp / "q.parquet", tmp / "hnsw.parquet", k=10, index="hnsw",
+                     stage=lambda d, t: stages.append((d, t)) or (lambda n: stages.append(n)))
+    assert stages == [("building the HNSW graph", 3000), 700, 700, 700, 700, 200] and s["graph_seconds"] > 0
+    search_files(codes, tmp / "q.parquet", tmp / "exact.parquet", k=10)
+    a = pq.read_table(tmp / "exact.parquet").column("row").to_numpy().reshape(-1, 10)
+    b = pq.read_table(tmp / "hnsw.parquet").column("row").to_numpy().reshape(-1, 10)
+    assert np.mean([len(set(x) & set(y)) / 10 for x, y in zip(a, b)]) >= 0.9

@@ -23,7 +23,7 @@ pq / opq   ``IndexPQ`` / ``IndexPreTransform``    (none)                        
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -36,6 +36,9 @@ TARGETS = ("faiss", "usearch", "lancedb")
 HNSW_M = 32  # links per node: faiss' and usearch's usual choice for recall near 0.95+ at ef 64-128
 HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 128
+#: documents added to a graph per call of the library's add: a graph build reports its progress and
+#: answers Ctrl-C (or an error) between these; each call inserts its rows on every core
+GRAPH_ADD_ROWS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -188,9 +191,10 @@ def require_faiss():
     return require("faiss", "faiss", "faiss indexes")
 
 
-def faiss_index(index, structure: str = "flat", hnsw: Hnsw = Hnsw()) -> Any:
+def faiss_index(index, structure: str = "flat", hnsw: Hnsw = Hnsw(), progress: Callable[[int], None] | None = None) -> Any:
     """A faiss index holding ``index``'s documents in its row order (faiss ids = rows); ``hnsw``:
-    the graph's settings when ``structure`` is ``"hnsw"``."""
+    the graph's settings when ``structure`` is ``"hnsw"``. ``progress(n)`` is called as each
+    :data:`GRAPH_ADD_ROWS` documents are in the graph (a flat index takes them at once)."""
     if structure not in STRUCTURES:
         raise InputError(f"index structure must be one of {', '.join(STRUCTURES)}, got {structure!r}")
     faiss = require_faiss()
@@ -202,8 +206,19 @@ def faiss_index(index, structure: str = "flat", hnsw: Hnsw = Hnsw()) -> Any:
     else:
         out = serving.faiss_flat(faiss)
     if serving.graph:  # bits and floats are added; int8 and declared codes come filled
-        out.add(serving.vectors())
+        vectors = serving.vectors()
+        step = GRAPH_ADD_ROWS if structure == "hnsw" else max(len(vectors), 1)
+        _add_in_steps(lambda lo, hi: out.add(vectors[lo:hi]), len(vectors), step, progress)
     return out
+
+
+def _add_in_steps(add: Callable[[int, int], Any], n: int, step: int, progress: Callable[[int], None] | None) -> None:
+    """``add(lo, hi)`` for the rows ``[lo, hi)`` of ``n``, ``step`` at a time, in order."""
+    for lo in range(0, n, step):
+        hi = min(lo + step, n)
+        add(lo, hi)
+        if progress is not None:
+            progress(hi - lo)
 
 
 def faiss_queries(index, Q: np.ndarray) -> np.ndarray:
@@ -224,10 +239,12 @@ def hnsw_search(index, graph, Q: np.ndarray, k: int, ef: int) -> tuple[np.ndarra
     return scores, rows
 
 
-def usearch_index(index, hnsw: Hnsw = Hnsw()) -> Any:
+def usearch_index(index, hnsw: Hnsw = Hnsw(), progress: Callable[[int], None] | None = None) -> Any:
     """A usearch index of ``index``'s documents (keys = rows): b1 / hamming for bits, f32 / cos for
-    floats, i8 / cos of the decoded vectors for int8; its graph built with ``hnsw``'s settings."""
+    floats, i8 / cos of the decoded vectors for int8; its graph built with ``hnsw``'s settings,
+    :data:`GRAPH_ADD_ROWS` documents at a time (``progress(n)`` after each)."""
     module = require("usearch.index", "export", "usearch indexes")
     out, vectors = SERVING[index.kind](index).usearch(module, hnsw)
-    out.add(np.arange(len(vectors), dtype=np.uint64), vectors)
+    _add_in_steps(lambda lo, hi: out.add(np.arange(lo, hi, dtype=np.uint64), vectors[lo:hi]), len(vectors), GRAPH_ADD_ROWS,
+                  progress)
     return out

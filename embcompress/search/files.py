@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -109,7 +109,8 @@ def search_files(index_file: str | os.PathLike, queries: str | os.PathLike, outp
                  model: str | os.PathLike | None = None, rerank: str | None = None, multiplier: int = 10,
                  originals: str | os.PathLike | None = None, column: str | None = None, id_column: str | None = None,
                  overwrite: bool = False, threads: int | None = None, index: str = "exact",
-                 hnsw: Hnsw | None = None, norm_power: float = 1.0) -> dict[str, Any]:
+                 hnsw: Hnsw | None = None, norm_power: float = 1.0,
+                 stage: Callable[[str, int], Callable[[int], None] | None] | None = None) -> dict[str, Any]:
     """Search the documents of ``index_file`` (float vectors or codes) with the float queries of
     ``queries`` and write the ranked results to ``output``. Returns a summary (k is capped at the
     number of documents). ``threads`` (None: every core) decode the index file's row groups and
@@ -117,7 +118,8 @@ def search_files(index_file: str | os.PathLike, queries: str | os.PathLike, outp
     ``"hnsw"`` searches bits or float vectors through a faiss HNSW graph built on the fly (with
     ``hnsw``'s settings, :class:`~embcompress.search.ann.Hnsw`) instead of the exact scan; its build
     time is ``graph_seconds``, apart from the search's ``seconds``. ``norm_power``:
-    how asymmetric scores of codes weigh the reconstruction's norm (see :class:`Index`)."""
+    how asymmetric scores of codes weigh the reconstruction's norm (see :class:`Index`).
+    ``stage(description, rows)`` may return a progress callback for the graph's build."""
     from .stores import open_store
 
     check_output_path(output, overwrite=overwrite, inputs=(index_file, queries))
@@ -126,7 +128,9 @@ def search_files(index_file: str | os.PathLike, queries: str | os.PathLike, outp
                        structure=structure, hnsw=hnsw, norm_power=norm_power)
     Q, qids = load_queries(queries, index)
     store = open_store(originals) if originals is not None else None
-    graph_seconds = index.build_graph() if structure == "hnsw" else None
+    graph_seconds = None
+    if structure == "hnsw":
+        graph_seconds = index.build_graph(stage("building the HNSW graph", index.num_docs) if stage is not None else None)
     res = index.search(Q, k, rerank=rerank, multiplier=multiplier, originals=store, threads=threads)
     write_results(output, qids, res, overwrite=overwrite)
     return {"queries": len(Q), "documents": index.num_docs, "k": res.rows.shape[1], "index": index.kind,

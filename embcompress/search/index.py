@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -142,15 +142,16 @@ class Index:
             return ann.hnsw_search(self, self._graph, Q, k, self.hnsw.ef_search)
         return self.scorer.first_stage(Q, k)
 
-    def build_graph(self) -> float:
+    def build_graph(self, progress: Callable[[int], None] | None = None) -> float:
         """Build the HNSW graph (structure ``"hnsw"``) now rather than at the first search; the
-        seconds it took (0 if it was built before)."""
+        seconds it took (0 if it was built before). ``progress(n)``: called as each block of
+        documents is in the graph."""
         if self.structure != "hnsw":
             raise InputError("only an index with structure 'hnsw' has a graph to build")
         if self._graph is not None:
             return 0.0
         t0 = time.perf_counter()
-        self._graph = ann.faiss_index(self, "hnsw", self.hnsw)
+        self._graph = ann.faiss_index(self, "hnsw", self.hnsw, progress=progress)
         return time.perf_counter() - t0
 
     # ---- rerank -------------------------------------------------------------------------------
