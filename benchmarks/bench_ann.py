@@ -11,7 +11,9 @@ and the speed-up over the exact scan.
         [--graphs 32:80,16:40] [--bits BITS.parquet --query-file QUERIES.parquet] [--no-usearch]
 
 ``--graphs``: links per node and ef_construction of each graph (``search --hnsw-m``,
-``--ef-construction``); usearch is built with the same settings.
+``--ef-construction``); usearch is built with the same settings. ``--add-rows``: documents per
+call of faiss's add (the library's ``ann.GRAPH_ADD_ROWS`` by default; ``all``: one call, as before
+graph builds reported progress), several to compare the graphs they build.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from embcompress import Binary
 from embcompress.search import Index
 from embcompress.search import ann
 from embcompress.search.exact import hamming_distances
+
+GRAPH_ADD_ROWS = ann.GRAPH_ADD_ROWS  # the library's
 
 
 def clustered(n: int, d: int, rng: np.random.Generator, centers: np.ndarray) -> np.ndarray:
@@ -74,6 +78,7 @@ def main() -> None:
     ap.add_argument("--bits", default=None, help="a bits file written by binarize (its first --n rows)")
     ap.add_argument("--query-file", default=None, help="float queries for --bits")
     ap.add_argument("--no-usearch", action="store_true")
+    ap.add_argument("--add-rows", default=str(ann.GRAPH_ADD_ROWS), help="documents per faiss add call, comma-separated; all: one call")
     args = ap.parse_args()
     exact, Q, qcodes = data(args)
     codes, width = exact.data, exact.width
@@ -86,19 +91,23 @@ def main() -> None:
     print(f"{'exact Hamming scan (embcompress)':<44} build      -   {len(Q) / t_exact:9,.0f} q/s   recall 1.000")
     for g in args.graphs.split(","):
         m, efc = (int(v) for v in g.split(":"))
-        hnsw = Index(codes, compressor=exact.compressor, structure="hnsw", hnsw=ann.Hnsw(m=m, ef_construction=efc))
-        c0 = time.process_time()
-        t_build = hnsw.build_graph()
-        cpu = time.process_time() - c0
-        for ef in [int(e) for e in args.ef.split(",")]:
-            hnsw.hnsw = dataclasses.replace(hnsw.hnsw, ef_search=ef)
-            t = time.perf_counter()
-            res = hnsw.search(Q, 10)
-            secs = time.perf_counter() - t
-            r = recall_with_ties(res.rows, exact_dist, codes, qcodes)
-            print(f"{f'faiss IndexBinaryHNSW M={m} efC={efc}, ef={ef}':<44} build {t_build:5.0f} s ({cpu:5.0f} cpu-s) "
-                  f"{len(Q) / secs:9,.0f} q/s   recall {r:.3f}   {t_exact / secs:5.1f}x the exact scan", flush=True)
-        del hnsw
+        for add_rows in args.add_rows.split(","):
+            ann.GRAPH_ADD_ROWS = len(codes) if add_rows == "all" else int(add_rows)
+            step = "" if add_rows == str(GRAPH_ADD_ROWS) else f", add {add_rows}"
+            hnsw = Index(codes, compressor=exact.compressor, structure="hnsw", hnsw=ann.Hnsw(m=m, ef_construction=efc))
+            c0 = time.process_time()
+            t_build = hnsw.build_graph()
+            cpu = time.process_time() - c0
+            for ef in [int(e) for e in args.ef.split(",")]:
+                hnsw.hnsw = dataclasses.replace(hnsw.hnsw, ef_search=ef)
+                t = time.perf_counter()
+                res = hnsw.search(Q, 10)
+                secs = time.perf_counter() - t
+                r = recall_with_ties(res.rows, exact_dist, codes, qcodes)
+                print(f"{f'faiss IndexBinaryHNSW M={m} efC={efc}{step}, ef={ef}':<44} build {t_build:5.0f} s ({cpu:5.0f} cpu-s) "
+                      f"{len(Q) / secs:9,.0f} q/s   recall {r:.3f}   {t_exact / secs:5.1f}x the exact scan", flush=True)
+            del hnsw
+        ann.GRAPH_ADD_ROWS = GRAPH_ADD_ROWS
         if args.no_usearch:
             continue
         try:
