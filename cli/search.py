@@ -29,6 +29,7 @@ def search(
     originals: Optional[Path] = typer.Option(None, "--originals", help="Original float document vectors for --rerank float (.npy is fastest)."),
     index: str = typer.Option("exact", "--index", help="exact (scan every document) or hnsw (a faiss HNSW graph over bits or float vectors, built on the fly: approximate, faster on large sets)."),
     ef: Optional[int] = EfSearchOpt, hnsw_m: Optional[int] = HnswMOpt, ef_construction: Optional[int] = EfConstructionOpt,
+    graph_file: Optional[Path] = typer.Option(None, "--graph", help="A faiss HNSW graph that 'export --to faiss --structure hnsw' wrote for INDEX_FILE: searched instead of building one (implies --index hnsw; --ef still applies)."),
     norm_power: float = NormPowerOpt,
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, threads: Optional[int] = ThreadsOpt,
     overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
@@ -39,18 +40,19 @@ def search(
     if rerank == "float" and originals is None:
         raise typer.BadParameter("--rerank float needs --originals FILE", param_hint="--rerank")
     graph = hnsw_settings(hnsw_m, ef_construction, ef)
-    if graph is not None and index != "hnsw":
+    if graph is not None and index != "hnsw" and graph_file is None:
         raise typer.BadParameter("--ef, --hnsw-m and --ef-construction set the HNSW graph; add --index hnsw", param_hint="--index")
     with Bars() as bars:
         s = search_files(index_file, queries, output, k=k, model=model, rerank=rerank, multiplier=multiplier,
                          originals=originals, column=column, id_column=id_column, overwrite=overwrite,
-                         threads=threads, index=index, hnsw=graph, norm_power=norm_power, stage=bars.stage)
+                         threads=threads, index=index, hnsw=graph, norm_power=norm_power, graph=graph_file, stage=bars.stage)
     if s["k"] < k:
         err.print(f"note: k={k} is larger than the {s['documents']} documents; returning {s['documents']} per query")
     emit(s, json, kv_table(f"{queries.name} -> {output.name}", {
         "queries x documents": f"{s['queries']:,} x {s['documents']:,} ({s['index']}, {s['bytes_per_vector']} bytes/vector)",
         "k": s["k"], "index": s["structure"] + ("" if s["graph"] is None else
-                                               f" ({graph_text(s['graph'])}; built in {s['graph_seconds']:.1f} s)"),
+                                               f" ({graph_text(s['graph'])}; " + (f"built in {s['graph_seconds']:.1f} s)"
+                                               if s["graph_file"] is None else f"{s['graph_file']}, read in {s['graph_seconds']:.1f} s)")),
         "rerank": f"{rerank} over {s['candidates']} candidates" if rerank else "none",
         "search time": f"{s['seconds']:.3f} s ({s['queries_per_second']:,.0f} queries/s)"}))
 

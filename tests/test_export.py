@@ -254,3 +254,49 @@ def test_graph_builds_in_steps_report_progress_stop_between_steps_and_keep_recal
     a = pq.read_table(tmp / "exact.parquet").column("row").to_numpy().reshape(-1, 10)
     b = pq.read_table(tmp / "hnsw.parquet").column("row").to_numpy().reshape(-1, 10)
     assert np.mean([len(set(x) & set(y)) / 10 for x, y in zip(a, b)]) >= 0.9
+
+
+def test_search_reads_an_exported_graph_and_refuses_one_of_other_documents(files):
+    """search --graph: the graph export wrote is searched as faiss searches it, at the --ef asked;
+    a flat index, a graph of other documents, a missing description and graph settings that only
+    a build can use are one-line errors that write nothing."""
+    from typer.testing import CliRunner
+
+    from embcompress.search.ann import Hnsw
+    from embcompress.search.files import search_files
+    from embcompress_cli.main import app
+
+    tmp, docs, Q = files
+    codes, _ = _codes(tmp, docs, "binary")
+    write_parquet(tmp / "q.parquet", Q)
+    export(codes, tmp / "g.faiss", to="faiss", structure="hnsw", hnsw=Hnsw(m=12, ef_construction=40, ef_search=16))
+    s = search_files(codes, tmp / "q.parquet", tmp / "r.parquet", k=10, graph=tmp / "g.faiss", hnsw=Hnsw(ef_search=64))
+    assert s["structure"] == "hnsw" and s["graph"] == {"m": 12, "ef_construction": 40, "ef_search": 64}
+    assert s["graph_file"] == str(tmp / "g.faiss")
+    fx = faiss.read_index_binary(str(tmp / "g.faiss"))
+    fx.hnsw.efSearch = 64
+    index = load_index(codes)
+    _, theirs = fx.search(index.compressor.transform(Q), 10)
+    ours = pq.read_table(tmp / "r.parquet").column("row").to_numpy().reshape(-1, 10)
+    assert (np.sort(ours, axis=1) == np.sort(theirs, axis=1)).all()
+    res = CliRunner().invoke(app, ["search", str(codes), str(tmp / "q.parquet"), str(tmp / "c.parquet"), "--graph",
+                                   str(tmp / "g.faiss"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["graph"]["ef_search"] == 16  # the graph's own
+    # refused: a flat index, a graph over other rows, no description, build settings
+    export(codes, tmp / "flat.faiss", to="faiss")
+    other = tmp / "other.parquet"
+    fit_and_compress(from_spec("binary"), write_parquet(tmp / "d2.parquet", clustered(500, 128, seed=3)), other)
+    export(other, tmp / "other.faiss", to="faiss", structure="hnsw")
+    (tmp / "bare.faiss").write_bytes((tmp / "g.faiss").read_bytes())
+    before = sorted(os.listdir(tmp))
+    for graph, match in (("flat.faiss", "is not an HNSW graph"), ("other.faiss", "was built over other documents: 500 bits"),
+                         ("bare.faiss", "has no readable description"), ("none.faiss", "does not exist")):
+        with pytest.raises(InputError, match=match):
+            search_files(codes, tmp / "q.parquet", tmp / "x.parquet", graph=tmp / graph)
+    with pytest.raises(InputError, match="only ef"):
+        search_files(codes, tmp / "q.parquet", tmp / "x.parquet", graph=tmp / "g.faiss", hnsw=Hnsw(m=8))
+    res = CliRunner().invoke(app, ["search", str(codes), str(tmp / "q.parquet"), str(tmp / "x.parquet"), "--graph",
+                                   str(tmp / "other.faiss")])
+    assert res.exit_code == 1 and "built over other documents" in res.stderr and "\n" not in res.stderr.strip()
+    assert sorted(os.listdir(tmp)) == before

@@ -221,6 +221,46 @@ def _add_in_steps(add: Callable[[int, int], Any], n: int, step: int, progress: C
             progress(hi - lo)
 
 
+def load_graph(index, path) -> tuple[Any, Hnsw]:
+    """(the faiss HNSW graph at ``path``, its settings): a graph that ``export --to faiss
+    --structure hnsw`` wrote for ``index``'s documents, read instead of built again (an hour or more
+    at ten million rows). Its description beside it (``PATH.embcompress.json``) must name the same
+    kind of documents, row count and compressor fingerprint, and the index the same row count."""
+    from pathlib import Path
+
+    from ..persist import describe
+
+    path, desc_path = Path(path), Path(str(path) + ".embcompress.json")
+    if not path.is_file():
+        raise InputError(f"graph file {path} does not exist; write one with embcompress export CODES {path} --to faiss --structure hnsw")
+    try:
+        import json
+
+        desc = json.loads(desc_path.read_text())
+    except (OSError, ValueError):
+        raise InputError(f"{path} has no readable description beside it ({desc_path.name}); give a graph written by "
+                         "embcompress export --to faiss --structure hnsw") from None
+    if not isinstance(desc, dict) or desc.get("target") != "faiss" or desc.get("structure") != "hnsw" or \
+            not isinstance(desc.get("graph"), dict):
+        raise InputError(f"{path} is not an HNSW graph (its description says target {desc.get('target')!r}, structure "
+                         f"{desc.get('structure')!r}); write one with export --to faiss --structure hnsw")
+    fingerprint = describe(index.compressor)["fingerprint"] if index.compressor is not None else None
+    theirs = (desc.get("compressor") or {}).get("fingerprint")
+    if desc.get("kind") != index.kind or desc.get("rows") != index.num_docs or theirs != fingerprint:
+        raise InputError(f"{path} was built over other documents: {desc.get('rows')} {desc.get('kind')} rows (compressor "
+                         f"fingerprint {theirs}), these are {index.num_docs} {index.kind} rows ({fingerprint}); "
+                         "export the graph again from this file")
+    faiss = require_faiss()
+    try:
+        graph = (faiss.read_index_binary if index.kind == "bits" else faiss.read_index)(str(path))
+    except RuntimeError as exc:
+        raise InputError(f"{path} is not a faiss index faiss can read ({str(exc).splitlines()[0][:200]})") from None
+    if not hasattr(graph, "hnsw") or graph.ntotal != index.num_docs:
+        raise InputError(f"{path} holds {graph.ntotal} documents{'' if hasattr(graph, 'hnsw') else ' and no HNSW graph'}; "
+                         f"its description says {index.num_docs}: export the graph again")
+    return graph, Hnsw(**{k: desc["graph"][k] for k in ("m", "ef_construction", "ef_search")})
+
+
 def faiss_queries(index, Q: np.ndarray) -> np.ndarray:
     """Float queries as the faiss index of ``index`` takes them: compressed to bits, unit rows for
     cosine, decoded space for int8 / pq."""

@@ -109,7 +109,7 @@ def search_files(index_file: str | os.PathLike, queries: str | os.PathLike, outp
                  model: str | os.PathLike | None = None, rerank: str | None = None, multiplier: int = 10,
                  originals: str | os.PathLike | None = None, column: str | None = None, id_column: str | None = None,
                  overwrite: bool = False, threads: int | None = None, index: str = "exact",
-                 hnsw: Hnsw | None = None, norm_power: float = 1.0,
+                 hnsw: Hnsw | None = None, norm_power: float = 1.0, graph: str | os.PathLike | None = None,
                  stage: Callable[[str, int], Callable[[int], None] | None] | None = None) -> dict[str, Any]:
     """Search the documents of ``index_file`` (float vectors or codes) with the float queries of
     ``queries`` and write the ranked results to ``output``. Returns a summary (k is capped at the
@@ -119,23 +119,34 @@ def search_files(index_file: str | os.PathLike, queries: str | os.PathLike, outp
     ``hnsw``'s settings, :class:`~embcompress.search.ann.Hnsw`) instead of the exact scan; its build
     time is ``graph_seconds``, apart from the search's ``seconds``. ``norm_power``:
     how asymmetric scores of codes weigh the reconstruction's norm (see :class:`Index`).
-    ``stage(description, rows)`` may return a progress callback for the graph's build."""
+    ``graph``: a faiss HNSW graph that ``export --to faiss --structure hnsw`` wrote for
+    ``index_file``, searched instead of building one (``index`` is then ``"hnsw"``; of ``hnsw``
+    only ``ef_search`` may be given, the graph has the rest). ``stage(description, rows)`` may
+    return a progress callback for the graph's build."""
     from .stores import open_store
 
     check_output_path(output, overwrite=overwrite, inputs=(index_file, queries))
+    if graph is not None:
+        if hnsw is not None and (hnsw.m, hnsw.ef_construction) != (Hnsw().m, Hnsw().ef_construction):
+            raise InputError("a saved graph was built with its own links per node and ef_construction; of the HNSW "
+                             "settings only ef (candidates per query) applies to it")
+        index = "hnsw"
     structure = index
     index = load_index(index_file, model=model, column=column, id_column=id_column, threads=threads,
                        structure=structure, hnsw=hnsw, norm_power=norm_power)
     Q, qids = load_queries(queries, index)
     store = open_store(originals) if originals is not None else None
     graph_seconds = None
-    if structure == "hnsw":
+    if graph is not None:
+        graph_seconds = index.load_graph(graph, ef_search=hnsw.ef_search if hnsw is not None else None)
+    elif structure == "hnsw":
         graph_seconds = index.build_graph(stage("building the HNSW graph", index.num_docs) if stage is not None else None)
     res = index.search(Q, k, rerank=rerank, multiplier=multiplier, originals=store, threads=threads)
     write_results(output, qids, res, overwrite=overwrite)
     return {"queries": len(Q), "documents": index.num_docs, "k": res.rows.shape[1], "index": index.kind,
             "bytes_per_vector": index.nbytes_per_vector, "structure": structure, "graph_seconds": graph_seconds,
             "graph": dataclasses.asdict(index.hnsw) if structure == "hnsw" else None,
+            "graph_file": None if graph is None else str(graph),
             "rerank": rerank, "candidates": res.info["candidates"],
             "seconds": res.seconds, "queries_per_second": len(Q) / res.seconds, "output": str(output)}
 

@@ -154,6 +154,17 @@ class Index:
         self._graph = ann.faiss_index(self, "hnsw", self.hnsw, progress=progress)
         return time.perf_counter() - t0
 
+    def load_graph(self, path, ef_search: int | None = None) -> float:
+        """Search through the faiss HNSW graph that ``export --to faiss --structure hnsw`` wrote
+        for these documents (:func:`ann.load_graph` checks it is theirs) instead of building one;
+        ``ef_search``: candidates per query (None: the graph's own setting). The seconds it took."""
+        if self.structure != "hnsw":
+            raise InputError("only an index with structure 'hnsw' searches a graph")
+        t0 = time.perf_counter()
+        self._graph, hnsw = ann.load_graph(self, path)
+        self.hnsw = hnsw if ef_search is None else ann.Hnsw(hnsw.m, hnsw.ef_construction, ef_search)
+        return time.perf_counter() - t0
+
     # ---- rerank -------------------------------------------------------------------------------
     def rerank_scores(self, Q: np.ndarray, rows: np.ndarray, how: str, originals: VectorStore | None) -> np.ndarray:
         """(queries, candidates) float32 scores of the candidate ``rows`` for the float queries,
