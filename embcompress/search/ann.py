@@ -22,7 +22,9 @@ pq / opq   ``IndexPQ`` / ``IndexPreTransform``    (none)                        
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -226,16 +228,12 @@ def load_graph(index, path) -> tuple[Any, Hnsw]:
     --structure hnsw`` wrote for ``index``'s documents, read instead of built again (an hour or more
     at ten million rows). Its description beside it (``PATH.embcompress.json``) must name the same
     kind of documents, row count and compressor fingerprint, and the index the same row count."""
-    from pathlib import Path
-
     from ..persist import describe
 
     path, desc_path = Path(path), Path(str(path) + ".embcompress.json")
     if not path.is_file():
         raise InputError(f"graph file {path} does not exist; write one with embcompress export CODES {path} --to faiss --structure hnsw")
     try:
-        import json
-
         desc = json.loads(desc_path.read_text())
     except (OSError, ValueError):
         raise InputError(f"{path} has no readable description beside it ({desc_path.name}); give a graph written by "
