@@ -85,11 +85,11 @@ _LAUNCH = (
 
 
 def step(name: str, cmd: list[str], rows: int | None, log: list, only: set | None = None,
-         needs: tuple[Path, ...] = ()) -> dict | None:
+         needs: tuple[Path, ...] = (), key: str | None = None) -> dict | None:
     """Run ``embcompress cmd`` in a child process; its wall time, CPU time, rows/s and peak RSS.
-    Skipped (None) when ``only`` names other steps (by the command's first word), or when a file it
-    ``needs`` (written by an earlier step) is missing."""
-    if only and cmd[0] not in only:
+    Skipped (None) when ``only`` names other steps (by the command's first word, or the step's
+    ``key``), or when a file it ``needs`` (written by an earlier step) is missing."""
+    if only and cmd[0] not in only and key not in only:
         return None
     missing = [p for p in needs if not p.exists()]
     if missing:
@@ -168,7 +168,7 @@ def run(args) -> None:
     one, ds, w = d / "vectors.parquet", d / "dataset", d / "work"
     w.mkdir(exist_ok=True)
     rows = pq.ParquetFile(one).metadata.num_rows
-    qt = pq.read_table(args.query_source).slice(0, args.queries)
+    qt = pq.read_table(args.query_source or source_queries(one)).slice(0, args.queries)
     pq.write_table(qt, w / "queries.parquet")
     print(f"{rows:,} rows, {one.stat().st_size / 2**30:.1f} GiB; {args.queries} real queries; {os.cpu_count()} cores; "
           f"{time.strftime('%Y-%m-%d %H:%M')}", flush=True)
@@ -186,28 +186,44 @@ def run(args) -> None:
     step(f"search {args.queries} queries, 48 B codes (exact)", ["search", str(codes), q, str(w / "r48.parquet"),
          "--model", str(model), *ow], None, log, only, needs=(codes, model))
     step(f"search {args.queries} queries, bits (exact)", ["search", str(bits), q, str(w / "rbits.parquet"), *ow], None, log, only,
-         needs=(bits,))
+         needs=(bits,), key="search-bits")
     hnsw_file = w / "bits-hnsw.faiss"  # built once by export, as a user serving from a graph would, then searched
     built = step(f"export bits -> faiss HNSW (M={args.hnsw_m}, efC={args.ef_construction})",
                  ["export", str(bits), str(hnsw_file), "--to", "faiss", "--structure", "hnsw", *graph, *ow], rows, log, only,
-                 needs=(bits,))
-    r = step(f"search {args.queries} queries, bits (the exported HNSW graph)",
-             ["search", str(bits), q, str(w / "rhnsw.parquet"), "--graph", str(hnsw_file), "--json", *ow], None, log, only,
-             needs=(bits, hnsw_file))
-    if r is not None and r["rc"] == 0 and (w / "rbits.parquet").exists():
+                 needs=(bits,), key="export-hnsw")
+    for ef in (int(e) for e in args.ef.split(",")):
+        r = step(f"search {args.queries} queries, bits (the exported HNSW graph, ef {ef})",
+                 ["search", str(bits), q, str(w / "rhnsw.parquet"), "--graph", str(hnsw_file), "--ef", str(ef), "--json", *ow],
+                 None, log, only, needs=(bits, hnsw_file), key="search-hnsw")
+        if r is None or r["rc"] != 0 or not (w / "rbits.parquet").exists():
+            continue
         rec = recall_at_10(w / "rbits.parquet", w / "rhnsw.parquet")
         ties = recall_with_ties(w / "rbits.parquet", w / "rhnsw.parquet")
         s = json.loads(r["output_tail"][r["output_tail"].index("{"):])
         build = built["wall_seconds"] if built is not None else None
-        print(f"  HNSW recall@10 against the exact Hamming search: {rec:.4f} (same ids), {ties:.4f} (ties counted); graph "
-              f"{'built by export in ' + f'{build:.1f} s' if build is not None else 'exported earlier'}, read in "
-              f"{s['graph_seconds']:.1f} s; {args.queries} queries searched in {s['seconds']:.2f} s", flush=True)
-        log.append({"step": "hnsw recall@10", "value": rec, "with_ties": ties, "hnsw_m": args.hnsw_m,
+        print(f"  HNSW recall@10 at ef {ef} against the exact Hamming search: {rec:.4f} (same ids), {ties:.4f} (ties counted); "
+              f"graph read in {s['graph_seconds']:.1f} s; {args.queries} queries searched in {s['seconds']:.2f} s", flush=True)
+        log.append({"step": f"hnsw recall@10, ef {ef}", "value": rec, "with_ties": ties, "hnsw_m": args.hnsw_m, "ef": ef,
                     "ef_construction": args.ef_construction, "graph_seconds": build, "read_seconds": s["graph_seconds"],
                     "search_seconds": s["seconds"]})
-    step("export bits -> faiss", ["export", str(bits), str(w / "bits.faiss"), "--to", "faiss", *ow], rows, log, only, needs=(bits,))
+    step("export bits -> faiss", ["export", str(bits), str(w / "bits.faiss"), "--to", "faiss", *ow], rows, log, only, needs=(bits,),
+         key="export-faiss")
     step(f"export bits -> usearch (M={args.hnsw_m}, efC={args.ef_construction})",
-         ["export", str(bits), str(w / "bits.usearch"), "--to", "usearch", *graph, *ow], rows, log, only, needs=(bits,))
+         ["export", str(bits), str(w / "bits.usearch"), "--to", "usearch", *graph, *ow], rows, log, only, needs=(bits,),
+         key="export-usearch")
+
+
+def source_queries(vectors: Path) -> Path:
+    """The real queries beside the source the vectors were made from (``make`` names it in the
+    file's metadata): queries of another corpus would make every neighbour list arbitrary."""
+    import pyarrow.parquet as pq
+
+    meta = json.loads(pq.ParquetFile(vectors).schema_arrow.metadata[b"embcompress"])
+    source = Path(meta["model"].split(" vectors of ", 1)[1].split(" + noise", 1)[0])
+    queries = source.parent / "queries.parquet"
+    if not queries.exists():
+        raise SystemExit(f"{vectors} was made from {source}; no {queries} beside it: give --query-source")
+    return queries
 
 
 def main() -> None:
@@ -216,14 +232,16 @@ def main() -> None:
     ap.add_argument("--dir", default="bench-data/10m")
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--source", default="bench-data/big/minilm/corpus.parquet")
-    ap.add_argument("--query-source", default="bench-data/big/minilm/queries.parquet")
+    ap.add_argument("--query-source", default=None, help="real queries (default: those beside the source the vectors were made from)")
+    ap.add_argument("--ef", default="128", help="candidates per query of the graph's searches, comma-separated")
     ap.add_argument("--noise", type=float, default=0.5)
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--overwrite", action="store_true")
     ap.add_argument("--json", default=None)
     ap.add_argument("--hnsw-m", type=int, default=32, help="HNSW links per node (search --index hnsw, usearch export)")
     ap.add_argument("--ef-construction", type=int, default=80, help="HNSW candidates kept while inserting")
-    ap.add_argument("--steps", default=None, help="run only these commands, comma-separated (e.g. recommend,apply,search)")
+    ap.add_argument("--steps", default=None, help="run only these commands or steps, comma-separated (e.g. recommend,apply,search; "
+                    "steps: search-bits, export-hnsw, search-hnsw, export-faiss, export-usearch)")
     args = ap.parse_args()
     make(args) if args.what == "make" else run(args)
 
