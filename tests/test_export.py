@@ -289,8 +289,10 @@ def test_search_reads_an_exported_graph_and_refuses_one_of_other_documents(files
     fit_and_compress(from_spec("binary"), write_parquet(tmp / "d2.parquet", clustered(500, 128, seed=3)), other)
     export(other, tmp / "other.faiss", to="faiss", structure="hnsw")
     (tmp / "bare.faiss").write_bytes((tmp / "g.faiss").read_bytes())
+    (tmp / "odd.faiss").write_bytes((tmp / "g.faiss").read_bytes())
+    (tmp / "odd.faiss.embcompress.json").write_text("[1, 2]")
     before = sorted(os.listdir(tmp))
-    for graph, match in (("flat.faiss", "is not an HNSW graph"), ("other.faiss", "was built over other documents: 500 bits"),
+    for graph, match in (("flat.faiss", "is not an HNSW graph"), ("odd.faiss", "is not an HNSW graph"), ("other.faiss", "was built over other documents: 500 bits"),
                          ("bare.faiss", "has no readable description"), ("none.faiss", "does not exist")):
         with pytest.raises(InputError, match=match):
             search_files(codes, tmp / "q.parquet", tmp / "x.parquet", graph=tmp / graph)

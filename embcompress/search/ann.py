@@ -238,8 +238,9 @@ def load_graph(index, path) -> tuple[Any, Hnsw]:
     except (OSError, ValueError):
         raise InputError(f"{path} has no readable description beside it ({desc_path.name}); give a graph written by "
                          "embcompress export --to faiss --structure hnsw") from None
-    if not isinstance(desc, dict) or desc.get("target") != "faiss" or desc.get("structure") != "hnsw" or \
-            not isinstance(desc.get("graph"), dict):
+    if not isinstance(desc, dict):
+        desc = {}
+    if desc.get("target") != "faiss" or desc.get("structure") != "hnsw" or not isinstance(desc.get("graph"), dict):
         raise InputError(f"{path} is not an HNSW graph (its description says target {desc.get('target')!r}, structure "
                          f"{desc.get('structure')!r}); write one with export --to faiss --structure hnsw")
     fingerprint = describe(index.compressor)["fingerprint"] if index.compressor is not None else None
