@@ -32,7 +32,8 @@ from embcompress.evaluate import REFERENCES, LabelFreeTask, Measured, QrelsTask,
 from embcompress.io import read_all
 from embcompress.report.candidates import candidates
 from embcompress.report.grid import judged_subset
-from embcompress.report.recommend import add_uncertainty, choose_winner
+from embcompress.report.recommend import choose_winner
+from embcompress.report.uncertainty import add_uncertainty
 
 
 class BothTask:

@@ -20,7 +20,7 @@ are re-scored with
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -162,7 +162,7 @@ class Index:
             raise InputError("only an index with structure 'hnsw' searches a graph")
         t0 = time.perf_counter()
         self._graph, hnsw = ann.load_graph(self, path)
-        self.hnsw = hnsw if ef_search is None else ann.Hnsw(hnsw.m, hnsw.ef_construction, ef_search)
+        self.hnsw = hnsw if ef_search is None else replace(hnsw, ef_search=ef_search)
         return time.perf_counter() - t0
 
     # ---- rerank -------------------------------------------------------------------------------
