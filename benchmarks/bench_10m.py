@@ -46,6 +46,7 @@ def make(args) -> None:
     src, _ = read_all(args.source)
     n, d = src.shape
     out = Path(args.dir)
+    check_disk(out, args.rows, d)
     (out / "dataset").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     meta = {"format": "embcompress.embeddings", "normalized": True, "width": d,
@@ -73,6 +74,21 @@ def make(args) -> None:
             print(f"  {rows[-1] + 1:,} rows, {time.perf_counter() - t:.0f} s", flush=True)
         writer.__exit__(None, None, None)
     print(f"wrote {args.rows:,} x {d} to {out / 'vectors.parquet'} and {out / 'dataset'}/ in {time.perf_counter() - t:.0f} s")
+
+
+def check_disk(out: Path, rows: int, d: int) -> None:
+    """Refuse to start when the disk cannot hold both forms and the run's outputs: a full disk stops
+    every other program on the machine, a CI run's install included (the eighteenth session left its
+    10M files on the machine it stopped on, and CI's install there failed with ENOSPC)."""
+    import shutil
+
+    need = 2 * rows * d * 4 * 1.05 + rows * (d // 8 + 64) * 6 + 10 * 2**30  # two forms, the steps' outputs, 10 GiB spare
+    probe = next(p for p in (out, *out.absolute().parents) if p.exists())
+    free = shutil.disk_usage(probe).free
+    if free < need:
+        raise SystemExit(f"{probe} has {free / 2**30:.1f} GiB free; {rows:,} x {d} as a file and a dataset, the run's "
+                         f"outputs and 10 GiB to spare need {need / 2**30:.1f} GiB. Fewer --rows, or another --dir.")
+    print(f"{free / 2**30:.1f} GiB free, about {need / 2**30:.1f} GiB needed; remove {out} when done (rm -r)")
 
 
 _LAUNCH = (
