@@ -15,7 +15,7 @@ from embcompress.export import export
 from embcompress.search.files import load_index
 from embcompress.stream import fit_and_compress
 
-from conftest import make_vectors, write_parquet
+from conftest import write_parquet
 
 faiss = pytest.importorskip("faiss")
 
@@ -302,3 +302,30 @@ def test_search_reads_an_exported_graph_and_refuses_one_of_other_documents(files
                                    str(tmp / "other.faiss")])
     assert res.exit_code == 1 and "built over other documents" in res.stderr and "\n" not in res.stderr.strip()
     assert sorted(os.listdir(tmp)) == before
+
+
+@pytest.mark.skipif(not hasattr(faiss, "IO_FLAG_MMAP_IFC"), reason="this faiss reads indexes into memory only")
+def test_a_read_graph_is_mapped_from_its_file_and_searches_as_one_read_into_memory(files):
+    """search --graph maps the graph's links and codes from the file (page cache, not the process's
+    own memory; faiss's is_owned says which) for bits and float documents, and finds what faiss
+    finds with the same graph read into memory."""
+    from embcompress.search.ann import Hnsw
+
+    tmp, docs, Q = files
+    codes, _ = _codes(tmp, docs, "binary")
+    for path, graph in ((codes, tmp / "bits.faiss"), (docs, tmp / "floats.faiss")):
+        export(path, graph, to="faiss", structure="hnsw", hnsw=Hnsw(m=12, ef_construction=40))
+        index = load_index(path, structure="hnsw")
+        index.load_graph(graph, ef_search=48)
+        mapped = index._graph
+        links = mapped.hnsw.neighbors
+        stored = (faiss.downcast_IndexBinary if index.kind == "bits" else faiss.downcast_index)(mapped.storage)
+        assert not links.is_owned
+        assert not (stored.xb if index.kind == "bits" else stored.codes).is_owned
+        read = (faiss.read_index_binary if index.kind == "bits" else faiss.read_index)(str(graph))
+        assert read.hnsw.neighbors.is_owned  # the same call without the flag copies: the check can tell them apart
+        read.hnsw.efSearch = 48
+        queries = index.compressor.transform(Q) if index.kind == "bits" else Q / np.linalg.norm(Q, axis=1, keepdims=True)
+        _, theirs = read.search(queries, 10)
+        ours = index.search(Q, 10).rows
+        assert (np.sort(ours, axis=1) == np.sort(theirs, axis=1)).all()

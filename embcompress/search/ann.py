@@ -251,13 +251,34 @@ def load_graph(index, path) -> tuple[Any, Hnsw]:
                          "export the graph again from this file")
     faiss = require_faiss()
     try:
-        graph = (faiss.read_index_binary if index.kind == "bits" else faiss.read_index)(str(path))
+        graph = _read_mapped(faiss, path, binary=index.kind == "bits")
     except RuntimeError as exc:
         raise InputError(f"{path} is not a faiss index faiss can read ({str(exc).splitlines()[0][:200]})") from None
     if not hasattr(graph, "hnsw") or graph.ntotal != index.num_docs:
         raise InputError(f"{path} holds {graph.ntotal} documents{'' if hasattr(graph, 'hnsw') else ' and no HNSW graph'}; "
                          f"its description says {index.num_docs}: export the graph again")
     return graph, Hnsw(**{k: desc["graph"][k] for k in ("m", "ef_construction", "ef_search")})
+
+
+#: bytes per read when a graph file is read through once before faiss maps it
+_WARM_READ = 16 << 20
+
+
+def _read_mapped(faiss, path: Path, binary: bool) -> Any:
+    """faiss's index at ``path`` with its links and codes memory-mapped from the file where this
+    faiss can (``IO_FLAG_MMAP_IFC``), else read into memory. Mapped, a graph of ten million
+    documents (3.2 GB at M = 32) costs the process page cache that the kernel may drop and other
+    processes reading the same file share, not 3.2 GB of its own memory, and it opens without a
+    copy. faiss maps with random-access advice and reads every link list once as it checks them,
+    one page per fault, 5x slower than a plain read from a cold disk; one sequential pass over the
+    file first brings it into the page cache at disk speed."""
+    flag = getattr(faiss, "IO_FLAG_MMAP_IFC", 0)
+    if flag:
+        buf = bytearray(_WARM_READ)
+        with open(path, "rb", buffering=0) as fh:
+            while fh.readinto(buf):
+                pass
+    return (faiss.read_index_binary if binary else faiss.read_index)(str(path), flag)
 
 
 def faiss_queries(index, Q: np.ndarray) -> np.ndarray:
