@@ -8,7 +8,7 @@ big corpus's MiniLM vectors by default, or Debian's) plus Gaussian noise of norm
 around it (cosine about 1 / sqrt(1 + noise^2) to it) and the neighbourhoods of the real corpus
 survive. Queries: the source's own (real) queries (``--query-source``).
 
-    python benchmarks/bench_10m.py make [--rows 10000000] [--dir bench-data/10m]     # once: writes both forms
+    python benchmarks/bench_10m.py make [--rows 10000000] [--dir bench-data/10m] [--forms file]  # once: both forms (30 GB), or the file
     python benchmarks/bench_10m.py run [--dir bench-data/10m] [--queries 1000] [--json benchmarks/results/10m.json]
 
 Steps of ``run``: ``binarize`` (the file, and the dataset to a dataset); ``recommend --budget 48``
@@ -46,8 +46,9 @@ def make(args) -> None:
     src, _ = read_all(args.source)
     n, d = src.shape
     out = Path(args.dir)
-    check_disk(out, args.rows, d)
-    (out / "dataset").mkdir(parents=True, exist_ok=True)
+    dataset = args.forms == "both"
+    check_disk(out, args.rows, d, 1 + dataset)
+    (out / "dataset" if dataset else out).mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     meta = {"format": "embcompress.embeddings", "normalized": True, "width": d,
             "model": f"all-MiniLM-L6-v2 vectors of {args.source} + noise {args.noise} (bench_10m.py)"}
@@ -64,39 +65,52 @@ def make(args) -> None:
             X /= np.linalg.norm(X, axis=1, keepdims=True)
             ids = pa.RecordBatch.from_arrays([pa.array([f"v{i}" for i in rows], pa.string())], schema=schema)
             one.write(X, ids)
-            if s // per_shard != shard:  # a new shard every per_shard rows
+            if dataset and s // per_shard != shard:  # a new shard every per_shard rows
                 if writer is not None:
                     writer.__exit__(None, None, None)
                 shard = s // per_shard
                 writer = VectorWriter(out / "dataset" / f"part-{shard:05d}.parquet", float_spec(d), carried_schema=schema,
                                       metadata=meta, overwrite=args.overwrite).__enter__()
-            writer.write(X, ids)
+            if dataset:
+                writer.write(X, ids)
             print(f"  {rows[-1] + 1:,} rows, {time.perf_counter() - t:.0f} s", flush=True)
-        writer.__exit__(None, None, None)
-    print(f"wrote {args.rows:,} x {d} to {out / 'vectors.parquet'} and {out / 'dataset'}/ in {time.perf_counter() - t:.0f} s")
+        if writer is not None:
+            writer.__exit__(None, None, None)
+    also = f" and {out / 'dataset'}/" if dataset else ""
+    print(f"wrote {args.rows:,} x {d} to {out / 'vectors.parquet'}{also} in {time.perf_counter() - t:.0f} s")
 
 
-def check_disk(out: Path, rows: int, d: int) -> None:
+def check_disk(out: Path, rows: int, d: int, forms: int = 2) -> None:
     """Refuse to start when the disk cannot hold both forms and the run's outputs: a full disk stops
     every other program on the machine, a CI run's install included (the eighteenth session left its
     10M files on the machine it stopped on, and CI's install there failed with ENOSPC)."""
     import shutil
 
-    need = 2 * rows * d * 4 * 1.05 + rows * (d // 8 + 64) * 6 + 10 * 2**30  # two forms, the steps' outputs, 10 GiB spare
+    need = forms * rows * d * 4 * 1.05 + rows * (d // 8 + 64) * 6 + 10 * 2**30  # two forms, the steps' outputs, 10 GiB spare
     probe = next(p for p in (out, *out.absolute().parents) if p.exists())
     free = shutil.disk_usage(probe).free
     if free < need:
-        raise SystemExit(f"{probe} has {free / 2**30:.1f} GiB free; {rows:,} x {d} as a file and a dataset, the run's "
+        raise SystemExit(f"{probe} has {free / 2**30:.1f} GiB free; {rows:,} x {d} {'as a file and a dataset' if forms == 2 else 'as a file'}, the run's "
                          f"outputs and 10 GiB to spare need {need / 2**30:.1f} GiB. Fewer --rows, or another --dir.")
     print(f"{free / 2**30:.1f} GiB free, about {need / 2**30:.1f} GiB needed; remove {out} when done (rm -r)")
 
 
 _LAUNCH = (
-    "import json, resource, subprocess, sys\n"
-    "rc = subprocess.call(sys.argv[2:])\n"
+    "import json, resource, subprocess, sys, time\n"
+    "proc, peak = subprocess.Popen(sys.argv[2:]), {'RssAnon': 0, 'RssFile': 0}\n"
+    "while proc.poll() is None:\n"
+    "    try:\n"
+    "        for line in open(f'/proc/{proc.pid}/status'):\n"
+    "            k, _, v = line.partition(':')\n"
+    "            if k in peak:\n"
+    "                peak[k] = max(peak[k], int(v.split()[0]))\n"
+    "    except (OSError, ValueError):\n"
+    "        pass\n"
+    "    time.sleep(0.05)\n"
     "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-    "open(sys.argv[1], 'w').write(json.dumps({'rc': rc, 'maxrss_kib': u.ru_maxrss, 'cpu': u.ru_utime + u.ru_stime}))\n"
-    "sys.exit(rc)\n"
+    "open(sys.argv[1], 'w').write(json.dumps({'rc': proc.returncode, 'maxrss_kib': u.ru_maxrss, 'cpu': u.ru_utime + u.ru_stime,\n"
+    "                                         'anon_kib': peak['RssAnon'], 'file_kib': peak['RssFile']}))\n"
+    "sys.exit(proc.returncode)\n"
 )
 
 
@@ -113,7 +127,10 @@ def step(name: str, cmd: list[str], rows: int | None, log: list, only: set | Non
         return None
     # the command runs under a small Python launcher that reports its child's usage: a child forked
     # straight from this process (numpy, pyarrow, the queries loaded) would count this process's
-    # resident memory at the fork in its own peak (Linux carries the high-water mark across exec)
+    # resident memory at the fork in its own peak (Linux carries the high-water mark across exec).
+    # The launcher also samples the child's resident memory every 50 ms in two parts: private
+    # (anonymous: what the process allocated) and file-backed (pages of files it mapped, such as a
+    # memory-mapped graph: page cache the kernel can drop and other processes share)
     with tempfile.NamedTemporaryFile("r", suffix=".json") as usage_file:
         t = time.perf_counter()
         proc = subprocess.run([sys.executable, "-c", _LAUNCH, usage_file.name, sys.executable, "-m", "embcompress_cli.main", *cmd],
@@ -125,9 +142,11 @@ def step(name: str, cmd: list[str], rows: int | None, log: list, only: set | Non
     cpu = usage["cpu"]  # not inflated when another job shares the cores, unlike wall
     r = {"step": name, "command": "embcompress " + " ".join(cmd), "wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2),
          "rows_per_second": None if rows is None else rows / wall, "peak_rss_mib": round(rss), "rc": proc.returncode,
+         "peak_private_mib": round(usage["anon_kib"] / 1024), "peak_file_mapped_mib": round(usage["file_kib"] / 1024),
          "started": time.strftime("%H:%M:%S", time.localtime(time.time() - wall)),
          "output_tail": out[-3000:]}
     print(f"  {name:40s} {wall:8.1f} s {cpu:8.1f} cpu-s {'' if rows is None else f'{rows / wall:12,.0f} rows/s'} {rss:8.0f} MiB"
+          f" (private {usage['anon_kib'] / 1024:.0f}, file-mapped {usage['file_kib'] / 1024:.0f})"
           f"{'' if proc.returncode == 0 else '  FAILED: ' + out.strip().splitlines()[-1]}", flush=True)
     log.append(r)
     return r
@@ -194,7 +213,7 @@ def run(args) -> None:
     log = StepLog(Path(args.json) if args.json else None, rows, only)
     bits, model, codes = w / "bits.parquet", w / "model48", w / "codes48.parquet"
     step("binarize (one file)", ["binarize", str(one), str(bits), *ow], rows, log, only)
-    step("binarize (dataset -> dataset)", ["binarize", str(ds), str(w / "bits-ds"), *ow], rows, log, only)
+    step("binarize (dataset -> dataset)", ["binarize", str(ds), str(w / "bits-ds"), *ow], rows, log, only, needs=(ds,))
     step("recommend --budget 48 (default sample)", ["recommend", str(one), str(model), "--budget", "48", "--json", *ow],
          None, log, only)
     step("apply the 48 B pick", ["apply", str(model), str(one), str(codes), *ow], rows, log, only, needs=(model,))
@@ -251,6 +270,8 @@ def main() -> None:
     ap.add_argument("--query-source", default=None, help="real queries (default: those beside the source the vectors were made from)")
     ap.add_argument("--ef", default="128", help="candidates per query of the graph's searches, comma-separated")
     ap.add_argument("--noise", type=float, default=0.5)
+    ap.add_argument("--forms", choices=("both", "file"), default="both",
+                    help="make: the one file and the sharded dataset (both), or the file alone (half the disk; the dataset steps skip)")
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--overwrite", action="store_true")
     ap.add_argument("--json", default=None)
