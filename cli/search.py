@@ -29,7 +29,7 @@ def search(
     originals: Optional[Path] = typer.Option(None, "--originals", help="Original float document vectors for --rerank float (.npy is fastest)."),
     index: str = typer.Option("exact", "--index", help="exact (scan every document) or hnsw (a faiss HNSW graph over bits or float vectors, built on the fly: approximate, faster on large sets)."),
     ef: Optional[int] = EfSearchOpt, hnsw_m: Optional[int] = HnswMOpt, ef_construction: Optional[int] = EfConstructionOpt,
-    graph_file: Optional[Path] = typer.Option(None, "--graph", help="A faiss HNSW graph that 'export --to faiss --structure hnsw' wrote for INDEX_FILE: searched instead of building one (implies --index hnsw; --ef still applies)."),
+    graph_file: Optional[Path] = typer.Option(None, "--graph", help="An HNSW graph that 'export --to faiss --structure hnsw' or 'export --to usearch' wrote for INDEX_FILE: searched, memory-mapped, instead of building one (implies --index hnsw; --ef still applies)."),
     norm_power: float = NormPowerOpt,
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, threads: Optional[int] = ThreadsOpt,
     overwrite: bool = OverwriteOpt, json: bool = JsonOpt,

@@ -304,6 +304,52 @@ def test_search_reads_an_exported_graph_and_refuses_one_of_other_documents(files
     assert sorted(os.listdir(tmp)) == before
 
 
+def test_search_reads_a_usearch_export_as_usearch_searches_it(files):
+    """search --graph on a usearch export (bits and floats): the rows usearch's own search finds at
+    the same ef, scored as the exact scan scores them; --ef reaches it (usearch's file does not
+    keep it); fewer found than k are row -1; a file usearch cannot read is a one-line error."""
+    from typer.testing import CliRunner
+
+    from embcompress.search.ann import Hnsw, UsearchGraph
+    from embcompress.search.files import search_files
+    from embcompress_cli.main import app
+
+    usearch = pytest.importorskip("usearch.index")
+    tmp, docs, Q = files
+    codes, _ = _codes(tmp, docs, "binary")
+    write_parquet(tmp / "q.parquet", Q)
+    for path, graph in ((codes, tmp / "bits.usearch"), (docs, tmp / "floats.usearch")):
+        export(path, graph, to="usearch", hnsw=Hnsw(m=6, ef_construction=16, ef_search=12))
+        s = search_files(path, tmp / "q.parquet", tmp / "r.parquet", k=10, graph=graph, hnsw=Hnsw(ef_search=24), overwrite=True)
+        assert s["graph"] == {"m": 6, "ef_construction": 16, "ef_search": 24}
+        index = load_index(path)
+        ux = usearch.Index.restore(str(graph))
+        ux.expansion_search = 24
+        queries = index.compressor.transform(Q) if index.kind == "bits" else Q / np.linalg.norm(Q, axis=1, keepdims=True)
+        theirs = np.asarray(ux.search(queries, 10).keys, dtype=np.int64)
+        got = pq.read_table(tmp / "r.parquet")
+        rows = got.column("row").to_numpy().reshape(-1, 10)
+        assert (np.sort(rows, axis=1) == np.sort(theirs, axis=1)).all()
+        if index.kind == "bits":
+            differ = np.unpackbits(queries[:, None, :] ^ index.data[rows], axis=2).sum(axis=2)
+            want = index.width - differ
+        else:
+            want = np.einsum("qd,qkd->qk", queries, index.data[rows] / np.linalg.norm(index.data[rows], axis=2, keepdims=True))
+        np.testing.assert_allclose(got.column("score").to_numpy().reshape(-1, 10), want, atol=1e-5)
+    small = UsearchGraph(usearch.Index.restore(str(tmp / "floats.usearch"), view=True), cosine=True)
+    dist, rows = small.search(queries[:2], 3001, 64)  # more than the 3,000 documents: the last are missing
+    counts = np.asarray(small.ux.search(queries[:2], 3001).counts)
+    for q in range(2):
+        assert (rows[q, counts[q]:] == -1).all() and len(set(rows[q, :counts[q]])) == counts[q] and rows[q, 0] >= 0
+    assert np.isfinite(dist).all()
+    (tmp / "junk.usearch").write_bytes(b"not an index" * 100)
+    (tmp / "junk.usearch.embcompress.json").write_text((tmp / "bits.usearch.embcompress.json").read_text())
+    res = CliRunner().invoke(app, ["search", str(codes), str(tmp / "q.parquet"), str(tmp / "x.parquet"), "--graph",
+                                   str(tmp / "junk.usearch")])
+    assert res.exit_code == 1 and "is not a usearch index usearch can read" in res.stderr, res.output
+    assert "\n" not in res.stderr.strip() and not (tmp / "x.parquet").exists()
+
+
 @pytest.mark.skipif(not hasattr(faiss, "IO_FLAG_MMAP_IFC"), reason="this faiss reads indexes into memory only")
 def test_a_read_graph_is_mapped_from_its_file_and_searches_as_one_read_into_memory(files):
     """search --graph maps the graph's links and codes from the file (page cache, not the process's

@@ -223,41 +223,84 @@ def _add_in_steps(add: Callable[[int, int], Any], n: int, step: int, progress: C
             progress(hi - lo)
 
 
+#: how to write a graph ``search --graph`` reads
+_WRITE_GRAPH = "embcompress export CODES {path} --to faiss --structure hnsw, or --to usearch"
+
+
 def load_graph(index, path) -> tuple[Any, Hnsw]:
-    """(the faiss HNSW graph at ``path``, its settings): a graph that ``export --to faiss
-    --structure hnsw`` wrote for ``index``'s documents, read instead of built again (an hour or more
-    at ten million rows). Its description beside it (``PATH.embcompress.json``) must name the same
-    kind of documents, row count and compressor fingerprint, and the index the same row count."""
+    """(the HNSW graph at ``path``, its settings): a faiss graph (``export --to faiss --structure
+    hnsw``) or a usearch index (``export --to usearch``) written for ``index``'s documents, read
+    instead of built again (an hour or more at ten million rows), memory-mapped where the library
+    can. Its description beside it (``PATH.embcompress.json``) must name the same kind of
+    documents, row count and compressor fingerprint, and the index the same row count."""
     from ..persist import describe
 
     path, desc_path = Path(path), Path(str(path) + ".embcompress.json")
     if not path.is_file():
-        raise InputError(f"graph file {path} does not exist; write one with embcompress export CODES {path} --to faiss --structure hnsw")
+        raise InputError(f"graph file {path} does not exist; write one with {_WRITE_GRAPH.format(path=path)}")
     try:
         desc = json.loads(desc_path.read_text())
     except (OSError, ValueError):
         raise InputError(f"{path} has no readable description beside it ({desc_path.name}); give a graph written by "
-                         "embcompress export --to faiss --structure hnsw") from None
+                         f"{_WRITE_GRAPH.format(path=path)}") from None
     if not isinstance(desc, dict):
         desc = {}
-    if desc.get("target") != "faiss" or desc.get("structure") != "hnsw" or not isinstance(desc.get("graph"), dict):
-        raise InputError(f"{path} is not an HNSW graph (its description says target {desc.get('target')!r}, structure "
-                         f"{desc.get('structure')!r}); write one with export --to faiss --structure hnsw")
+    target = desc.get("target")
+    if not (target == "usearch" or (target == "faiss" and desc.get("structure") == "hnsw")) or \
+            not isinstance(desc.get("graph"), dict):
+        raise InputError(f"{path} is not an HNSW graph (its description says target {target!r}, structure "
+                         f"{desc.get('structure')!r}); write one with {_WRITE_GRAPH.format(path=path)}")
     fingerprint = describe(index.compressor)["fingerprint"] if index.compressor is not None else None
     theirs = (desc.get("compressor") or {}).get("fingerprint")
     if desc.get("kind") != index.kind or desc.get("rows") != index.num_docs or theirs != fingerprint:
         raise InputError(f"{path} was built over other documents: {desc.get('rows')} {desc.get('kind')} rows (compressor "
                          f"fingerprint {theirs}), these are {index.num_docs} {index.kind} rows ({fingerprint}); "
                          "export the graph again from this file")
+    graph = _read_faiss_graph(index, path) if target == "faiss" else UsearchGraph.read(index, path)
+    if graph.ntotal != index.num_docs:
+        raise InputError(f"{path} holds {graph.ntotal} documents; its description says {index.num_docs}: export the graph again")
+    return graph, Hnsw(**{k: desc["graph"][k] for k in ("m", "ef_construction", "ef_search")})
+
+
+def _read_faiss_graph(index, path: Path) -> Any:
     faiss = require_faiss()
     try:
         graph = _read_mapped(faiss, path, binary=index.kind == "bits")
     except RuntimeError as exc:
         raise InputError(f"{path} is not a faiss index faiss can read ({str(exc).splitlines()[0][:200]})") from None
-    if not hasattr(graph, "hnsw") or graph.ntotal != index.num_docs:
-        raise InputError(f"{path} holds {graph.ntotal} documents{'' if hasattr(graph, 'hnsw') else ' and no HNSW graph'}; "
-                         f"its description says {index.num_docs}: export the graph again")
-    return graph, Hnsw(**{k: desc["graph"][k] for k in ("m", "ef_construction", "ef_search")})
+    if not hasattr(graph, "hnsw"):
+        raise InputError(f"{path} holds a faiss index without an HNSW graph; export it again with --structure hnsw")
+    return graph
+
+
+class UsearchGraph:
+    """A usearch index that ``export --to usearch`` wrote, viewed from its file (memory-mapped:
+    page cache, not the process's own memory) and searched as :func:`hnsw_search` searches a faiss
+    graph: distances in faiss's terms (differing bits for bits, the inner product for cosine), row
+    -1 where it found fewer than ``k``."""
+
+    def __init__(self, ux, cosine: bool):
+        self.ux, self.cosine, self.ntotal = ux, cosine, len(ux)
+
+    @classmethod
+    def read(cls, index, path: Path) -> "UsearchGraph":
+        module = require("usearch.index", "export", "usearch indexes")
+        try:
+            ux = module.Index.restore(str(path), view=True)
+        except (ValueError, RuntimeError) as exc:
+            raise InputError(f"{path} is not a usearch index usearch can read ({str(exc).splitlines()[0][:200]})") from None
+        if ux is None:
+            raise InputError(f"{path} is not a usearch index usearch can read")
+        return cls(ux, cosine=index.kind != "bits")
+
+    def search(self, queries: np.ndarray, k: int, ef: int) -> tuple[np.ndarray, np.ndarray]:
+        self.ux.expansion_search = int(ef)  # usearch does not keep it in the file; the description does
+        found = self.ux.search(queries, k)
+        rows = np.asarray(found.keys).reshape(len(queries), -1).astype(np.int64)
+        dist = np.asarray(found.distances, dtype=np.float32).reshape(len(queries), -1)
+        missing = np.arange(rows.shape[1]) >= np.asarray(found.counts).reshape(-1, 1)
+        rows[missing], dist[missing] = -1, 0  # usearch pads with key 0 and NaN
+        return (1 - dist if self.cosine else dist), rows  # cosine: usearch's distance, faiss's inner product
 
 
 #: bytes per read when a graph file is read through once before faiss maps it
@@ -290,9 +333,12 @@ def faiss_queries(index, Q: np.ndarray) -> np.ndarray:
 def hnsw_search(index, graph, Q: np.ndarray, k: int, ef: int) -> tuple[np.ndarray, np.ndarray]:
     """(scores, rows) of the ``k`` approximate nearest documents, scored as the exact scan scores
     them (Hamming similarity for bits, cosine for floats); rows of -1 (missing) get score -inf."""
-    graph.hnsw.efSearch = max(int(ef), k)
     serving = SERVING[index.kind](index)
-    dist, rows = graph.search(serving.queries(Q), k)
+    if isinstance(graph, UsearchGraph):
+        dist, rows = graph.search(serving.queries(Q), k, max(int(ef), k))
+    else:
+        graph.hnsw.efSearch = max(int(ef), k)
+        dist, rows = graph.search(serving.queries(Q), k)
     rows = rows.astype(np.int64)
     scores = serving.scores(dist)
     scores[rows < 0] = -np.inf

@@ -155,8 +155,8 @@ class Index:
         return time.perf_counter() - t0
 
     def load_graph(self, path, ef_search: int | None = None) -> float:
-        """Search through the faiss HNSW graph that ``export --to faiss --structure hnsw`` wrote
-        for these documents (:func:`ann.load_graph` checks it is theirs) instead of building one;
+        """Search through the HNSW graph that ``export --to faiss --structure hnsw`` or ``--to
+        usearch`` wrote for these documents (:func:`ann.load_graph` checks it is theirs) instead of building one;
         ``ef_search``: candidates per query (None: the graph's own setting). The seconds it took."""
         if self.structure != "hnsw":
             raise InputError("only an index with structure 'hnsw' searches a graph")
