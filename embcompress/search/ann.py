@@ -79,6 +79,8 @@ class _Serving:
     graph = False
     #: the serving targets that hold this kind whatever the family
     targets: tuple[str, ...] = ()
+    #: usearch's metric for this kind, where usearch holds it
+    usearch_metric: str | None = None
 
     def __init__(self, index):
         self.index = index
@@ -108,7 +110,7 @@ class _Serving:
 
 
 class _Bits(_Serving):
-    graph, targets = True, ("faiss", "usearch", "lancedb")
+    graph, targets, usearch_metric = True, ("faiss", "usearch", "lancedb"), "hamming"
 
     def faiss_flat(self, faiss) -> Any:
         return faiss.IndexBinaryFlat(self.index.data.shape[1] * 8)  # the padding bits are zero in documents and queries
@@ -126,11 +128,12 @@ class _Bits(_Serving):
         return (self.index.width - dist).astype(np.float32)
 
     def usearch(self, module, hnsw: Hnsw) -> tuple[Any, np.ndarray]:
-        return module.Index(ndim=self.index.data.shape[1] * 8, metric="hamming", dtype="b1", **_usearch_graph(hnsw)), self.vectors()
+        return (module.Index(ndim=self.index.data.shape[1] * 8, metric=self.usearch_metric, dtype="b1", **_usearch_graph(hnsw)),
+                self.vectors())
 
 
 class _Float(_Serving):
-    graph, targets = True, ("faiss", "usearch", "lancedb")
+    graph, targets, usearch_metric = True, ("faiss", "usearch", "lancedb"), "cos"
 
     def faiss_flat(self, faiss) -> Any:
         return faiss.IndexFlatIP(self.index.data.shape[1])
@@ -147,11 +150,11 @@ class _Float(_Serving):
         return normalize_rows(Q) if self.index.metric == "cosine" else np.ascontiguousarray(Q, dtype=np.float32)
 
     def usearch(self, module, hnsw: Hnsw) -> tuple[Any, np.ndarray]:
-        return module.Index(ndim=self.index.width, metric="cos", dtype="f32", **_usearch_graph(hnsw)), self.vectors()
+        return module.Index(ndim=self.index.width, metric=self.usearch_metric, dtype="f32", **_usearch_graph(hnsw)), self.vectors()
 
 
 class _Int8(_Serving):
-    targets = ("faiss", "usearch")
+    targets, usearch_metric = ("faiss", "usearch"), "cos"
 
     def faiss_flat(self, faiss) -> Any:
         lo, hi = self.index.compressor.query_space.last.ranges_.astype(np.float32)
@@ -165,7 +168,7 @@ class _Int8(_Serving):
 
     def usearch(self, module, hnsw: Hnsw) -> tuple[Any, np.ndarray]:
         vectors = normalize_rows(self.index.compressor.decode(self.index.data))  # usearch's i8 maps [-1, 1] to [-127, 127]
-        return module.Index(ndim=vectors.shape[1], metric="cos", dtype="i8", **_usearch_graph(hnsw)), vectors
+        return module.Index(ndim=vectors.shape[1], metric=self.usearch_metric, dtype="i8", **_usearch_graph(hnsw)), vectors
 
 
 def _usearch_graph(hnsw: Hnsw) -> dict[str, int]:
@@ -291,7 +294,7 @@ class UsearchGraph:
             raise InputError(f"{path} is not a usearch index usearch can read ({str(exc).splitlines()[0][:200]})") from None
         if ux is None:
             raise InputError(f"{path} is not a usearch index usearch can read")
-        return cls(ux, cosine=index.kind != "bits")
+        return cls(ux, cosine=SERVING[index.kind].usearch_metric == "cos")
 
     def search(self, queries: np.ndarray, k: int, ef: int) -> tuple[np.ndarray, np.ndarray]:
         self.ux.expansion_search = int(ef)  # usearch does not keep it in the file; the description does
