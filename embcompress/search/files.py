@@ -120,9 +120,9 @@ def search_files(index_file: str | os.PathLike, queries: str | os.PathLike, outp
     time is ``graph_seconds``, apart from the search's ``seconds``. ``norm_power``:
     how asymmetric scores of codes weigh the reconstruction's norm (see :class:`Index`).
     ``graph``: an HNSW graph that ``export --to faiss --structure hnsw`` or ``export --to
-    usearch`` wrote for ``index_file``, memory-mapped and searched instead of building one (``index`` is then ``"hnsw"``; of ``hnsw``
-    only ``ef_search`` may be given, the graph has the rest). ``stage(description, rows)`` may
-    return a progress callback for the graph's build."""
+    usearch`` wrote for ``index_file``, memory-mapped and searched instead of building one
+    (``index`` is then ``"hnsw"``; of ``hnsw`` only ``ef_search`` may be given, the graph has the
+    rest). ``stage(description, rows)`` may return a progress callback for the graph's build."""
     from .stores import open_store
 
     check_output_path(output, overwrite=overwrite, inputs=(index_file, queries))

@@ -156,8 +156,9 @@ class Index:
 
     def load_graph(self, path, ef_search: int | None = None) -> float:
         """Search through the HNSW graph that ``export --to faiss --structure hnsw`` or ``--to
-        usearch`` wrote for these documents (:func:`ann.load_graph` checks it is theirs) instead of building one;
-        ``ef_search``: candidates per query (None: the graph's own setting). The seconds it took."""
+        usearch`` wrote for these documents (:func:`ann.load_graph` checks it is theirs) instead
+        of building one; ``ef_search``: candidates per query (None: the graph's own setting). The
+        seconds it took."""
         if self.structure != "hnsw":
             raise InputError("only an index with structure 'hnsw' searches a graph")
         t0 = time.perf_counter()
