@@ -116,7 +116,19 @@ def _description(index, codes_path, to: str, structure: str, hnsw: ann.Hnsw | No
         "graph": None if hnsw is None else dataclasses.asdict(hnsw),
         "rows": index.num_docs, "kind": index.kind, "ids": "OUT.ids.parquet maps row -> id" if index.ids is not None else None,
         "compressor": describe(comp) if comp is not None else None, "queries": QUERY_HOWTO[index.kind],
+        "load": _load_howto(to, index.kind),
     }
+
+
+def _load_howto(to: str, kind: str) -> str | None:
+    """How a server opens the index mapped from its file (page cache that processes share) rather
+    than read into its own memory, as ``search --graph`` does."""
+    if to == "faiss":
+        return (f"faiss.{'read_index_binary' if kind == 'bits' else 'read_index'}(path, faiss.IO_FLAG_MMAP_IFC) maps the "
+                "codes and any graph from the file (faiss 1.11 or later); without the flag faiss reads them into memory")
+    if to == "usearch":
+        return "usearch.index.Index.restore(path, view=True) maps the index from the file; without view=True usearch loads it"
+    return None
 
 
 def _write_lancedb(index, codes_path, out: Path, table: str, description: dict, *, column, id_column, overwrite) -> None:

@@ -320,6 +320,7 @@ def test_search_reads_a_usearch_export_as_usearch_searches_it(files):
     write_parquet(tmp / "q.parquet", Q)
     for path, graph in ((codes, tmp / "bits.usearch"), (docs, tmp / "floats.usearch")):
         export(path, graph, to="usearch", hnsw=Hnsw(m=6, ef_construction=16, ef_search=12))
+        assert "view=True" in json.loads((tmp / f"{graph.name}.embcompress.json").read_text())["load"]
         s = search_files(path, tmp / "q.parquet", tmp / "r.parquet", k=10, graph=graph, hnsw=Hnsw(ef_search=24), overwrite=True)
         assert s["graph"] == {"m": 6, "ef_construction": 16, "ef_search": 24}
         index = load_index(path)
@@ -361,6 +362,7 @@ def test_a_read_graph_is_mapped_from_its_file_and_searches_as_one_read_into_memo
     codes, _ = _codes(tmp, docs, "binary")
     for path, graph in ((codes, tmp / "bits.faiss"), (docs, tmp / "floats.faiss")):
         export(path, graph, to="faiss", structure="hnsw", hnsw=Hnsw(m=12, ef_construction=40))
+        assert "IO_FLAG_MMAP_IFC" in json.loads((tmp / f"{graph.name}.embcompress.json").read_text())["load"]
         index = load_index(path, structure="hnsw")
         index.load_graph(graph, ef_search=48)
         mapped = index._graph
