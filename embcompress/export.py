@@ -83,7 +83,7 @@ def export(codes_path: str | os.PathLike, out: str | os.PathLike, *, to: str, mo
         with atomic_file(out, overwrite=overwrite) as tmp:
             if to == "faiss":
                 faiss = ann.require_faiss()
-                (faiss.write_index_binary if index.kind == "bits" else faiss.write_index)(built, str(tmp))
+                (faiss.write_index_binary if ann.SERVING[index.kind].faiss_binary else faiss.write_index)(built, str(tmp))
             else:
                 built.save(str(tmp))
         written.append(out)
@@ -116,15 +116,15 @@ def _description(index, codes_path, to: str, structure: str, hnsw: ann.Hnsw | No
         "graph": None if hnsw is None else dataclasses.asdict(hnsw),
         "rows": index.num_docs, "kind": index.kind, "ids": "OUT.ids.parquet maps row -> id" if index.ids is not None else None,
         "compressor": describe(comp) if comp is not None else None, "queries": QUERY_HOWTO[index.kind],
-        "load": _load_howto(to, index.kind),
+        "load": _load_howto(to, ann.SERVING[index.kind].faiss_binary),
     }
 
 
-def _load_howto(to: str, kind: str) -> str | None:
+def _load_howto(to: str, binary: bool) -> str | None:
     """How a server opens the index mapped from its file (page cache that processes share) rather
     than read into its own memory, as ``search --graph`` does."""
     if to == "faiss":
-        return (f"faiss.{'read_index_binary' if kind == 'bits' else 'read_index'}(path, faiss.IO_FLAG_MMAP_IFC) maps the "
+        return (f"faiss.{'read_index_binary' if binary else 'read_index'}(path, faiss.IO_FLAG_MMAP_IFC) maps the "
                 "codes and any graph from the file (faiss 1.11 or later); without the flag faiss reads them into memory")
     if to == "usearch":
         return "usearch.index.Index.restore(path, view=True) maps the index from the file; without view=True usearch loads it"

@@ -81,6 +81,8 @@ class _Serving:
     targets: tuple[str, ...] = ()
     #: usearch's metric for this kind, where usearch holds it
     usearch_metric: str | None = None
+    #: faiss holds this kind in a binary index (read_index_binary / write_index_binary)
+    faiss_binary = False
 
     def __init__(self, index):
         self.index = index
@@ -110,7 +112,7 @@ class _Serving:
 
 
 class _Bits(_Serving):
-    graph, targets, usearch_metric = True, ("faiss", "usearch", "lancedb"), "hamming"
+    graph, targets, usearch_metric, faiss_binary = True, ("faiss", "usearch", "lancedb"), "hamming", True
 
     def faiss_flat(self, faiss) -> Any:
         return faiss.IndexBinaryFlat(self.index.data.shape[1] * 8)  # the padding bits are zero in documents and queries
@@ -268,7 +270,7 @@ def load_graph(index, path) -> tuple[Any, Hnsw]:
 def _read_faiss_graph(index, path: Path) -> Any:
     faiss = require_faiss()
     try:
-        graph = _read_mapped(faiss, path, binary=index.kind == "bits")
+        graph = _read_mapped(faiss, path, binary=SERVING[index.kind].faiss_binary)
     except RuntimeError as exc:
         raise InputError(f"{path} is not a faiss index faiss can read ({str(exc).splitlines()[0][:200]})") from None
     if not hasattr(graph, "hnsw"):
