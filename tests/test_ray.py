@@ -285,3 +285,61 @@ def test_cli_writes_a_file_uri_through_pyarrows_local_filesystem(tmp_path, shard
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bits", "ds", "local"]
     r = CliRunner().invoke(app, ["binarize", str(shards), f"file://{tmp_path}/bits", "--engine", "ray"])
     assert r.exit_code == 1 and "already exists and is not empty; pass --overwrite" in r.stderr
+
+
+def test_stopping_the_shards_interrupts_the_tasks_first_and_kills_only_those_that_stay(tmp_path, local_ray):
+    """Ctrl-C on the driver cancels the running shard tasks as Ctrl-C would (KeyboardInterrupt in
+    the task: its cleanup runs, its worker lives on); only a task still running after the grace is
+    killed with its worker. Killing first made the driver abort inside Ray now and then."""
+    import time
+
+    import psutil
+
+    from embcompress.ray_engine.shards import _cancel
+
+    def busy(flag_dir: str, ignore_interrupt: bool) -> int:  # defined here: Ray sends it by value
+        """A task that loops in Python until stopped; it says it started, and whether its cleanup ran."""
+        import os
+        import signal
+        import time
+        from pathlib import Path
+
+        if ignore_interrupt:  # as a task stuck in native code would: Ctrl-C never reaches it
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        (Path(flag_dir) / f"started-{os.getpid()}").touch()
+        try:
+            end = time.time() + 120
+            while time.time() < end:
+                try:
+                    time.sleep(0.01)
+                except KeyboardInterrupt:
+                    if ignore_interrupt:
+                        continue
+                    raise
+            return os.getpid()
+        finally:
+            (Path(flag_dir) / f"cleaned-{os.getpid()}").touch()
+
+    task = ray.remote(num_cpus=1, max_retries=3)(busy)
+    polite, stuck = task.remote(str(tmp_path), False), task.remote(str(tmp_path), True)
+    end = time.time() + 60
+    while len(list(tmp_path.glob("started-*"))) < 2 and time.time() < end:
+        time.sleep(0.05)
+    pids = sorted(int(p.name.split("-")[1]) for p in tmp_path.glob("started-*"))
+    assert len(pids) == 2, "the two tasks did not start"
+    t0 = time.monotonic()
+    _cancel(ray, [polite, stuck], grace=3.0)
+    waited = time.monotonic() - t0
+    for ref in (polite, stuck):
+        with pytest.raises((ray.exceptions.TaskCancelledError, ray.exceptions.WorkerCrashedError)):
+            ray.get(ref, timeout=10)
+    cleaned = {int(p.name.split("-")[1]) for p in tmp_path.glob("cleaned-*")}
+    assert len(cleaned) == 1, cleaned  # the interrupted task cleaned up; the killed one could not
+    (kept,) = cleaned
+    (killed,) = set(pids) - cleaned
+    assert psutil.pid_exists(kept) and psutil.Process(kept).status() != psutil.STATUS_ZOMBIE
+    end = time.time() + 10
+    while psutil.pid_exists(killed) and psutil.Process(killed).status() != psutil.STATUS_ZOMBIE and time.time() < end:
+        time.sleep(0.05)
+    assert not psutil.pid_exists(killed) or psutil.Process(killed).status() == psutil.STATUS_ZOMBIE
+    assert waited >= 3.0  # the stuck task was given its grace before it was killed

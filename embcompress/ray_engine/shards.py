@@ -110,7 +110,7 @@ def run_shards(ray, comp: Compressor, jobs: list[dict], manifest: dict, *, worke
     recording each finished shard in ``manifest`` (``save(manifest)`` at most once a second with
     ``resume``). On the first failure no more shards start; without ``resume`` it is raised at
     once, with it after the running shards finished. On any exception (Ctrl-C too) the running
-    tasks are cancelled, and have ended, before it propagates."""
+    tasks are cancelled (:func:`_cancel`), and have ended, before it propagates."""
     config, arrays = to_config(comp)
     state_ref = ray.put((config, arrays_to_json(arrays)))
     task = ray.remote(num_cpus=1, max_retries=3)(compress_shard)
@@ -147,8 +147,23 @@ def run_shards(ray, comp: Compressor, jobs: list[dict], manifest: dict, *, worke
         if failed is not None:
             raise failed from None
     except BaseException:
-        for ref in pending:
-            ray.cancel(ref, force=True)
-        if pending:  # a cancel is asynchronous: let the killed tasks end before their files are removed
-            ray.wait(list(pending), num_returns=len(pending), timeout=30)
+        _cancel(ray, list(pending))
         raise
+
+
+def _cancel(ray, refs: list, grace: float = 10.0) -> None:
+    """Stop the tasks behind ``refs`` and wait until they have ended (a cancel is asynchronous, and
+    their files are removed after). First as Ctrl-C would: KeyboardInterrupt in each running task,
+    whose ``with`` blocks remove its temporary file, its worker kept. Only the tasks still running
+    after ``grace`` seconds (stuck in native code) have their worker killed. Killing first raced in
+    Ray's own task bookkeeping (Ray 2.60): now and then the driver aborted in a failed internal
+    check of task_manager.cc, and a Ctrl-C ended in Ray's stack trace and exit code 1."""
+    if not refs:
+        return
+    for ref in refs:
+        ray.cancel(ref)
+    _, left = ray.wait(refs, num_returns=len(refs), timeout=grace)
+    for ref in left:
+        ray.cancel(ref, force=True)
+    if left:
+        ray.wait(left, num_returns=len(left), timeout=30)
