@@ -13,11 +13,12 @@ from ._version import __version__
 from .base import Compressor, OutputSpec  # noqa: E402
 from . import compressors  # noqa: E402  (registers every family)
 from .compressors import *  # noqa: E402,F401,F403  (every family's class: compressors.__all__)
-from .errors import EmbcompressError, FormatError, InputError, NotFittedError, OutputExistsError  # noqa: E402
+from .errors import EmbcompressError, FormatError, InputError, MissingDependency, NotFittedError, OutputExistsError  # noqa: E402
 from .persist import describe, load, save  # noqa: E402
 from .registry import available, from_spec, get, register  # noqa: E402
 
 __all__ = [
-    "Compressor", "EmbcompressError", "FormatError", "InputError", "NotFittedError", "OutputExistsError", "OutputSpec",
+    "Compressor", "EmbcompressError", "FormatError", "InputError", "MissingDependency", "NotFittedError", "OutputExistsError",
+    "OutputSpec",
     "available", "describe", "from_spec", "get", "load", "register", "save", "__version__", *compressors.__all__,
 ]

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, MissingDependency
 
 
 def check_positive_int(name: str, value: Any, *, minimum: int = 1, allow_none: bool = False) -> int | None:
@@ -106,7 +106,7 @@ def require(module: str, extra: str, what: str):
     try:
         return _import_faiss() if module == "faiss" else importlib.import_module(module)
     except ImportError:
-        raise InputError(f"{what} needs {module.split('.')[0]}, which is not installed; "
+        raise MissingDependency(f"{what} needs {module.split('.')[0]}, which is not installed; "
                          f"install it with: pip install \"embcompress[{extra}]\"") from None
 
 

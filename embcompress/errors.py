@@ -23,3 +23,8 @@ class FormatError(EmbcompressError):
 
 class OutputExistsError(EmbcompressError, FileExistsError):
     """Refusing to replace an existing output without ``overwrite=True``."""
+
+
+class MissingDependency(InputError):
+    """An optional dependency the operation needs is not installed; the message names the extra
+    that installs it."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from ._fs import atomic_dir, check_output_dir
 from ._version import __version__
-from .errors import EmbcompressError, FormatError, InputError
+from .errors import EmbcompressError, FormatError, InputError, MissingDependency
 from .registry import get
 
 if TYPE_CHECKING:  # the persisted objects are Compressors; persist sits below base and does not import it
@@ -84,6 +84,8 @@ def from_config(config: dict[str, Any], arrays: dict[str, np.ndarray], *, where:
         comp._check_params()
         comp._set_state(fitted, arrays)
         check_loaded(comp)
+    except MissingDependency as exc:  # the model is fine; this installation cannot run it
+        raise MissingDependency(f"{where or 'the saved model'}: {exc}") from None
     except EmbcompressError as exc:
         raise FormatError(f"{what} is inconsistent: {exc}") from None
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:

@@ -55,7 +55,11 @@ def test_core_commands_run_without_optional_packages(tmp_path):
 
 
 def test_optional_parts_name_their_extra(tmp_path):
-    write_parquet(tmp_path / "v.parquet", np.random.default_rng(0).standard_normal((100, 16)).astype(np.float32))
+    from embcompress import from_spec, save
+
+    X = np.random.default_rng(0).standard_normal((100, 16)).astype(np.float32)
+    write_parquet(tmp_path / "v.parquet", X)
+    save(from_spec("rq:2:nbits=4").fit(X), tmp_path / "rq-model")  # here faiss is installed (the test extra)
     (tmp_path / "t.txt").write_text("a first text\na second text\n")
     res = run_core("""
         from typer.testing import CliRunner
@@ -65,7 +69,13 @@ def test_optional_parts_name_their_extra(tmp_path):
         print(out.exit_code, out.stderr.strip())
         out = r.invoke(app, ["embed", "t.txt", "e.parquet"])
         print(out.exit_code, out.stderr.strip())
+        out = r.invoke(app, ["apply", "rq-model", "v.parquet", "c.parquet"])
+        print(out.exit_code, out.stderr.strip())
     """, tmp_path)
     lines = res.stdout.strip().splitlines()
     assert lines[0] == '1 error: fitting geopres needs torch, which is not installed; install it with: pip install "embcompress[learned]"', res.stdout + res.stderr
     assert lines[1].startswith("1 error: ") and 'embcompress[models]' in lines[1], lines[1]
+    # a model saved where faiss was installed, applied where it is not: the model is fine, the extra is missing
+    assert lines[2] == ('1 error: rq-model: rq (residual quantization) needs faiss, which is not installed; install it '
+                        'with: pip install "embcompress[faiss]"'), lines[2]
+    assert not (tmp_path / "c.parquet").exists()
