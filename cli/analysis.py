@@ -112,14 +112,16 @@ def _ranking_table(res: dict) -> Table:
     fewer = in_sample_queries(res["ranking"])
     inside = f"retention (in-sample, {fewer:,} queries)" if fewer else "retention (in-sample)"
     kept = ["retention (unseen docs)", inside] if oos else ["retention (in-sample)"]
-    for c in ("", "configuration", "bytes/vector", "score", *kept, "fit s", "encode rows/s", "queries/s", ""):
-        t.add_column(c, justify="left" if c in ("", "configuration") else "right")
-    for i, r in enumerate(res["ranking"]):
+    notes = [f"too slow: {r['too_slow']}" if r["too_slow"] else (r.get("not_servable") or r.get("screened_out") or "")
+             for r in res["ranking"]]
+    for c in ("", "configuration", "bytes/vector", "score", *kept, "fit s", "encode rows/s", "queries/s",
+              *(["note"] if any(notes) else [])):  # the note column only where a candidate has one
+        t.add_column(c, justify="left" if c in ("", "configuration", "note") else "right")
+    for i, (r, note) in enumerate(zip(res["ranking"], notes)):
         shares = [r["retention"], r["retention_in_sample"]][: len(kept)]
         t.add_row("*" if r is res["winner"] else str(i + 1), r["label"], str(r["bytes_per_vector"]), f"{r['score']:.4f}",
                   *["-" if v is None else f"{100 * v:.1f}%" for v in shares], f"{r['fit_seconds']:.1f}",
-                  f"{r['encode_rows_per_second']:,.0f}", f"{r['queries_per_second']:,.0f}",
-                  f"too slow: {r['too_slow']}" if r["too_slow"] else (r.get("not_servable") or r.get("screened_out") or ""))
+                  f"{r['encode_rows_per_second']:,.0f}", f"{r['queries_per_second']:,.0f}", *([note] if any(notes) else []))
     return t
 
 

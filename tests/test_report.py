@@ -727,3 +727,5 @@ def test_cli_recommend_prints_what_the_screen_cut_and_the_time(tmp_path, monkeyp
     full = CliRunner(env={"COLUMNS": "250"}).invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "m2"),
                                                           "--budget", "8"])
     assert full.exit_code == 0 and "screened:" not in full.output and "cut after" not in full.output
+    # the ranking's note column is there where a candidate has a note (what the screen cut), and not otherwise
+    assert re.search(r"┃\s*note\s*┃", r.output) and not re.search(r"┃\s*note\s*┃", full.output) and "┃  ┃" not in full.output
