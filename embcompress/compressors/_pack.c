@@ -49,6 +49,18 @@
  * significant first, each packed as numpy.packbits) and the factor norm / <g, u> (float32, 0 when
  * <g, u> <= 0) in 4 little-endian bytes: the bytes embcompress.compressors.rabitq's numpy path
  * writes, in one pass per row.
+ *
+ * hadamard(X, d, perms, signs, rounds, L, scale, out)
+ *   X     : bytes-like, n * d float32, C order
+ *   perms : bytes-like, rounds * d int64 (each a permutation of 0 .. d - 1)
+ *   signs : bytes-like, rounds * 2 * L float32 (+1 or -1)
+ *   out   : writable, n * d float32
+ * The structured rotation of embcompress.compressors.rotate (kind "hadamard"): per round, the
+ * row's values permuted (y[j] = x[perm[j]]), then its first L values and its last L values
+ * (L a power of two, L <= d < 2L; the second block only when d > L) each multiplied by their
+ * signs, put through an unnormalized fast Walsh-Hadamard transform and multiplied by ``scale``
+ * (1 / sqrt(L) in float32). Additions, subtractions and the two products happen in the order of
+ * the module's numpy path, each rounded to float32, so both write the same bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -570,6 +582,113 @@ static PyObject *py_encode(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* ---- the structured rotation (rotate kind "hadamard") ---------------------------------------- */
+
+/* Eight rows at a time, transposed into x[j] = (row 0's value j, ..., row 7's): every butterfly,
+ * sign and scale is then one operation on a vector of eight (GCC/Clang vector extensions: one
+ * AVX2 instruction, or two SSE ones), at every width h alike, and a round's permutation moves
+ * whole vectors. Lanes never mix, so each value sees the same float32 operations in the same
+ * order as in the numpy path. */
+#define HROWS 8
+typedef float hvec __attribute__((vector_size(HROWS * sizeof(float))));
+
+#define HADAMARD_GROUP_BODY                                                                       \
+    for (Py_ssize_t g = 0; g < n; g += HROWS) {                                                   \
+        Py_ssize_t rows = n - g < HROWS ? n - g : HROWS;                                          \
+        for (Py_ssize_t j = 0; j < d; j++) {                                                      \
+            hvec v = {0};                                                                         \
+            for (int l = 0; l < rows; l++) v[l] = X[(g + l) * d + j];                             \
+            cur[j] = v;                                                                           \
+        }                                                                                         \
+        for (int r = 0; r < rounds; r++) {                                                        \
+            const int64_t *p = perms + (Py_ssize_t)r * d;                                         \
+            for (Py_ssize_t j = 0; j < d; j++) nxt[j] = cur[p[j]];                                \
+            for (int k = 0; k < (d > L ? 2 : 1); k++) {                                           \
+                hvec *x = nxt + (k ? d - L : 0);                                                  \
+                const float *sg = signs + ((Py_ssize_t)r * 2 + k) * L;                            \
+                for (Py_ssize_t j = 0; j < L; j++) x[j] = x[j] * sg[j];                           \
+                for (Py_ssize_t h = 1; h < L; h *= 2)                                             \
+                    for (Py_ssize_t i = 0; i < L; i += 2 * h)                                     \
+                        for (Py_ssize_t j = i; j < i + h; j++) {                                  \
+                            hvec a = x[j], b = x[j + h];                                          \
+                            x[j] = a + b;                                                         \
+                            x[j + h] = a - b;                                                     \
+                        }                                                                         \
+                for (Py_ssize_t j = 0; j < L; j++) x[j] = x[j] * scale;                           \
+            }                                                                                     \
+            hvec *t = cur;                                                                        \
+            cur = nxt;                                                                            \
+            nxt = t;                                                                              \
+        }                                                                                         \
+        for (int l = 0; l < rows; l++)                                                            \
+            for (Py_ssize_t j = 0; j < d; j++) out[(g + l) * d + j] = cur[j][l];                  \
+    }
+
+static void hadamard_groups_portable(const float *X, Py_ssize_t n, Py_ssize_t d, const int64_t *perms,
+                                     const float *signs, int rounds, Py_ssize_t L, float scale, float *out,
+                                     hvec *cur, hvec *nxt) {
+    HADAMARD_GROUP_BODY
+}
+
+#ifdef HAVE_AVX2_PATH
+__attribute__((target("avx2"))) static void hadamard_groups_avx2(const float *X, Py_ssize_t n, Py_ssize_t d,
+                                                                 const int64_t *perms, const float *signs, int rounds,
+                                                                 Py_ssize_t L, float scale, float *out, hvec *cur,
+                                                                 hvec *nxt) {
+    HADAMARD_GROUP_BODY
+}
+#endif
+
+static int hadamard_rows(const float *X, Py_ssize_t n, Py_ssize_t d, const int64_t *perms, const float *signs,
+                         int rounds, Py_ssize_t L, float scale, float *out) {
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, 2 * (size_t)d * sizeof(hvec))) return -1;
+    hvec *buf = (hvec *)mem;
+#ifdef HAVE_AVX2_PATH
+    if (use_avx2())
+        hadamard_groups_avx2(X, n, d, perms, signs, rounds, L, scale, out, buf, buf + d);
+    else
+#endif
+        hadamard_groups_portable(X, n, d, perms, signs, rounds, L, scale, out, buf, buf + d);
+    free(mem);
+    return 0;
+}
+
+static PyObject *py_hadamard(PyObject *self, PyObject *args) {
+    Py_buffer xb, pb, sb, ob;
+    Py_ssize_t d, L;
+    int rounds;
+    float scale;
+    if (!PyArg_ParseTuple(args, "y*ny*y*infw*", &xb, &d, &pb, &sb, &rounds, &L, &scale, &ob))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = d > 0 ? xb.len / (Py_ssize_t)(d * sizeof(float)) : 0;
+    int ok = d > 0 && L > 0 && (L & (L - 1)) == 0 && L <= d && d < 2 * L && rounds >= 0 &&
+             xb.len % (Py_ssize_t)(d * sizeof(float)) == 0 && ob.len == xb.len &&
+             pb.len == (Py_ssize_t)rounds * d * (Py_ssize_t)sizeof(int64_t) &&
+             sb.len == (Py_ssize_t)rounds * 2 * L * (Py_ssize_t)sizeof(float);
+    if (ok) {  /* every index in range, so a bad plan cannot read outside a row */
+        const int64_t *p = (const int64_t *)pb.buf;
+        for (Py_ssize_t j = 0; j < (Py_ssize_t)rounds * d && ok; j++) ok = p[j] >= 0 && p[j] < d;
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "hadamard: X and out must hold n * d float32, perms rounds * d int64 in "
+                                          "[0, d), signs rounds * 2 * L float32, L a power of two with L <= d < 2L");
+    } else {
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = hadamard_rows((const float *)xb.buf, n, d, (const int64_t *)pb.buf, (const float *)sb.buf, rounds, L,
+                           scale, (float *)ob.buf);
+        Py_END_ALLOW_THREADS
+        result = none_or_nomemory(rc);
+    }
+    PyBuffer_Release(&xb);
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&ob);
+    return result;
+}
+
 static PyObject *py_simd(PyObject *self, PyObject *noargs) { return PyUnicode_FromString(use_avx2() ? "avx2" : "portable"); }
 
 static PyMethodDef methods[] = {
@@ -578,6 +697,7 @@ static PyMethodDef methods[] = {
     {"level_sums", py_level_sums, METH_VARARGS, "Add binary's per-dimension level statistics of float32 rows (see the module source)."},
     {"grid_levels", py_grid_levels, METH_VARARGS, "RaBitQ's best grid code per row, as level indices (see the module source)."},
     {"encode", py_encode, METH_VARARGS, "RaBitQ code rows (bit-planes and factor) from rotated residuals and their norms (see the module source)."},
+    {"hadamard", py_hadamard, METH_VARARGS, "rotate's structured rotation of float32 rows (see the module source)."},
     {NULL, NULL, 0, NULL},
 };
 
