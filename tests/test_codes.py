@@ -76,9 +76,13 @@ def test_hadamard_rotation_is_orthogonal_and_its_kernel_equals_numpy(d, monkeypa
     np.testing.assert_array_equal(rotate.hadamard_rotate(X[5:12], 3), fast[5:12])
     if d > 1:
         assert not np.allclose(rotate.hadamard_matrix(d, 4), M)
+    mean = X.mean(0)
+    centred = rotate.hadamard_rotate(X, 3, mean)  # centring in the same pass: the centred rows' rotation
+    np.testing.assert_array_equal(centred, rotate.hadamard_rotate(X - mean, 3))
     if rotate._pack is not None:
         monkeypatch.setattr(rotate, "_pack", None)
         np.testing.assert_array_equal(rotate.hadamard_rotate(X, 3), fast)
+        np.testing.assert_array_equal(rotate.hadamard_rotate(X, 3, mean), centred)
 
 
 def test_rotate_hadamard_saves_loads_and_keeps_what_the_dense_rotation_keeps(data, tmp_path):

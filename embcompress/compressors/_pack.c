@@ -50,8 +50,9 @@
  * <g, u> <= 0) in 4 little-endian bytes: the bytes embcompress.compressors.rabitq's numpy path
  * writes, in one pass per row.
  *
- * hadamard(X, d, perms, signs, rounds, L, scale, out)
+ * hadamard(X, mean, d, perms, signs, rounds, L, scale, out)
  *   X     : bytes-like, n * d float32, C order
+ *   mean  : bytes-like, d float32, subtracted from each row first
  *   perms : bytes-like, rounds * d int64 (each a permutation of 0 .. d - 1)
  *   signs : bytes-like, rounds * 2 * L float32 (+1 or -1)
  *   out   : writable, n * d float32
@@ -584,87 +585,94 @@ static PyObject *py_encode(PyObject *self, PyObject *args) {
 
 /* ---- the structured rotation (rotate kind "hadamard") ---------------------------------------- */
 
-/* Eight rows at a time, transposed into x[j] = (row 0's value j, ..., row 7's): every butterfly,
- * sign and scale is then one operation on a vector of eight (GCC/Clang vector extensions: one
- * AVX2 instruction, or two SSE ones), at every width h alike, and a round's permutation moves
- * whole vectors. Lanes never mix, so each value sees the same float32 operations in the same
- * order as in the numpy path. */
+/* Eight rows at a time, transposed into x[8 j + lane] = row lane's value j: every butterfly, sign
+ * and scale is then one operation on a vector of eight (GCC/Clang vector extensions: one AVX2
+ * instruction, or two SSE ones), at every width h alike, and a round's permutation moves whole
+ * vectors. Lanes never mix, so each value sees the same float32 operations in the same order as
+ * in the numpy path. Vectors are loaded and stored with memcpy (no alignment or aliasing
+ * assumptions; compilers emit one vector move). */
 #define HROWS 8
 typedef float hvec __attribute__((vector_size(HROWS * sizeof(float))));
+
+#define HLOAD(p) ({ hvec v_; memcpy(&v_, (p), sizeof v_); v_; })
+#define HSTORE(p, v) do { hvec s_ = (v); memcpy((p), &s_, sizeof s_); } while (0)
 
 #define HADAMARD_GROUP_BODY                                                                       \
     for (Py_ssize_t g = 0; g < n; g += HROWS) {                                                   \
         Py_ssize_t rows = n - g < HROWS ? n - g : HROWS;                                          \
-        for (Py_ssize_t j = 0; j < d; j++) {                                                      \
-            hvec v = {0};                                                                         \
-            for (int l = 0; l < rows; l++) v[l] = X[(g + l) * d + j];                             \
-            cur[j] = v;                                                                           \
+        if (rows < HROWS) memset(cur, 0, (size_t)d * HROWS * sizeof(float));                      \
+        for (Py_ssize_t l = 0; l < rows; l++) {                                                   \
+            const float *src = X + (g + l) * d;                                                   \
+            for (Py_ssize_t j = 0; j < d; j++) cur[j * HROWS + l] = src[j] - mean[j];             \
         }                                                                                         \
         for (int r = 0; r < rounds; r++) {                                                        \
             const int64_t *p = perms + (Py_ssize_t)r * d;                                         \
-            for (Py_ssize_t j = 0; j < d; j++) nxt[j] = cur[p[j]];                                \
+            for (Py_ssize_t j = 0; j < d; j++) HSTORE(nxt + j * HROWS, HLOAD(cur + p[j] * HROWS)); \
             for (int k = 0; k < (d > L ? 2 : 1); k++) {                                           \
-                hvec *x = nxt + (k ? d - L : 0);                                                  \
+                float *x = nxt + (k ? d - L : 0) * HROWS;                                         \
                 const float *sg = signs + ((Py_ssize_t)r * 2 + k) * L;                            \
-                for (Py_ssize_t j = 0; j < L; j++) x[j] = x[j] * sg[j];                           \
+                for (Py_ssize_t j = 0; j < L; j++) HSTORE(x + j * HROWS, HLOAD(x + j * HROWS) * sg[j]); \
                 for (Py_ssize_t h = 1; h < L; h *= 2)                                             \
                     for (Py_ssize_t i = 0; i < L; i += 2 * h)                                     \
                         for (Py_ssize_t j = i; j < i + h; j++) {                                  \
-                            hvec a = x[j], b = x[j + h];                                          \
-                            x[j] = a + b;                                                         \
-                            x[j + h] = a - b;                                                     \
+                            hvec a = HLOAD(x + j * HROWS), b = HLOAD(x + (j + h) * HROWS);        \
+                            HSTORE(x + j * HROWS, a + b);                                         \
+                            HSTORE(x + (j + h) * HROWS, a - b);                                   \
                         }                                                                         \
-                for (Py_ssize_t j = 0; j < L; j++) x[j] = x[j] * scale;                           \
+                for (Py_ssize_t j = 0; j < L; j++) HSTORE(x + j * HROWS, HLOAD(x + j * HROWS) * scale); \
             }                                                                                     \
-            hvec *t = cur;                                                                        \
+            float *t = cur;                                                                       \
             cur = nxt;                                                                            \
             nxt = t;                                                                              \
         }                                                                                         \
-        for (int l = 0; l < rows; l++)                                                            \
-            for (Py_ssize_t j = 0; j < d; j++) out[(g + l) * d + j] = cur[j][l];                  \
+        for (Py_ssize_t l = 0; l < rows; l++) {                                                   \
+            float *dst = out + (g + l) * d;                                                       \
+            for (Py_ssize_t j = 0; j < d; j++) dst[j] = cur[j * HROWS + l];                       \
+        }                                                                                         \
     }
 
-static void hadamard_groups_portable(const float *X, Py_ssize_t n, Py_ssize_t d, const int64_t *perms,
+static void hadamard_groups_portable(const float *X, const float *mean, Py_ssize_t n, Py_ssize_t d, const int64_t *perms,
                                      const float *signs, int rounds, Py_ssize_t L, float scale, float *out,
-                                     hvec *cur, hvec *nxt) {
+                                     float *cur, float *nxt) {
     HADAMARD_GROUP_BODY
 }
 
 #ifdef HAVE_AVX2_PATH
-__attribute__((target("avx2"))) static void hadamard_groups_avx2(const float *X, Py_ssize_t n, Py_ssize_t d,
+__attribute__((target("avx2"))) static void hadamard_groups_avx2(const float *X, const float *mean, Py_ssize_t n,
+                                                                 Py_ssize_t d,
                                                                  const int64_t *perms, const float *signs, int rounds,
-                                                                 Py_ssize_t L, float scale, float *out, hvec *cur,
-                                                                 hvec *nxt) {
+                                                                 Py_ssize_t L, float scale, float *out, float *cur,
+                                                                 float *nxt) {
     HADAMARD_GROUP_BODY
 }
 #endif
 
-static int hadamard_rows(const float *X, Py_ssize_t n, Py_ssize_t d, const int64_t *perms, const float *signs,
+static int hadamard_rows(const float *X, const float *mean, Py_ssize_t n, Py_ssize_t d, const int64_t *perms,
+                         const float *signs,
                          int rounds, Py_ssize_t L, float scale, float *out) {
-    void *mem = NULL;
-    if (posix_memalign(&mem, 64, 2 * (size_t)d * sizeof(hvec))) return -1;
-    hvec *buf = (hvec *)mem;
+    float *buf = (float *)malloc(2 * (size_t)d * HROWS * sizeof(float));
+    if (!buf) return -1;
 #ifdef HAVE_AVX2_PATH
     if (use_avx2())
-        hadamard_groups_avx2(X, n, d, perms, signs, rounds, L, scale, out, buf, buf + d);
+        hadamard_groups_avx2(X, mean, n, d, perms, signs, rounds, L, scale, out, buf, buf + d * HROWS);
     else
 #endif
-        hadamard_groups_portable(X, n, d, perms, signs, rounds, L, scale, out, buf, buf + d);
-    free(mem);
+        hadamard_groups_portable(X, mean, n, d, perms, signs, rounds, L, scale, out, buf, buf + d * HROWS);
+    free(buf);
     return 0;
 }
 
 static PyObject *py_hadamard(PyObject *self, PyObject *args) {
-    Py_buffer xb, pb, sb, ob;
+    Py_buffer xb, mb, pb, sb, ob;
     Py_ssize_t d, L;
     int rounds;
     float scale;
-    if (!PyArg_ParseTuple(args, "y*ny*y*infw*", &xb, &d, &pb, &sb, &rounds, &L, &scale, &ob))
+    if (!PyArg_ParseTuple(args, "y*y*ny*y*infw*", &xb, &mb, &d, &pb, &sb, &rounds, &L, &scale, &ob))
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t n = d > 0 ? xb.len / (Py_ssize_t)(d * sizeof(float)) : 0;
     int ok = d > 0 && L > 0 && (L & (L - 1)) == 0 && L <= d && d < 2 * L && rounds >= 0 &&
-             xb.len % (Py_ssize_t)(d * sizeof(float)) == 0 && ob.len == xb.len &&
+             xb.len % (Py_ssize_t)(d * sizeof(float)) == 0 && ob.len == xb.len && mb.len == d * (Py_ssize_t)sizeof(float) &&
              pb.len == (Py_ssize_t)rounds * d * (Py_ssize_t)sizeof(int64_t) &&
              sb.len == (Py_ssize_t)rounds * 2 * L * (Py_ssize_t)sizeof(float);
     if (ok) {  /* every index in range, so a bad plan cannot read outside a row */
@@ -672,17 +680,19 @@ static PyObject *py_hadamard(PyObject *self, PyObject *args) {
         for (Py_ssize_t j = 0; j < (Py_ssize_t)rounds * d && ok; j++) ok = p[j] >= 0 && p[j] < d;
     }
     if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "hadamard: X and out must hold n * d float32, perms rounds * d int64 in "
-                                          "[0, d), signs rounds * 2 * L float32, L a power of two with L <= d < 2L");
+        PyErr_SetString(PyExc_ValueError, "hadamard: X and out must hold n * d float32, mean d float32, perms "
+                                          "rounds * d int64 in [0, d), signs rounds * 2 * L float32, L a power of two "
+                                          "with L <= d < 2L");
     } else {
         int rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = hadamard_rows((const float *)xb.buf, n, d, (const int64_t *)pb.buf, (const float *)sb.buf, rounds, L,
+        rc = hadamard_rows((const float *)xb.buf, (const float *)mb.buf, n, d, (const int64_t *)pb.buf, (const float *)sb.buf, rounds, L,
                            scale, (float *)ob.buf);
         Py_END_ALLOW_THREADS
         result = none_or_nomemory(rc);
     }
     PyBuffer_Release(&xb);
+    PyBuffer_Release(&mb);
     PyBuffer_Release(&pb);
     PyBuffer_Release(&sb);
     PyBuffer_Release(&ob);

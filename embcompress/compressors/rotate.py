@@ -7,6 +7,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .._parallel import map_rows
 from ..base import Compressor, OutputSpec, float_spec, make_rng
 from ..capabilities import Affine
 from ..errors import InputError
@@ -71,20 +72,22 @@ def _fwht(B: np.ndarray) -> None:
         h *= 2
 
 
-def hadamard_rotate(X: np.ndarray, seed: int) -> np.ndarray:
-    """Rows of ``X`` (float32, or float64 for the dense matrix) through the structured rotation
-    of :func:`hadamard_plan`: orthogonal, about ``6 d log2(d)`` additions per row against ``2 d^2``
-    for a dense one. float32 goes through the C kernel where it is built; both paths round each
-    addition and product to float32 in the same order, so they give the same bytes."""
+def hadamard_rotate(X: np.ndarray, seed: int, mean: np.ndarray | None = None) -> np.ndarray:
+    """Rows of ``X`` (float32, or float64 for the dense matrix), less ``mean`` if given, through
+    the structured rotation of :func:`hadamard_plan`: orthogonal, about ``6 d log2(d)`` additions
+    per row against ``2 d^2`` for a dense one. float32 goes through the C kernel where it is
+    built, the centring in the same pass; both paths round each subtraction, addition and product
+    to float32 in the same order, so they give the same bytes."""
     n, d = X.shape
     perms, signs, L = hadamard_plan(d, int(seed))
     scale = X.dtype.type(1.0 / np.sqrt(L))
     if X.dtype == np.float32 and _pack is not None and n:
         X = np.ascontiguousarray(X)
         out = np.empty_like(X)
-        _pack.hadamard(X, d, perms, signs, HADAMARD_ROUNDS, L, float(scale), out)
+        m = np.zeros(d, np.float32) if mean is None else np.ascontiguousarray(mean, dtype=np.float32)
+        _pack.hadamard(X, m, d, perms, signs, HADAMARD_ROUNDS, L, float(scale), out)
         return out
-    Y = np.array(X, copy=True)
+    Y = np.array(X, copy=True) if mean is None else X - np.asarray(mean, dtype=X.dtype)
     for r in range(HADAMARD_ROUNDS):
         Y = Y[:, perms[r]]
         for k, lo in enumerate((0, d - L) if d > L else (0,)):
@@ -169,6 +172,7 @@ class Rotate(OptionalCentering, OrthogonalMap):
         self.mean_ = self._centre_from(None, batches, n_features)
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
-        if self.kind == "hadamard":  # the structured transform itself, not its dense matrix
-            return hadamard_rotate(np.asarray(X - self.mean_, dtype=np.float32), int(self.seed))
+        if self.kind == "hadamard":  # the structured transform itself, not its dense matrix, on every core
+            X = np.asarray(X, dtype=np.float32)
+            return map_rows(lambda part: hadamard_rotate(part, int(self.seed), self.mean_), X, np.empty_like(X))
         return super()._transform(X)
