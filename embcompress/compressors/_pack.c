@@ -591,6 +591,7 @@ static PyObject *py_encode(PyObject *self, PyObject *args) {
  * vectors. Lanes never mix, so each value sees the same float32 operations in the same order as
  * in the numpy path. Vectors are loaded and stored with memcpy (no alignment or aliasing
  * assumptions; compilers emit one vector move). */
+#if defined(__GNUC__) || defined(__clang__)
 #define HROWS 8
 typedef float hvec __attribute__((vector_size(HROWS * sizeof(float))));
 
@@ -661,6 +662,39 @@ static int hadamard_rows(const float *X, const float *mean, Py_ssize_t n, Py_ssi
     free(buf);
     return 0;
 }
+#else /* no vector extensions (MSVC): one row at a time, the same operations in the same order */
+
+static void hadamard_block(float *x, const float *s, Py_ssize_t L, float scale) {
+    for (Py_ssize_t j = 0; j < L; j++) x[j] = x[j] * s[j];
+    for (Py_ssize_t h = 1; h < L; h *= 2)
+        for (Py_ssize_t i = 0; i < L; i += 2 * h)
+            for (Py_ssize_t j = i; j < i + h; j++) {
+                float a = x[j], b = x[j + h];
+                x[j] = a + b;
+                x[j + h] = a - b;
+            }
+    for (Py_ssize_t j = 0; j < L; j++) x[j] = x[j] * scale;
+}
+
+static int hadamard_rows(const float *X, const float *mean, Py_ssize_t n, Py_ssize_t d, const int64_t *perms,
+                         const float *signs, int rounds, Py_ssize_t L, float scale, float *out) {
+    float *buf = (float *)malloc((size_t)d * sizeof(float));
+    if (!buf) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        float *y = out + i * d;
+        for (Py_ssize_t j = 0; j < d; j++) y[j] = X[i * d + j] - mean[j];
+        for (int r = 0; r < rounds; r++) {
+            const int64_t *p = perms + (Py_ssize_t)r * d;
+            for (Py_ssize_t j = 0; j < d; j++) buf[j] = y[p[j]];
+            hadamard_block(buf, signs + (Py_ssize_t)r * 2 * L, L, scale);
+            if (d > L) hadamard_block(buf + d - L, signs + ((Py_ssize_t)r * 2 + 1) * L, L, scale);
+            memcpy(y, buf, (size_t)d * sizeof(float));
+        }
+    }
+    free(buf);
+    return 0;
+}
+#endif
 
 static PyObject *py_hadamard(PyObject *self, PyObject *args) {
     Py_buffer xb, mb, pb, sb, ob;
