@@ -102,7 +102,9 @@ def test_rotate_hadamard_saves_loads_and_keeps_what_the_dense_rotation_keeps(dat
         got[kind] = recall(Index(codes, compressor=chain).search(Q, 10).rows, exact)
     assert got["hadamard"] > 0.3 and got["hadamard"] >= got["haar"] - 0.05, got
     with pytest.raises(InputError, match="rotate kind must be one of haar, hadamard, got 'fast'"):
-        from_spec("rotate:kind=fast").fit(D)
+        from_spec("rotate:kind=fast")  # refused as the spec is read, before any data
+    with pytest.raises(InputError, match="rabitq rotation must be one of haar, hadamard, got 'dense'"):
+        from_spec("rabitq:1:rotation=dense")
 
 
 def test_itq_lowers_the_quantization_loss(data):

@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..registry import register
 from ._codes import byte_tables, pack_planes, unpack_planes
 from ._sample import MeanStats, stream_mean
-from .rotate import check_kind, hadamard_rotate, rotation_matrix
+from .rotate import KINDS, hadamard_rotate, rotation_matrix
 
 BITS = (1, 2, 3, 4)
 FACTOR_BYTES = 4  # one float32 per vector
@@ -99,6 +99,7 @@ class RaBitQ(MeanStats, PlaneScan, BudgetCodes, Compressor):
     color = "#f7b6d2"  # its points in the report's plot
     _positional = "bits"
     _state_arrays = ("center_", "rotation_")
+    _choices = {"rotation": KINDS}
 
     def __init__(self, bits: int = 1, seed: int = 0, rotation: str = "haar"):
         self.bits = bits
@@ -120,7 +121,6 @@ class RaBitQ(MeanStats, PlaneScan, BudgetCodes, Compressor):
         if isinstance(self.bits, bool) or self.bits not in BITS:
             raise InputError(f"rabitq bits must be one of {', '.join(map(str, BITS))} per dimension, got {self.bits!r}")
         make_rng(self.seed)
-        check_kind(self.rotation, "rabitq rotation")
 
     def _fit(self, batches, n_features: int) -> None:
         self.center_ = stream_mean(batches)

@@ -10,7 +10,6 @@ import numpy as np
 from .._parallel import map_rows
 from ..base import Compressor, OutputSpec, float_spec, make_rng
 from ..capabilities import Affine
-from ..errors import InputError
 from ..registry import register
 from ._sample import OptionalCentering
 
@@ -108,10 +107,6 @@ def rotation_matrix(kind: str, d: int, seed: int) -> np.ndarray:
     return hadamard_matrix(d, int(seed)) if kind == "hadamard" else random_orthogonal(d, make_rng(seed))
 
 
-def check_kind(kind, what: str) -> None:
-    if not isinstance(kind, str) or kind not in KINDS:
-        raise InputError(f"{what} must be one of {', '.join(KINDS)}, got {kind!r}")
-
 
 class OrthogonalMap(Affine, Compressor):
     """``x -> (x - mean_) @ rotation_`` with an orthogonal ``rotation_``: the width is unchanged,
@@ -152,6 +147,7 @@ class Rotate(OptionalCentering, OrthogonalMap):
     examples = ("rotate:seed=3", "rotate:center=true", "rotate:kind=hadamard,center=true")  # the contract suite's cases
     sklearn_example = "rotate:center=true"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
     _positional = "seed"
+    _choices = {"kind": KINDS}
 
     def __init__(self, seed: int = 0, center: bool = False, kind: str = "haar"):
         self.seed = seed
@@ -165,7 +161,6 @@ class Rotate(OptionalCentering, OrthogonalMap):
     def _validate_params(self, n_features: int) -> None:
         make_rng(self.seed)
         self._check_center()
-        check_kind(self.kind, "rotate kind")
 
     def _fit(self, batches, n_features: int) -> None:
         self.rotation_ = rotation_matrix(self.kind, n_features, self.seed)
