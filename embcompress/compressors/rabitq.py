@@ -141,8 +141,8 @@ class RaBitQ(MeanStats, PlaneScan, BudgetCodes, Compressor):
 
     def _encode(self, X: np.ndarray, *, fused: bool = True) -> np.ndarray:
         """Code rows of ``X``, a block of :data:`ROTATE_BLOCK` rows at a time: the rotation is one
-        BLAS call of one fixed size (the last block zero-padded), so a vector's code does not depend
-        on its batch, and the temporaries stay in cache. Per block the C kernel normalizes, finds the
+        BLAS call of one fixed size (the last block zero-padded; the structured rotation goes row
+        by row), so a vector's code does not depend on its batch, and the temporaries stay in cache. Per block the C kernel normalizes, finds the
         grid codes, packs the planes and writes the factors in one pass; :meth:`_encode_block` does
         the same in numpy (``fused=False``, or without the extension)."""
         out = np.empty((len(X), int(self.bits) * self._plane_bytes + FACTOR_BYTES), dtype=np.uint8)
@@ -164,14 +164,14 @@ class RaBitQ(MeanStats, PlaneScan, BudgetCodes, Compressor):
             part = X[s:s + ROTATE_BLOCK]
             n = len(part)
             np.subtract(part, self.center_, out=buf[:n])
-            if n < ROTATE_BLOCK:
-                buf[n:] = 0
             norms = np.linalg.norm(buf[:n], axis=1)
-            if self.rotation == "hadamard":  # the structured transform itself, not its dense matrix
+            if self.rotation == "hadamard":  # the structured transform itself, row by row: no padding
                 yield s, hadamard_rotate(buf[:n], int(self.seed)), norms
-                continue
-            np.matmul(buf, self.rotation_, out=RP)
-            yield s, RP[:n], norms
+            else:
+                if n < ROTATE_BLOCK:
+                    buf[n:] = 0
+                np.matmul(buf, self.rotation_, out=RP)
+                yield s, RP[:n], norms
 
     def _encode_block(self, RP: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> None:
         """What ``_pack.encode`` writes, in numpy: the code rows of rotated residuals ``RP`` whose

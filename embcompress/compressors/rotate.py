@@ -107,7 +107,6 @@ def rotation_matrix(kind: str, d: int, seed: int) -> np.ndarray:
     return hadamard_matrix(d, int(seed)) if kind == "hadamard" else random_orthogonal(d, make_rng(seed))
 
 
-
 class OrthogonalMap(Affine, Compressor):
     """``x -> (x - mean_) @ rotation_`` with an orthogonal ``rotation_``: the width is unchanged,
     the inverse is the transpose. Subclasses choose the rotation (and whether to centre)."""
