@@ -81,7 +81,7 @@ def debian_training_split(data_dir: str | Path, eval_queries: int = 1000, extra_
     training pairs from every other query, with the Debian section as the source."""
     import gzip
 
-    from embcompress.datasets import load_beir
+    from embcompress.io.datasets import load_beir
     from embcompress.train import Pair
 
     data = load_beir(data_dir)
@@ -110,7 +110,7 @@ DEBIAN = Path(__file__).resolve().parents[1].parent / "shared/data/debian-ir"
 def load_bench_model(model: str | None, max_seq_length: int, backend: str = "torch"):
     """A local sentence-transformers model (default: the packaged MiniLM) with its token limit set,
     where it has one (a static model reads every token); ``backend`` as ``embed --backend``."""
-    from embcompress.embed import load_model
+    from embcompress.embedding.embed import load_model
 
     m = load_model(model, backend=backend)
     if backend != "torch" or hasattr(m[0], "auto_model"):
@@ -133,13 +133,13 @@ def write_between(path: str | Path, start: str, end: str, text: str) -> None:
 
 
 def kept_pairs(path: str | Path, make) -> list:
-    """Docstring pairs (``embcompress.corpus.DocPair``) kept as jsonl.gz at ``path``: read back when
+    """Docstring pairs (``embcompress.embedding.corpus.DocPair``) kept as jsonl.gz at ``path``: read back when
     the file is there, else made by ``make()`` and written through a temporary file, so that a
     later run (another model) embeds the same pairs."""
     import dataclasses
     import gzip
 
-    from embcompress.corpus import DocPair
+    from embcompress.embedding.corpus import DocPair
 
     path = Path(path)
     if path.is_file():

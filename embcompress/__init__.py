@@ -10,12 +10,21 @@ Importing this package does not import torch or sentence-transformers.
 """
 
 from ._version import __version__
-from .base import Compressor, OutputSpec  # noqa: E402
+from . import _moved
+
+_moved.install()  # the import paths of modules that moved into the layers keep working
+
+#: the layers, lowest first: a module imports from its own layer or lower ones, never higher
+#: (tests/test_core.py checks every import against this order and that no layer is missing)
+LAYERS = ("core", "io", "compressors", "engines", "search", "serving", "analysis", "embedding", "evaluation",
+          "report", "train", "cli")
+from .core.base import Compressor
+from .core.specs import OutputSpec
 from . import compressors  # noqa: E402  (registers every family)
 from .compressors import *  # noqa: E402,F401,F403  (every family's class: compressors.__all__)
-from .errors import EmbcompressError, FormatError, InputError, MissingDependency, NotFittedError, OutputExistsError  # noqa: E402
-from .persist import describe, load, save  # noqa: E402
-from .registry import available, from_spec, get, register  # noqa: E402
+from .core.errors import EmbcompressError, FormatError, InputError, MissingDependency, NotFittedError, OutputExistsError  # noqa: E402
+from .core.persist import describe, load, save  # noqa: E402
+from .core.registry import available, from_spec, get, register  # noqa: E402
 
 __all__ = [
     "Compressor", "EmbcompressError", "FormatError", "InputError", "MissingDependency", "NotFittedError", "OutputExistsError",

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from embcompress_cli.main import app
+from embcompress.cli.main import app
 from embcompress.io import read_all
 
 from conftest import make_vectors, write_parquet

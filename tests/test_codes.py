@@ -669,7 +669,7 @@ def test_faiss_openmp_waits_passively_unless_the_user_says_otherwise(user):
     env["OMP_DISPLAY_ENV"] = "TRUE"
     if user:
         env["OMP_WAIT_POLICY"] = user
-    code = ("import os; from embcompress._util import require; require('faiss', 'faiss', 'test'); "
+    code = ("import os; from embcompress.core._util import require; require('faiss', 'faiss', 'test'); "
             "print('after:', os.environ.get('OMP_WAIT_POLICY'))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     shown = [line.strip() for line in (out.stderr + out.stdout).splitlines() if line.strip().startswith("OMP_WAIT_POLICY")]
@@ -683,7 +683,7 @@ def test_faiss_trainings_compute_distances_by_blas_and_restore_the_threshold(spe
     """faiss's k-means uses its own distance loop below ``distance_compute_blas_threshold`` (128,000
     rows x dims in faiss 1.15), ten times slower than BLAS on PQ's small sub-spaces; our trainings
     run with FAISS_BLAS_FROM, and the process's own threshold is back after the fit."""
-    from embcompress._util import FAISS_BLAS_FROM
+    from embcompress.core._util import FAISS_BLAS_FROM
 
     seen = []
     train = getattr(faiss, cls).train
@@ -731,7 +731,7 @@ def test_faiss_blas_threshold_is_restored_when_the_last_of_overlapping_trainings
     import threading
     import types
 
-    from embcompress._util import FAISS_BLAS_FROM, faiss_blas_distances
+    from embcompress.core._util import FAISS_BLAS_FROM, faiss_blas_distances
 
     fake = types.SimpleNamespace(cvar=types.SimpleNamespace(distance_compute_blas_threshold=5))
     first_in, second_out = threading.Event(), threading.Event()

@@ -42,7 +42,7 @@ def test_pack_kernel_equals_numpy_and_finds_non_finite(d, portable):
         out = np.empty((50, (d + 7) // 8), np.uint8)
         assert _pack.pack(X, thr, d, out, portable)
         np.testing.assert_array_equal(out, np.packbits(X > thr, axis=-1))
-    from embcompress.base import MAX_ABS
+    from embcompress.core.checks import MAX_ABS
 
     edge = np.full((3, d), MAX_ABS, np.float32) * np.float32(0.999999)  # the largest accepted magnitude
     assert _pack.pack(edge, t, d, np.empty((3, (d + 7) // 8), np.uint8), portable)
@@ -131,8 +131,8 @@ def test_binary_auto_decoder_takes_levels_on_centred_input_and_signs_otherwise(t
     """decoder="auto" (the default) decodes with the fitted levels where the input is centred (after
     PCA or a centred rotation) and with +-1 where it is not (raw embeddings share a large mean),
     the same decision in memory, through a file's block statistics, and after a save and load."""
-    from embcompress.persist import load, save
-    from embcompress.stream import fit_file
+    from embcompress.core.persist import load, save
+    from embcompress.engines.local import fit_file
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((3000, 24)).astype(np.float32)
@@ -162,7 +162,7 @@ def test_binary_saved_before_the_auto_decoder_loads_with_its_own(tmp_path):
     """A model saved before decoder_ existed (decoder="levels" then the default) loads with it."""
     import json
 
-    from embcompress.persist import load, save
+    from embcompress.core.persist import load, save
 
     X = make_vectors(200, 16, normalize=False)
     path = save(Binary(decoder="levels").fit(X), tmp_path / "m")

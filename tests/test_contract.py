@@ -7,7 +7,7 @@ import pytest
 
 import embcompress
 from embcompress import NotFittedError, InputError, available, from_spec, load
-from embcompress.registry import registered
+from embcompress.core.registry import registered
 
 from conftest import make_vectors
 
@@ -79,7 +79,7 @@ def test_declared_output_holds(spec, data):
     assert out.dtype == np.dtype(s.dtype)
     assert out.shape == (37, s.row_width)
     assert out.shape[1] * out.dtype.itemsize == s.nbytes
-    assert s.metric in embcompress.base.METRICS
+    assert s.metric in embcompress.core.base.METRICS
     # decoded codes live in the space the last stage quantizes (its input), floats are their own decoding
     assert c.decode(out).shape == (37, c.query_space.last.n_features_in_ if s.kind == "codes" else s.width)
 
@@ -237,8 +237,8 @@ def test_every_compressor_module_registers_its_classes():
     import pkgutil
 
     import embcompress.compressors as pkg
-    from embcompress.base import Compressor
-    from embcompress.registry import get
+    from embcompress.core.base import Compressor
+    from embcompress.core.registry import get
 
     modules = [m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")]
     assert modules

@@ -11,7 +11,7 @@ import pytest
 
 from embcompress import InputError, from_spec
 from embcompress.io import describe_path, open_vectors, read_all
-from embcompress.stream import compress_file, fit_and_compress, fit_file
+from embcompress.engines.local import compress_file, fit_and_compress, fit_file
 
 from conftest import make_vectors, write_parquet
 

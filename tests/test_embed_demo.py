@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from embcompress.corpus import stdlib_docstring_pairs
-from embcompress.embed import read_texts
+from embcompress.embedding.corpus import stdlib_docstring_pairs
+from embcompress.embedding.embed import read_texts
 from embcompress.io import read_all
-from embcompress_cli.main import app
+from embcompress.cli.main import app
 
 runner = CliRunner()
 

@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 pytest.importorskip("onnxruntime")
 pytest.importorskip("sentence_transformers")
 
-from embcompress_cli.main import app
+from embcompress.cli.main import app
 
 from embcompress import InputError, embed_onnx
-from embcompress.embed import encode, load_model
+from embcompress.embedding.embed import encode, load_model
 from embcompress.io import read_all
 
 TEXTS = ["How do I read a parquet file in chunks?", "Binary codes keep most of the ranking.", "short",

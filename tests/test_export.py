@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from embcompress import InputError, OutputExistsError, describe, from_spec, save
-from embcompress.export import export
+from embcompress.serving.export import export
 from embcompress.search.files import load_index
-from embcompress.stream import fit_and_compress
+from embcompress.engines.local import fit_and_compress
 
 from conftest import write_parquet
 
@@ -264,7 +264,7 @@ def test_search_reads_an_exported_graph_and_refuses_one_of_other_documents(files
 
     from embcompress.search.ann import Hnsw
     from embcompress.search.files import search_files
-    from embcompress_cli.main import app
+    from embcompress.cli.main import app
 
     tmp, docs, Q = files
     codes, _ = _codes(tmp, docs, "binary")
@@ -312,7 +312,7 @@ def test_search_reads_a_usearch_export_as_usearch_searches_it(files):
 
     from embcompress.search.ann import Hnsw, UsearchGraph
     from embcompress.search.files import search_files
-    from embcompress_cli.main import app
+    from embcompress.cli.main import app
 
     usearch = pytest.importorskip("usearch.index")
     tmp, docs, Q = files

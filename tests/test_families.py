@@ -1,4 +1,4 @@
-"""The seam for code families (embcompress.capabilities): a family written in one module, with
+"""The seam for code families (embcompress.core.capabilities): a family written in one module, with
 the mixins that apply and one registration, is searched, saved, streamed, offered by
 ``recommend`` and the report, and fitted from merged block statistics, with no other file of
 the package naming it. The family here lives in this test file only."""
@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from embcompress import InputError, from_spec, load
-from embcompress.base import Compressor, OutputSpec
-from embcompress.capabilities import BlockStats, BudgetCodes, DenseScan, TableScan, pca_prefix
+from embcompress.core.base import Compressor
+from embcompress.core.specs import OutputSpec
+from embcompress.core.capabilities import BlockStats, BudgetCodes, DenseScan, pca_prefix
 from embcompress.compressors._codes import byte_tables, pack_codes, unpack_codes
-from embcompress.registry import _REGISTRY, register
+from embcompress.core.registry import _REGISTRY, register
 
 from conftest import make_vectors
 

@@ -17,15 +17,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from embcompress import FormatError, OutputExistsError, from_spec
-from embcompress._fs import StorageError, atomic_dir
+from embcompress.core._fs import StorageError, atomic_dir
 from embcompress.io import read_all, writers
-from embcompress.stream import compress_file, fit_and_compress, fit_file
+from embcompress.engines.local import compress_file, fit_and_compress, fit_file
 
 from conftest import make_vectors, write_parquet
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli", *map(str, args)], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "embcompress.cli", *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture
@@ -451,7 +451,7 @@ def test_corrupt_originals_name_the_file_and_row_group(task_files):
 
 
 def test_label_free_recall_with_fewer_documents_than_k_is_full_for_float(tmp_path):
-    from embcompress.evaluate import evaluate_files
+    from embcompress.evaluation.evaluate import evaluate_files
 
     write_parquet(tmp_path / "d.parquet", make_vectors(5, 16))
     write_parquet(tmp_path / "q.parquet", make_vectors(4, 16, seed=2))

@@ -1,4 +1,4 @@
-"""One fit plan per stage, decided in one place (embcompress.fitplan) and executed by both
+"""One fit plan per stage, decided in one place (embcompress.core.fitplan) and executed by both
 engines: the plan each kind of family gets."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from embcompress import InputError, from_spec
-from embcompress.fitplan import BlockStats, FirstRows, Sample, Stream, WidthOnly, plan_for
+from embcompress.core.fitplan import BlockStats, FirstRows, Sample, Stream, WidthOnly, plan_for
 
 from conftest import make_vectors
 

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import tempfile
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +22,8 @@ from hypothesis import strategies as st  # noqa: E402
 
 from embcompress import EmbcompressError, from_spec, load, save  # noqa: E402
 from embcompress.io import read_all  # noqa: E402
-from embcompress.registry import registered  # noqa: E402
-from embcompress.stream import compress_file, fit_file  # noqa: E402
+from embcompress.core.registry import registered  # noqa: E402
+from embcompress.engines.local import compress_file, fit_file  # noqa: E402
 
 # derandomized: CI runs the same examples every time; to explore, set derandomize=False and run
 # pytest tests/test_fuzz.py --hypothesis-seed=N for several N (seeds 1-52 pass as of this commit)

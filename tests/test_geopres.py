@@ -193,7 +193,7 @@ def test_training_holds_torch_to_the_idle_cores_and_restores_it(X, monkeypatch):
 
 
 def test_idle_cores_from_tick_counts():
-    from embcompress._parallel import idle_cores, idle_of
+    from embcompress.core._parallel import idle_cores, idle_of
 
     # 2 cores, 200 ticks over the window: another process busy on one core, ours idle
     assert idle_of(busy=100, total=200, own=0, machine_cpus=2, cpus=2) == 1

@@ -15,7 +15,7 @@ import pytest
 from embcompress import Binary, FormatError, InputError, OutputExistsError, from_spec
 from embcompress.io import open_vectors, read_all
 from embcompress.io import describe_path as info
-from embcompress.stream import compress_file, fit_file
+from embcompress.engines.local import compress_file, fit_file
 
 from conftest import make_vectors, write_parquet
 
@@ -216,7 +216,7 @@ def test_streaming_does_not_import_pandas(tmp_path):
     X = make_vectors(3000, 16)
     files = [write_parquet(tmp_path / f"{k}.parquet", X, kind=k, row_group_size=1000) for k in ("fixed", "list")]
     code = (
-        "import sys; from embcompress import from_spec; from embcompress.stream import fit_and_compress\n"
+        "import sys; from embcompress import from_spec; from embcompress.engines.local import fit_and_compress\n"
         "for i, path in enumerate(sys.argv[1:]):\n"
         "    for j, spec in enumerate(('truncate:8', 'int8', 'binary')):\n"
         "        fit_and_compress(from_spec(spec), path, f'{path}.{j}.out.parquet', threads=2)\n"

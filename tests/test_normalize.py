@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from embcompress import InputError, from_spec
-from embcompress.stream import fit_file
+from embcompress.engines.local import fit_file
 
 from conftest import make_vectors, write_parquet
 

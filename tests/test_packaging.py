@@ -39,7 +39,7 @@ def test_core_commands_run_without_optional_packages(tmp_path):
     res = run_core("""
         import sys
         from typer.testing import CliRunner
-        from embcompress_cli.main import app
+        from embcompress.cli.main import app
         r = CliRunner()
         for args in (["binarize", "v.parquet", "b.parquet"], ["fit", "pca:8+binary", "v.parquet", "m"],
                      ["apply", "m", "v.parquet", "c.parquet"], ["search", "b.parquet", "q.parquet", "r.parquet", "--rerank", "asymmetric"],
@@ -63,7 +63,7 @@ def test_optional_parts_name_their_extra(tmp_path):
     (tmp_path / "t.txt").write_text("a first text\na second text\n")
     res = run_core("""
         from typer.testing import CliRunner
-        from embcompress_cli.main import app
+        from embcompress.cli.main import app
         r = CliRunner()
         out = r.invoke(app, ["fit", "geopres:4", "v.parquet", "m"])
         print(out.exit_code, out.stderr.strip())

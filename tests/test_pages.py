@@ -284,7 +284,7 @@ def test_one_huge_row_group_is_split_among_workers(tmp_path, monkeypatch, option
     that holds its first row: the same batches, ids, fitted state and output bytes as one reader."""
     from embcompress import from_spec
     from embcompress.io import readers
-    from embcompress.stream import compress_file, fit_file
+    from embcompress.engines.local import compress_file, fit_file
 
     X = make_vectors(5000, 16)
     X[::3] = X[1]  # dictionary-encoded pages all through the chunk (with snappy / zstd)
@@ -422,7 +422,7 @@ def test_written_codes_read_by_duckdb(tmp_path):
 
 
 def test_zero_rows_and_a_failed_write_leave_nothing(tmp_path):
-    from embcompress.base import OutputSpec
+    from embcompress.core.specs import OutputSpec
     from embcompress.io import VectorWriter
     from embcompress.io.writers import PageWriter
 
@@ -491,7 +491,7 @@ def test_crc32_is_zlibs():
 def test_a_batch_of_no_rows_writes_an_empty_readable_file(tmp_path, kind):
     """The page writer takes a row group of no rows (a chunk of no pages), as pyarrow reads it."""
     from embcompress import from_spec
-    from embcompress.base import float_spec
+    from embcompress.core.specs import float_spec
     from embcompress.io import VectorWriter, read_all
 
     X = make_vectors(50, 8)

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from embcompress import InputError, from_spec
-from embcompress._parallel import ordered_units
+from embcompress.core._parallel import ordered_units
 from embcompress.io import open_vectors, read_all
 from embcompress.io import writers
 from embcompress.search.stores import ParquetStore
-from embcompress.stream import compress_file, fit_and_compress, fit_file
+from embcompress.engines.local import compress_file, fit_and_compress, fit_file
 
 from conftest import make_vectors, write_parquet
 
@@ -89,7 +89,7 @@ def test_batch_statistics_on_the_workers_equal_the_sequential_fit(multi, spec, m
     from embcompress.compressors import binary
 
     monkeypatch.setattr(binary, "LEVEL_ROWS", 1234)
-    import embcompress.stream as stream
+    import embcompress.engines.local as stream
 
     path, X = multi
     used = []
@@ -249,7 +249,7 @@ def test_sigterm_stops_the_cli_with_143_and_removes_the_temp_file(tmp_path):
     path = write_parquet(tmp_path / "big.parquet", X, ids=False, row_group_size=2000)
     out = tmp_path / "codes.parquet"
     # batches of 1 row make the run long enough to be stopped half-way
-    proc = subprocess.Popen([sys.executable, "-m", "cli", "binarize", str(path), str(out), "--batch-size", "1",
+    proc = subprocess.Popen([sys.executable, "-m", "embcompress.cli", "binarize", str(path), str(out), "--batch-size", "1",
                              "--threads", "2"], stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while time.time() < deadline and not any(n.startswith(".codes.parquet.tmp-") for n in os.listdir(tmp_path)):
@@ -338,7 +338,7 @@ def test_workers_run_blas_on_one_thread_and_the_limit_is_restored(monkeypatch):
     runs one thread per call, not a team per worker; afterwards the limit is what it was."""
     from threadpoolctl import threadpool_limits
 
-    from embcompress import _parallel
+    from embcompress.core import _parallel
 
     with threadpool_limits(2, user_api="blas"):
         if _blas_threads() < 2:

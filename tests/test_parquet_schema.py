@@ -54,7 +54,7 @@ def test_writer_refuses_a_carried_column_with_an_unknown_field(tmp_path, monkeyp
         pq.write_table(table, sink, compression=compression or "none", write_page_index=True)
         return sink.getvalue().to_pybytes()
 
-    from embcompress.base import float_spec
+    from embcompress.core.specs import float_spec
     from embcompress.io import VectorWriter
 
     X = np.random.default_rng(0).standard_normal((50, 8)).astype(np.float32)
@@ -68,7 +68,7 @@ def test_writer_refuses_a_carried_column_with_an_unknown_field(tmp_path, monkeyp
 
 
 def test_offsets_are_moved_and_the_file_reads_back(tmp_path):
-    from embcompress.base import float_spec
+    from embcompress.core.specs import float_spec
     from embcompress.io import VectorWriter
 
     X = np.random.default_rng(1).standard_normal((300, 8)).astype(np.float32)

@@ -99,7 +99,7 @@ def test_import_does_not_import_torch_or_sentence_transformers():
     import subprocess
     import sys
 
-    code = ("import sys, embcompress, embcompress.stream, embcompress.search, embcompress.io, embcompress.demo; "
+    code = ("import sys, embcompress, embcompress.engines.local, embcompress.search, embcompress.io, embcompress.report.demo; "
             "bad = [m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -12,8 +12,8 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from embcompress import InputError, from_spec  # noqa: E402
-from embcompress.ray_engine import RayEngine, connect  # noqa: E402
-from embcompress.stream import fit_and_compress, fit_file  # noqa: E402
+from embcompress.engines.ray import RayEngine, connect  # noqa: E402
+from embcompress.engines.local import fit_and_compress, fit_file  # noqa: E402
 
 from conftest import make_vectors, s3_objects, write_parquet  # noqa: E402
 
@@ -54,7 +54,7 @@ def test_workers_write_their_shards_and_the_driver_only_commits(tmp_path, shards
     import json
 
     from embcompress import describe
-    from embcompress.ray_engine import MANIFEST, ray_compress
+    from embcompress.engines.ray import MANIFEST, ray_compress
 
     comp = fit_file(from_spec("pca:16+binary"), shards)
     got: dict = {}
@@ -70,7 +70,7 @@ def test_workers_write_their_shards_and_the_driver_only_commits(tmp_path, shards
 
 
 def test_a_failed_shard_leaves_nothing_and_resume_skips_the_finished_ones(tmp_path, shards, local_ray):
-    from embcompress.ray_engine import MANIFEST
+    from embcompress.engines.ray import MANIFEST
 
     bad = shards / RELS[1]
     good = bad.read_bytes()
@@ -110,7 +110,7 @@ def test_a_chain_fits_stage_by_stage_on_the_cluster(shards, local_ray, spec, mon
     from statistics equal the local fit's to float tolerance; a sampled stage is fitted on a
     sample of rows already mapped by the stages before it (all 1,500 here, as max_rows is larger;
     ITQ's iterations amplify the last bits of the PCA before it, so its codes are compared)."""
-    from embcompress.ray_engine import blocks as engine_ray, fit as ray_fit_module
+    from embcompress.engines.ray import blocks as engine_ray, fit as ray_fit_module
 
     streamed, sampled = [], []
     real_rows, real_sample = engine_ray.row_batches, engine_ray.cluster_sample
@@ -157,7 +157,7 @@ def test_ray_refuses_npy_and_an_address_that_does_not_answer(tmp_path, local_ray
     np.save(tmp_path / "x.npy", make_vectors(10, 8))
     with pytest.raises(InputError, match="--engine ray reads parquet"):
         fit_and_compress(from_spec("binary"), tmp_path / "x.npy", tmp_path / "o.npy", engine=local_ray)
-    r = subprocess.run([sys.executable, "-m", "cli", "binarize", str(tmp_path / "x.npy"), str(tmp_path / "o.npy"),
+    r = subprocess.run([sys.executable, "-m", "embcompress.cli", "binarize", str(tmp_path / "x.npy"), str(tmp_path / "o.npy"),
                         "--engine", "ray", "--address", "127.0.0.1:1"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "cannot connect to a Ray cluster at '127.0.0.1:1'" in r.stderr, r.stderr
     assert not (tmp_path / "o.npy").exists()
@@ -166,7 +166,7 @@ def test_ray_refuses_npy_and_an_address_that_does_not_answer(tmp_path, local_ray
 def test_units_are_handed_on_in_order_whatever_order_the_cluster_finishes_them_in():
     import pyarrow as pa
 
-    from embcompress.ray_engine import blocks as engine_ray
+    from embcompress.engines.ray import blocks as engine_ray
 
     units = [{"seq": k, "shard": k // 4, "path": "p", "group": k % 4} for k in range(12)]
     finished = [7, 0, 3, 1, 2, 11, 4, 6, 5, 9, 8, 10]  # as a cluster might return them
@@ -200,7 +200,7 @@ def test_ray_fit_on_a_sample_drawn_on_the_cluster(shards, local_ray):
     from every shard, are sent, not the data."""
     import pyarrow.parquet as pq
 
-    from embcompress.ray_engine import blocks as engine_ray
+    from embcompress.engines.ray import blocks as engine_ray
     from embcompress.io import open_vectors, read_all
 
     a = fit_file(from_spec("itq"), shards)
@@ -225,7 +225,7 @@ def test_workers_upload_their_shards_to_s3_and_the_bytes_are_the_local_engines(t
     import json
 
     from embcompress import OutputExistsError
-    from embcompress.ray_engine import MANIFEST, ray_compress
+    from embcompress.engines.ray import MANIFEST, ray_compress
 
     uri, fs = s3
     comp = fit_file(from_spec("pca:16+binary"), shards)
@@ -275,7 +275,7 @@ def test_a_failed_shard_leaves_nothing_on_s3_and_remote_outputs_are_refused_wher
 def test_cli_writes_a_file_uri_through_pyarrows_local_filesystem(tmp_path, shards, local_ray):
     from typer.testing import CliRunner
 
-    from embcompress_cli.main import app
+    from embcompress.cli.main import app
 
     r = CliRunner().invoke(app, ["binarize", str(shards), f"file://{tmp_path}/bits", "--engine", "ray"])
     assert r.exit_code == 0, r.output
@@ -295,7 +295,7 @@ def test_stopping_the_shards_interrupts_the_tasks_first_and_kills_only_those_tha
 
     import psutil
 
-    from embcompress.ray_engine.shards import _cancel
+    from embcompress.engines.ray.shards import _cancel
 
     def busy(flag_dir: str, ignore_interrupt: bool) -> int:  # defined here: Ray sends it by value
         """A task that loops in Python until stopped; it says it started, and whether its cleanup ran."""

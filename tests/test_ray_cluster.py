@@ -22,8 +22,8 @@ ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
 
 from embcompress import from_spec, save  # noqa: E402
-from embcompress.ray_engine import MANIFEST  # noqa: E402
-from embcompress.stream import fit_and_compress, fit_file  # noqa: E402
+from embcompress.engines.ray import MANIFEST  # noqa: E402
+from embcompress.engines.local import fit_and_compress, fit_file  # noqa: E402
 
 from conftest import make_vectors, s3_objects, write_parquet  # noqa: E402
 
@@ -55,7 +55,7 @@ def dataset(tmp_path_factory):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "cli", *map(str, args)], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "embcompress.cli", *map(str, args)], capture_output=True, text=True, timeout=300)
 
 
 def _same_as_local(local, out):
@@ -100,7 +100,7 @@ def _kill_a_shard_task(stop: threading.Event, killed: list) -> None:
 
 
 def test_a_worker_killed_in_the_middle_is_retried_and_the_output_is_identical(cluster, dataset, tmp_path):
-    from embcompress.ray_engine import RayEngine
+    from embcompress.engines.ray import RayEngine
 
     c, _ = cluster
     comp = fit_file(from_spec("rq:24:max_rows=2000"), dataset, max_rows=2000)  # encode-bound: a shard takes a while
@@ -146,8 +146,8 @@ def test_a_chain_fitted_on_the_cluster_with_a_worker_killed_fits_the_same(cluste
     """fit pca:64+binary: the Ray Data worker that computes PCA's block statistics is killed in the
     middle; Ray restarts it and reruns its row groups, and the fitted state is that of a run
     without the kill (PCA's statistics combine exactly as in the local fit: within 1e-5)."""
-    from embcompress.ray_engine import RayEngine
-    from embcompress.persist import to_config
+    from embcompress.engines.ray import RayEngine
+    from embcompress.core.persist import to_config
 
     c, _ = cluster
     engine = RayEngine(c.address)
@@ -180,8 +180,8 @@ def test_output_storage_that_fills_up_fails_in_one_line_and_leaves_nothing(clust
     which the kernel enforces as it would a full disk: the write fails); each shard's output is
     larger. The run fails with one line that says so, and neither the output nor the staging
     directory is left."""
-    from embcompress.ray_engine import ray_compress
-    from embcompress._fs import StorageError
+    from embcompress.engines.ray import ray_compress
+    from embcompress.core._fs import StorageError
 
     c, _ = cluster
 
@@ -211,7 +211,7 @@ def test_ctrl_c_on_the_driver_stops_the_workers_and_leaves_no_temporary_shard(cl
     # The driver as a terminal starts it: SIGINT at its default. A test run started in the background
     # by a shell without job control (`cmd &` in a script, nohup) inherits SIGINT ignored, and Python
     # keeps an inherited SIG_IGN: the CLI then never sees the Ctrl-C and runs to the end (exit 0).
-    p = subprocess.Popen([sys.executable, "-m", "cli", "apply", str(tmp_path / "m"), str(dataset), str(tmp_path / "out"),
+    p = subprocess.Popen([sys.executable, "-m", "embcompress.cli", "apply", str(tmp_path / "m"), str(dataset), str(tmp_path / "out"),
                           "--engine", "ray", "--address", c.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
@@ -251,7 +251,7 @@ def test_apply_on_two_nodes_uploads_each_shard_to_s3_from_its_worker(cluster, da
 
 
 def test_a_node_removed_in_the_middle_leaves_the_work_to_the_other(cluster, dataset, tmp_path):
-    from embcompress.ray_engine import RayEngine
+    from embcompress.engines.ray import RayEngine
 
     c, nodes = cluster
     comp = fit_file(from_spec("rq:4:nbits=4,max_rows=2000"), dataset, max_rows=2000)

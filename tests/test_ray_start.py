@@ -75,7 +75,7 @@ def dataset(tmp_path_factory):
 
 
 def _cli(env, *args):
-    return subprocess.run([sys.executable, "-m", "cli", *map(str, args)], capture_output=True, text=True, timeout=300,
+    return subprocess.run([sys.executable, "-m", "embcompress.cli", *map(str, args)], capture_output=True, text=True, timeout=300,
                           env=env)
 
 

@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 
 from embcompress import InputError, from_spec
 from embcompress.report import build_report, render_html
-from embcompress.evaluate import parse_config
+from embcompress.evaluation.evaluate import parse_config
 from embcompress.report.grid import pareto_front
 
 from conftest import make_vectors, write_parquet
-from embcompress_cli.main import app
+from embcompress.cli.main import app
 
 runner = CliRunner()
 FAST_GEOPRES = "batch_size=128,min_steps=10"
@@ -72,8 +72,8 @@ def test_label_free_report_grid_and_budget():
 def test_rank_proxy_equals_a_direct_computation():
     """The proxy of sign bits, by hand: Hamming similarity over all documents (ties by row), the
     query's own row left out, nDCG@10 against the 10 nearest rows by float cosine."""
-    from embcompress.evaluate import RankProxy, parse_config
-    from embcompress.registry import from_spec
+    from embcompress.evaluation.evaluate import RankProxy, parse_config
+    from embcompress.core.registry import from_spec
     from embcompress.search import Index
 
     X, _ = clustered(n=300, d=32, seed=3)
@@ -99,7 +99,7 @@ def test_rank_proxy_equals_a_direct_computation():
 def test_fit_cache_encodes_consecutive_configurations_of_a_spec_once():
     """A spec's reranks (and norm powers) reuse one encoding of the same documents; another spec
     or other documents encode again, and only the last encoding is held."""
-    from embcompress.evaluate import FitCache
+    from embcompress.evaluation.crossfit import FitCache
 
     D = np.random.default_rng(0).standard_normal((300, 16)).astype(np.float32)
     cache = FitCache(D)
@@ -117,7 +117,9 @@ def test_fit_cache_fits_planned_geopres_widths_together_as_each_alone():
     """Planned GeoPres widths (a chain's first stage among them) are fitted together at the first
     that is needed, each to the model it gets alone, and share the time; other specs and a rank
     loss (which samples as it trains) are fitted alone."""
-    from embcompress.evaluate import FitCache, run_configs, LabelFreeTask
+    from embcompress.evaluation.evaluate import run_configs
+    from embcompress.evaluation.crossfit import FitCache
+    from embcompress.evaluation.tasks import LabelFreeTask
 
     D = clustered(n=600, d=24)[0]
     g = "batch_size=64,min_steps=30"
@@ -141,7 +143,9 @@ def test_cross_fit_scores_every_document_through_a_model_that_did_not_see_it():
     half is encoded by the model fitted on the other, in-sample by its own; the figures are those
     of a parted index built by hand that way. A code that memorizes (pq with 256 codewords on a
     few hundred rows) keeps more in-sample than out-of-sample, and 3 folds work the same way."""
-    from embcompress.evaluate import CrossFit, LabelFreeTask, run_configs
+    from embcompress.evaluation.evaluate import run_configs
+    from embcompress.evaluation.crossfit import CrossFit
+    from embcompress.evaluation.tasks import LabelFreeTask
     from embcompress.search import Index, PartedIndex
 
     X, _ = clustered(n=700, d=32)
@@ -177,8 +181,9 @@ def test_in_sample_figure_on_fewer_queries_is_that_of_the_same_queries():
     it by float search's score on those same queries: the figures equal those of a run on that
     subset alone. The out-of-sample headline is the same as with every query; float carries no
     count; with no more queries than N every query is used."""
-    from embcompress.evaluate import LabelFreeTask, QrelsTask, run_configs
-    from embcompress.tasks import fewer_queries
+    from embcompress.evaluation.evaluate import run_configs
+    from embcompress.evaluation.tasks import LabelFreeTask, QrelsTask
+    from embcompress.evaluation.tasks import fewer_queries
 
     X, _ = clustered(n=700, d=32)
     docs, ids = X[100:], [f"d{i}" for i in range(600)]
@@ -354,7 +359,7 @@ def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path, monkeypatc
         # the rule on rates fixed for the test (measured ones of a few hundred rows swing by orders
         # of magnitude on a loaded machine): a floor between them marks the residual code slow,
         # passes it over for the sign bits, and says why
-        from embcompress.crossfit import CrossFit
+        from embcompress.evaluation.crossfit import CrossFit
 
         measured = CrossFit.costs
         monkeypatch.setattr(CrossFit, "costs", lambda self, spec: {
@@ -433,7 +438,8 @@ def test_read_sample_draws_across_row_groups_in_file_order(tmp_path):
 
 
 def test_fit_sample_is_drawn_across_the_pool():
-    from embcompress.evaluate import CrossFit, evaluate
+    from embcompress.evaluation.evaluate import evaluate
+    from embcompress.evaluation.crossfit import CrossFit
 
     X = make_vectors(400, 16)
     fits = CrossFit(X, 2, fit_rows=50)
@@ -481,7 +487,7 @@ def test_recommend_with_unjudged_queries_scores_them_against_float_search():
 
 
 def test_cli_recommend_with_queries_and_no_qrels(tmp_path):
-    from embcompress_cli.main import app
+    from embcompress.cli.main import app
 
     X, _ = clustered()
     write_parquet(tmp_path / "docs.parquet", X)
@@ -615,7 +621,7 @@ def test_recommend_screens_in_two_rounds_and_only_the_second_can_win(monkeypatch
 
 
 def test_recommend_stops_a_code_slow_to_fit_after_one_model_when_it_cannot_lead(monkeypatch):
-    import embcompress.evaluate as ev
+    import embcompress.evaluation.evaluate as ev
     from embcompress.report import recommend as rec
 
     X, _ = clustered(n=800, d=32)
@@ -648,8 +654,9 @@ def test_race_stops_a_code_that_leads_only_on_its_fit_rows(monkeypatch):
     """A code that memorizes its fit rows (``pq:4``: 256 centroids per 8-dimensional slice, fitted
     on 600 rows) scores above the leader with half the documents its fit rows, and below it on
     documents new to it: the race's second test, on the first fold alone, stops it."""
-    import embcompress.evaluate as ev
-    from embcompress.evaluate import QrelsTask, run_configs
+    import embcompress.evaluation.evaluate as ev
+    from embcompress.evaluation.evaluate import run_configs
+    from embcompress.evaluation.tasks import QrelsTask
     from embcompress.report.recommend import _stopped_note
 
     X, _ = clustered(n=1200, d=32)
@@ -679,7 +686,7 @@ def test_race_stops_a_code_that_leads_only_on_its_fit_rows(monkeypatch):
 
 
 def test_task_on_part_keeps_the_queries_with_relevant_documents_there():
-    from embcompress.evaluate import LabelFreeTask, QrelsTask
+    from embcompress.evaluation.tasks import LabelFreeTask, QrelsTask
 
     Q = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
     qrels = {"a": {"d0": 1}, "b": {"d1": 1, "d2": 2}, "c": {"d3": 0, "d1": 1}, "d": {"d3": 0}}
@@ -691,8 +698,8 @@ def test_task_on_part_keeps_the_queries_with_relevant_documents_there():
 
 
 def test_fewer_queries_keeps_each_kept_querys_judgments():
-    from embcompress.evaluate import LabelFreeTask, LabelTask, QrelsTask
-    from embcompress.tasks import fewer_queries
+    from embcompress.evaluation.tasks import LabelFreeTask, LabelTask, QrelsTask
+    from embcompress.evaluation.tasks import fewer_queries
 
     Q = np.random.default_rng(0).standard_normal((50, 8)).astype(np.float32)
     qrels = {f"q{i}": {f"d{i}": 1, f"d{i + 1}": 2} for i in range(50)}
@@ -713,7 +720,7 @@ def test_fewer_queries_keeps_each_kept_querys_judgments():
 
 def test_cli_recommend_prints_what_the_screen_cut_and_the_time(tmp_path, monkeypatch):
     from embcompress.report import recommend as rec
-    from embcompress_cli.main import app
+    from embcompress.cli.main import app
 
     monkeypatch.setattr(rec, "SCREEN_MIN_ROWS", 50)
     X, _ = clustered(n=800, d=32)

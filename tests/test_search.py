@@ -16,8 +16,8 @@ from embcompress import InputError, from_spec
 from embcompress.search import Index, NpyStore, ParquetStore, float_search, hamming_search, hamming_topk, kernel_available
 from embcompress.search import topk as topk_mod
 from embcompress.search.files import load_index, load_queries
-from embcompress.stream import compress_file, fit_file
-from embcompress_cli.main import app
+from embcompress.engines.local import compress_file, fit_file
+from embcompress.cli.main import app
 
 from conftest import make_vectors, write_parquet
 

@@ -1,5 +1,5 @@
 """Limits on the shape of the library and the CLI (issue 33), measured from their AST by
-benchmarks/structure.py: short functions, modules of one concern, no dispatch on a compressor's
+benchmarks/tools/structure.py: short functions, modules of one concern, no dispatch on a compressor's
 name outside the registry and persistence, search choosing by output kind in one place, and a
 slim Compressor."""
 
@@ -17,7 +17,7 @@ MAX_COMPRESSOR_METHODS = 30
 
 @pytest.fixture(scope="module")
 def figures():
-    spec = importlib.util.spec_from_file_location("structure", ROOT / "benchmarks" / "structure.py")
+    spec = importlib.util.spec_from_file_location("structure", ROOT / "benchmarks" / "tools" / "structure.py")
     structure = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(structure)
     return structure.figures()
@@ -51,7 +51,7 @@ def test_the_detector_sees_what_it_must_refuse(tmp_path):
     limits above cannot pass by measuring nothing)."""
     import ast
 
-    spec = importlib.util.spec_from_file_location("structure", ROOT / "benchmarks" / "structure.py")
+    spec = importlib.util.spec_from_file_location("structure", ROOT / "benchmarks" / "tools" / "structure.py")
     structure = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(structure)
     body = "\n".join(f"    x{i} = {i}" for i in range(70))

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from embcompress import InputError  # noqa: E402
-from embcompress.errors import OutputExistsError  # noqa: E402
+from embcompress.core.errors import OutputExistsError  # noqa: E402
 from embcompress.train import (GradCacheLoss, InfoNCELoss, LossConfig, MatryoshkaInfoNCELoss, Pair,  # noqa: E402
                                SourceBatchSampler, TempAggLoss, TempAggMRLLoss, TempSpecMRLLoss, TrainConfig, crop_pairs,
                                dropout_pairs, hardest_negative_margin, info_nce, mrl, read_pairs, temp_agg, temp_agg_mrl,
@@ -275,7 +275,7 @@ def tiny_model_dir(tmp_path, dropout: float = 0.0):
 
 
 def tiny_model(tmp_path, dropout: float = 0.0):
-    from embcompress.embed import load_model
+    from embcompress.embedding.embed import load_model
 
     return load_model(str(tiny_model_dir(tmp_path, dropout)), device="cpu")
 
@@ -346,7 +346,7 @@ def test_two_processes_train_like_one(tmp_path):
               "--loss", "tempagg", "--json"]
     runs = {}
     for name, extra in (("one", []), ("two", ["--nproc", "2"]), ("two_cached", ["--nproc", "2", "--mini-batch-size", "2"])):
-        r = subprocess.run([sys.executable, "-m", "embcompress_cli", "train", str(data), str(tmp_path / name), *common, *extra],
+        r = subprocess.run([sys.executable, "-m", "embcompress.cli", "train", str(data), str(tmp_path / name), *common, *extra],
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]
         runs[name] = json.loads((tmp_path / name / "train_summary.json").read_text())
@@ -381,7 +381,7 @@ def test_packaged_minilm_few_steps_loss_falls(tmp_path):
     cfg = TrainConfig(loss=LossConfig("mrl", tau=0.05, dims=[96, 192, 384]), steps=6, batch_size=16, lr=1e-4, warmup_ratio=0.0)
     res = train(pairs, tmp_path / "m", cfg)
     assert res["last_loss"] < res["first_loss"]
-    from embcompress.embed import load_model
+    from embcompress.embedding.embed import load_model
 
     assert load_model(str(tmp_path / "m" / "model")).encode(["a red car"]).shape == (1, 384)
 
@@ -403,7 +403,7 @@ def test_bad_training_input_fails_before_training(tmp_path, cfg, message):
 def test_cli_train_and_bad_input(tmp_path):
     from typer.testing import CliRunner
 
-    from embcompress_cli.main import app
+    from embcompress.cli.main import app
 
     runner = CliRunner()
     data = tmp_path / "pairs.jsonl"

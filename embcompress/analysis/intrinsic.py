@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._util import normalize_rows, sample_rows
+from ..core._util import normalize_rows, sample_rows
 from ..compressors.pca import PCA, components_for_variance
-from ..errors import InputError
+from ..core.errors import InputError
 from ..search.exact import scan_blocks
 
 

@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 
 def dcg(gains: Sequence[float]) -> float:

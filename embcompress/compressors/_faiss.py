@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..base import Compressor
+from ..core.base import Compressor
 
 
 class FaissBacked(Compressor):

@@ -12,11 +12,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._parallel import idle_cores
-from .._util import check_positive_int, pick_device, require
-from ..base import Compressor, check_array, check_dim, check_fit, make_rng
-from ..errors import InputError
-from ..specs import FitTags
+from ..core._parallel import idle_cores
+from ..core._util import check_positive_int, pick_device, require
+from ..core.base import Compressor, check_fit
+from ..core.checks import check_array, check_dim, make_rng
+from ..core.errors import InputError
+from ..core.specs import FitTags
 from ._sample import reservoir
 
 MIN_ROWS = 20

@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..specs import FitTags
-from ..capabilities import BlockStats
-from ..errors import InputError
+from ..core.specs import FitTags
+from ..core.capabilities import BlockStats
+from ..core.errors import InputError
 
 
 def reservoir(batches: Callable, max_rows: int, rng: np.random.Generator) -> np.ndarray:
@@ -47,7 +47,7 @@ def stream_mean(batches: Callable) -> np.ndarray:
 
 
 class MeanStats(BlockStats):
-    """Block statistics (:class:`~embcompress.capabilities.BlockStats`) of a fit that needs only the
+    """Block statistics (:class:`~embcompress.core.capabilities.BlockStats`) of a fit that needs only the
     per-dimension mean: sums and the count, merged by adding."""
 
     stats_per_batch = True

@@ -6,11 +6,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..specs import FitTags
-from .._parallel import map_rows
-from ..base import Compressor, NonFiniteChunk, OutputSpec, values_ok
-from ..capabilities import BudgetCodes, pca_prefix
-from ..registry import register
+from ..core.specs import FitTags
+from ..core._parallel import map_rows
+from ..core.base import Compressor
+from ..core.checks import NonFiniteChunk, values_ok
+from ..core.specs import OutputSpec
+from ..core.capabilities import BudgetCodes, pca_prefix
+from ..core.registry import register
 from ._sample import MeanStats, stream_mean
 
 try:  # fused C kernel built at install; where no compiler was found the numpy path gives the same bytes

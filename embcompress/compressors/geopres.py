@@ -8,8 +8,8 @@ import functools
 
 import numpy as np
 
-from ..base import OutputSpec, float_spec
-from ..registry import register
+from ..core.specs import OutputSpec, float_spec
+from ..core.registry import register
 from ._learned import LearnedMap
 
 LOSSES = ("positional", "angular", "rank")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._parallel import map_rows
-from ..capabilities import BlockStats
-from ..base import Compressor, NonFiniteChunk, OutputSpec, values_ok
-from ..registry import register
+from ..core._parallel import map_rows
+from ..core.capabilities import BlockStats
+from ..core.base import Compressor
+from ..core.checks import NonFiniteChunk, values_ok
+from ..core.specs import OutputSpec
+from ..core.registry import register
 
 _CHUNK = 512
 

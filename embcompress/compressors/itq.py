@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._util import check_positive_int
-from ..base import make_rng
-from ..specs import FitTags
-from ..registry import register
+from ..core._util import check_positive_int
+from ..core.checks import make_rng
+from ..core.specs import FitTags
+from ..core.registry import register
 from ._sample import reservoir, stream_mean
 from .rotate import OrthogonalMap, random_orthogonal
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._util import normalize_rows
-from ..base import Compressor, OutputSpec, float_spec
-from ..registry import register
+from ..core._util import normalize_rows
+from ..core.base import Compressor
+from ..core.specs import OutputSpec, float_spec
+from ..core.registry import register
 from ._sample import OptionalCentering
 
 

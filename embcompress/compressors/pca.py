@@ -7,10 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from ..base import Compressor, FitTags, OutputSpec, check_dim, float_spec
-from ..capabilities import Affine, BlockStats
-from ..errors import InputError
-from ..registry import register
+from ..core.base import Compressor
+from ..core.specs import FitTags, OutputSpec, float_spec
+from ..core.checks import check_dim, check_matrix_fits
+from ..core.capabilities import Affine, BlockStats
+from ..core.errors import InputError
+from ..core.registry import register
 
 #: rows per matrix product while accumulating; bounds the float32 partial sums' length
 _CHUNK = 16384
@@ -52,6 +54,7 @@ class PCA(BlockStats, Affine, Compressor):
     def _validate_params(self, n_features: int) -> None:
         if (self.dim is None) == (self.variance is None):
             raise InputError("pca needs exactly one of dim (a number of components) or variance (a fraction in (0, 1])")
+        check_matrix_fits(n_features, n_features, "pca's fit (a covariance matrix)")
         if self.dim is not None:
             check_dim("dim", self.dim, n_features)
         elif not (isinstance(self.variance, (int, float)) and 0 < float(self.variance) <= 1):

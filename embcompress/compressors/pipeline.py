@@ -6,9 +6,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..base import Compressor, FitTags, OutputSpec, QuerySpace
-from ..errors import InputError
-from ..registry import register
+from ..core.base import Compressor
+from ..core.specs import FitTags, OutputSpec, QuerySpace
+from ..core.errors import InputError
+from ..core.registry import register
 
 
 @register

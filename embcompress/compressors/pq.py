@@ -7,12 +7,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._util import check_positive_int, faiss_blas_distances, require, sample_rows
-from ..base import OutputSpec, make_rng
-from ..capabilities import BudgetCodes, FaissExport, TableScan
-from ..errors import InputError
-from ..specs import FitTags
-from ..registry import register
+from ..core._util import check_positive_int, faiss_blas_distances, require, sample_rows
+from ..core.specs import OutputSpec
+from ..core.checks import make_rng
+from ..core.capabilities import BudgetCodes, FaissExport, TableScan
+from ..core.errors import InputError
+from ..core.specs import FitTags
+from ..core.registry import register
 from ._codes import nibble_indices, nibble_tables
 from ._faiss import FaissBacked
 from ._sample import reservoir

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._parallel import map_rows
-from ..base import Compressor, OutputSpec, make_rng
-from ..capabilities import BudgetCodes, PlaneScan, pca_prefix
-from ..errors import InputError
-from ..registry import register
+from ..core._parallel import map_rows
+from ..core.base import Compressor
+from ..core.specs import OutputSpec
+from ..core.checks import make_rng
+from ..core.capabilities import BudgetCodes, PlaneScan, pca_prefix
+from ..core.errors import InputError
+from ..core.registry import register
 from ._codes import byte_tables, pack_planes, unpack_planes
 from ._sample import MeanStats, stream_mean
 from .rotate import KINDS, hadamard_rotate, rotation_matrix

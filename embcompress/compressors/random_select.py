@@ -6,9 +6,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..specs import FitTags
-from ..base import Compressor, OutputSpec, check_dim, float_spec, make_rng
-from ..registry import register
+from ..core.specs import FitTags
+from ..core.base import Compressor
+from ..core.specs import OutputSpec, float_spec
+from ..core.checks import check_dim, make_rng
+from ..core.registry import register
 
 
 @register

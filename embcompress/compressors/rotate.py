@@ -7,10 +7,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from .._parallel import map_rows
-from ..base import Compressor, OutputSpec, float_spec, make_rng
-from ..capabilities import Affine
-from ..registry import register
+from ..core._parallel import map_rows
+from ..core.base import Compressor
+from ..core.specs import OutputSpec, float_spec
+from ..core.checks import check_matrix_fits, make_rng
+from ..core.capabilities import Affine
+from ..core.registry import register
 from ._sample import OptionalCentering
 
 try:
@@ -28,6 +30,7 @@ HADAMARD_ROUNDS = 3
 def random_orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
     """A (d, d) orthogonal matrix drawn uniformly (Haar): QR of a Gaussian matrix with the signs
     of R's diagonal folded into Q."""
+    check_matrix_fits(d, d, "a rotation")
     q, r = np.linalg.qr(rng.standard_normal((d, d)))
     return (q * np.sign(np.diag(r))).astype(np.float32)
 

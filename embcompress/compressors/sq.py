@@ -7,12 +7,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._util import check_positive_int
-from ..base import Compressor, OutputSpec, make_rng
-from ..capabilities import BudgetCodes, DenseScan
-from ..errors import InputError
-from ..specs import FitTags
-from ..registry import register
+from ..core._util import check_positive_int
+from ..core.base import Compressor
+from ..core.specs import OutputSpec
+from ..core.checks import make_rng
+from ..core.capabilities import BudgetCodes, DenseScan
+from ..core.errors import InputError
+from ..core.specs import FitTags
+from ..core.registry import register
 from ._codes import byte_tables, pack_codes, unpack_codes
 from ._sample import reservoir
 

@@ -6,10 +6,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..specs import FitTags
-from .._util import normalize_rows
-from ..base import Compressor, OutputSpec, check_dim, float_spec
-from ..registry import register
+from ..core.specs import FitTags
+from ..core._util import normalize_rows
+from ..core.base import Compressor
+from ..core.specs import OutputSpec, float_spec
+from ..core.checks import check_dim
+from ..core.registry import register
 
 
 @register

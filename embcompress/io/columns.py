@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ..base import check_values
-from ..errors import InputError
+from ..core.checks import check_values
+from ..core.errors import InputError
 
 FLOAT_TYPES = (pa.float16(), pa.float32(), pa.float64())
 

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..persist import describe, is_model_dir, load
+from ..core.errors import InputError
+from ..core.persist import describe, is_model_dir, load
 from .sources import is_dataset, open_vectors
 
 

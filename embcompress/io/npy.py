@@ -8,8 +8,8 @@ from typing import Iterator
 
 import numpy as np
 
-from ..base import check_values
-from ..errors import FormatError, InputError
+from ..core.checks import check_values
+from ..core.errors import FormatError, InputError
 from .readers import Batch, Streamed, Transform, batch_rows, first_line, read_sidecar
 
 
@@ -38,6 +38,8 @@ class NpyVectors(Streamed):
         elif not codes and kind.type not in (np.float16, np.float32, np.float64):
             raise InputError(f"{self.path} has dtype {kind}; only float16, float32 and float64 embeddings are accepted")
         self.num_rows, self.dim = self._arr.shape
+        if self.dim == 0 and self.num_rows:
+            raise InputError(f"{self.path} holds vectors of width 0 (shape {self._arr.shape}); embeddings need at least 1 dimension")
         self.column = "embedding"
         self.metadata = read_sidecar(self.path)
         self.nbytes_per_row = self.dim * kind.itemsize

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from .._parallel import shared_pool
+from ..core._parallel import shared_pool
 from . import thrift
 from .pages import DATA_PAGE, DICTIONARY_PAGE, PLAIN, RLE, RLE_DICTIONARY, crc32
 from .schema import ColumnMetaData, DataPageHeader, DictionaryPageHeader, PageHeader, PhysicalType

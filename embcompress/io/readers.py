@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._parallel import ordered_units, prefetch, reader_threads
-from ..base import check_values
-from ..errors import FormatError, InputError
+from ..core._parallel import ordered_units, prefetch, reader_threads
+from ..core.checks import check_values
+from ..core.errors import FormatError, InputError
 from . import pages
 from .columns import column_to_numpy, is_code_type, is_vector_type
 
@@ -183,6 +183,13 @@ class ParquetVectors(Streamed):
         raise InputError(f"{self.path} has several embedding columns ({', '.join(candidates)}); pick one with --column")
 
     def _find_dim(self) -> int:
+        dim = self._first_width()
+        if dim == 0 and self.num_rows:
+            raise InputError(f"{self.path}: column {self.column!r} holds vectors of width 0; "
+                             "embeddings need at least 1 dimension")
+        return dim
+
+    def _first_width(self) -> int:
         t = self.type
         if pa.types.is_fixed_size_binary(t):
             return t.byte_width

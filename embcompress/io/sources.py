@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .npy import NpyVectors
 from .readers import ParquetVectors, Streamed, Transform, file_format
 

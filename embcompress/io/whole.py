@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pyarrow as pa
 
-from .._util import sample_rows
-from ..errors import FormatError
+from ..core._util import sample_rows
+from ..core.errors import FormatError
 from .sources import open_vectors
 
 

@@ -14,11 +14,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._parallel import reader_threads
+from ..core._parallel import reader_threads
 from .._version import __version__
-from .._fs import commit_file, storage_error, sweep_stale, temp_name, writable
-from ..base import OutputSpec
-from ..errors import EmbcompressError, InputError, OutputExistsError
+from ..core._fs import commit_file, storage_error, sweep_stale, temp_name, writable
+from ..core.specs import OutputSpec
+from ..core.errors import EmbcompressError, InputError, OutputExistsError
 from . import page_encoder, thrift
 from .columns import NUMPY_DTYPES, column_to_numpy, values_view
 from .schema import PAGE_OFFSETS, ColumnChunk, ColumnMetaData, FileMetaData, RowGroup, unknown_fields

@@ -13,10 +13,10 @@ import numpy as np
 from ..analysis import intrinsic_dimensionality
 from ..compressors import PCA
 from ..compressors.pca import components_for_variance
-from ..errors import InputError
-from .._fs import atomic_file
+from ..core.errors import InputError
+from ..core._fs import atomic_file
 from ..io import check_output_path, open_vectors
-from ..stream import fit_file
+from ..engines.local import fit_file
 
 MARKS = (0.5, 0.8, 0.9, 0.95, 0.99)
 CURVE_SUFFIXES = (".csv", ".json")

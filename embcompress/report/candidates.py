@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import compressors  # noqa: F401  (registers every family)
-from ..capabilities import code_families, grid_families  # noqa: F401  (re-exported)
-from ..registry import get
+from ..core.capabilities import code_families, grid_families  # noqa: F401  (re-exported)
+from ..core.registry import get
 
 RATIOS = (16, 32, 64, 128)
 

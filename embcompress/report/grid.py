@@ -6,7 +6,7 @@ Task score, by what the user has:
 * labels: kNN classification accuracy (k = 10, "Cropping outperforms dropout", 2025);
 * nothing: label-free recall@10 of the compressed search against exact float search, with held-out
   rows of the sample as queries.
-The rank proxy (:class:`embcompress.evaluate.RankProxy`) needs no labels: sampled documents are
+The rank proxy (:class:`embcompress.evaluation.evaluate.RankProxy`) needs no labels: sampled documents are
 searched as queries with each configuration's own search, scored by nDCG@10 against their 10
 nearest documents by float cosine.
 """
@@ -20,12 +20,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .._fs import check_output_dir
+from ..core._fs import check_output_dir
 from ..analysis import check_unique_ids, intrinsic_dimensionality, spearman, uniformity
-from ..datasets import read_qrels
-from ..errors import InputError
-from ..evaluate import (DEFAULT_REFERENCE, FLOAT, IN_SAMPLE_QUERIES, REFERENCES, Config, CrossFit, LabelFreeTask, LabelTask, QrelsTask, fold_pool_rows, parse_config,
-                        run_configs, trainable)
+from ..io.datasets import read_qrels
+from ..core.errors import InputError
+from ..evaluation.evaluate import FLOAT, IN_SAMPLE_QUERIES, Config, parse_config, run_configs, trainable
+from ..evaluation.tasks import DEFAULT_REFERENCE, REFERENCES, LabelFreeTask, LabelTask, QrelsTask
+from ..evaluation.crossfit import CrossFit, fold_pool_rows
 from ..io import count_rows, read_all, read_sample
 from .candidates import available_families, candidates, grid_budgets, grid_families
 from .candidates import code_families as registered_families
@@ -91,7 +92,7 @@ def validate(docs, *, doc_ids=None, queries=None, query_ids=None, qrels=None, la
              code_families=CODE_FAMILIES, reference: str = DEFAULT_REFERENCE) -> Setup:
     """Check the request and choose the task: qrels (nDCG@10), labels (kNN accuracy), the
     user's own queries without judgments (label-free against float search, read as ``reference``
-    says: :data:`~embcompress.evaluate.REFERENCES`), or neither (recall@10 against float
+    says: :data:`~embcompress.evaluation.evaluate.REFERENCES`), or neither (recall@10 against float
     search, with held-out rows of the sample standing in for queries)."""
     docs = np.ascontiguousarray(docs, dtype=np.float32)
     n, dim = docs.shape

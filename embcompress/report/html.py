@@ -11,9 +11,9 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from .._fs import atomic_dir
-from ..references import REFERENCES
-from ..registry import available, get
+from ..core._fs import atomic_dir
+from .references import REFERENCES
+from ..core.registry import available, get
 
 COLORS = {
     "float": "#222222", "truncate": "#1f77b4", "truncate+binary": "#6baed6", "random_select": "#aec7e8",
@@ -39,7 +39,7 @@ TOP = 16  # nothing is drawn above a plot: less margin there than beside and bel
 
 def in_sample_queries(rows) -> int | None:
     """How many queries the in-sample figures of ``rows`` were measured on, when fewer than all
-    (:data:`~embcompress.evaluate.IN_SAMPLE_QUERIES`), else None."""
+    (:data:`~embcompress.evaluation.evaluate.IN_SAMPLE_QUERIES`), else None."""
     return max({r.get("in_sample_queries") for r in rows} - {None}, default=None)
 
 

@@ -10,13 +10,15 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import InputError
-from ..evaluate import DEFAULT_REFERENCE, IN_SAMPLE_QUERIES, check_folds, fewer_queries, fold_pool_rows, parse_config, run_configs, trainable
+from ..core.errors import InputError
+from ..evaluation.evaluate import IN_SAMPLE_QUERIES, parse_config, run_configs, trainable
+from ..evaluation.tasks import DEFAULT_REFERENCE, fewer_queries
+from ..evaluation.crossfit import check_folds, fold_pool_rows
 from ..io import count_rows
-from ..persist import check_model_path, save
-from ..registry import from_spec
+from ..core.persist import check_model_path, save
+from ..core.registry import from_spec
 from ..search.ann import TARGETS, serve_targets
-from ..stream import fit_file
+from ..engines.local import fit_file
 from .candidates import candidates
 from .grid import load_task_files, queries_note, validate
 from .uncertainty import add_uncertainty
@@ -33,12 +35,12 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     on documents the fit did not see (ties: fewer bytes first) and the winner: the best, or with
     ``target`` the smallest candidate that reaches it (the best when none does).
 
-    Each candidate is fitted and scored ``folds``-fold (:class:`~embcompress.evaluate.CrossFit`):
+    Each candidate is fitted and scored ``folds``-fold (:class:`~embcompress.evaluation.evaluate.CrossFit`):
     by default a model fitted on each half of the sample encodes the other half, so every scored
     document is new to the code that encoded it, as most rows of a file larger than the fit
     sample are; codes with many parameters (``rq``) score higher on the rows they were fitted on,
     and that in-sample figure is kept beside (``retention_in_sample``, on at most
-    :data:`~embcompress.evaluate.IN_SAMPLE_QUERIES` queries). ``folds=1`` ranks in-sample.
+    :data:`~embcompress.evaluation.evaluate.IN_SAMPLE_QUERIES` queries). ``folds=1`` ranks in-sample.
 
     Every row carries what the candidate cost: ``fit_seconds`` (one model, on ``fit_rows`` rows) and
     ``encode_rows_per_second``. Candidates slower than ``max_fit_seconds`` or ``min_encode_rate``
@@ -54,7 +56,7 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
 
     Without a ``target``, cost limit or ``serve``, a code slow to fit whose first model scores below
     the leader so far, encoding every document (half of them its fit rows) or on the first fold
-    alone, new to both, is stopped there, marked ``screened_out`` (:func:`~embcompress.evaluate._race`).
+    alone, new to both, is stopped there, marked ``screened_out`` (:func:`~embcompress.evaluation.evaluate._race`).
 
     With ``screen`` (not by default: on Debian at 24 B it cut the full ranking's pick) two rounds:
     every candidate fitted on :data:`SCREEN_SHARE` of the fit rows and scored on at most

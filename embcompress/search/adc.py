@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 
 from ..compressors._codes import nibble_indices, unpack_codes, unpack_planes
-from ..errors import InputError
+from ..core.errors import InputError
 from .exact import QUERY_BLOCK, block_topk, check_k, scan_blocks
 from .topk import merge_topk, split_scan
 

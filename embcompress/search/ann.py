@@ -29,9 +29,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .._util import normalize_rows, require
-from ..capabilities import FaissExport
-from ..errors import InputError
+from ..core._util import normalize_rows, require
+from ..core.capabilities import FaissExport
+from ..core.errors import InputError
 
 STRUCTURES = ("flat", "hnsw")
 TARGETS = ("faiss", "usearch", "lancedb")
@@ -51,7 +51,7 @@ class Hnsw:
     faiss); ``ef_construction``: candidates kept while inserting (build time grows about linearly
     with it); ``ef_search``: candidates explored per query. Fewer links and candidates build
     faster and smaller graphs with lower recall: measure recall against the exact scan
-    (benchmarks/bench_ann.py) before lowering them."""
+    (benchmarks/search/bench_ann.py) before lowering them."""
 
     m: int = HNSW_M
     ef_construction: int = HNSW_EF_CONSTRUCTION
@@ -72,7 +72,7 @@ class Hnsw:
 
 class _Serving:
     """What the serving libraries make of one output kind: byte codes by default, which only a
-    family that declares its own faiss index (:class:`~embcompress.capabilities.FaissExport`,
+    family that declares its own faiss index (:class:`~embcompress.core.capabilities.FaissExport`,
     unchained) can go into."""
 
     #: an HNSW graph can be built over these documents
@@ -184,7 +184,7 @@ SERVING = {"bits": _Bits, "float": _Float, "int8": _Int8, "codes": _Serving}
 def serve_targets(comp, kind: str) -> tuple[str, ...]:
     """Where codes of output ``kind`` made by ``comp`` (None: float vectors) can be exported and
     served: what the kind allows, plus what a whole-compressor family declares
-    (:class:`~embcompress.capabilities.FaissExport`)."""
+    (:class:`~embcompress.core.capabilities.FaissExport`)."""
     declared = comp.exports if isinstance(comp, FaissExport) else ()
     return tuple(t for t in TARGETS if t in SERVING[kind].targets or t in declared)
 
@@ -238,7 +238,7 @@ def load_graph(index, path) -> tuple[Any, Hnsw]:
     instead of built again (an hour or more at ten million rows), memory-mapped where the library
     can. Its description beside it (``PATH.embcompress.json``) must name the same kind of
     documents, row count and compressor fingerprint, and the index the same row count."""
-    from ..persist import describe
+    from ..core.persist import describe
 
     path, desc_path = Path(path), Path(str(path) + ".embcompress.json")
     if not path.is_file():

@@ -11,8 +11,8 @@ from typing import Callable
 
 import numpy as np
 
-from .._util import check_positive_int, normalize_rows
-from ..errors import InputError
+from ..core._util import check_positive_int, normalize_rows
+from ..core.errors import InputError
 from .topk import merge_topk
 
 try:  # built by setup.py; optional

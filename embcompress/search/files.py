@@ -11,10 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._fs import atomic_file
-from ..errors import FormatError, InputError
+from ..core._fs import atomic_file
+from ..core.errors import FormatError, InputError
 from ..io import check_output_path, open_vectors, read_all
-from ..persist import arrays_from_json, describe, from_config, load
+from ..core.persist import arrays_from_json, describe, from_config, load
 from .ann import Hnsw
 from .index import Index, SearchResult
 

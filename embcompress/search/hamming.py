@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .exact import check_k, hamming_search
 from .topk import split_scan
 

@@ -26,10 +26,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from .._parallel import run_blocks
-from .._util import check_positive_int, normalize_rows
-from ..base import Compressor, check_array
-from ..errors import InputError
+from ..core._parallel import run_blocks
+from ..core._util import check_positive_int, normalize_rows
+from ..core.base import Compressor
+from ..core.checks import check_array
+from ..core.errors import InputError
 from . import ann
 from .exact import check_k
 from .scorers import make_scorer
@@ -252,7 +253,7 @@ class PartedIndex:
     holding its own part (``parts``: the global rows of a part and the :class:`Index` of their
     codes), searched as one: it returns what a single index would if each document were scored
     by its own part's model. This is how codes are measured on documents their fit did not see
-    (:mod:`embcompress.evaluate` fits one model per fold and lets each encode the folds it was not
+    (:mod:`embcompress.evaluation.evaluate` fits one model per fold and lets each encode the folds it was not
     fitted on), and how a corpus encoded by successive refits would be searched.
 
     The first stage takes each part's top ``k`` (with a rerank: ``k x multiplier``) and keeps the

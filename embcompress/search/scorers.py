@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol
 
 import numpy as np
 
-from .._parallel import one_blas_thread
-from .._util import normalize_rows
-from ..capabilities import DenseScan, PlaneScan, TableScan
-from ..errors import InputError
+from ..core._parallel import one_blas_thread
+from ..core._util import normalize_rows
+from ..core.capabilities import DenseScan, PlaneScan, TableScan
+from ..core.errors import InputError
 from .adc import book_vectors, dense_vectors, rows_table_sums, scan_adc, scan_decoded, scan_dense, scan_planes
 from .exact import scan_blocks
 from .hamming import scan_hamming
@@ -153,9 +153,9 @@ class BitsScorer(_Scorer):
 
 
 class CodesScorer(_Scorer):
-    """Byte codes of a :class:`~embcompress.capabilities.TableScan` family: lookup tables, or the
-    dense scan of decoded codes (:class:`~embcompress.capabilities.DenseScan`) for a search of
-    many queries, or for bit-plane codes (:class:`~embcompress.capabilities.PlaneScan`, RaBitQ)
+    """Byte codes of a :class:`~embcompress.core.capabilities.TableScan` family: lookup tables, or the
+    dense scan of decoded codes (:class:`~embcompress.core.capabilities.DenseScan`) for a search of
+    many queries, or for bit-plane codes (:class:`~embcompress.core.capabilities.PlaneScan`, RaBitQ)
     the scan against 8-bit queries at every batch size (faster than both at 1 to 1,000 queries;
     benchmarks/README.md, "Few queries at a time over 1M codes"), with the per-document factors
     of :meth:`reconstruction` and each query's constant."""
@@ -165,7 +165,7 @@ class CodesScorer(_Scorer):
         last = index.compressor.query_space.last
         if not isinstance(last, TableScan):
             raise InputError(f"{last.name} codes cannot be searched: the family does not score them by lookup tables "
-                             "(embcompress.capabilities.TableScan)")
+                             "(embcompress.core.capabilities.TableScan)")
         codes, scale = last.adc_codes(index.data)
         self.codes = np.ascontiguousarray(codes, dtype=np.uint8)  # the bytes the lookup tables index
         self.scale = None if scale is None else np.ascontiguousarray(scale, dtype=np.float32)  # per document

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import FormatError, InputError
+from ..core.errors import FormatError, InputError
 from ..io.readers import READ_BUFFER_BYTES
 from ..io.sources import is_dataset, open_vectors
 

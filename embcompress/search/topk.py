@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .._parallel import num_threads, shared_pool
+from ..core._parallel import num_threads, shared_pool
 
 #: below this many documents a thread of its own costs more than it gains
 MIN_DOCS_PER_THREAD = 50_000

@@ -5,7 +5,7 @@ The losses are sentence-transformers loss modules (:mod:`.modules`) over pure te
 Importing this package imports torch; ``import embcompress`` does not import it.
 """
 
-from .._util import require
+from ..core._util import require
 
 require("torch", "train", "training")
 require("sentence_transformers", "train", "training")

@@ -12,9 +12,9 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from ..datasets import iter_jsonl
-from ..embed import read_texts
-from ..errors import InputError
+from ..io.datasets import iter_jsonl
+from ..embedding.embed import read_texts
+from ..core.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from typing import Callable, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
-from .._util import check_positive_int
-from ..errors import InputError
+from ..core._util import check_positive_int
+from ..core.errors import InputError
 
 
 def check_tau(tau: float) -> float:

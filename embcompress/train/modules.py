@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from .._util import check_positive_int
+from ..core._util import check_positive_int
 from . import losses
 
 

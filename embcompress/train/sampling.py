@@ -20,7 +20,7 @@ from typing import Iterator, Sequence
 import numpy as np
 from torch.utils.data import BatchSampler
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 SMALL_SOURCES = ("error", "mix", "drop")
 

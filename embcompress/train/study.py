@@ -15,11 +15,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import math
 
-from .._fs import atomic_file, check_output_dir
+from ..core._fs import atomic_file, check_output_dir
 from ..analysis import intrinsic_dimensionality
-from ..datasets import load_beir
-from ..embed import encode, load_model
-from ..evaluate import evaluate
+from ..io.datasets import load_beir
+from ..embedding.embed import encode, load_model
+from ..evaluation.evaluate import evaluate
 from .data import Pair, read_pairs
 from .trainer import LossConfig, TrainConfig, train
 

@@ -25,10 +25,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .._fs import check_output_dir
-from .._util import check_positive_int, pick_device
-from ..embed import load_model, resolve_model_path
-from ..errors import InputError
+from ..core._fs import check_output_dir
+from ..core._util import check_positive_int, pick_device
+from ..embedding.embed import load_model, resolve_model_path
+from ..core.errors import InputError
 from . import losses, modules
 from .data import Pair
 from .sampling import SMALL_SOURCES, FixedSampler, SourceBatchSampler

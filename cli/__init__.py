@@ -1,1 +1,0 @@
-"""The ``embcompress`` command line: a thin layer over the library (installed as ``embcompress_cli``)."""

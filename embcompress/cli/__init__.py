@@ -1,0 +1,1 @@
+"""The ``embcompress`` command line: a thin layer over the library (installed as ``embcompress.cli``)."""

@@ -1,0 +1,107 @@
+"""Fitting on a Ray cluster: statistics that combine computed per row group on the workers, a
+uniform sample drawn there, or every row in order; a chain stage by stage."""
+
+from __future__ import annotations
+
+import json
+from typing import Iterator
+
+import numpy as np
+
+from ...core.base import Compressor
+from ...core.fitplan import BlockStats, Sample, Stream, WidthOnly, plan_for
+from ...compressors.pipeline import Pipeline
+from ...io import open_vectors
+from ...io.readers import batch_rows
+from ...core.persist import arrays_from_json, arrays_to_json, from_config, to_config
+from .blocks import cluster_sample, first_units, in_order, row_batches, units_of
+from .cluster import connect
+
+
+def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus: int | None = None,
+            column: str | None = None, max_rows: int | None = None, batch_size: int | None = None,
+            progress=None, workers: int | None = None) -> Compressor:
+    """Fit on the cluster, executing the stage's plan (:func:`embcompress.core.fitplan.plan_for`). A
+    compressor whose fit is a set of statistics that combine (PCA's count, mean and centred
+    scatter; int8's ranges; rabitq's and centred rotations' mean: :class:`~embcompress.core.capabilities.BlockStats`) gets
+    them computed per row group on the workers and merged on the driver (state equal to the local
+    fit to float tolerance). One that fits on a sample of ``max_rows`` rows (itq, sq, pq, opq, rq,
+    geopres, autoencoder) gets a uniform sample drawn on the cluster (equal to the local fit, up to
+    float tolerance, when the data hold at most ``max_rows`` rows; another uniform sample
+    otherwise). One that reads every row in order gets the row groups decoded on the cluster and
+    handed to the fit in row order and in the local engine's batches (state equal to the local
+    engine's). One that reads only the first rows (binary's levels, 65,536 rows, or the
+    user's ``max_rows``) reads them on the driver, from the same storage, in the same batches.
+
+    A chain is fitted stage by stage, one cluster pass per stage that learns from data: the
+    workers map their rows through the stages fitted so far (shipped to them as saved state), then
+    compute the next stage's statistics or draw its sample there. Only statistics and samples
+    reach the driver. With ``max_rows`` (the first rows) the driver reads them for the whole chain."""
+    src = open_vectors(src_path, column=column)
+    units = units_of(src)
+    ray = connect(address, num_cpus)
+    size = batch_rows(batch_size, src.nbytes_per_row)
+    kwargs = {"config": None, "arrays": None, "column": src.column, "carried": [], "dim": src.dim, "spec": None}
+    if max_rows is not None:
+        units = first_units(units, max_rows)
+    if not isinstance(comp, Pipeline) or max_rows is not None:
+        return _fit_stage(ray, src, comp, units, kwargs, src.dim, size, max_rows, workers, progress)
+
+    def fit_stage(stage: Compressor, done: list[Compressor]) -> None:
+        stage_kwargs, width = dict(kwargs), src.dim
+        if done:  # the workers apply the fitted stages before the next one sees the rows
+            config, arrays = to_config(Pipeline.from_fitted(done))
+            width = done[-1].output_spec.width
+            stage_kwargs.update(prefix={"config": config, "arrays": arrays_to_json(arrays)}, width=width)
+        _fit_stage(ray, src, stage, units, stage_kwargs, width, size, None, workers, None if done else progress)
+
+    return comp.fit_stages(src.dim, fit_stage)
+
+
+def _first_rows_here(src, kwargs: dict, size: int, limit: int, progress) -> Iterator[np.ndarray]:
+    """The first ``limit`` rows in the local engine's batches, read by the driver itself from the
+    shared storage (binary's levels read 65,536 rows; the user's max_rows) and mapped through a
+    chain's fitted stages. Starting a Ray Data pipeline for them cost 15 s on a cluster started by
+    `ray start` (its actors' start-up), more than the rows' decoding anywhere."""
+    prefix = kwargs.get("prefix")
+    stages = from_config(prefix["config"], arrays_from_json(prefix["arrays"])) if prefix else None
+    seen = 0
+    for b in src.batches(size, max_rows=limit):
+        x = b.vectors[: limit - seen]
+        seen += len(x)
+        if stages is not None:
+            x = stages.transform(x)
+        if progress:
+            progress(len(x))
+        if len(x):
+            yield x
+        if seen >= limit:
+            return
+
+
+def _fit_stage(ray, src, comp: Compressor, units: list, kwargs: dict, dim: int, size: int, max_rows: int | None,
+               workers: int | None, progress) -> Compressor:
+    """Fit one compressor (a chain's stage: its input is ``dim`` wide) as its plan says
+    (:func:`~embcompress.core.fitplan.plan_for`): statistics computed on the workers, a sample drawn
+    there, every row in order through the cluster, or the first rows, read by the driver."""
+    plan = plan_for(comp, max_rows)
+    if isinstance(plan, WidthOnly):
+        return comp.fit_batches(lambda: _first_rows_here(src, kwargs, size, 1, None))
+    if isinstance(plan, Sample):
+        return comp.fit(cluster_sample(ray, units, kwargs, plan.rows, comp, workers, progress))
+    if isinstance(plan, BlockStats) and plan.limit is None:
+        def blocks():
+            stats_kwargs = {**kwargs, "stats_of": {"name": comp.name, "params": comp.get_params(deep=False)}}
+            for unit, table in in_order(ray, units, stats_kwargs, workers):
+                if progress:
+                    progress(unit["rows"])
+                yield arrays_from_json(json.loads(table.column("stats")[0].as_py()))
+
+        # e.g. binary's levels: the first rows, in order, after the thresholds
+        comp._check_params()
+        comp._validate_params(dim)
+        return comp.fit_from_block_stats(blocks(), dim, lambda: _first_rows_here(src, kwargs, size, plan.after, None))
+    if isinstance(plan, Stream):
+        return comp.fit_batches(lambda: row_batches(ray, units, kwargs, size, None, workers, progress))
+    limit = plan.limit if isinstance(plan, BlockStats) else plan.rows  # the first rows, in order
+    return comp.fit_batches(lambda: _first_rows_here(src, kwargs, size, limit, progress))

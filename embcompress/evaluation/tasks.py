@@ -1,0 +1,169 @@
+"""What the evaluation engine measures (:mod:`embcompress.evaluation.evaluate`): a *task* scores one
+configuration's search of its queries. :class:`QrelsTask`: nDCG@k against relevance judgements;
+:class:`LabelFreeTask`: agreement with exact float search, without judgements;
+:class:`LabelTask`: kNN classification accuracy of the decoded vectors."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+import numpy as np
+
+from ..analysis import JudgedQueries, check_qrels, knn_accuracy, neighbour_recall_per_query, pseudo_relevance_ndcg
+from ..core.errors import InputError
+from ..search import Index, PartedIndex
+
+if TYPE_CHECKING:
+    from .evaluate import Config
+
+
+def search_as(index: Index, queries: np.ndarray, k: int, cfg: "Config", originals):
+    """``queries`` searched the way ``cfg`` says: on the codes, then its rerank if it has one."""
+    return index.search(queries, k, rerank=cfg.rerank, multiplier=cfg.multiplier,
+                        originals=originals if cfg.rerank == "float" else None)
+
+
+@dataclass
+class Measured:
+    score: float  # the task's main figure (higher is better)
+    metrics: dict[str, float]  # every figure, by name
+    seconds: float  # search time
+    queries: int
+    candidates: int
+    per_query: np.ndarray | None = None  # the main figure of each query (for a bootstrap over queries)
+
+
+class QrelsTask:
+    """nDCG@k (with recall@k and MRR@k) of float ``queries`` against BEIR-style ``qrels``."""
+
+    def __init__(self, queries: np.ndarray, query_ids: Sequence, qrels: Mapping[str, Mapping[str, int]], k: int = 10):
+        self.queries, self.query_ids, self.qrels, self.k = queries, [str(q) for q in query_ids], qrels, k
+        self.metric = f"nDCG@{k}"
+        self.mode = "qrels"
+        self._judged: JudgedQueries | None = None  # the judgments prepared for scoring, on first use
+
+    def subset(self, rows: np.ndarray) -> "QrelsTask":
+        """The same task on the queries at ``rows``, each with its judgments."""
+        ids = [self.query_ids[i] for i in rows]
+        return QrelsTask(self.queries[rows], ids, {q: self.qrels[q] for q in ids if q in self.qrels}, self.k)
+
+    def on_part(self, doc_ids: Sequence, rows: np.ndarray) -> "QrelsTask":
+        """The same task for a corpus of the documents at ``rows``: the queries with a relevant
+        document there, each with its judgments."""
+        inside = {str(doc_ids[i]) for i in np.asarray(rows, dtype=np.int64)}
+        keep = [j for j, q in enumerate(self.query_ids) if any(g > 0 and d in inside for d, g in self.qrels.get(q, {}).items())]
+        return self.subset(np.asarray(keep, dtype=np.int64))
+
+    def check(self, docs: np.ndarray, doc_ids: Sequence) -> dict[str, int]:
+        if self.queries.shape[1] != docs.shape[1]:
+            raise InputError(f"queries have {self.queries.shape[1]} dimensions but documents have {docs.shape[1]}")
+        if len(self.query_ids) != len(self.queries):
+            raise InputError(f"{len(self.query_ids)} query ids for {len(self.queries)} queries")
+        return check_qrels(self.qrels, self.query_ids, doc_ids)
+
+    def measure(self, index: Index, cfg: Config, originals) -> Measured:
+        res = search_as(index, self.queries, self.k, cfg, originals)
+        if self._judged is None:
+            self._judged = JudgedQueries(self.query_ids, self.qrels, self.k)
+        per = self._judged.score(res.ids)  # evaluate_run's figures, per query
+        judged = ~np.isnan(per["ndcg"])
+        mean = {name: float(np.mean(v[judged])) if judged.any() else float("nan") for name, v in per.items()}
+        metrics = {f"ndcg@{self.k}": mean["ndcg"], f"recall@{self.k}": mean["recall"], f"mrr@{self.k}": mean["mrr"]}
+        return Measured(mean["ndcg"], metrics, res.seconds, len(self.queries), res.info["candidates"], per["ndcg"])
+
+
+#: how a label-free score reads the float search's ranking (LabelFreeTask's ``reference``)
+REFERENCES = {
+    "top1": "nDCG@{k} with the float top-1 as the relevant document",
+    "graded": "nDCG@{k} with the float top-{k} as relevant documents, graded {k} to 1",
+    "recall": "recall@{k} vs float",
+}
+#: the reference for the user's own queries without judgments: of the three, the one whose ranking of
+#: codes agreed best with the judged ranking across the sets of benchmarks/README.md ("Label-free picks")
+DEFAULT_REFERENCE = "top1"
+
+
+class LabelFreeTask:
+    """A score without judgments: the configuration's ranking of each query against exact float
+    search's ranking of the same query, read as ``reference`` says (:data:`REFERENCES`): the
+    float top-1 as a pseudo-relevant document, the float top-k graded, or recall@k against the
+    float top-k (the default here; :data:`DEFAULT_REFERENCE` is what reports and ``recommend``
+    use for the user's own queries). ``source`` says what the queries are: the user's own
+    ``"queries"``, or ``"documents"`` standing in for them."""
+
+    def __init__(self, queries: np.ndarray, k: int = 10, *, reference: str = "recall", source: str = "documents"):
+        if reference not in REFERENCES:
+            raise InputError(f"reference must be one of {', '.join(REFERENCES)}, got {reference!r}")
+        self.queries, self.k, self.reference, self.source = queries, k, reference, source
+        self.metric = REFERENCES[reference].format(k=k) + (" (label-free)" if source == "documents" else " (label-free, your queries)")
+        self.mode = "label-free"
+        self._reference: np.ndarray | None = None
+
+    def subset(self, rows: np.ndarray) -> "LabelFreeTask":
+        """The same task on the queries at ``rows`` (their float reference is searched anew)."""
+        return LabelFreeTask(self.queries[rows], self.k, reference=self.reference, source=self.source)
+
+    def check(self, docs: np.ndarray, doc_ids: Sequence) -> dict[str, int]:
+        if self.queries.shape[1] != docs.shape[1]:
+            raise InputError(f"queries have {self.queries.shape[1]} dimensions but documents have {docs.shape[1]}")
+        return {}
+
+    def on_part(self, doc_ids: Sequence, rows: np.ndarray) -> "LabelFreeTask":
+        """The same task for a corpus of the documents at ``rows`` (its float reference is searched
+        anew there)."""
+        return self.subset(np.arange(len(self.queries)))
+
+    def measure(self, index: Index, cfg: Config, originals) -> Measured:
+        res = search_as(index, self.queries, self.k, cfg, originals)
+        if cfg.spec is None:
+            self._reference = res.rows
+        if self._reference is None:
+            raise InputError("label-free scores need the float reference evaluated first (run_configs does that)")
+        if self.reference == "recall":
+            per, name = neighbour_recall_per_query(self._reference, res.rows, self.k), f"recall@{self.k}_vs_float"
+        else:
+            depth = 1 if self.reference == "top1" else self.k
+            per, name = pseudo_relevance_ndcg(self._reference, res.rows, self.k, depth), f"ndcg@{self.k}_vs_float_{self.reference}"
+        score = float(per.mean())
+        return Measured(score, {name: score}, res.seconds, len(self.queries), res.info["candidates"], per)
+
+
+class LabelTask:
+    """kNN classification accuracy (k = 10, Euclidean, seeded 9:1 split) of the decoded vectors.
+    Reranks do not apply: a configuration with one is refused."""
+
+    def __init__(self, labels: Sequence, k: int = 10):
+        self.labels, self.k = np.asarray(labels), k
+        self.metric = f"kNN accuracy (k={k})"
+        self.mode = "labels"
+
+    def check(self, docs: np.ndarray, doc_ids: Sequence) -> dict[str, int]:
+        if len(self.labels) != len(docs):
+            raise InputError(f"{len(self.labels)} labels for {len(docs)} vectors")
+        return {}
+
+    def measure(self, index: Index, cfg: Config, originals) -> Measured:
+        if cfg.rerank is not None:
+            raise InputError(f"{cfg.label}: a rerank has no meaning for kNN accuracy; use the configuration without @")
+        t0 = time.perf_counter()
+        comp = index.compressor
+        if isinstance(index, PartedIndex):
+            Z = index.decoded()
+        else:
+            Z = index.data if comp is None else comp.query_space.last.decode(index.data)
+        acc = knn_accuracy(Z, self.labels, k=self.k)
+        return Measured(acc, {"knn_accuracy": acc}, time.perf_counter() - t0, len(Z), self.k)
+
+
+Task = QrelsTask | LabelFreeTask | LabelTask
+
+
+def fewer_queries(task, n: int, seed: int = 0):
+    """``task`` on a seeded sample of ``n`` of its queries (its ``subset``: judged ones with their
+    qrels, or label-free ones); the task itself when it has no more queries than that or is scored
+    by labels (no subset)."""
+    if not hasattr(task, "subset") or len(task.queries) <= n:
+        return task
+    return task.subset(np.sort(np.random.default_rng(seed).choice(len(task.queries), n, replace=False)))

@@ -1,0 +1,156 @@
+"""Put compressed vectors where queries are served: a faiss index file, a usearch index, or a
+LanceDB table, from a file written by ``binarize`` / ``truncate`` / ``apply`` (or float vectors).
+
+The libraries number documents by row. Beside a faiss or usearch index go ``OUT.ids.parquet``
+(row -> the user's id, when the file has ids) and ``OUT.embcompress.json`` (the compressor's
+description, its fingerprint, and how queries must be prepared); a LanceDB table keeps the ids and
+the kept columns as columns and the description in its schema metadata. Every output is written
+under a temporary name and put in place at the end; a failure leaves nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..core._fs import atomic_dir, atomic_file, check_output_dir
+from ..core._util import require
+from ..core.errors import InputError, OutputExistsError
+from ..io import check_output_path, open_vectors
+from ..core.persist import describe
+from ..search import ann
+from ..search.files import load_index
+from ..search.index import arrow_ids
+
+TARGETS = ann.TARGETS
+
+QUERY_HOWTO = {
+    "bits": "compress float queries with the same compressor (embcompress binarize/apply, or the saved model) "
+            "and search the packed bits; scores are Hamming distances",
+    "float": "normalize float queries to unit length; scores are cosine similarities (inner products)",
+    "int8": "give float queries as they are; scores are inner products with the decoded documents",
+    "codes": "give float queries (after the compressor's linear prefix, if any); scores are inner products with the "
+             "decoded documents",
+}
+
+
+def export(codes_path: str | os.PathLike, out: str | os.PathLike, *, to: str, model: str | os.PathLike | None = None,
+           structure: str = "flat", table: str = "vectors", column: str | None = None, id_column: str | None = None,
+           overwrite: bool = False, hnsw: ann.Hnsw | None = None,
+           stage: Callable[[str, int], Callable[[int], None] | None] | None = None) -> dict[str, Any]:
+    """Export the vectors or codes of ``codes_path`` to ``out`` as a ``to`` index (faiss, usearch
+    or lancedb). ``structure`` (faiss only): ``flat`` (exact) or ``hnsw`` (bits and floats).
+    ``hnsw``: the graph's settings (:class:`~embcompress.search.ann.Hnsw`; None: the defaults)
+    for faiss's HNSW and for usearch, whose indexes are HNSW graphs. ``stage(description, rows)``
+    may return a progress callback for a graph's build (an hour or more at ten million rows).
+    Returns what was written."""
+    if to not in TARGETS:
+        raise InputError(f"export target must be one of {', '.join(TARGETS)}, got {to!r}")
+    out = Path(out)
+    sidecars = [Path(str(out) + ".ids.parquet"), Path(str(out) + ".embcompress.json")] if to != "lancedb" else []
+    if to == "lancedb":
+        _check_new_dir(out, overwrite)
+    else:
+        check_output_path(out, overwrite=overwrite, inputs=(codes_path,))
+        for p in sidecars:
+            check_output_path(p, overwrite=overwrite, inputs=(codes_path,))
+    if structure not in ann.STRUCTURES:
+        raise InputError(f"index structure must be one of {', '.join(ann.STRUCTURES)}, got {structure!r}")
+    if structure == "hnsw" and to != "faiss":
+        raise InputError(f"--structure hnsw is for faiss; {to} indexes are built its own way")
+    graph = structure == "hnsw" or to == "usearch"
+    if hnsw is not None and not graph:
+        raise InputError("HNSW settings (links per node, ef) apply to a graph: export --to faiss --structure hnsw, "
+                         f"or --to usearch; a {to} {'flat index' if to == 'faiss' else 'table'} has none")
+    hnsw = (hnsw or ann.Hnsw()) if graph else None
+    index = load_index(codes_path, model=model, column=column, id_column=id_column)
+    description = _description(index, codes_path, to, structure, hnsw)
+    if to == "lancedb":
+        _write_lancedb(index, codes_path, out, table, description, column=column, id_column=id_column, overwrite=overwrite)
+        return {"output": str(out), "target": to, "table": table, "rows": index.num_docs, "kind": index.kind}
+    progress = stage(f"building the {to} HNSW graph", index.num_docs) if stage is not None and graph else None
+    built = ann.faiss_index(index, structure, hnsw or ann.Hnsw(), progress) if to == "faiss" else \
+        ann.usearch_index(index, hnsw, progress)
+    written: list[Path] = []
+    try:
+        with atomic_file(out, overwrite=overwrite) as tmp:
+            if to == "faiss":
+                faiss = ann.require_faiss()
+                (faiss.write_index_binary if ann.SERVING[index.kind].faiss_binary else faiss.write_index)(built, str(tmp))
+            else:
+                built.save(str(tmp))
+        written.append(out)
+        if index.ids is not None:
+            with atomic_file(sidecars[0], overwrite=overwrite) as tmp:
+                pq.write_table(pa.table({"row": np.arange(index.num_docs, dtype=np.int64),
+                                         "id": arrow_ids(index.ids)}), tmp, write_page_checksum=True)
+            written.append(sidecars[0])
+        with atomic_file(sidecars[1], overwrite=overwrite) as tmp:
+            tmp.write_text(json.dumps(description, indent=2, sort_keys=True, default=str) + "\n")
+        written.append(sidecars[1])
+    except BaseException:
+        for p in written:  # all or nothing
+            p.unlink(missing_ok=True)
+        raise
+    return {"output": str(out), "target": to, "structure": structure if to == "faiss" else "hnsw",
+            "graph": description["graph"], "rows": index.num_docs, "kind": index.kind, "files": [str(p) for p in written]}
+
+
+def _check_new_dir(out: Path, overwrite: bool) -> None:
+    if out.exists() and not overwrite:
+        raise OutputExistsError(f"{out} already exists; pass --overwrite (overwrite=True) to replace it")
+    check_output_dir(out, overwrite=True)
+
+
+def _description(index, codes_path, to: str, structure: str, hnsw: ann.Hnsw | None) -> dict[str, Any]:
+    comp = index.compressor
+    return {
+        "format": "embcompress.serving.export", "source": str(Path(codes_path).name), "target": to, "structure": structure,
+        "graph": None if hnsw is None else dataclasses.asdict(hnsw),
+        "rows": index.num_docs, "kind": index.kind, "ids": "OUT.ids.parquet maps row -> id" if index.ids is not None else None,
+        "compressor": describe(comp) if comp is not None else None, "queries": QUERY_HOWTO[index.kind],
+        "load": _load_howto(to, ann.SERVING[index.kind].faiss_binary),
+    }
+
+
+def _load_howto(to: str, binary: bool) -> str | None:
+    """How a server opens the index mapped from its file (page cache that processes share) rather
+    than read into its own memory, as ``search --graph`` does."""
+    if to == "faiss":
+        return (f"faiss.{'read_index_binary' if binary else 'read_index'}(path, faiss.IO_FLAG_MMAP_IFC) maps the "
+                "codes and any graph from the file (faiss 1.11 or later); without the flag faiss reads them into memory")
+    if to == "usearch":
+        return "usearch.index.Index.restore(path, view=True) maps the index from the file; without view=True usearch loads it"
+    return None
+
+
+def _write_lancedb(index, codes_path, out: Path, table: str, description: dict, *, column, id_column, overwrite) -> None:
+    lancedb = require("lancedb", "export", "LanceDB tables")
+    if index.kind not in ("bits", "float"):
+        raise InputError(f"{index.compressor.name} codes ({index.kind}) have no LanceDB vector type; LanceDB searches "
+                         "float vectors and bits (uint8, Hamming): export the float vectors or binary codes instead")
+    src = open_vectors(codes_path, column=column, id_column=id_column, codes=None)
+    names = src.schema.names if hasattr(src, "schema") else []
+    keep = [c for c in names if c not in (src.column, src.id_column)]  # every other column of the file
+    carried = pq.read_table(codes_path, columns=keep).columns if keep else []
+    data = np.ascontiguousarray(index.data)
+    if index.kind == "bits":
+        vec = pa.FixedSizeListArray.from_arrays(pa.array(data.reshape(-1), type=pa.uint8()), data.shape[1])
+    else:
+        vec = pa.FixedSizeListArray.from_arrays(pa.array(data.reshape(-1).astype(np.float32)), data.shape[1])
+    ids = arrow_ids(index.ids) if index.ids is not None else pa.array(np.arange(index.num_docs, dtype=np.int64))
+    names = ["id", *keep, "vector"]
+    t = pa.Table.from_arrays([ids, *carried, vec], names=names)
+    t = t.replace_schema_metadata({b"embcompress": json.dumps(description, sort_keys=True, default=str).encode()})
+    with atomic_dir(out, overwrite=overwrite) as tmp:
+        lancedb.connect(str(tmp)).create_table(table, data=t)
+
+
+__all__ = ["TARGETS", "export"]
