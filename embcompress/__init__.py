@@ -10,14 +10,6 @@ Importing this package does not import torch or sentence-transformers.
 """
 
 from ._version import __version__
-from . import _moved
-
-_moved.install()  # the import paths of modules that moved into the layers keep working
-
-#: the layers, lowest first: a module imports from its own layer or lower ones, never higher
-#: (tests/test_core.py checks every import against this order and that no layer is missing)
-LAYERS = ("core", "io", "compressors", "engines", "search", "serving", "analysis", "embedding", "evaluation",
-          "report", "train", "cli")
 from .core.base import Compressor
 from .core.specs import OutputSpec
 from . import compressors  # noqa: E402  (registers every family)
@@ -25,6 +17,14 @@ from .compressors import *  # noqa: E402,F401,F403  (every family's class: compr
 from .core.errors import EmbcompressError, FormatError, InputError, MissingDependency, NotFittedError, OutputExistsError  # noqa: E402
 from .core.persist import describe, load, save  # noqa: E402
 from .core.registry import available, from_spec, get, register  # noqa: E402
+from . import _moved  # noqa: E402
+
+_moved.install()  # the import paths of modules that moved into the layers keep working
+
+#: the layers, lowest first: a module imports from its own layer or lower ones, never higher
+#: (tests/test_layers.py checks every import against this order and that no layer is missing)
+LAYERS = ("core", "io", "compressors", "engines", "search", "serving", "analysis", "embedding", "evaluation",
+          "report", "train", "cli")
 
 __all__ = [
     "Compressor", "EmbcompressError", "FormatError", "InputError", "MissingDependency", "NotFittedError", "OutputExistsError",

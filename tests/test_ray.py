@@ -306,7 +306,7 @@ def test_stopping_the_shards_interrupts_the_tasks_first_and_kills_only_those_tha
 
         if ignore_interrupt:  # as a task stuck in native code would: Ctrl-C never reaches it
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-        (Path(flag_dir) / f"started-{os.getpid()}").touch()
+        (Path(flag_dir) / f"started-{os.getpid()}-{int(ignore_interrupt)}").touch()
         try:
             end = time.time() + 120
             while time.time() < end:
@@ -320,26 +320,33 @@ def test_stopping_the_shards_interrupts_the_tasks_first_and_kills_only_those_tha
         finally:
             (Path(flag_dir) / f"cleaned-{os.getpid()}").touch()
 
+    def wait_for(event, what: str, bound: float = 60.0) -> None:
+        """Wait until ``event()`` holds (the bound only turns a hang into a failure)."""
+        end = time.monotonic() + bound
+        while not event():
+            assert time.monotonic() < end, f"timed out waiting for {what}"
+            time.sleep(0.02)
+
     task = ray.remote(num_cpus=1, max_retries=3)(busy)
     polite, stuck = task.remote(str(tmp_path), False), task.remote(str(tmp_path), True)
-    end = time.time() + 60
-    while len(list(tmp_path.glob("started-*"))) < 2 and time.time() < end:
-        time.sleep(0.05)
-    pids = sorted(int(p.name.split("-")[1]) for p in tmp_path.glob("started-*"))
-    assert len(pids) == 2, "the two tasks did not start"
+    wait_for(lambda: len(list(tmp_path.glob("started-*"))) == 2, "the two tasks to start")
+    started = {int(p.name.split("-")[2]): int(p.name.split("-")[1]) for p in tmp_path.glob("started-*")}
+    kept, killed = started[0], started[1]
     t0 = time.monotonic()
     _cancel(ray, [polite, stuck], grace=3.0)
     waited = time.monotonic() - t0
     for ref in (polite, stuck):
         with pytest.raises((ray.exceptions.TaskCancelledError, ray.exceptions.WorkerCrashedError)):
             ray.get(ref, timeout=10)
+
+    def gone(pid: int) -> bool:
+        return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+    # the events, not a time: the interrupted task's cleanup ran (it may end after ray.get has raised), and
+    # the stuck task's worker is gone (so its cleanup can no longer run)
+    wait_for(lambda: (tmp_path / f"cleaned-{kept}").exists(), "the interrupted task's cleanup")
+    wait_for(lambda: gone(killed), "the stuck task's worker to be killed")
     cleaned = {int(p.name.split("-")[1]) for p in tmp_path.glob("cleaned-*")}
-    assert len(cleaned) == 1, cleaned  # the interrupted task cleaned up; the killed one could not
-    (kept,) = cleaned
-    (killed,) = set(pids) - cleaned
-    assert psutil.pid_exists(kept) and psutil.Process(kept).status() != psutil.STATUS_ZOMBIE
-    end = time.time() + 10
-    while psutil.pid_exists(killed) and psutil.Process(killed).status() != psutil.STATUS_ZOMBIE and time.time() < end:
-        time.sleep(0.05)
-    assert not psutil.pid_exists(killed) or psutil.Process(killed).status() == psutil.STATUS_ZOMBIE
+    assert cleaned == {kept}, cleaned  # the interrupted task cleaned up; the killed one could not
+    assert not gone(kept)  # the interrupted task's worker lives on
     assert waited >= 2.5  # the stuck task was given (about) its 3 s of grace before it was killed

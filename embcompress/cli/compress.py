@@ -15,6 +15,8 @@ from embcompress.core.persist import check_model_path, save
 from ..engines import local as stream
 from embcompress.engines.local import fit_and_compress
 from embcompress.io import open_vectors
+from embcompress.serving.plan import is_plan_dir
+from embcompress.serving.tiers import apply_plan
 
 from ._common import (AddressOpt, Bars, BatchOpt, ColumnOpt, EngineOpt, IdColumnOpt, JsonOpt, KeepOpt, OverwriteOpt, ResumeOpt,
                       ThreadsOpt, emit, engine_for, guarded, human_bytes, kv_table, progress_bar)
@@ -99,17 +101,34 @@ def fit(
     }))
 
 
+def _apply_plan(plan_dir, input, output, column, id_column, batch_size, threads, engine, overwrite, as_json) -> None:
+    if engine != "local":
+        raise typer.BadParameter("a serving plan's tiers are written by the local engine; drop --engine",
+                                 param_hint="--engine")
+    with Bars() as bars:
+        res = apply_plan(plan_dir, input, output, column=column, id_column=id_column, batch_size=batch_size,
+                         overwrite=overwrite, threads=threads, progress=bars.stage("writing the tiers", None))
+    emit(res, as_json, kv_table(f"{input.name} -> {output}", {
+        "plan": res["plan"], "rows": f"{res['rows']:,}",
+        "in RAM (first stage)": f"{res['ram_bytes_per_vector']} B/vector, {human_bytes(res['first_bytes'])}",
+        "on disk (rescoring copy)": f"{res['disk_bytes_per_vector']} B/vector, {human_bytes(res['copy_bytes'])}",
+        "time": f"{res['seconds']:.1f} s"}))
+
+
 @app.command()
 @guarded
 def apply(
-    model_dir: Path = typer.Argument(..., help="A compressor saved by 'embcompress fit'."),
+    model_dir: Path = typer.Argument(..., help="A compressor saved by 'embcompress fit', or a serving plan saved by "
+                                     "'recommend --ram-budget' (then OUTPUT is a directory of every tier the plan needs)."),
     input: Path = typer.Argument(..., help="Parquet or .npy file of float embeddings."),
     output: str = typer.Argument(..., help="Output .parquet or .npy; for a dataset a directory, or with --engine ray a URI (s3://bucket/codes)."),
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, keep: List[str] = KeepOpt,
     batch_size: Optional[int] = BatchOpt, threads: Optional[int] = ThreadsOpt, engine: str = EngineOpt,
     address: Optional[str] = AddressOpt, resume: bool = ResumeOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
-    """Compress a vector file with a saved compressor, streaming."""
+    """Compress a vector file with a saved compressor, streaming; or write a serving plan's tiers in one pass."""
+    if is_plan_dir(model_dir):
+        return _apply_plan(model_dir, input, output, column, id_column, batch_size, threads, engine, overwrite, json)
     with Bars() as bars:
         res = fit_and_compress(load(model_dir), input, output, fit=False, column=column, id_column=id_column,
                                keep_columns=keep, batch_size=batch_size, overwrite=overwrite, stage=bars.stage,

@@ -31,11 +31,15 @@ def search(
     ef: Optional[int] = EfSearchOpt, hnsw_m: Optional[int] = HnswMOpt, ef_construction: Optional[int] = EfConstructionOpt,
     graph_file: Optional[Path] = typer.Option(None, "--graph", help="An HNSW graph that 'export --to faiss --structure hnsw' or 'export --to usearch' wrote for INDEX_FILE: searched, memory-mapped, instead of building one (implies --index hnsw; --ef still applies)."),
     norm_power: float = NormPowerOpt,
+    plan: Optional[Path] = typer.Option(None, "--plan", help="A serving plan (recommend --ram-budget): INDEX_FILE is then the directory 'apply PLAN IN OUT' wrote, searched as the plan says (first stage in RAM, candidates rescored from the copy on disk)."),
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt, threads: Optional[int] = ThreadsOpt,
     overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
     """Exact search of float queries against float vectors or compressed codes, with optional rerank."""
     from embcompress.search.files import search_files
+
+    if plan is not None:
+        return _search_plan(index_file, queries, output, plan, k, threads, id_column, overwrite, json)
 
     if rerank == "float" and originals is None:
         raise typer.BadParameter("--rerank float needs --originals FILE", param_hint="--rerank")
@@ -54,6 +58,16 @@ def search(
                                                f" ({graph_text(s['graph'])}; " + (f"built in {s['graph_seconds']:.1f} s)"
                                                if s["graph_file"] is None else f"{s['graph_file']}, read in {s['graph_seconds']:.1f} s)")),
         "rerank": f"{rerank} over {s['candidates']} candidates" if rerank else "none",
+        "search time": f"{s['seconds']:.3f} s ({s['queries_per_second']:,.0f} queries/s)"}))
+
+
+def _search_plan(tiers, queries, output, plan, k, threads, id_column, overwrite, as_json) -> None:
+    from embcompress.serving.tiers import search_plan_files
+
+    s = search_plan_files(tiers, queries, output, plan, k=k, overwrite=overwrite, threads=threads, id_column=id_column)
+    emit(s, as_json, kv_table(f"{queries.name} -> {output.name}", {
+        "queries x documents": f"{s['queries']:,} x {s['documents']:,}", "plan": s["plan"], "k": s["k"],
+        "memory": f"{s['ram_bytes_per_vector']} B/vector in RAM, {s['disk_bytes_per_vector']} B/vector on disk",
         "search time": f"{s['seconds']:.3f} s ({s['queries_per_second']:,.0f} queries/s)"}))
 
 

@@ -177,9 +177,10 @@ class Index:
 
     def search(self, queries: np.ndarray, k: int = 10, *, rerank: str | None = None,
                multiplier: int = DEFAULT_MULTIPLIER, originals: VectorStore | np.ndarray | None = None,
-               query_block: int = 32, threads: int | None = None) -> SearchResult:
-        """Top-``k`` documents for each float query (original embedding space). A rerank runs its
-        query blocks on ``threads`` threads (None: up to 8, or ``EMBCOMPRESS_NUM_THREADS``)."""
+               query_block: int = 32, threads: int | None = None, candidates: int | None = None) -> SearchResult:
+        """Top-``k`` documents for each float query (original embedding space). A rerank rescores the
+        first stage's top ``candidates`` (None: ``k * multiplier``) and runs its query blocks on
+        ``threads`` threads (None: up to 8, or ``EMBCOMPRESS_NUM_THREADS``)."""
         t0 = time.perf_counter()
         Q = check_array(queries, what="queries")
         if len(Q) == 0:
@@ -196,8 +197,9 @@ class Index:
             scores, rows = self.first_stage(Q, k)
             info = {"candidates": k}
         else:
-            multiplier = check_positive_int("multiplier", multiplier)
-            n_cand = min(k * int(multiplier), self.num_docs)
+            wanted = k * check_positive_int("multiplier", multiplier) if candidates is None else \
+                max(check_positive_int("candidates", candidates), k)
+            n_cand = min(wanted, self.num_docs)
             _, cand = self.first_stage(Q, n_cand)
             t_first = time.perf_counter() - t0
             # small query blocks keep each (queries x candidates x dim) gather in cache

@@ -1,0 +1,277 @@
+"""The tiers a serving plan needs, written in one pass and served back.
+
+``apply_plan`` reads the input once: each batch is encoded by the plan's first stage (the codes,
+``first.parquet``, with the ids) and, when the plan rescores, also as its rescoring copy
+(``copy.npy``: float32, float16 or int8 rows, a plain ``.npy`` so it can be read at any row).
+``tiers.json`` ties the directory to the plan that wrote it (the models' fingerprint, rows, width).
+Everything is written under a temporary name and put in place at the end.
+
+:class:`DiskCopy` reads the rescoring copy from disk for the candidates only: the rows of a
+search block are sorted, runs of neighbouring rows merged, and each run read with one positioned
+read (``os.preadv``) into a buffer of the candidates' size. Nothing is memory-mapped, so the copy's
+size never shows in the process's resident memory. :func:`drop_cache` evicts a file from the page
+cache (``posix_fadvise(DONTNEED)``) for cold-start measurements."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..core._fs import atomic_dir, check_output_dir
+from ..core.errors import FormatError, InputError
+from ..engines.local import DEFAULT_BATCH_SIZE, open_to_compress, write_codes
+from ..search import Index
+from ..search.files import load_index
+from .plan import SavedPlan, load_plan
+
+TIERS_FILE = "tiers.json"
+TIERS_FORMAT = "embcompress-serving-tiers"
+FIRST_FILE = "first.parquet"
+COPY_FILE = "copy.npy"
+_DTYPES = {"float32": np.float32, "float16": np.float16, "int8": np.int8}
+
+
+def encoder_of(saved: SavedPlan) -> Callable[[np.ndarray], np.ndarray] | None:
+    """float32 rows -> the rows of the plan's rescoring copy (None without a copy)."""
+    copy = saved.plan.copy
+    if copy == "none":
+        return None
+    if copy == "int8":
+        return saved.copy_model.transform
+    dtype = _DTYPES[copy]
+    return lambda X: np.ascontiguousarray(X, dtype=dtype)
+
+
+def decoder_of(saved: SavedPlan) -> Callable[[np.ndarray], np.ndarray]:
+    """Rows of the rescoring copy -> float32 vectors to rescore with."""
+    if saved.plan.copy == "int8":
+        return saved.copy_model.decode
+    return lambda rows: np.asarray(rows, dtype=np.float32)
+
+
+class _CopyWriter:
+    """A ``.npy`` file of ``rows`` x ``dim`` values written in row order, checked complete at the end."""
+
+    def __init__(self, path: Path, dtype, rows: int, dim: int):
+        self.path, self.dtype, self.rows, self.dim, self.written = path, np.dtype(dtype), rows, dim, 0
+        self._f = open(path, "xb")
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": (rows, dim)}
+        np.lib.format.write_array_header_2_0(self._f, header)
+        end = self._f.tell() + rows * dim * self.dtype.itemsize
+        if hasattr(os, "posix_fallocate") and rows:  # the blocks now: a full disk fails before any work
+            os.posix_fallocate(self._f.fileno(), 0, end)
+
+    def write(self, values: np.ndarray) -> None:
+        if values.shape[1:] != (self.dim,) or values.dtype != self.dtype:
+            raise FormatError(f"rescoring copy rows of shape {values.shape} and {values.dtype}; expected "
+                              f"{self.dim} {self.dtype} values")
+        self._f.write(np.ascontiguousarray(values).data)
+        self.written += len(values)
+
+    def close(self) -> None:
+        self._f.close()
+        if self.written != self.rows:
+            raise FormatError(f"the rescoring copy holds {self.written} rows, the input {self.rows}")
+
+
+def apply_plan(plan_dir: str | os.PathLike, src_path: str | os.PathLike, out_dir: str | os.PathLike, *,
+               column: str | None = None, id_column: str | None = None, batch_size: int | None = DEFAULT_BATCH_SIZE,
+               overwrite: bool = False, threads: int | None = None,
+               progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Write every tier the plan in ``plan_dir`` needs for the vectors of ``src_path`` into the
+    directory ``out_dir``, reading the input once. Returns the sizes written."""
+    saved = load_plan(plan_dir)
+    check_output_dir(out_dir, overwrite=overwrite)
+    encode = encoder_of(saved)
+    first = saved.first
+    with atomic_dir(out_dir, overwrite=overwrite) as tmp:
+        src = open_to_compress(first, src_path, tmp / FIRST_FILE, column=column, id_column=id_column)
+        writer = None if encode is None else _CopyWriter(tmp / COPY_FILE, _DTYPES[saved.plan.copy], src.num_rows,
+                                                         src.dim)
+
+        def both(X: np.ndarray, offset: int):
+            codes = first.transform(X, row_offset=offset)  # checks the values first
+            return codes, (None if encode is None else encode(X))
+
+        copy_bytes = 0 if encode is None else src.dim * _DTYPES[saved.plan.copy]().itemsize
+        batches = src.batches(batch_size, threads=threads, transform=both,
+                              result_row_bytes=first.output_spec.nbytes + copy_bytes)
+
+        def codes_only():
+            try:
+                for b in batches:
+                    codes, rows = b.vectors
+                    if writer is not None:
+                        writer.write(rows)  # batches come in row order: the copy's rows follow the file's
+                    yield replace(b, vectors=codes)
+            finally:
+                batches.close()
+
+        try:
+            res = write_codes(first, src, src_path, tmp / FIRST_FILE, codes_only(), overwrite=True, progress=progress,
+                              threads=threads)
+        finally:
+            if writer is not None:
+                writer.close()
+        tiers = {"format": TIERS_FORMAT, "version": 1, "plan": saved.fingerprint, "rows": src.num_rows,
+                 "dim": src.dim, "first": FIRST_FILE, "copy": None if encode is None else COPY_FILE,
+                 "copy_kind": saved.plan.copy}
+        (tmp / TIERS_FILE).write_text(json.dumps(tiers, indent=2) + "\n")
+    copy_size = os.path.getsize(Path(out_dir) / COPY_FILE) if encode is not None else 0
+    return {"rows": src.num_rows, "first_bytes": res.output_bytes, "copy_bytes": copy_size,
+            "ram_bytes_per_vector": first.output_spec.nbytes, "disk_bytes_per_vector": copy_bytes,
+            "seconds": res.seconds, "output": str(out_dir), "plan": saved.plan.describe(first)}
+
+
+class DiskCopy:
+    """The rescoring copy in ``path``, read for the asked rows only (a :class:`VectorStore`)."""
+
+    def __init__(self, path: str | os.PathLike, decode: Callable[[np.ndarray], np.ndarray], *, rows: int, dim: int,
+                 kind: str):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise InputError(f"{self.path}: the rescoring copy is missing; write the tiers again with "
+                             "embcompress apply PLAN_DIR IN OUT")
+        with open(self.path, "rb") as f:
+            try:
+                major, _ = np.lib.format.read_magic(f)
+                read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+                shape, fortran, dtype = read(f)
+            except ValueError as exc:
+                raise FormatError(f"{self.path} is not a .npy rescoring copy: {exc}") from None
+            self.offset = f.tell()
+        if fortran or shape != (rows, dim) or dtype != np.dtype(_DTYPES[kind]):
+            raise FormatError(f"{self.path} holds {shape} {dtype} values; the plan's tiers need ({rows}, {dim}) {kind}")
+        self.dtype, self.num_rows, self.dim = dtype, rows, dim
+        self.row_bytes = dim * dtype.itemsize
+        need = self.offset + rows * self.row_bytes
+        size = self.path.stat().st_size
+        if size != need:
+            raise FormatError(f"{self.path} is {size:,} bytes; {rows:,} rows of {self.row_bytes} bytes need {need:,} "
+                              "(truncated or not this plan's copy)")
+        self._decode = decode
+        self._fd = os.open(self.path, os.O_RDONLY)
+
+    def get(self, rows: np.ndarray) -> np.ndarray:
+        """float32 vectors of ``rows`` (any order, repeats allowed), read from the file."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        uniq, back = np.unique(rows, return_inverse=True)  # sorted by offset
+        buf = np.empty((len(uniq), self.row_bytes), dtype=np.uint8)
+        cut = np.flatnonzero(np.diff(uniq) != 1) + 1  # runs of neighbouring rows: one read each
+        for s, e in zip(np.r_[0, cut], np.r_[cut, len(uniq)]):
+            want = int(e - s) * self.row_bytes
+            got = os.preadv(self._fd, [memoryview(buf[s:e]).cast("B")], self.offset + int(uniq[s]) * self.row_bytes)
+            if got != want:
+                raise FormatError(f"{self.path}: short read at row {int(uniq[s])} (the file changed or was truncated)")
+        return self._decode(buf.view(self.dtype).reshape(len(uniq), self.dim))[back]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class RamCopy:
+    """The rescoring copy read into memory (a plan whose copy is kept in RAM)."""
+
+    def __init__(self, disk: DiskCopy):
+        self.num_rows, self.dim = disk.num_rows, disk.dim
+        self._rows = np.fromfile(disk.path, dtype=disk.dtype, offset=disk.offset).reshape(disk.num_rows, disk.dim)
+        self._decode = disk._decode
+        disk.close()
+
+    def get(self, rows: np.ndarray) -> np.ndarray:
+        return self._decode(self._rows[np.asarray(rows)])
+
+
+def drop_cache(path: str | os.PathLike) -> bool:
+    """Ask the kernel to drop ``path``'s pages from the page cache (a cold read next); False where
+    the platform cannot."""
+    if not hasattr(os, "posix_fadvise"):
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    return True
+
+
+@dataclass
+class Served:
+    """A plan's tiers opened for search: the first stage's codes in memory, the copy on disk (or in RAM)."""
+
+    saved: SavedPlan
+    index: Index
+    copy: DiskCopy | RamCopy | None
+    out_dir: Path
+
+    def search(self, queries: np.ndarray, k: int | None = None, *, threads: int | None = None):
+        """Top ``k`` (default: the plan's) of each float query, by the plan: the first stage's top
+        ``candidates`` rescored against the copy."""
+        plan = self.saved.plan
+        k = plan.k if k is None else k
+        if self.copy is None:
+            return self.index.search(queries, k, threads=threads)
+        return self.index.search(queries, k, rerank="float", candidates=max(plan.candidates, k), originals=self.copy,
+                                 threads=threads)
+
+
+def open_tiers(out_dir: str | os.PathLike, plan_dir: str | os.PathLike, *, threads: int | None = None,
+               id_column: str | None = None) -> Served:
+    """The tiers ``apply_plan`` wrote to ``out_dir``, checked against the plan in ``plan_dir``."""
+    out_dir = Path(out_dir)
+    saved = load_plan(plan_dir)
+    where = out_dir / TIERS_FILE
+    if not where.is_file():
+        raise InputError(f"{out_dir} holds no serving tiers ({TIERS_FILE}); write them with "
+                         f"embcompress apply {plan_dir} IN {out_dir}")
+    try:
+        tiers = json.loads(where.read_text())
+    except ValueError as exc:
+        raise FormatError(f"{where} is not valid JSON: {exc}") from None
+    if not isinstance(tiers, dict) or tiers.get("format") != TIERS_FORMAT:
+        raise FormatError(f"{where} is not an embcompress tiers file")
+    if tiers.get("plan") != saved.fingerprint:
+        raise InputError(f"{out_dir} was written by another plan (or other models) than {plan_dir}; "
+                         f"write the tiers again with embcompress apply {plan_dir} IN {out_dir}")
+    plan = saved.plan
+    index = load_index(out_dir / FIRST_FILE, model=saved.path / "first", id_column=id_column, threads=threads,
+                       structure=plan.structure, hnsw=plan.graph)
+    if index.num_docs != tiers["rows"]:
+        raise FormatError(f"{out_dir / FIRST_FILE} holds {index.num_docs:,} rows, the tiers {tiers['rows']:,}")
+    copy = None
+    if plan.rescored:
+        copy = DiskCopy(out_dir / COPY_FILE, decoder_of(saved), rows=tiers["rows"], dim=tiers["dim"], kind=plan.copy)
+        if plan.place == "ram":
+            copy = RamCopy(copy)
+    return Served(saved, index, copy, out_dir)
+
+
+def search_plan_files(out_dir: str | os.PathLike, queries: str | os.PathLike, output: str | os.PathLike,
+                      plan_dir: str | os.PathLike, *, k: int | None = None, overwrite: bool = False,
+                      threads: int | None = None, id_column: str | None = None) -> dict[str, Any]:
+    """Serve the tiers in ``out_dir`` by the plan in ``plan_dir`` for the float queries of ``queries``
+    and write the ranked results to ``output`` (as ``search`` does)."""
+    from ..io.writers import check_output_path
+    from ..search.files import load_queries, write_results
+
+    check_output_path(output, overwrite=overwrite, inputs=(queries,))
+    served = open_tiers(out_dir, plan_dir, threads=threads, id_column=id_column)
+    Q, qids = load_queries(queries, served.index)
+    res = served.search(Q, k, threads=threads)
+    write_results(output, qids, res, overwrite=overwrite)
+    plan = served.saved.plan
+    return {"queries": len(Q), "documents": served.index.num_docs, "k": res.rows.shape[1],
+            "plan": plan.describe(served.saved.first), "candidates": res.info["candidates"],
+            "ram_bytes_per_vector": served.index.nbytes_per_vector,
+            "disk_bytes_per_vector": plan.copy_bytes(Q.shape[1]) if plan.place == "disk" else 0,
+            "seconds": res.seconds, "queries_per_second": len(Q) / res.seconds, "output": str(output)}
