@@ -628,8 +628,10 @@ def test_recommend_stops_a_code_slow_to_fit_after_one_model_when_it_cannot_lead(
     configs = ["sq:4", "pca:2+sq:4", "pca:24+sq:4"]
     monkeypatch.setattr(ev, "RACE_MIN_FIT_SECONDS", 0.0)  # every code counts as slow to fit
     fits = []
-    real_fit = ev.FitCache.fit
-    monkeypatch.setattr(ev.FitCache, "fit", lambda self, spec: fits.append((id(self), spec)) or real_fit(self, spec))
+    from embcompress.evaluation.crossfit import FitCache
+
+    real_fit = FitCache.fit
+    monkeypatch.setattr(FitCache, "fit", lambda self, spec: fits.append((id(self), spec)) or real_fit(self, spec))
     res = rec.rank_candidates(X, 16, configs=configs)
     rows = {r["config"]: r for r in res["ranking"]}
     stopped = rows["pca:2+sq:4"]  # 2 of 32 dimensions: far below sq:4, the leader by then

@@ -147,7 +147,11 @@ def _recommend_notes(res: dict) -> None:
 def recommend(
     input: Path = typer.Argument(..., help="Float embeddings (.parquet/.npy): the candidates are ranked on a sample, the winner is fitted on all."),
     model_dir: Path = typer.Argument(..., help="Directory to save the winning compressor in, ready for 'embcompress apply'."),
-    budget: int = typer.Option(..., "--budget", min=1, help="Bytes per vector you can afford (codes only, no original vectors)."),
+    budget: Optional[int] = typer.Option(None, "--budget", min=1, help="Bytes per vector you can afford (codes only, no original vectors)."),
+    ram_budget: Optional[int] = typer.Option(None, "--ram-budget", min=1, help="Rank serving plans instead: bytes per vector of the first stage's codes in RAM. MODEL_DIR then receives the plan, ready for 'apply PLAN IN OUT' and 'search --plan'."),
+    disk_budget: Optional[int] = typer.Option(None, "--disk-budget", min=0, help="With --ram-budget: bytes per vector of the rescoring copy on disk (int8 = dims, float16 = 2 x dims, float32 = 4 x dims); 0: no copy. Default: any."),
+    max_latency_ms: Optional[float] = typer.Option(None, "--max-latency-ms", min=0.0, help="With --ram-budget: only plans answering one query within this many milliseconds on this machine (scaled to INPUT's rows) can win."),
+    k: int = typer.Option(10, "--k", min=1, help="With --ram-budget: results per query the plan serves (and scores, nDCG@k or recall@k)."),
     target: Optional[float] = typer.Option(None, "--target", min=0.0, max=1.0, help="Retention to reach, e.g. 0.95: the smallest candidate that reaches it wins."),
     queries: Optional[Path] = typer.Option(None, "--queries", help="Float query embeddings (same model): with --qrels, rank by nDCG@10; without, against float search (--reference)."),
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="BEIR qrels.tsv[.gz]."),
@@ -162,8 +166,14 @@ def recommend(
     column: Optional[str] = ColumnOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
     """Pick the code that keeps the most quality within a byte budget, on documents its fit did not
-    see, on your own data, and save it."""
+    see, on your own data, and save it; with --ram-budget, the serving plan (codes in RAM, a copy on disk)."""
     from embcompress.report.recommend import recommend_files
+
+    if (budget is None) == (ram_budget is None):
+        raise typer.BadParameter("give --budget (codes only) or --ram-budget (a serving plan), one of them", param_hint="--budget")
+    if ram_budget is not None:
+        return _recommend_plan(input, model_dir, ram_budget, disk_budget, target, max_latency_ms, k, queries, qrels, sample,
+                               column, reference, folds, overwrite, json)
 
     with Bars() as bars:
         res = recommend_files(input, model_dir, budget, target=target, queries=queries, qrels=qrels, labels=labels,
@@ -202,3 +212,40 @@ def _duration(seconds: float) -> str:
     if seconds < 600:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.0f} min" if seconds < 6000 else f"{seconds / 3600:.1f} h"
+
+
+def _recommend_plan(input, plan_dir, ram_budget, disk_budget, target, max_latency_ms, k, queries, qrels, sample, column,
+                    reference, folds, overwrite, as_json) -> None:
+    from embcompress.report.plans import recommend_plan_files
+
+    with Bars() as bars:
+        res = recommend_plan_files(input, plan_dir, ram_budget, disk_budget=disk_budget, target=target,
+                                   max_latency_ms=max_latency_ms, k=k, queries=queries, qrels=qrels, sample=sample,
+                                   column=column, reference=reference, folds=folds, overwrite=overwrite,
+                                   progress=bars.step, fit_progress=bars.stage("fitting the winner on all rows", None))
+    if as_json:
+        emit(res, True)
+        return
+    out.print(plans_table(res))
+    w, c = res["winner"], res["code_only"]
+    out.print(f"plan: {res['plan']}: retention {100 * w['retention']:.1f}% ({res['fitted']}), "
+              f"{w['ram_bytes']} B/vector in RAM + {w['disk_bytes']} B/vector on disk, "
+              f"{w['latency_ms']:.2f} ms per query over {res['total_rows']:,} rows")
+    out.print(f"codes only at {res['ram_budget']} B: {c['label']}, retention {100 * c['retention']:.1f}%")
+    out.print(res["latency_note"])
+    out.print(f"saved to {plan_dir}; write its tiers with: embcompress apply {plan_dir} {input} TIERS_DIR, "
+              f"and serve them with: embcompress search TIERS_DIR QUERIES RESULTS --plan {plan_dir}")
+
+
+def plans_table(res: dict) -> Table:
+    """The ranked plans: first stage, copy, candidates, bytes, retention and latency."""
+    t = Table(title=f"serving plans within {res['ram_budget']} B/vector in RAM ({res['metric']}, {res['fitted']})",
+              title_justify="left")
+    for col in ("first stage", "copy", "candidates", "RAM B", "disk B", "retention", "ms/query", "ms/query (batch)"):
+        t.add_column(col, justify="left" if col in ("first stage", "copy") else "right")
+    for r in res["ranking"][:20]:
+        ms = "-" if r["latency_ms"] is None else f"{r['latency_ms']:.2f}"
+        bms = "-" if r["batch_ms"] is None else f"{r['batch_ms']:.3f}"
+        t.add_row(r["label"], r["copy"], str(r["candidates"]), str(r["ram_bytes"]), str(r["disk_bytes"]),
+                  f"{100 * r['retention']:.1f}%", ms, bms)
+    return t

@@ -34,7 +34,7 @@ from ..core.errors import InputError
 from ..io import read_all
 from ..core.registry import from_spec
 from ..search import DEFAULT_MULTIPLIER, ArrayStore, Index, VectorStore
-from .tasks import (LabelFreeTask, QrelsTask, Task, fewer_queries, search_as)
+from .tasks import (Copies, LabelFreeTask, QrelsTask, Task, fewer_queries, search_as)
 
 #: neighbours per sampled document that the rank proxy looks for
 PROXY_K = 10
@@ -43,7 +43,9 @@ PROXY_K = 10
 #: and its search was half of their scoring time
 IN_SAMPLE_QUERIES = 2_000
 
-_CONFIG = re.compile(r"^(?P<spec>[^@]+?)(?:@(?P<rerank>asym|asymmetric|float)(?:x(?P<mult>\d+))?)?$")
+_CONFIG = re.compile(r"^(?P<spec>[^@]+?)(?:@(?P<rerank>asym|asymmetric|float|float32|float16|f16|int8)(?:x(?P<mult>\d+))?)?$")
+#: the rescoring copy each float-rerank word reads (``SPEC@int8x10``: the top 10k rescored from an int8 copy)
+_COPY_WORDS = {"float": "float32", "float32": "float32", "float16": "float16", "f16": "float16", "int8": "int8"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class Config:
     spec: str | None  # None: float reference
     rerank: str | None = None
     multiplier: int = DEFAULT_MULTIPLIER
+    copy: str = "float32"  # with rerank "float": the copy it rescores from (float32, float16 or int8)
 
 
 FLOAT = Config("float", None)
@@ -65,13 +68,15 @@ def parse_config(text: str | Config) -> Config:
         return FLOAT
     m = _CONFIG.match(text)
     if not m:
-        raise InputError(f"cannot read configuration {text!r}; use float, SPEC, SPEC@asym, SPEC@float or SPEC@floatxM (e.g. binary@floatx4)")
-    rerank = {"asym": "asymmetric", "asymmetric": "asymmetric", "float": "float", None: None}[m.group("rerank")]
+        raise InputError(f"cannot read configuration {text!r}; use float, SPEC, SPEC@asym, SPEC@float, SPEC@f16, "
+                         "SPEC@int8, each optionally with xM (e.g. binary@int8x4: the top 4k rescored from an int8 copy)")
+    word = m.group("rerank")
+    rerank = None if word is None else "asymmetric" if word.startswith("asym") else "float"
     mult = int(m.group("mult")) if m.group("mult") else DEFAULT_MULTIPLIER
     if mult < 1:
         raise InputError(f"multiplier must be at least 1 in {text!r}")
     from_spec(m.group("spec"))  # validates the spec early
-    return Config(text, m.group("spec"), rerank, mult)
+    return Config(text, m.group("spec"), rerank, mult, _COPY_WORDS.get(word, "float32"))
 
 
 def trainable(spec: str | None, rows: int) -> bool:
@@ -131,7 +136,8 @@ def _row(cfg: Config, index, m, inside: float | None, costs: Mapping[str, Any], 
         "config": cfg.label, "spec": cfg.spec, "rerank": cfg.rerank,
         "kind": "float" if comp is None else comp.output_spec.kind,
         "bytes_per_vector": index.nbytes_per_vector, "compression": 4 * dim / index.nbytes_per_vector,
-        "extra_storage": "original float vectors" if cfg.rerank == "float" else None,
+        "extra_storage": f"a {cfg.copy} copy of the documents" if cfg.rerank == "float" else None,
+        "copy": cfg.copy if cfg.rerank == "float" else None,
         "fitted": fitted, "score": m.score, **m.metrics, "score_in_sample": inside, "in_sample_queries": in_sample_queries,
         **costs, "search_seconds": m.seconds,
         "queries_per_second": m.queries / m.seconds if m.seconds > 0 else float("inf"), "candidates": m.candidates,
@@ -287,6 +293,7 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
     originals = docs if originals is None else originals
     if isinstance(originals, np.ndarray):
         originals = ArrayStore(originals)
+    originals = Copies(originals)
     fits = CrossFit(docs, folds, fit_on=fit_on, fit_rows=fit_rows)
     fits.plan([c.spec for c in cfgs])
     proxy = None

@@ -13,16 +13,52 @@ import numpy as np
 
 from ..analysis import JudgedQueries, check_qrels, knn_accuracy, neighbour_recall_per_query, pseudo_relevance_ndcg
 from ..core.errors import InputError
+from ..core._util import sample_rows
 from ..search import Index, PartedIndex
+from ..search.stores import ArrayStore, DecodedStore, VectorStore
 
 if TYPE_CHECKING:
     from .evaluate import Config
 
 
+#: the int8 copy's calibration is fitted on a seeded sample of at most this many documents
+INT8_CALIBRATION_ROWS = 10_000
+
+
+class Copies:
+    """The rescoring copies a float rerank reads: the float32 ``originals``, and float16 and int8 copies
+    of them, each made on first use (int8 calibrated on a seeded sample of the documents, as
+    ``recommend --ram-budget`` calibrates the copy it saves)."""
+
+    def __init__(self, originals: VectorStore):
+        self.float32 = originals
+        self.num_rows, self.dim = originals.num_rows, originals.dim
+        self._made: dict[str, VectorStore] = {"float32": originals}
+
+    def get(self, rows: np.ndarray) -> np.ndarray:  # a VectorStore itself: the float32 copy
+        return self.float32.get(rows)
+
+    def store(self, kind: str) -> VectorStore:
+        if kind not in self._made:
+            X = self.float32.get(np.arange(self.num_rows))
+            if kind == "float16":
+                self._made[kind] = ArrayStore(X.astype(np.float16))
+            else:
+                from ..compressors import Int8
+
+                sample = sample_rows(self.num_rows, INT8_CALIBRATION_ROWS, 0)
+                int8 = Int8().fit(X[sample])
+                self._made[kind] = DecodedStore(int8.transform(X), int8)
+        return self._made[kind]
+
+
 def search_as(index: Index, queries: np.ndarray, k: int, cfg: "Config", originals):
-    """``queries`` searched the way ``cfg`` says: on the codes, then its rerank if it has one."""
-    return index.search(queries, k, rerank=cfg.rerank, multiplier=cfg.multiplier,
-                        originals=originals if cfg.rerank == "float" else None)
+    """``queries`` searched the way ``cfg`` says: on the codes, then its rerank if it has one (a float
+    rerank reads the copy ``cfg`` names when ``originals`` holds several)."""
+    store = None
+    if cfg.rerank == "float":
+        store = originals.store(cfg.copy) if isinstance(originals, Copies) else originals
+    return index.search(queries, k, rerank=cfg.rerank, multiplier=cfg.multiplier, originals=store)
 
 
 @dataclass

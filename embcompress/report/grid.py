@@ -89,7 +89,7 @@ class Setup:
 
 def validate(docs, *, doc_ids=None, queries=None, query_ids=None, qrels=None, labels=None, widths=None,
              methods=DEFAULT_METHODS, chain_methods=CHAINED, budget=None, proxy_sample=2000, geopres_params="",
-             code_families=CODE_FAMILIES, reference: str = DEFAULT_REFERENCE) -> Setup:
+             code_families=CODE_FAMILIES, reference: str = DEFAULT_REFERENCE, k: int = K) -> Setup:
     """Check the request and choose the task: qrels (nDCG@10), labels (kNN accuracy), the
     user's own queries without judgments (label-free against float search, read as ``reference``
     says: :data:`~embcompress.evaluation.evaluate.REFERENCES`), or neither (recall@10 against float
@@ -118,14 +118,14 @@ def validate(docs, *, doc_ids=None, queries=None, query_ids=None, qrels=None, la
     doc_ids = [str(i) for i in (doc_ids if doc_ids is not None else range(n))]
     if qrels is not None:
         query_ids = [str(i) for i in (query_ids if query_ids is not None else range(len(queries)))]
-        task = QrelsTask(np.ascontiguousarray(queries, dtype=np.float32), query_ids, qrels, K)
+        task = QrelsTask(np.ascontiguousarray(queries, dtype=np.float32), query_ids, qrels, k)
     elif labels is not None:
-        task = LabelTask(labels, K)
+        task = LabelTask(labels, k)
     elif queries is not None:  # the user's own queries, unjudged: scored against float search's ranking
-        task = LabelFreeTask(np.ascontiguousarray(queries, dtype=np.float32), K, reference=reference, source="queries")
+        task = LabelFreeTask(np.ascontiguousarray(queries, dtype=np.float32), k, reference=reference, source="queries")
     else:  # held-out rows of the sample are the queries; the rest is indexed
         n_q = min(1000, max(1, n // 10))
-        task = LabelFreeTask(docs[:n_q], K)
+        task = LabelFreeTask(docs[:n_q], k)
         docs, doc_ids = docs[n_q:], doc_ids[n_q:]
     info = task.check(docs, doc_ids)
     return Setup(docs, doc_ids, task, widths, list(methods), list(chain_methods), budget, proxy_sample, geopres_params,

@@ -30,8 +30,11 @@ from ..search.ann import Hnsw
 PLAN_FILE = "plan.json"
 FORMAT = "embcompress-serving-plan"
 VERSION = 1
-#: the rescoring copies a plan can name, with the bytes each holds per dimension
-COPIES = {"none": 0, "float32": 4, "float16": 2, "int8": 1}
+#: the rescoring copies a plan can name, with the bytes each holds per dimension: none, the first stage's
+#: own codes decoded (an asymmetric rescoring, nothing stored beside the codes), or a copy of the documents
+COPIES = {"none": 0, "decoded": 0, "float32": 4, "float16": 2, "int8": 1}
+#: the copies that are files of their own
+STORED = ("float32", "float16", "int8")
 PLACES = ("disk", "ram")
 STRUCTURES = ("exact", "hnsw")
 
@@ -73,6 +76,11 @@ class Plan:
     def rescored(self) -> bool:
         return self.copy != "none"
 
+    @property
+    def stored(self) -> bool:
+        """Whether the rescoring copy is a file of its own (not the codes decoded)."""
+        return self.copy in STORED
+
     def copy_bytes(self, dim: int) -> int:
         """Bytes per vector of the rescoring copy for ``dim``-wide inputs (0 without one)."""
         return COPIES[self.copy] * dim
@@ -82,6 +90,8 @@ class Plan:
         head = f"{first!r} ({first.output_spec.nbytes} B, {self.structure})"
         if not self.rescored:
             return f"{head}, codes only, k {self.k}"
+        if not self.stored:
+            return f"{head} -> its codes decoded (asymmetric), {self.candidates} candidates, k {self.k}"
         return f"{head} -> {self.copy} on {self.place}, {self.candidates} candidates, k {self.k}"
 
     def to_json(self) -> dict[str, Any]:

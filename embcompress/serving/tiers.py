@@ -39,7 +39,7 @@ _DTYPES = {"float32": np.float32, "float16": np.float16, "int8": np.int8}
 def encoder_of(saved: SavedPlan) -> Callable[[np.ndarray], np.ndarray] | None:
     """float32 rows -> the rows of the plan's rescoring copy (None without a copy)."""
     copy = saved.plan.copy
-    if copy == "none":
+    if not saved.plan.stored:
         return None
     if copy == "int8":
         return saved.copy_model.transform
@@ -219,8 +219,10 @@ class Served:
         ``candidates`` rescored against the copy."""
         plan = self.saved.plan
         k = plan.k if k is None else k
-        if self.copy is None:
+        if not plan.rescored:
             return self.index.search(queries, k, threads=threads)
+        if not plan.stored:
+            return self.index.search(queries, k, rerank="asymmetric", candidates=max(plan.candidates, k), threads=threads)
         return self.index.search(queries, k, rerank="float", candidates=max(plan.candidates, k), originals=self.copy,
                                  threads=threads)
 
@@ -249,7 +251,7 @@ def open_tiers(out_dir: str | os.PathLike, plan_dir: str | os.PathLike, *, threa
     if index.num_docs != tiers["rows"]:
         raise FormatError(f"{out_dir / FIRST_FILE} holds {index.num_docs:,} rows, the tiers {tiers['rows']:,}")
     copy = None
-    if plan.rescored:
+    if plan.stored:
         copy = DiskCopy(out_dir / COPY_FILE, decoder_of(saved), rows=tiers["rows"], dim=tiers["dim"], kind=plan.copy)
         if plan.place == "ram":
             copy = RamCopy(copy)

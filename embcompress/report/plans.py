@@ -1,0 +1,275 @@
+"""``recommend --ram-budget``: serving plans ranked on the user's own data.
+
+A plan keeps a compact code in RAM, takes an oversampled candidate list from it and rescores the
+candidates from a wider copy of the documents (int8, float16 or float32) read from disk
+(:mod:`embcompress.serving`). The ranking crosses every first-stage code within the RAM budget
+with every copy within the disk budget, sweeps the number of candidates, and measures each plan as
+``recommend --budget`` measures a code: retention on documents the code's fit did not see (two
+folds), judged, against labels or label-free.
+
+The candidate count of a (code, copy) pair is the smallest of the sweep that reaches the target,
+or without one the point where retention stops rising by more than its uncertainty (the next
+step gains less than :data:`GAIN_Z` standard errors of the paired per-query difference).
+
+Latency is measured on this machine for the plans that can win, in the order they would win:
+the plan's first stage over the sample's codes and its rescoring from a copy in a file
+(:class:`~embcompress.serving.tiers.DiskCopy`, the page cache warm), one query at a time and in a
+batch. The first stage is an exact scan, whose time grows with the rows, so it is scaled from the
+sample's rows to the input's; the rescoring reads a fixed number of rows per query and is taken as
+measured. HNSW first stages are not ranked here (their recall depends on the graph's settings):
+serve one with ``search --index hnsw`` and measure it."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..core.errors import InputError
+from ..core.registry import from_spec
+from ..evaluation.crossfit import check_folds, fold_pool_rows
+from ..evaluation.evaluate import parse_config, run_configs
+from ..search import Index
+from ..serving.plan import COPIES
+from ..serving.tiers import DiskCopy
+
+#: candidates rescored per query, as multiples of k (k = 10: 20 to 500)
+MULTIPLIERS = (2, 4, 10, 20, 50)
+#: the copies a plan may rescore from, smallest first
+COPY_KINDS = ("int8", "float16", "float32")
+#: the candidate count stops rising where the next step gains less than this many standard errors
+GAIN_Z = 2.0
+#: single queries timed per plan (the median is kept), and the batch size of the batch figure
+LATENCY_QUERIES = 64
+LATENCY_BATCH = 256
+#: latency is measured for at most this many plans beyond the ones the choice needs
+MEASURED_PLANS = 6
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One ranked plan: its first stage, copy and candidates, what it keeps and costs."""
+
+    config: str  # the measured configuration (``pca:192+binary@int8x10``)
+    spec: str  # the first stage's code
+    label: str
+    copy: str  # none, int8, float16 or float32
+    candidates: int
+    ram_bytes: int
+    disk_bytes: int
+    retention: float
+    sweep: tuple[tuple[int, float], ...]  # (candidates, retention) of every count tried
+    latency_ms: float | None = None  # one query at a time, scaled to the input's rows
+    batch_ms: float | None = None  # per query, in batches of LATENCY_BATCH, scaled the same way
+    first_stage_ms: float | None = None  # the first stage alone, one query at a time, scaled
+
+
+def _paired_se(a: np.ndarray, b: np.ndarray, float_score: float) -> float:
+    """Standard error of the mean per-query difference ``b - a``, in retention."""
+    d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
+    if len(d) < 2 or float_score <= 0:
+        return 0.0
+    return float(d.std(ddof=1) / np.sqrt(len(d)) / float_score)
+
+
+def choose_count(sweep: list[dict[str, Any]], float_score: float, target: float | None) -> dict[str, Any]:
+    """The row of ``sweep`` (one (code, copy) pair's rows, fewest candidates first) to serve: the first
+    that reaches ``target``, or the last before the gain falls within its uncertainty."""
+    if target is not None:
+        for r in sweep:
+            if r["retention"] >= target:
+                return r
+    for a, b in zip(sweep, sweep[1:]):
+        if b["retention"] - a["retention"] <= GAIN_Z * _paired_se(a["per_query"], b["per_query"], float_score):
+            return a
+    return sweep[-1]
+
+
+def _configs(cands: dict[str, str], copies: list[str]) -> list[str]:
+    out = []
+    for cfg in cands:
+        spec = parse_config(cfg).spec
+        out.append(cfg)  # code only, searched as recommend --budget would
+        out += [f"{spec}@{copy}x{m}" for copy in copies for m in MULTIPLIERS]
+    return out
+
+
+def _plans(rows: list[dict[str, Any]], cands: dict[str, str], dim: int, target: float | None) -> list[PlanRow]:
+    float_score = rows[0]["score"]
+    by_config = {r["config"]: r for r in rows[1:]}
+    plans = []
+    for cfg, label in cands.items():
+        code = by_config[cfg]
+        spec = parse_config(cfg).spec
+        own = "decoded" if code["rerank"] == "asymmetric" else "none"  # the codes rescored by themselves, or not
+        plans.append(PlanRow(cfg, spec, label, own, code["candidates"], code["bytes_per_vector"], 0,
+                             code["retention"], ((code["candidates"], code["retention"]),)))
+        for copy in COPY_KINDS:
+            sweep = [by_config[f"{spec}@{copy}x{m}"] for m in MULTIPLIERS if f"{spec}@{copy}x{m}" in by_config]
+            if not sweep:
+                continue
+            r = choose_count(sweep, float_score, target)
+            plans.append(PlanRow(r["config"], spec, label, copy, r["candidates"], r["bytes_per_vector"],
+                                 COPIES[copy] * dim, r["retention"],
+                                 tuple((s["candidates"], s["retention"]) for s in sweep)))
+    return plans
+
+
+def measure_latency(plan: PlanRow, docs: np.ndarray, queries: np.ndarray, total_rows: int, k: int,
+                    scratch: Path) -> PlanRow:
+    """``plan`` with its latencies: the first stage fitted on (at most 5,000 of) ``docs`` and scanning
+    their codes, the copy written to a file in ``scratch`` and read back per query; the first stage's
+    time scaled by ``total_rows / len(docs)``."""
+    from ..compressors import Int8
+
+    comp = from_spec(plan.spec).fit(docs[: min(len(docs), 5_000)])
+    index = Index(comp.transform(docs), compressor=comp)
+    store = None
+    if plan.copy in COPY_KINDS:
+        path = scratch / f"copy-{plan.copy}.npy"
+        if plan.copy == "int8":
+            int8 = Int8().fit(docs)
+            np.save(path, int8.transform(docs))
+            decode = int8.decode
+        else:
+            np.save(path, docs.astype(np.float16 if plan.copy == "float16" else np.float32))
+            decode = lambda rows: np.asarray(rows, dtype=np.float32)  # noqa: E731
+        store = DiskCopy(path, decode, rows=len(docs), dim=docs.shape[1], kind=plan.copy)
+    scale = total_rows / len(docs)
+    cfg = parse_config(plan.config)
+
+    def run(Q: np.ndarray) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        if store is None:
+            index.search(Q, k, rerank=cfg.rerank, multiplier=cfg.multiplier, threads=1)
+            return time.perf_counter() - t0, 0.0
+        res = index.search(Q, k, rerank="float", candidates=plan.candidates, originals=store, threads=1)
+        first = res.info["first_stage_seconds"]
+        return first, time.perf_counter() - t0 - first
+
+    run(queries[:1])  # warm: the scan's tables, the copy's pages
+    single = np.array([run(queries[i : i + 1]) for i in range(min(LATENCY_QUERIES, len(queries)))])
+    batch = queries[:LATENCY_BATCH]
+    b_first, b_rest = run(batch)
+    if store is not None:
+        store.close()
+    med_first, med_rest = np.median(single[:, 0]), np.median(single[:, 1])
+    return PlanRow(**{**asdict(plan), "sweep": plan.sweep,
+                      "latency_ms": 1e3 * (med_first * scale + med_rest),
+                      "batch_ms": 1e3 * (b_first * scale + b_rest) / len(batch),
+                      "first_stage_ms": 1e3 * med_first * scale})
+
+
+def _preference(plans: list[PlanRow], target: float | None) -> list[PlanRow]:
+    """Plans in the order they would win: with a target, those reaching it by least RAM (then disk,
+    then more retention), then the rest by retention; without, by retention (ties: less RAM)."""
+    by_quality = sorted(plans, key=lambda p: (-p.retention, p.ram_bytes, p.disk_bytes, p.config))
+    if target is None:
+        return by_quality
+    reach = sorted((p for p in plans if p.retention >= target), key=lambda p: (p.ram_bytes, p.disk_bytes, -p.retention))
+    return reach + [p for p in by_quality if p.retention < target]
+
+
+def pick(plans: list[PlanRow], target: float | None, max_latency_ms: float | None,
+         measure: Callable[[PlanRow], PlanRow]) -> tuple[PlanRow, list[PlanRow]]:
+    """(the winner, the plans with latencies filled in where measured): the first plan in order of
+    preference whose measured latency is within ``max_latency_ms``."""
+    order = _preference(plans, target)
+    done: dict[str, PlanRow] = {}
+    winner = None
+    for p in order:
+        m = done.setdefault(p.config, measure(p))
+        if max_latency_ms is None or m.latency_ms <= max_latency_ms:
+            winner = m
+            break
+    if winner is None:
+        raise InputError(f"no plan answers within {max_latency_ms:g} ms per query on this machine; the fastest took "
+                         f"{min(d.latency_ms for d in done.values()):.2f} ms. Allow more (--max-latency-ms) or more RAM")
+    for p in order[:MEASURED_PLANS]:  # the leaders' latencies, for the table
+        done.setdefault(p.config, measure(p))
+    return winner, [done.get(p.config, p) for p in order]
+
+
+def rank_plans(setup, ram_budget: int, *, cands: dict[str, str], disk_budget: int | None = None,
+               target: float | None = None, max_latency_ms: float | None = None, total_rows: int | None = None,
+               folds: int = 2, progress=None) -> dict[str, Any]:
+    """Rank serving plans on the validated request ``setup`` (:func:`~embcompress.report.grid.validate`)
+    over the first-stage candidates ``cands`` (config -> label, each within ``ram_budget``)."""
+    docs, task = setup.docs, setup.task
+    dim = docs.shape[1]
+    copies = [c for c in COPY_KINDS if disk_budget is None or COPIES[c] * dim <= disk_budget]
+    folds = check_folds(folds, len(docs))
+    rows = run_configs(docs, task, ["float", *_configs(cands, copies)], doc_ids=setup.doc_ids, folds=folds,
+                       progress=progress, per_query=True, in_sample=False)
+    plans = _plans(rows, cands, dim, target)
+    queries = task.queries
+    total = total_rows or len(docs)
+    with tempfile.TemporaryDirectory(prefix="embcompress-plans-") as scratch:
+        winner, ranked = pick(plans, target, max_latency_ms,
+                              lambda p: measure_latency(p, docs, queries, total, task.k, Path(scratch)))
+    code_only = max((p for p in ranked if p.copy not in COPY_KINDS), key=lambda p: p.retention)
+    return {"ram_budget": int(ram_budget), "disk_budget": disk_budget, "target": target,
+            "max_latency_ms": max_latency_ms, "k": task.k, "metric": task.metric, "mode": task.mode,
+            "fitted": rows[1]["fitted"], "sample": len(docs), "fit_rows": fold_pool_rows(len(docs), folds),
+            "total_rows": total, "float_score": rows[0]["score"], "copies": copies,
+            "ranking": [asdict(p) for p in ranked], "winner": asdict(winner), "code_only": asdict(code_only),
+            "target_reached": None if target is None else winner.retention >= target,
+            "latency_note": (f"latency on this machine ({os.cpu_count()} cores), one thread: the exact first stage "
+                             f"timed over the {len(docs):,} sampled rows and scaled to {total:,}, the rescoring "
+                             "from a copy in a file (page cache warm) as measured")}
+
+
+def _check_request(ram_budget, disk_budget, target, max_latency_ms, k) -> None:
+    for name, v, low in (("ram budget", ram_budget, 1), ("disk budget", disk_budget, 0), ("k", k, 1)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low):
+            raise InputError(f"{name} must be a whole number of at least {low}, got {v!r}")
+    if target is not None and not 0 < target <= 1:
+        raise InputError(f"target must be a retention in (0, 1], e.g. 0.99, got {target!r}")
+    if max_latency_ms is not None and not max_latency_ms > 0:
+        raise InputError(f"max latency must be a positive number of milliseconds, got {max_latency_ms!r}")
+
+
+def recommend_plan_files(input, plan_dir, ram_budget: int, *, disk_budget: int | None = None,
+                         target: float | None = None, max_latency_ms: float | None = None, k: int = 10,
+                         queries=None, qrels=None, sample: int | None = None, column: str | None = None,
+                         reference: str = "top1", folds: int = 2, overwrite: bool = False, progress=None,
+                         fit_progress=None) -> dict[str, Any]:
+    """Rank serving plans on a seeded sample of ``input`` (with queries and qrels when given), fit
+    the winner's first stage (and an int8 copy's calibration) on the whole file, streaming, and save
+    the plan to ``plan_dir``, ready for ``embcompress apply PLAN_DIR IN OUT``."""
+    from ..compressors import Int8
+    from ..core._fs import check_output_dir
+    from ..engines.local import fit_file
+    from ..io import count_rows
+    from ..serving.plan import Plan, save_plan
+    from .grid import load_task_files, validate
+    from .recommend import _candidates
+
+    _check_request(ram_budget, disk_budget, target, max_latency_ms, k)
+    check_output_dir(plan_dir, overwrite=overwrite)
+    data = load_task_files(input, queries=queries, qrels=qrels, sample=sample, default_sample=20_000, column=column)
+    setup = validate(data["docs"], doc_ids=data.get("doc_ids"), queries=data.get("queries"),
+                     query_ids=data.get("query_ids"), qrels=data.get("qrels"), reference=reference, k=k)
+    n_fit = fold_pool_rows(len(setup.docs), check_folds(folds, len(setup.docs)))
+    cands = _candidates(setup.docs.shape[1], int(ram_budget), None, False, n_fit, by_quality=True)
+    t0 = time.perf_counter()
+    res = rank_plans(setup, ram_budget, cands=cands, disk_budget=disk_budget, target=target,
+                     max_latency_ms=max_latency_ms, total_rows=count_rows(input, column=column), folds=folds,
+                     progress=progress)
+    t1 = time.perf_counter()
+    w = res["winner"]
+    first = fit_file(from_spec(w["spec"]), input, column=column, progress=fit_progress)
+    copy_model = fit_file(Int8(), input, column=column) if w["copy"] == "int8" else None
+    measured = {key: w[key] for key in ("retention", "latency_ms", "batch_ms", "ram_bytes", "disk_bytes")}
+    plan = Plan(copy=w["copy"], candidates=w["candidates"] if w["copy"] != "none" else k, k=k,
+                measured={**measured, "mode": res["mode"], "metric": res["metric"], "fitted": res["fitted"],
+                          "total_rows": res["total_rows"]})
+    save_plan(plan, first, plan_dir, copy_model=copy_model, overwrite=overwrite)
+    res.update({"plan_dir": str(plan_dir), "plan": plan.describe(first),
+                "seconds": {"rank": round(t1 - t0, 2), "fit_winner": round(time.perf_counter() - t1, 2)}})
+    return res
