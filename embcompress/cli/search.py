@@ -22,7 +22,7 @@ def search(
     index_file: Path = typer.Argument(..., help="Documents: float vectors or codes from binarize/truncate/apply (.parquet/.npy)."),
     queries: Path = typer.Argument(..., help="Float query embeddings (.parquet/.npy), same model as the documents."),
     output: Path = typer.Argument(..., help="Ranked results as parquet: query_id, rank, doc_id, row, score."),
-    k: int = typer.Option(10, "--k", "-k", min=1, help="Results per query."),
+    k: Optional[int] = typer.Option(None, "--k", "-k", min=1, help="Results per query (default 10, or the plan's k with --plan)."),
     model: Optional[Path] = typer.Option(None, "--model", help="Saved compressor that made the codes (needed for pca, geopres and other learned maps)."),
     rerank: Optional[str] = typer.Option(None, "--rerank", help="asymmetric (float query vs the decoded codes) or float (vs --originals)."),
     multiplier: int = typer.Option(10, "--multiplier", min=1, help="Rerank the top k x multiplier candidates (10: the top 100 for k=10)."),
@@ -47,11 +47,11 @@ def search(
     if graph is not None and index != "hnsw" and graph_file is None:
         raise typer.BadParameter("--ef, --hnsw-m and --ef-construction set the HNSW graph; add --index hnsw", param_hint="--index")
     with Bars() as bars:
-        s = search_files(index_file, queries, output, k=k, model=model, rerank=rerank, multiplier=multiplier,
+        s = search_files(index_file, queries, output, k=k or 10, model=model, rerank=rerank, multiplier=multiplier,
                          originals=originals, column=column, id_column=id_column, overwrite=overwrite,
                          threads=threads, index=index, hnsw=graph, norm_power=norm_power, graph=graph_file, stage=bars.stage)
-    if s["k"] < k:
-        err.print(f"note: k={k} is larger than the {s['documents']} documents; returning {s['documents']} per query")
+    if s["k"] < (k or 10):
+        err.print(f"note: k={k or 10} is larger than the {s['documents']} documents; returning {s['documents']} per query")
     emit(s, json, kv_table(f"{queries.name} -> {output.name}", {
         "queries x documents": f"{s['queries']:,} x {s['documents']:,} ({s['index']}, {s['bytes_per_vector']} bytes/vector)",
         "k": s["k"], "index": s["structure"] + ("" if s["graph"] is None else

@@ -73,9 +73,9 @@ class _CopyWriter:
         self._f.write(np.ascontiguousarray(values).data)
         self.written += len(values)
 
-    def close(self) -> None:
+    def close(self, *, complete: bool = True) -> None:
         self._f.close()
-        if self.written != self.rows:
+        if complete and self.written != self.rows:
             raise FormatError(f"the rescoring copy holds {self.written} rows, the input {self.rows}")
 
 
@@ -115,9 +115,12 @@ def apply_plan(plan_dir: str | os.PathLike, src_path: str | os.PathLike, out_dir
         try:
             res = write_codes(first, src, src_path, tmp / FIRST_FILE, codes_only(), overwrite=True, progress=progress,
                               threads=threads)
-        finally:
+        except BaseException:
             if writer is not None:
-                writer.close()
+                writer.close(complete=False)  # the directory is removed with it
+            raise
+        if writer is not None:
+            writer.close()
         tiers = {"format": TIERS_FORMAT, "version": 1, "plan": saved.fingerprint, "rows": src.num_rows,
                  "dim": src.dim, "first": FIRST_FILE, "copy": None if encode is None else COPY_FILE,
                  "copy_kind": saved.plan.copy}

@@ -1,0 +1,231 @@
+"""embcompress.serving: plans as data, the tiers apply writes, and search served from them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import embcompress
+from embcompress.cli.main import app
+from embcompress.core.errors import FormatError, InputError, OutputExistsError
+from embcompress.search import Index
+from embcompress.search.ann import Hnsw
+from embcompress.search.stores import ArrayStore, DecodedStore
+from embcompress.serving import tiers as tiers_mod
+from embcompress.serving.plan import Plan, load_plan, save_plan
+from embcompress.serving.tiers import DiskCopy, apply_plan, drop_cache, open_tiers
+
+runner = CliRunner()
+
+
+def _data(n=3000, d=48, seed=0):
+    rng = np.random.default_rng(seed)
+    X = (rng.standard_normal((n, 8)) @ rng.standard_normal((8, d)) + 0.5 * rng.standard_normal((n, d))).astype(np.float32)
+    Q = (X[:40] + 0.2 * rng.standard_normal((40, d))).astype(np.float32)
+    return X, Q
+
+
+def _parquet(path, X):
+    pq.write_table(pa.table({"id": [f"doc{i}" for i in range(len(X))],
+                             "embedding": pa.array(list(X), type=pa.list_(pa.float32()))}), path)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("serving")
+    X, Q = _data()
+    _parquet(tmp / "docs.parquet", X)
+    np.save(tmp / "queries.npy", Q)
+    return tmp, X, Q
+
+
+@pytest.mark.parametrize("bad, says", [
+    ({"structure": "ivf"}, "structure 'ivf'"),
+    ({"copy": "int4"}, "copy 'int4'"),
+    ({"place": "tape"}, "place 'tape'"),
+    ({"k": 0}, "k=0"),
+    ({"copy": "int8", "candidates": 5, "k": 10}, "candidates=5 below k=10"),
+    ({"candidates": 50}, "without a rescoring copy"),
+    ({"structure": "hnsw"}, "graph settings"),
+])
+def test_a_plan_refuses_what_it_cannot_serve_and_says_what_is_allowed(bad, says):
+    with pytest.raises(InputError, match="allowed") as e:
+        Plan(**bad)
+    assert says in str(e.value)
+
+
+def test_a_saved_plan_reads_back_the_same_and_is_validated_on_load(tmp_path):
+    X, _ = _data(500, 16)
+    first, int8 = embcompress.from_spec("binary").fit(X), embcompress.Int8().fit(X)
+    plan = Plan(structure="hnsw", graph=Hnsw(m=16, ef_construction=40, ef_search=64), copy="int8", candidates=50, k=10,
+                measured={"retention": 0.99})
+    save_plan(plan, first, tmp_path / "p", copy_model=int8)
+    saved = load_plan(tmp_path / "p")
+    assert saved.plan == plan and np.array_equal(saved.copy_model.ranges_, int8.ranges_)
+    with pytest.raises(OutputExistsError):
+        save_plan(plan, first, tmp_path / "p", copy_model=int8)
+    doc = json.loads((tmp_path / "p" / "plan.json").read_text())
+    for change, says in (({"version": 99}, "version 99"), ({"copy": "float16"}, "int8 calibration"),
+                         ({"extra": 1}, "unknown field"), ({"candidates": "many"}, "candidates='many'")):
+        (tmp_path / "p" / "plan.json").write_text(json.dumps({**doc, **change}))
+        with pytest.raises(FormatError, match=says):
+            load_plan(tmp_path / "p")
+    (tmp_path / "p" / "plan.json").write_text("{")
+    with pytest.raises(FormatError, match="not valid JSON"):
+        load_plan(tmp_path / "p")
+    with pytest.raises(InputError, match="not a serving plan directory"):
+        load_plan(tmp_path)
+
+
+@pytest.mark.parametrize("copy", ["int8", "float16", "float32"])
+def test_served_tiers_rank_as_the_same_search_over_arrays_in_memory(corpus, tmp_path, copy):
+    tmp, X, Q = corpus
+    first = embcompress.from_spec("binary").fit(X)
+    int8 = embcompress.Int8().fit(X) if copy == "int8" else None
+    save_plan(Plan(copy=copy, candidates=60, k=10), first, tmp_path / "plan", copy_model=int8)
+    res = apply_plan(tmp_path / "plan", tmp / "docs.parquet", tmp_path / "out")
+    assert res["rows"] == len(X) and res["disk_bytes_per_vector"] == {"int8": 1, "float16": 2, "float32": 4}[copy] * 48
+    stored = np.load(tmp_path / "out" / "copy.npy")
+    expect = int8.transform(X) if int8 else X.astype(stored.dtype)
+    assert np.array_equal(stored, expect)  # the copy's rows are the input's, in its order
+    served = open_tiers(tmp_path / "out", tmp_path / "plan")
+    got = served.search(Q)
+    store = DecodedStore(expect, int8) if int8 else ArrayStore(expect)
+    want = Index(first.transform(X), compressor=first).search(Q, 10, rerank="float", candidates=60, originals=store)
+    assert np.array_equal(got.rows, want.rows) and np.allclose(got.scores, want.scores)
+    assert got.ids[0, 0] == f"doc{got.rows[0, 0]}" and got.info["candidates"] == 60
+    # rescoring from the copy recovers what the codes alone lose
+    exact = Index(X).search(Q, 10).rows
+    codes = Index(first.transform(X), compressor=first).search(Q, 10).rows
+
+    def recall(r):
+        return np.mean([len(set(a) & set(b)) / 10 for a, b in zip(r, exact)])
+
+    assert recall(got.rows) > recall(codes) + 0.3  # 0.47 -> about 0.9 on these data
+
+
+def test_the_copy_on_disk_reads_only_the_candidates_rows_sorted_and_merged(tmp_path, monkeypatch):
+    X, _ = _data(1000, 16)
+    np.save(tmp_path / "c.npy", X)
+    store = DiskCopy(tmp_path / "c.npy", lambda r: np.asarray(r, np.float32), rows=1000, dim=16, kind="float32")
+    reads = []
+    real = tiers_mod.os.preadv
+    monkeypatch.setattr(tiers_mod.os, "preadv", lambda fd, bufs, off: reads.append((off, len(bufs[0]))) or real(fd, bufs, off))
+    rows = np.array([[7, 3, 900], [4, 7, 5]])
+    assert np.array_equal(store.get(rows.reshape(-1)), X[rows.reshape(-1)])
+    assert [o for o, _ in reads] == sorted(o for o, _ in reads)  # by offset
+    assert sum(n for _, n in reads) == 5 * 64  # the five distinct rows, once each
+    assert len(reads) == 3  # one read per run of neighbouring rows: 3-5, 7 and 900
+    store.close()
+
+
+def test_tiers_that_do_not_match_the_plan_are_refused_in_one_line(corpus, tmp_path):
+    tmp, X, Q = corpus
+    first = embcompress.from_spec("binary").fit(X)
+    save_plan(Plan(copy="float16", candidates=40, k=10), first, tmp_path / "plan")
+    apply_plan(tmp_path / "plan", tmp / "docs.parquet", tmp_path / "out")
+    other = embcompress.from_spec("binary").fit(X[:100] * -1)  # another model: another fingerprint
+    save_plan(Plan(copy="float16", candidates=40, k=10), other, tmp_path / "other")
+    with pytest.raises(InputError, match="written by another plan"):
+        open_tiers(tmp_path / "out", tmp_path / "other")
+    copy = tmp_path / "out" / "copy.npy"
+    data = copy.read_bytes()
+    copy.write_bytes(data[:-10])
+    with pytest.raises(FormatError, match="truncated"):
+        open_tiers(tmp_path / "out", tmp_path / "plan")
+    copy.unlink()
+    with pytest.raises(InputError, match="rescoring copy is missing"):
+        open_tiers(tmp_path / "out", tmp_path / "plan")
+    copy.write_bytes(data)
+    tiers = json.loads((tmp_path / "out" / "tiers.json").read_text())
+    (tmp_path / "out" / "tiers.json").write_text(json.dumps({**tiers, "rows": 5}))
+    with pytest.raises(FormatError, match="holds 3,000 rows, the tiers 5"):
+        open_tiers(tmp_path / "out", tmp_path / "plan")
+    assert drop_cache(copy) in (True, False)
+
+
+def test_an_interrupted_apply_leaves_nothing_behind(corpus, tmp_path, monkeypatch):
+    tmp, X, _ = corpus
+    first = embcompress.from_spec("binary").fit(X)
+    save_plan(Plan(copy="float32", candidates=40, k=10), first, tmp_path / "plan")
+    calls = []
+
+    def interrupted(saved):
+        def encode(rows):
+            calls.append(len(rows))
+            raise KeyboardInterrupt
+        return encode
+
+    monkeypatch.setattr(tiers_mod, "encoder_of", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        apply_plan(tmp_path / "plan", tmp / "docs.parquet", tmp_path / "out", batch_size=256)
+    assert calls and sorted(p.name for p in tmp_path.iterdir()) == ["plan"]
+
+
+def test_the_cli_applies_a_plan_and_searches_with_it(corpus, tmp_path):
+    tmp, X, Q = corpus
+    first = embcompress.from_spec("pca:24+binary").fit(X)
+    save_plan(Plan(copy="int8", candidates=50, k=5), first, tmp_path / "plan", copy_model=embcompress.Int8().fit(X))
+    r = runner.invoke(app, ["apply", str(tmp_path / "plan"), str(tmp / "docs.parquet"), str(tmp_path / "out"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["disk_bytes_per_vector"] == 48
+    r = runner.invoke(app, ["search", str(tmp_path / "out"), str(tmp / "queries.npy"), str(tmp_path / "res.parquet"),
+                            "--plan", str(tmp_path / "plan"), "--json"])
+    assert r.exit_code == 0, r.output
+    res = pq.read_table(tmp_path / "res.parquet")
+    assert res.num_rows == 40 * 5 and json.loads(r.stdout)["candidates"] == 50
+    r = runner.invoke(app, ["apply", str(tmp_path / "plan"), str(tmp / "docs.parquet"), str(tmp_path / "out")])
+    assert r.exit_code == 1 and "already exists" in r.output
+    r = runner.invoke(app, ["search", str(tmp / "docs.parquet"), str(tmp / "queries.npy"), str(tmp_path / "r2.parquet"),
+                            "--plan", str(tmp_path / "plan")])
+    assert r.exit_code == 1 and "holds no serving tiers" in r.output
+
+
+def test_recommend_ranks_plans_and_saves_one_that_apply_and_search_serve(tmp_path):
+    X, _ = _data(1000, 16, seed=3)
+    _parquet(tmp_path / "docs.parquet", X)
+    r = runner.invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "plan"), "--ram-budget", "2",
+                            "--disk-budget", "40", "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    copies = {p["copy"] for p in res["ranking"]}
+    assert copies <= {"none", "decoded", "int8", "float16"} and "int8" in copies  # float32 (64 B) is over the disk budget
+    assert all(p["ram_bytes"] <= 2 and p["disk_bytes"] <= 40 for p in res["ranking"])
+    w, c = res["winner"], res["code_only"]
+    assert w["retention"] == max(p["retention"] for p in res["ranking"]) and w["retention"] > c["retention"]
+    assert w["latency_ms"] > 0 and w["batch_ms"] > 0
+    assert [n for n, _ in res["ranking"][0]["sweep"]] == [20, 40, 100, 200, 500][: len(res["ranking"][0]["sweep"])]
+    saved = load_plan(tmp_path / "plan")
+    assert saved.plan.copy == w["copy"] and saved.plan.candidates == w["candidates"]
+    assert runner.invoke(app, ["apply", str(tmp_path / "plan"), str(tmp_path / "docs.parquet"), str(tmp_path / "out")]).exit_code == 0
+    np.save(tmp_path / "q.npy", X[:7])
+    r = runner.invoke(app, ["search", str(tmp_path / "out"), str(tmp_path / "q.npy"), str(tmp_path / "r.parquet"),
+                            "--plan", str(tmp_path / "plan")])
+    assert r.exit_code == 0, r.output
+    assert pq.read_table(tmp_path / "r.parquet").column("row").to_pylist()[::10] == list(range(7))  # each finds itself
+    # with a target, the plan with the least RAM that reaches it; no copy at all with a disk budget of 0
+    r = runner.invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "p0"), "--ram-budget", "2",
+                            "--disk-budget", "0", "--json"])
+    assert r.exit_code == 0, r.output
+    assert {p["copy"] for p in json.loads(r.stdout)["ranking"]} <= {"none", "decoded"}
+    r = runner.invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "p1"), "--ram-budget", "2",
+                            "--budget", "2"])
+    assert r.exit_code == 2 and "one of them" in r.output
+    r = runner.invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "p2"), "--ram-budget", "2",
+                            "--max-latency-ms", "0.000001"])
+    assert r.exit_code == 1 and "no plan answers within" in r.output and not (tmp_path / "p2").exists()
+
+
+def test_the_candidate_count_stops_where_the_gain_is_within_its_uncertainty():
+    from embcompress.report.plans import choose_count
+
+    noise = np.random.default_rng(0).normal(0, 0.3, (4, 400))  # each count's own per-query noise
+    sweep = [{"retention": r, "per_query": 0.5 * r + e} for r, e in zip((0.80, 0.90, 0.9001, 0.99), noise)]
+    assert choose_count(sweep, 0.5, None) is sweep[1]  # 0.90 -> 0.9001 is noise
+    assert choose_count(sweep, 0.5, 0.85) is sweep[1]  # the first to reach the target
+    assert choose_count(sweep, 0.5, 0.995) is sweep[1]  # none reaches it: where the gain stops
