@@ -229,3 +229,33 @@ def test_the_candidate_count_stops_where_the_gain_is_within_its_uncertainty():
     assert choose_count(sweep, 0.5, None) is sweep[1]  # 0.90 -> 0.9001 is noise
     assert choose_count(sweep, 0.5, 0.85) is sweep[1]  # the first to reach the target
     assert choose_count(sweep, 0.5, 0.995) is sweep[1]  # none reaches it: where the gain stops
+
+
+def test_export_of_a_plan_writes_what_each_target_holds_and_says_what_it_does_not(corpus, tmp_path):
+    import faiss
+
+    tmp, X, Q = corpus
+    first = embcompress.from_spec("binary").fit(X)
+    save_plan(Plan(copy="float16", candidates=40, k=10), first, tmp_path / "plan")
+    apply_plan(tmp_path / "plan", tmp / "docs.parquet", tmp_path / "tiers")
+    r = runner.invoke(app, ["export", str(tmp_path / "tiers"), str(tmp_path / "x.faiss"), "--to", "faiss",
+                            "--plan", str(tmp_path / "plan")])
+    assert r.exit_code == 0, r.output
+    assert "note: faiss holds the first stage" in r.stderr
+    assert np.array_equal(np.load(tmp_path / "x.faiss.rescore.npy"), np.load(tmp_path / "tiers" / "copy.npy"))
+    doc = json.loads((tmp_path / "x.faiss.embcompress.json").read_text())
+    assert doc["plan"]["copy"] == "float16" and doc["plan"]["candidates"] == 40
+    # the exported first stage plus the rescoring file serve what the plan serves
+    index = faiss.read_index_binary(str(tmp_path / "x.faiss"))
+    _, cand = index.search(first.transform(Q), 40)
+    copy = np.load(tmp_path / "x.faiss.rescore.npy").astype(np.float32)
+    scores = np.einsum("qd,qcd->qc", Q / np.linalg.norm(Q, axis=1, keepdims=True), copy[cand]) / np.linalg.norm(copy[cand], axis=2)
+    mine = np.take_along_axis(cand, np.argsort(-scores, axis=1, kind="stable"), 1)[:, :10]
+    served = open_tiers(tmp_path / "tiers", tmp_path / "plan").search(Q)
+    assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(mine, served.rows)]) > 0.95  # Hamming ties aside
+    r = runner.invoke(app, ["export", str(tmp_path / "tiers"), str(tmp_path / "x.faiss"), "--to", "faiss",
+                            "--plan", str(tmp_path / "plan")])
+    assert r.exit_code == 1 and "already exists" in r.output
+    r = runner.invoke(app, ["export", str(tmp_path / "tiers"), str(tmp_path / "db"), "--to", "lancedb",
+                            "--plan", str(tmp_path / "plan")])
+    assert r.exit_code == 0 and "refine_factor rescores from the table's own vectors" in r.stderr

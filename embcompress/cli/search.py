@@ -129,16 +129,22 @@ def export(
     hnsw_m: Optional[int] = HnswMOpt, ef_construction: Optional[int] = EfConstructionOpt, ef: Optional[int] = EfSearchOpt,
     table: str = typer.Option("vectors", "--table", help="lancedb only: the table name."),
     model: Optional[Path] = typer.Option(None, "--model", help="Saved compressor that made the codes (for learned maps and product codes)."),
+    plan: Optional[Path] = typer.Option(None, "--plan", help="A serving plan: CODES is then the directory 'apply PLAN IN OUT' wrote; the first stage is exported (as the plan searches it) with the rescoring copy beside it where the target cannot hold it."),
     column: Optional[str] = ColumnOpt, id_column: Optional[str] = IdColumnOpt,
     overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
 ) -> None:
     """Export codes or vectors to the index of a serving library: faiss, usearch or LanceDB."""
-    from embcompress.serving.export import export as run_export
+    from embcompress.serving.export import export as run_export, export_plan
 
     with Bars() as bars:
-        res = run_export(codes, output, to=to, model=model, structure=structure, table=table, column=column,
-                         id_column=id_column, overwrite=overwrite, hnsw=hnsw_settings(hnsw_m, ef_construction, ef),
-                         stage=bars.stage)
+        if plan is not None:
+            res = export_plan(codes, plan, output, to=to, overwrite=overwrite, table=table, stage=bars.stage)
+        else:
+            res = run_export(codes, output, to=to, model=model, structure=structure, table=table, column=column,
+                             id_column=id_column, overwrite=overwrite, hnsw=hnsw_settings(hnsw_m, ef_construction, ef),
+                             stage=bars.stage)
+    if res.get("note"):
+        err.print(f"note: {res['note']}")
     g = res.get("graph")
     emit(res, json, kv_table(f"{codes.name} -> {output.name}", {
         "target": f"{res['target']}" + (f" ({res['structure']})" if res.get("structure") else f", table {res.get('table')}")

@@ -153,4 +153,57 @@ def _write_lancedb(index, codes_path, out: Path, table: str, description: dict, 
         lancedb.connect(str(tmp)).create_table(table, data=t)
 
 
-__all__ = ["TARGETS", "export"]
+#: what each target does with a plan's rescoring copy, in one line
+PLAN_NOTES = {
+    "faiss": "faiss holds the first stage; the rescoring copy is OUT.rescore.npy beside it: take candidates rows "
+             "from the index and rescore them with those rows (faiss's IndexRefine needs both in memory, the plan "
+             "reads them from disk)",
+    "usearch": "usearch holds the first stage as an HNSW graph; it has no rescoring stage: the copy is "
+               "OUT.rescore.npy beside it, rescore the candidates in your server",
+    "lancedb": "LanceDB holds the first stage; its refine_factor rescores from the table's own vectors, so the "
+               "plan's rescoring copy is not carried",
+}
+
+
+def export_plan(tiers_dir: str | os.PathLike, plan_dir: str | os.PathLike, out: str | os.PathLike, *, to: str,
+                overwrite: bool = False, table: str = "vectors",
+                stage: Callable[[str, int], Callable[[int], None] | None] | None = None) -> dict[str, Any]:
+    """Export what ``to`` can hold of the plan in ``plan_dir`` served from ``tiers_dir`` (written by
+    ``apply PLAN IN TIERS``): the first stage as its index, and for faiss and usearch the rescoring
+    copy beside it (``OUT.rescore.npy``) with the plan in the description. ``note`` says in one line
+    what the target does not hold."""
+    from .tiers import COPY_FILE, FIRST_FILE, open_tiers
+
+    served = open_tiers(tiers_dir, plan_dir)  # checks the tiers belong to the plan
+    plan = served.saved.plan
+    rescore = Path(str(out) + ".rescore.npy")
+    if plan.stored and to != "lancedb":
+        check_output_path(rescore, overwrite=overwrite)
+    res = export(Path(tiers_dir) / FIRST_FILE, out, to=to, model=Path(plan_dir) / "first", table=table,
+                 structure="hnsw" if plan.structure == "hnsw" and to == "faiss" else "flat", overwrite=overwrite,
+                 hnsw=plan.graph if to == "usearch" or (to == "faiss" and plan.structure == "hnsw") else None,
+                 stage=stage)
+    if to == "lancedb":
+        return {**res, "note": PLAN_NOTES[to] if plan.stored else None}
+    description = Path(str(out) + ".embcompress.json")
+    doc = json.loads(description.read_text())
+    doc["plan"] = {**plan.to_json(), "rescore_file": rescore.name if plan.stored else None,
+                   "rescore_decode": (f"embcompress.load('{Path(plan_dir) / 'copy'}').decode(rows)" if plan.copy == "int8"
+                                      else "the rows as they are" if plan.stored else None)}
+    try:
+        if plan.stored:
+            with atomic_file(rescore, overwrite=overwrite) as tmp:
+                with open(Path(tiers_dir) / COPY_FILE, "rb") as src, open(tmp, "wb") as dst:
+                    while chunk := src.read(64 << 20):
+                        dst.write(chunk)
+        with atomic_file(description, overwrite=True) as tmp:
+            tmp.write_text(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
+    except BaseException:
+        for p in [Path(f) for f in res["files"]] + ([rescore] if plan.stored else []):
+            p.unlink(missing_ok=True)
+        raise
+    files = res["files"] + ([str(rescore)] if plan.stored else [])
+    return {**res, "files": files, "note": PLAN_NOTES[to] if plan.rescored else None}
+
+
+__all__ = ["TARGETS", "export", "export_plan"]

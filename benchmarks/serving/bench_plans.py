@@ -1,0 +1,223 @@
+"""Serving plans on a judged set: what ``recommend --ram-budget`` picks at each RAM budget, and what it
+costs to serve over a million rows.
+
+For each RAM budget (bytes per vector of the first stage's codes):
+
+* every plan is ranked as ``recommend --ram-budget`` ranks it (:func:`embcompress.report.plans.rank_plans`):
+  nDCG@10 retention out-of-sample (two folds; every document encoded by a model fitted on the other
+  half, on at most ``--fit-rows`` of its rows), on ``--queries`` judged queries;
+* three picks: the code-only pick, the best plan with an int8 copy on disk, the best with a float32 copy;
+* each pick is written by ``apply`` (the real tiers of the set), tiled to ``--rows`` rows (the scans
+  do not care that rows repeat: codes, ids and the copy's rows are repeated in order), and served by
+  a fresh process (``serve``): ``--serve-queries`` single queries, warm (the copy's pages cached) and
+  cold (the copy dropped from the page cache with ``posix_fadvise(DONTNEED)`` before each query),
+  p50 and p99, and the process's peak resident memory;
+* beside them, faiss ``IndexRefine`` over an ``IndexPQ`` of the same RAM bytes with an SQ8 refine
+  (int8, in RAM) and a flat refine (float32, in RAM), ``k_factor`` = our int8 pick's candidates / 10:
+  retention under the same folds, and single-query time over the same tiled rows.
+
+    python benchmarks/serving/bench_plans.py --emb bench-data/debian-ir [--budgets 48,24,12,6] [--queries 2000]
+        [--rows 1000000] [--json benchmarks/results/plans-debian-minilm.json]
+    python benchmarks/serving/bench_plans.py serve TIERS PLAN QUERIES.npy [--n 1000]   # one pick, in its own process
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _util and the other groups' modules
+from _util import DEBIAN  # noqa: E402
+from codes.bench_codes_debian import faiss_row, load_set  # noqa: E402
+
+from embcompress.evaluation.crossfit import CrossFit, fold_pool_rows  # noqa: E402
+from embcompress.evaluation.evaluate import run_configs  # noqa: E402
+from embcompress.report.plans import rank_plans  # noqa: E402
+from embcompress.report.recommend import _candidates  # noqa: E402
+
+
+def serve(args) -> None:
+    """One pick served by this process: open, warm and cold single queries, peak RSS; JSON on stdout."""
+    from embcompress.serving.tiers import COPY_FILE, drop_cache, open_tiers
+
+    t0 = time.perf_counter()
+    served = open_tiers(args.tiers, args.plan, threads=1)
+    opened = time.perf_counter() - t0
+    Q = np.load(args.queries)[: args.n]
+    copy = Path(args.tiers) / COPY_FILE
+    out = {"open_seconds": opened, "rows": served.index.num_docs}
+    for mode in ("warm", "cold"):
+        times = []
+        served.search(Q[:1], threads=1)  # the scan's first call
+        for q in Q:
+            if mode == "cold" and copy.exists():
+                drop_cache(copy)
+            t = time.perf_counter()
+            served.search(q[None], threads=1)
+            times.append(time.perf_counter() - t)
+        out[mode] = {"p50_ms": 1e3 * float(np.percentile(times, 50)), "p99_ms": 1e3 * float(np.percentile(times, 99))}
+    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["first_stage_mib"] = served.index.data.nbytes / 2**20
+    print(json.dumps(out))
+
+
+def tile_tiers(src: Path, dst: Path, rows: int) -> None:
+    """``src``'s tiers repeated in order to ``rows`` rows (ids made unique), under ``dst``."""
+    dst.mkdir(parents=True, exist_ok=True)
+    table = pq.read_table(src / "first.parquet")
+    n = table.num_rows
+    reps = -(-rows // n)
+    parts = []
+    for r in range(reps):
+        t = table if r * n + n <= rows else table.slice(0, rows - r * n)
+        if "id" in t.column_names:
+            t = t.set_column(t.column_names.index("id"), "id", pa.array([f"{i}#{r}" for i in t.column("id").to_pylist()]))
+        parts.append(t)
+    pq.write_table(pa.concat_tables(parts).replace_schema_metadata(table.schema.metadata), dst / "first.parquet")
+    tiers = json.loads((src / "tiers.json").read_text())
+    if tiers["copy"]:
+        copy = np.load(src / "copy.npy", mmap_mode="r")
+        out = np.lib.format.open_memmap(dst / "copy.npy", mode="w+", dtype=copy.dtype, shape=(rows, copy.shape[1]))
+        for r in range(reps):
+            m = min(n, rows - r * n)
+            out[r * n : r * n + m] = copy[:m]
+        out.flush()
+        del out
+    (dst / "tiers.json").write_text(json.dumps({**tiers, "rows": rows}))
+
+
+def measure_pick(pick: dict, k: int, docs_path: Path, scratch: Path, rows: int, queries_npy: Path, n: int) -> dict:
+    """Fit the pick's first stage (and int8 calibration) on the set, write its tiers with ``apply``, tile them
+    to ``rows`` and serve them from a fresh process."""
+    import embcompress
+    from embcompress.engines.local import fit_file
+    from embcompress.serving.plan import Plan, save_plan
+    from embcompress.serving.tiers import apply_plan
+
+    tag = f"{pick['spec']}-{pick['copy']}".replace(":", "_").replace("+", "_").replace("=", "_")
+    plan_dir, tiers, tiled = scratch / f"plan-{tag}", scratch / f"tiers-{tag}", scratch / f"tiled-{tag}"
+    first = fit_file(embcompress.from_spec(pick["spec"]), docs_path)
+    copy_model = fit_file(embcompress.Int8(), docs_path) if pick["copy"] == "int8" else None
+    cands = pick["candidates"] if pick["copy"] != "none" else k
+    save_plan(Plan(copy=pick["copy"], candidates=cands, k=k), first, plan_dir, copy_model=copy_model, overwrite=True)
+    apply_plan(plan_dir, docs_path, tiers, overwrite=True)
+    tile_tiers(tiers, tiled, rows)
+    r = subprocess.run([sys.executable, __file__, "serve", str(tiled), str(plan_dir), str(queries_npy), "--n", str(n)],
+                       capture_output=True, text=True, env={**os.environ, "EMBCOMPRESS_NUM_THREADS": "1"})
+    if r.returncode:
+        raise RuntimeError(r.stderr)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, refine: str, rows: int, n: int) -> dict:
+    """faiss IndexRefine(IndexPQ(budget bytes), refine) at ``k_factor``: retention under the same folds and
+    single-query time over ``rows`` tiled rows (the refine copy in RAM, as faiss holds it)."""
+    import faiss
+
+    d = D.shape[1]
+    ip = faiss.METRIC_INNER_PRODUCT
+
+    def build():
+        base = faiss.IndexPQ(d, budget, 8, ip)
+        ref = faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_8bit, ip) if refine == "sq8" else faiss.IndexFlatIP(d)
+        index = faiss.IndexRefine(base, ref)
+        index.k_factor = float(k_factor)
+        return index
+
+    Dn = D / np.linalg.norm(D, axis=1, keepdims=True)  # faiss scores inner products: cosine on unit rows
+    Qn = task.queries / np.linalg.norm(task.queries, axis=1, keepdims=True)
+    row = faiss_row(f"faiss IndexRefine(PQ{budget}, {refine}) x{k_factor}", build, Dn.astype(np.float32),
+                    Qn.astype(np.float32), task.query_ids, dids, task.qrels, float_score, fits)
+    index = build()
+    index.train(Dn[fits.pools[0]].astype(np.float32))
+    reps = -(-rows // len(D))
+    index.add(np.tile(Dn.astype(np.float32), (reps, 1))[:rows])
+    faiss.omp_set_num_threads(1)
+    times = []
+    for q in Qn[:n].astype(np.float32):
+        t = time.perf_counter()
+        index.search(q[None], 10)
+        times.append(time.perf_counter() - t)
+    row.update({"p50_ms": 1e3 * float(np.percentile(times, 50)), "p99_ms": 1e3 * float(np.percentile(times, 99)),
+                "ram_bytes_per_vector": budget + (d if refine == "sq8" else 4 * d)})
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--emb", default="bench-data/debian-ir")
+    ap.add_argument("--qrels", default=str(DEBIAN / "qrels.tsv.gz"))
+    ap.add_argument("--name", default="Debian IR")
+    ap.add_argument("--model", default="MiniLM")
+    ap.add_argument("--budgets", default="48,24,12,6")
+    ap.add_argument("--queries", type=int, default=2000)
+    ap.add_argument("--fit-rows", type=int, default=50_000)
+    ap.add_argument("--rows", type=int, default=1_000_000, help="rows the picks are tiled to and served over")
+    ap.add_argument("--serve-queries", type=int, default=300)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    D, dids, task, _ = load_set(args.emb, args.qrels, queries=args.queries)
+    docs_path = Path(args.emb) / "corpus.parquet"
+    fits = CrossFit(D, 2, fit_rows=args.fit_rows)
+    float_score = run_configs(D, task, ["float"], doc_ids=dids)[0]["score"]
+    setup = SimpleNamespace(docs=D, doc_ids=dids, task=task)
+    results = {"set": args.name, "model": args.model, "documents": len(D), "queries": len(task.queries),
+               "dim": int(D.shape[1]), "fit_rows": fold_pool_rows(len(D), 2), "float_ndcg": float_score,
+               "rows_served": args.rows, "date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores",
+               "budgets": {}}
+    print(f"{args.name} ({args.model}): {len(D):,} documents x {D.shape[1]}, {len(task.queries):,} queries, float nDCG@10 "
+          f"{float_score:.4f}; retention out-of-sample (2 folds); served over {args.rows:,} tiled rows", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-plans-", dir=Path(args.emb)) as scratch:
+        np.save(Path(scratch) / "q.npy", task.queries[: args.serve_queries])
+        for budget in (int(b) for b in args.budgets.split(",")):
+            t0 = time.perf_counter()
+            cands = _candidates(D.shape[1], budget, None, False, fold_pool_rows(len(D), 2), by_quality=True)
+            res = rank_plans(setup, budget, cands=cands, total_rows=args.rows, folds=2)
+            ranking = res["ranking"]
+            picks = {"codes only": res["code_only"],
+                     "int8 on disk": max((p for p in ranking if p["copy"] == "int8"), key=lambda p: p["retention"]),
+                     "float32 on disk": max((p for p in ranking if p["copy"] == "float32"), key=lambda p: p["retention"])}
+            out = {"rank_seconds": time.perf_counter() - t0, "ranking": ranking, "picks": {}}
+            for name, p in picks.items():
+                served = measure_pick(p, 10, docs_path, Path(scratch), args.rows, Path(scratch) / "q.npy",
+                                      args.serve_queries)
+                out["picks"][name] = {**p, "served": served}
+                print(f"  {budget:3d} B {name:16s} {p['label']:32s} {p['copy']:8s} x{p['candidates']:4d} "
+                      f"{100 * p['retention']:6.2f}%  warm p50 {served['warm']['p50_ms']:7.2f} ms p99 "
+                      f"{served['warm']['p99_ms']:7.2f}  cold p50 {served['cold']['p50_ms']:7.2f} ms  peak RSS "
+                      f"{served['peak_rss_mib']:7.0f} MiB (codes {served['first_stage_mib']:.0f} MiB)", flush=True)
+            k_factor = max(1, picks["int8 on disk"]["candidates"] // 10)
+            out["faiss"] = [faiss_refine(D, dids, task, fits, float_score, budget, k_factor, refine, args.rows,
+                                         args.serve_queries) for refine in ("sq8", "flat")]
+            for f in out["faiss"]:
+                print(f"  {budget:3d} B {f['config']:49s} {100 * f['retention']:6.2f}%  p50 {f['p50_ms']:7.2f} ms "
+                      f"p99 {f['p99_ms']:7.2f} (RAM {f['ram_bytes_per_vector']} B/vector)", flush=True)
+            results["budgets"][budget] = out
+            if args.json:
+                Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+                Path(args.json).write_text(json.dumps(results, indent=1, default=float))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "serve":
+        sp = argparse.ArgumentParser()
+        sp.add_argument("cmd")
+        sp.add_argument("tiers")
+        sp.add_argument("plan")
+        sp.add_argument("queries")
+        sp.add_argument("--n", type=int, default=300)
+        serve(sp.parse_args())
+    else:
+        main()
