@@ -67,6 +67,7 @@ def report(
     methods: Optional[str] = typer.Option(None, "--methods", help="Comma-separated: truncate, random_select, random_projection, pca, geopres, autoencoder."),
     codes: Optional[str] = typer.Option(None, "--codes", help=f"Code families at 16x-128x, comma-separated: {', '.join(c.name for c in code_families())} (default: {','.join(grid_families())}; 'none' for none)."),
     budget: Optional[int] = typer.Option(None, "--budget", min=1, help="Bytes per vector you can afford: the best configuration within it is highlighted."),
+    ram_budgets: Optional[str] = typer.Option(None, "--ram-budgets", help="Comma-separated RAM budgets (bytes per vector, e.g. 48,24,12): the report opens with the best serving plan at each (codes in RAM, a copy on disk), the code-only answer beside it."),
     sample: Optional[int] = typer.Option(None, "--sample", min=50, help="N documents: a seeded uniform sample across the whole file (default 50,000); with --qrels all by default, or the judged documents of a seeded sample of queries plus random others, N in all."),
     reference: str = typer.Option("top1", "--reference", help="Without --qrels, how your queries are scored against float search: top1 (its top result as the relevant one), graded (its top 10, graded), recall (recall@10)."),
     geopres: str = typer.Option("", "--geopres-params", help="Extra GeoPres parameters, e.g. 'min_steps=100,batch_size=1024'."),
@@ -80,7 +81,8 @@ def report(
         rep = report_files(input, out_dir, queries=queries, qrels=qrels, labels=labels, widths=split_list(widths, int, "--widths"),
                            methods=split_list(methods, str, "--methods"), budget=budget, sample=sample, geopres_params=geopres,
                            codes=[] if codes == "none" else split_list(codes, str, "--codes"),
-                           column=column, overwrite=overwrite, reference=reference, progress=bars.step)
+                           column=column, overwrite=overwrite, reference=reference, progress=bars.step,
+                           ram_budgets=split_list(ram_budgets, int, "--ram-budgets"))
     if json:
         emit(rep, True)
         return
@@ -180,7 +182,11 @@ def recommend(
                               sample=sample, column=column, reference=reference, folds=folds, max_fit_seconds=max_fit_seconds,
                               min_encode_rate=min_encode_rate, serve=serve, screen=screen, overwrite=overwrite, progress=bars.step,
                               fit_progress=bars.stage("fitting the winner on all rows", None))
-    if json:
+    _show_recommend(res, input, model_dir, target, json)
+
+
+def _show_recommend(res: dict, input, model_dir, target, as_json: bool) -> None:
+    if as_json:
         emit(res, True)
         return
     out.print(_ranking_table(res))

@@ -13,14 +13,12 @@ nearest documents by float cosine.
 
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..core._fs import check_output_dir
 from ..analysis import check_unique_ids, intrinsic_dimensionality, spearman, uniformity
 from ..io.datasets import read_qrels
 from ..core.errors import InputError
@@ -30,7 +28,6 @@ from ..evaluation.crossfit import CrossFit, fold_pool_rows
 from ..io import count_rows, read_all, read_sample
 from .candidates import available_families, candidates, grid_budgets, grid_families
 from .candidates import code_families as registered_families
-from .html import write_report
 from .uncertainty import add_uncertainty
 
 DEFAULT_METHODS = ("truncate", "random_select", "random_projection", "pca", "geopres")
@@ -353,24 +350,3 @@ def judged_subset(doc_ids: Sequence, query_ids: Sequence, qrels: Mapping[str, Ma
     counts = {"documents": len(doc_ids), "queries": len(query_ids), "kept_documents": int(len(rows)),
               "kept_queries": int(len(q_rows)), "judged_documents": len(judged), "seed": seed}
     return rows, q_rows, sub, counts
-
-
-def report_files(input: str | os.PathLike, out_dir: str | os.PathLike, *, queries: str | os.PathLike | None = None,
-                 qrels: str | os.PathLike | None = None, labels: str | None = None, widths: Sequence[int] | None = None,
-                 methods: Sequence[str] | None = None, codes: Sequence[str] | None = None,
-                 budget: int | None = None, sample: int | None = None,
-                 geopres_params: str = "", column: str | None = None, overwrite: bool = False,
-                 reference: str = DEFAULT_REFERENCE,
-                 progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
-    """The report on files: documents from ``input`` (a uniform sample of ``sample`` rows, 50,000 by default;
-    with qrels all of them, or a judged sample: :func:`load_task_files`), queries and BEIR qrels or
-    a label column, written to ``out_dir`` as report.json and report.html. Outputs and inputs are
-    checked before the grid runs."""
-    check_output_dir(out_dir, overwrite=overwrite)
-    data = load_task_files(input, queries=queries, qrels=qrels, labels=labels, sample=sample, column=column)
-    rep = build_report(data.pop("docs"), **data, widths=widths,
-                       methods=list(methods or DEFAULT_METHODS), budget=budget, geopres_params=geopres_params,
-                       code_families=available_families(CODE_FAMILIES) if codes is None else list(codes),
-                       reference=reference, progress=progress)
-    write_report(rep, out_dir, overwrite=overwrite)
-    return rep

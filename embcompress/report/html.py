@@ -11,6 +11,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from .plans_html import plans_html
 from ..core._fs import atomic_dir
 from .references import REFERENCES
 from ..core.registry import available, get
@@ -214,6 +215,7 @@ The rank proxy needs no labels: sampled documents are searched as queries, exact
 10 nearest documents by float cosine as the relevant ones (after the rank statistics of Kalyfommatos et al., 2025);
 it predicts retention (the correlation for this data is shown below). ◆ marks the Pareto front
 (no other configuration is both smaller and better).</p>
+{plans_html(report["plans"]) if report.get("plans") else ""}
 {_answer(s)}
 <table class="facts">{facts_html}</table>
 {budget_line}

@@ -1,0 +1,91 @@
+"""The report's serving-plan section: the best plan per RAM budget with the code-only answer beside
+it, and quality against RAM bytes per vector, one curve per rescoring copy, candidate counts marked."""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+#: one curve per copy; the code-only plans (no copy, or the codes rescoring themselves) share one
+CURVES = {"codes only": "#555", "int8": "#1f77b4", "float16": "#2ca02c", "float32": "#d62728"}
+W, H, PAD, TOP = 640, 300, 56, 20
+
+
+def _curve(copy: str) -> str:
+    return "codes only" if copy in ("none", "decoded") else copy
+
+
+def _best_per_curve(plans: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """curve -> the best plan of that copy at each RAM budget, smallest budget first."""
+    out: dict[str, list[dict[str, Any]]] = {c: [] for c in CURVES}
+    for budget in sorted(plans, key=int):
+        by: dict[str, dict[str, Any]] = {}
+        for p in plans[budget]["ranking"]:
+            c = _curve(p["copy"])
+            if c not in by or p["retention"] > by[c]["retention"]:
+                by[c] = p
+        for c, p in by.items():
+            out[c].append({**p, "budget": int(budget)})
+    return {c: v for c, v in out.items() if v}
+
+
+def plans_plot(plans: dict[str, Any]) -> str:
+    curves = _best_per_curve(plans)
+    points = [p for v in curves.values() for p in v]
+    xs = [p["budget"] for p in points]
+    ys = [p["retention"] for p in points]
+    lo_x, hi_x = math.log2(min(xs)) - 0.4, math.log2(max(xs)) + 0.4
+    lo_y, hi_y = max(0.0, min(ys) - 0.05), max(1.01, max(ys) + 0.01)
+    px = lambda b: PAD + (math.log2(b) - lo_x) / (hi_x - lo_x) * (W - 2 * PAD)  # noqa: E731
+    py = lambda r: H - PAD + (lo_y - r) / (hi_y - lo_y) * (H - PAD - TOP)  # noqa: E731
+    out = [f'<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="retention against RAM bytes '
+           f'per vector, one curve per rescoring copy">',
+           f'<rect x="{PAD}" y="{TOP}" width="{W - 2 * PAD}" height="{H - PAD - TOP}" fill="#fafafa" stroke="#ccc"/>']
+    for b in sorted(set(xs)):
+        out.append(f'<text x="{px(b):.1f}" y="{H - PAD + 16}" font-size="11" text-anchor="middle">{b}</text>')
+    step = 0.05 if hi_y - lo_y <= 0.5 else 0.1
+    t = math.ceil(lo_y / step) * step
+    while t <= hi_y + 1e-9:
+        out.append(f'<line x1="{PAD}" y1="{py(t):.1f}" x2="{W - PAD}" y2="{py(t):.1f}" stroke="#eee"/>'
+                   f'<text x="{PAD - 6}" y="{py(t) + 4:.1f}" font-size="11" text-anchor="end">{100 * t:.0f}%</text>')
+        t += step
+    out.append(f'<text x="{W / 2}" y="{H - 14}" font-size="12" text-anchor="middle">RAM bytes per vector (log scale)</text>')
+    for c, v in curves.items():
+        pts = " ".join(f"{px(p['budget']):.1f},{py(p['retention']):.1f}" for p in v)
+        out.append(f'<polyline points="{pts}" fill="none" stroke="{CURVES[c]}" stroke-width="1.8"/>')
+        for p in v:
+            x, y = px(p["budget"]), py(p["retention"])
+            tip = (f"{p['label']} -> {c}, {p['candidates']} candidates: retention {100 * p['retention']:.1f}%, "
+                   f"{p['ram_bytes']} B RAM + {p['disk_bytes']} B disk")
+            out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{CURVES[c]}"><title>{html.escape(tip)}</title></circle>'
+                       f'<text x="{x + 6:.1f}" y="{y - 5:.1f}" font-size="10" fill="{CURVES[c]}">{p["candidates"]}</text>')
+    out.append("</svg>")
+    legend = "".join(f'<span class="key"><i style="background:{CURVES[c]}"></i>{html.escape(c)}</span>' for c in curves)
+    return "".join(out) + (f'<div class="legend">{legend}<span class="key">numbers: candidates rescored per query'
+                           "</span></div>")
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:.2f} ms"
+
+
+def plans_html(plans: dict[str, Any]) -> str:
+    """The section: a table of the best plan per RAM budget beside the code-only answer, then the plot."""
+    rows = []
+    for budget in sorted(plans, key=int, reverse=True):
+        res = plans[budget]
+        w, c = res["winner"], res["code_only"]
+        copy = "its codes, asymmetric" if w["copy"] == "decoded" else w["copy"]
+        rows.append(f"<tr><td>{int(budget)} B</td><td>{html.escape(w['label'])} &rarr; {html.escape(copy)}, "
+                    f"{w['candidates']} candidates</td><td>{w['disk_bytes']} B</td><td><b>{100 * w['retention']:.1f}%</b></td>"
+                    f"<td>{_ms(w['latency_ms'])}</td><td>{html.escape(c['label'])}</td><td>{100 * c['retention']:.1f}%</td></tr>")
+    first = plans[next(iter(plans))]
+    return f"""<h2>Serving plans: the best per RAM budget</h2>
+<p>A plan keeps the codes in RAM, takes the top candidates from them and rescores those from a copy of the documents
+on disk. Retention is {html.escape(first['metric'])}, {html.escape(first['fitted'])}; latency is one query on this machine,
+scaled to {first['total_rows']:,} rows ({html.escape(first['latency_note'])}). Write a plan with
+<code>embcompress recommend INPUT PLAN --ram-budget B</code>.</p>
+<table><thead><tr><th>RAM / vector</th><th>best plan</th><th>disk / vector</th><th>retention</th><th>latency</th>
+<th>codes only</th><th>retention</th></tr></thead><tbody>{''.join(rows)}</tbody></table>
+{plans_plot(plans)}"""
