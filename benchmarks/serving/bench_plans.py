@@ -48,6 +48,15 @@ from embcompress.report.plans import rank_plans  # noqa: E402
 from embcompress.report.recommend import _candidates  # noqa: E402
 
 
+def _vm_hwm_mib() -> float:
+    """This process's peak resident memory since its exec (VmHWM; ru_maxrss would also count the parent's
+    pages at the fork that started it)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def serve(args) -> None:
     """One pick served by this process: open, warm and cold single queries, peak RSS; JSON on stdout."""
     from embcompress.serving.tiers import COPY_FILE, drop_cache, open_tiers
@@ -58,17 +67,21 @@ def serve(args) -> None:
     Q = np.load(args.queries)[: args.n]
     copy = Path(args.tiers) / COPY_FILE
     out = {"open_seconds": opened, "rows": served.index.num_docs}
-    for mode in ("warm", "cold"):
+    found = []
+    for mode in ("warm", "cold") if args.mode == "both" else (args.mode,):
         times = []
         served.search(Q[:1], threads=1)  # the scan's first call
         for q in Q:
             if mode == "cold" and copy.exists():
                 drop_cache(copy)
             t = time.perf_counter()
-            served.search(q[None], threads=1)
+            res = served.search(q[None], threads=1)
             times.append(time.perf_counter() - t)
+            found.append(res.rows[0])
         out[mode] = {"p50_ms": 1e3 * float(np.percentile(times, 50)), "p99_ms": 1e3 * float(np.percentile(times, 99))}
-    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if args.rows_out:
+        np.save(args.rows_out, np.array(found[: len(Q)]))
+    out["peak_rss_mib"] = _vm_hwm_mib()
     out["first_stage_mib"] = served.index.data.nbytes / 2**20
     print(json.dumps(out))
 
@@ -218,6 +231,8 @@ if __name__ == "__main__":
         sp.add_argument("plan")
         sp.add_argument("queries")
         sp.add_argument("--n", type=int, default=300)
+        sp.add_argument("--mode", choices=("warm", "cold", "both"), default="both")
+        sp.add_argument("--rows-out", default=None, help="save the first mode's result rows (.npy)")
         serve(sp.parse_args())
     else:
         main()

@@ -70,8 +70,7 @@ DECODERS = ("auto", "levels", "sign")
 #: ``decoder="auto"`` decodes with the fitted levels when the input is centred, |mean| at most this
 #: share of the rows' root-mean-square norm, and with +-1 otherwise. Centred inputs (after PCA or a
 #: centred rotation) measure 0.000; raw text embeddings 0.36-0.38 (MiniLM) and 0.81-0.84 (a static
-#: model) on the benchmark sets, where sign decoding kept more (benchmarks/README.md, "Defaults
-#: chosen across sets and models")
+#: model) on the benchmark sets, where sign decoding kept more (docs/decisions/0001)
 CENTRED = 0.1
 
 

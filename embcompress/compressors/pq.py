@@ -183,15 +183,14 @@ class OPQ(PQ):
         return out
 
     #: alternations of codebook training and rotation update (faiss's default is 50). A setting of
-    #: the training, not a parameter: codes are read the same whatever it was (benchmarks/README.md,
-    #: "Shorter codebook trainings"). 10 fitted 1.5x as fast but lost on some sets and ratios over
+    #: the training, not a parameter: codes are read the same whatever it was (docs/decisions/0005). 10 fitted 1.5x as fast but lost on some sets and ratios over
     #: three seeds, down to -1.87 points ("OPQ's rotation at 10 alternations, with three seeds")
     rotation_iterations = 20
     #: the rotation is learned on at most this many of the fit rows (a seeded uniform subset; faiss's
     #: own cap is 65,536), the final codebooks on all of them. A setting of the training like the one
     #: above, chosen on four sets and two models: against 65,536 it kept 0.7 points more on average
     #: (-1.1 to +3.5; OPQ's figures move that much between trainings) and fitted 1.4-2.2x as fast
-    #: (benchmarks/README.md, "OPQ's rotation on fewer rows")
+    #: (docs/decisions/0005)
     rotation_max_rows = 10_000
 
     def _fit(self, batches, n_features: int) -> None:

@@ -142,8 +142,8 @@ class Rotate(OptionalCentering, OrthogonalMap):
     ``kind="haar"`` (the default) draws ``R`` uniformly: a d x d product per vector.
     ``kind="hadamard"`` is a structured rotation (:func:`hadamard_rotate`: permutations, signs
     and fast Walsh-Hadamard transforms), applied as such to documents, about d log d additions
-    per vector; its dense matrix is saved for queries and decoding. benchmarks/README.md
-    ("A structured rotation") has what it keeps and how fast it is."""
+    per vector; its dense matrix is saved for queries and decoding. benchmarks/codes/bench_rotation.py
+    measures how fast it is."""
 
     name = "rotate"
     examples = ("rotate:seed=3", "rotate:center=true", "rotate:kind=hadamard,center=true")  # the contract suite's cases

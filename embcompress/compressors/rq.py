@@ -10,7 +10,7 @@ faiss's ``LocalSearchQuantizer`` (LSQ++) is not offered: it draws its perturbati
 generator per call, so a vector's code depends on the rows encoded with it (measured: 9 of 20
 codes change when a subset is encoded alone), which breaks the same-bytes-for-any-batching rule
 of streaming; one call per row is deterministic but recomputes the codebooks' cross products
-each time (6 rows/s). See benchmarks/README.md for its quality and cost as faiss builds it."""
+each time (6 rows/s). Its quality and cost: docs/reference/results.md."""
 
 from __future__ import annotations
 
@@ -132,8 +132,7 @@ class RQ(BudgetCodes, Additive):
     figure on documents outside the fit sample is the one to read. ``beam=4`` trains and encodes
     with a beam of 4: slower to fit and to encode (faiss's table-based beam search up to m = 64 at
     8 bits; above, the tables would pass 512 MB and the plain search is kept), and better on
-    documents outside the fit sample. benchmarks/README.md ("rq with a beam of 4", "Codes on
-    documents their fit did not see") has the measured figures."""
+    documents outside the fit sample. docs/reference/results.md has the measured figures."""
 
     name = "rq"
     examples = ("rq:4", "rq:5:nbits=4")  # the contract suite's cases
@@ -145,24 +144,24 @@ class RQ(BudgetCodes, Additive):
     @classmethod
     def budget_configs(cls, dim: int, budget: int, *, full: bool) -> list[tuple[str, str]]:
         """One byte per codebook; with a beam of 4 it keeps less on the rows it was fitted on and
-        more on new ones (benchmarks/README.md): recommend's cross-fit decides between them."""
+        more on new ones (docs/reference/results.md): recommend's cross-fit decides between them."""
         out = [(f"rq:{budget}", f"rq:{budget}")]
         return out + [(f"rq:{budget}:beam=4", f"rq:{budget}:beam=4")] if full else out
 
     @classmethod
     def outclassed(cls, configs) -> set[str]:
         """``rq:M`` beside ``rq:M:beam=4``: the beam kept 0.39-4.16 points more on new documents on
-        each of 5 sets (2 models; benchmarks/README.md, "Shorter codebook trainings"); without a beam
+        each of 5 sets (2 models; docs/decisions/0005); without a beam
         it only fits and encodes faster."""
         return {c.removesuffix(":beam=4") for c in configs if c.endswith(":beam=4")} & set(configs)
 
     #: each codebook's k-means runs at this many growing widths (faiss's progressive-dimension
     #: clustering, whose own default is 10). A setting of the training, not a parameter: codes are
-    #: read the same whatever it was (benchmarks/README.md, "Shorter codebook trainings")
+    #: read the same whatever it was (docs/decisions/0005)
     progressive_steps = 10
     #: k-means iterations at each of those widths: faiss's default (10) without a beam, and half of
     #: it with one, where the codebooks train on ``beam`` residuals of every row. Chosen on four sets
-    #: and two models (benchmarks/README.md, "Fewer k-means iterations"): with the beam of 4, half
+    #: and two models (docs/decisions/0005): with the beam of 4, half
     #: the iterations kept 0.28 points more on average and fitted 1.7x as fast; without a beam it kept
     #: 0.46 points less, so that stays. Settings of the training, not parameters, like the one above
     kmeans_iterations = 10
@@ -171,7 +170,7 @@ class RQ(BudgetCodes, Additive):
     #: default (256: 65,536 points for 256 codewords) without a beam, and a quarter of it with one,
     #: where the points are the ``beam`` residuals of every fit row. Chosen on four sets and two
     #: models with the beam of 4: 64 kept 0.09 points more on average (-0.45 to +0.43) and fitted
-    #: 1.4-1.6x as fast (benchmarks/README.md, "Fewer k-means points"); without a beam it was not
+    #: 1.4-1.6x as fast (docs/decisions/0005); without a beam it was not
     #: measured, so that stays. Settings of the training like the ones above
     kmeans_max_points_per_centroid = 256
     beam_kmeans_max_points_per_centroid = 64

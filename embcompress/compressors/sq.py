@@ -77,7 +77,7 @@ class SQ(DenseScan, BudgetCodes, Compressor):
         """Full width at the most bits that fit (after a centred random rotation, which evens out
         the variance over the dimensions, and without), or PCA then 4 or 2 bits; the report's grid
         shows PCA with 2 bits (4 where 2 would keep every dimension), which kept more than 4 at 32x
-        and 64x on every set and model measured (benchmarks/README.md, "Defaults chosen across sets and models")."""
+        and 64x on every set and model measured (docs/decisions/0004)."""
         bits, out = 8 * budget, []
         for b in (4, 2, 1):
             if b * dim <= bits:

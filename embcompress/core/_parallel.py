@@ -30,7 +30,7 @@ class _OneBlasThread:
     call on one thread: our workers are the parallelism. (An OpenMP-threaded BLAS, like the one
     faiss brings, keeps a count per thread; each streaming worker sets its own, :func:`_share_openmp`.)
     A BLAS that starts its own team inside each of our threads oversubscribes the cores -- RaBitQ's encoder (a 256 x d matrix product per block in every worker) ran 5-13x slower
-    that way on 2 busy cores (benchmarks/README.md, "RaBitQ encoding"). Sections nest and overlap
+    that way on 2 busy cores (docs/decisions/0006). Sections nest and overlap
     across threads: the first to enter looks up the loaded libraries (threadpoolctl, about 2 ms)
     and sets the limit, later ones set it again (a limit someone set in between is not kept while
     our workers run), the last to leave restores what was there. Enter it from the thread that
@@ -155,7 +155,7 @@ def idle_cores(window: float = 0.05) -> int | None:
     that cannot be read (not Linux). For thread pools whose waits spin: a team that shares a
     core with another job waits at every barrier for its slowest thread (GeoPres's training on
     10,000 rows: 40 s alone, 104 s beside a busy core on 2 threads, 72 s on 1;
-    benchmarks/README.md, "GeoPres beside a busy core")."""
+    docs/decisions/0006)."""
     try:
         cpus = len(os.sched_getaffinity(0))
         hz = os.sysconf("SC_CLK_TCK")

@@ -50,8 +50,7 @@ def _import_faiss():
     """Import faiss with its OpenMP threads waiting passively (asleep, not spinning) between
     parallel regions, unless the user set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``. Spinning
     threads take the cores from whatever else runs: an ``rq:24`` fit on 16,000 rows took 108-113 s
-    beside another job and 40-43 s with passive waits (benchmarks/README.md, "Fits on a busy
-    machine"). faiss's wheel brings its own OpenMP runtime, which reads the setting once, when it
+    beside another job and 40-43 s with passive waits (docs/decisions/0006). faiss's wheel brings its own OpenMP runtime, which reads the setting once, when it
     loads; the variable is set for that import only and then restored, so programs this process
     starts, and other OpenMP runtimes, see the environment as it was."""
     import importlib
@@ -74,7 +73,7 @@ def _import_faiss():
 #: (128,000 in faiss 1.15, compared with rows x dimensions) and with BLAS above it. For product
 #: quantization's small sub-spaces the loop is about ten times slower: 256 centroids in 8 dimensions
 #: took 0.34 s on 12,000 points and 0.03 s on 16,000, and an ``opq:48`` fit on 10,000 rows 84 s
-#: against 19 s on 16,000 (benchmarks/README.md, "faiss's distance loop"). Our fits use BLAS from
+#: against 19 s on 16,000 (docs/decisions/0006). Our fits use BLAS from
 #: this many rows x dimensions on.
 FAISS_BLAS_FROM = 20
 _faiss_blas_lock = threading.Lock()

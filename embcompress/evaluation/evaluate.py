@@ -232,7 +232,7 @@ class RankProxy:
     search. It needs no labels, and it measures what retrieval retention measures: whether the
     right documents reach the top ``k`` among all of them (Kalyfommatos et al., 2025, section 6,
     correlate a local rank statistic with retention; scoring the whole search predicts it better,
-    see benchmarks/README.md)."""
+    as the report shows for each data set: its Spearman correlation with retention)."""
 
     def __init__(self, docs: np.ndarray, rows: np.ndarray, k: int = PROXY_K):
         self.rows = np.asarray(rows, dtype=np.int64)

@@ -117,7 +117,7 @@ REFERENCES = {
     "recall": "recall@{k} vs float",
 }
 #: the reference for the user's own queries without judgments: of the three, the one whose ranking of
-#: codes agreed best with the judged ranking across the sets of benchmarks/README.md ("Label-free picks")
+#: codes agreed best with the judged ranking on the sets measured (docs/decisions/0007)
 DEFAULT_REFERENCE = "top1"
 
 

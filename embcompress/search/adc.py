@@ -231,7 +231,7 @@ def scan_decoded(queries: np.ndarray, vectors: Callable[[int, int], np.ndarray],
     bias * qconst`` over ``nd`` documents, best first, ties by lower index: each block of documents
     is decoded once (``vectors(d0, d1)``, float32) and multiplied with every query by BLAS. For a
     large batch this beats lookup tables, which cost a lookup per code byte and pair where the
-    product runs near the core's peak (benchmarks/README.md, "Table codes as a matrix product")."""
+    product runs near the core's peak (docs/decisions/0008)."""
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     nq = len(queries)
     if bias is not None:

@@ -86,8 +86,7 @@ class Index:
     ``<q, x_hat> / ||x_hat|| ** norm_power``, ``x_hat`` its reconstruction. The default, 1, is
     the cosine with the reconstruction, as float search ranks by cosine. Other powers lift (above
     1) or lower the documents the code shrank most; which power ranks best depends on the data
-    and the code (benchmarks/README.md, "The power of the reconstruction's norm in asymmetric
-    scores"). Measure on your queries before changing it."""
+    and the code (docs/decisions/0003). Measure on your queries before changing it."""
 
     def __init__(self, data: np.ndarray, *, compressor: Compressor | None = None, ids: Sequence | None = None,
                  metric: str = "cosine", structure: str = "exact", hnsw: ann.Hnsw | None = None,
@@ -203,7 +202,7 @@ class Index:
             _, cand = self.first_stage(Q, n_cand)
             t_first = time.perf_counter() - t0
             # small query blocks keep each (queries x candidates x dim) gather in cache
-            # (benchmarks/README.md, "Figures moved from docstrings")
+            # (docs/decisions/0008)
             scores, rows = _rerank_blocks(Q, cand, k, lambda q, c: self.rerank_scores(Q[q], c, rerank, originals),
                                           query_block, threads)
             info = {"candidates": n_cand, "rerank": rerank, "first_stage_seconds": t_first,

@@ -26,15 +26,14 @@ if TYPE_CHECKING:
 ADC_QUERY_BLOCK = 1024
 #: per-dimension codes of at least this many bits (few-bit SQ, RaBitQ) are scanned decoded rather
 #: than by tables when a search brings at least DENSE_MIN_QUERIES queries: decoding a block of
-#: documents is paid once for all of them (benchmarks/README.md, "Per-dimension codes: tables
-#: against the dense scan").
+#: documents is paid once for all of them (docs/decisions/0008).
 DENSE_MIN_BITS = 2
 DENSE_MIN_QUERIES = 64
 #: a search of at least this many queries scores byte codes that decode to vectors (per-dimension
 #: codes, or codebooks side by side: SQ, PQ, OPQ) as a matrix product of the queries with blocks
 #: of decoded documents, when the codes hold at least a byte per DECODED_DIMS_PER_BYTE of the
 #: decoded width: the tables cost a lookup per byte and pair, the product a multiply-add per
-#: dimension near the core's peak (benchmarks/README.md, "Table codes as a matrix product")
+#: dimension near the core's peak (docs/decisions/0008)
 DECODED_MIN_QUERIES = 256
 DECODED_DIMS_PER_BYTE = 8
 #: codes that decode to a sum of codewords (RQ) pay m codewords per document to decode
@@ -157,7 +156,7 @@ class CodesScorer(_Scorer):
     dense scan of decoded codes (:class:`~embcompress.core.capabilities.DenseScan`) for a search of
     many queries, or for bit-plane codes (:class:`~embcompress.core.capabilities.PlaneScan`, RaBitQ)
     the scan against 8-bit queries at every batch size (faster than both at 1 to 1,000 queries;
-    benchmarks/README.md, "Few queries at a time over 1M codes"), with the per-document factors
+    docs/decisions/0008), with the per-document factors
     of :meth:`reconstruction` and each query's constant."""
 
     def __init__(self, index: "Index"):

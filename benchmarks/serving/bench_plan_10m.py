@@ -1,0 +1,126 @@
+"""A serving plan at ten million rows: the 48 B + int8-on-disk plan applied to the 10M set
+(``benchmarks/streaming/bench_10m.py make``), then single queries served by a fresh process.
+
+Steps, each timed:
+1. the plan: ``SPEC`` fitted on a seeded 50,000-row sample of the file, an int8 calibration on the
+   same sample, ``--candidates`` rescored per query (saved with ``save_plan``);
+2. ``embcompress apply PLAN 10m/vectors.parquet TIERS`` in a child process (one pass: codes and copy),
+   its wall time and peak RSS;
+3. ``--queries`` real queries served one at a time by a fresh process (warm, and cold: the copy
+   dropped from the page cache before each query), p50 and p99, and its peak RSS (VmHWM);
+4. recall@10 of the served results against exact float search over the whole file (streamed).
+
+The exact first stage only: an HNSW first stage needs bits or floats (faiss), and a graph over ten
+million 384-bit codes takes over an hour to build here.
+
+    python benchmarks/serving/bench_plan_10m.py --dir bench-data/10m --queries-from bench-data/debian-ir/queries.parquet \
+        [--spec rotate:center=true+sq:1] [--candidates 100] [--json benchmarks/results/plan-10m.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the other groups' modules
+from streaming.bench_10m import _LAUNCH  # noqa: E402  (the launcher that reports a child's peak memory)
+
+
+def exact_top10(path: Path, Q: np.ndarray) -> np.ndarray:
+    """Row numbers of each query's 10 nearest rows of ``path`` by cosine, streamed in batches."""
+    from embcompress.io import open_vectors
+
+    Qn = Q / np.linalg.norm(Q, axis=1, keepdims=True)
+    best_s = np.full((len(Q), 10), -np.inf, dtype=np.float32)
+    best_r = np.zeros((len(Q), 10), dtype=np.int64)
+    src = open_vectors(path)
+    for b in src.batches(262_144):
+        X = b.vectors / np.linalg.norm(b.vectors, axis=1, keepdims=True)
+        S = Qn @ X.T
+        top = np.argpartition(-S, 10, axis=1)[:, :10]
+        s = np.concatenate([best_s, np.take_along_axis(S, top, 1)], axis=1)
+        r = np.concatenate([best_r, top + b.offset], axis=1)
+        o = np.argsort(-s, axis=1, kind="stable")[:, :10]
+        best_s, best_r = np.take_along_axis(s, o, 1), np.take_along_axis(r, o, 1)
+    return best_r
+
+
+def launched(cmd: list[str]) -> tuple[float, dict]:
+    """Wall seconds and the launcher's usage (peak RSS in KiB) of ``cmd`` in a child process."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("r", suffix=".json") as usage:
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, "-c", _LAUNCH, usage.name, *cmd], capture_output=True, text=True)
+        wall = time.perf_counter() - t
+        if r.returncode:
+            raise RuntimeError(r.stderr[-3000:])
+        return wall, {**json.loads(Path(usage.name).read_text()), "stdout": r.stdout}
+
+
+def main() -> None:
+    import embcompress
+    from embcompress.io import read_all, read_sample
+    from embcompress.serving.plan import Plan, save_plan
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--dir", default="bench-data/10m")
+    ap.add_argument("--queries-from", default="bench-data/debian-ir/queries.parquet")
+    ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--spec", default="rotate:center=true+sq:1")
+    ap.add_argument("--candidates", type=int, default=100)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    d = Path(args.dir)
+    src = d / "vectors.parquet"
+    plan_dir, tiers = d / "plan-48", d / "tiers-48"
+    out = {"spec": args.spec, "copy": "int8", "candidates": args.candidates, "date": time.strftime("%Y-%m-%d"),
+           "machine": f"{os.cpu_count()} cores"}
+    t = time.perf_counter()
+    sample, _, _ = read_sample(src, limit=50_000, seed=0)
+    first = embcompress.from_spec(args.spec).fit(sample)
+    save_plan(Plan(copy="int8", candidates=args.candidates, k=10), first, plan_dir,
+              copy_model=embcompress.Int8().fit(sample), overwrite=True)
+    out["plan_seconds"] = time.perf_counter() - t
+    wall, use = launched([sys.executable, "-m", "embcompress.cli", "apply", str(plan_dir), str(src), str(tiers),
+                          "--overwrite", "--json"])
+    res = json.loads(use["stdout"])
+    out["apply"] = {"seconds": wall, "rows": res["rows"], "rows_per_second": res["rows"] / wall,
+                    "peak_rss_mib": use["maxrss_kib"] / 1024, "first_bytes": res["first_bytes"], "copy_bytes": res["copy_bytes"]}
+    print(f"apply: {res['rows']:,} rows in {wall:.0f} s ({res['rows'] / wall:,.0f} rows/s), peak RSS "
+          f"{use['maxrss_kib'] / 1024:.0f} MiB; codes {res['first_bytes'] / 2**20:.0f} MiB, copy {res['copy_bytes'] / 2**30:.2f} GiB",
+          flush=True)
+    Q, _ = read_all(args.queries_from)
+    Q = Q[np.sort(np.random.default_rng(0).choice(len(Q), args.queries, replace=False))]
+    qfile = d / "q-10m.npy"
+    np.save(qfile, Q)
+    serve = str(Path(__file__).with_name("bench_plans.py"))
+    served = {}
+    for mode in ("warm", "cold"):
+        wall, use = launched([sys.executable, serve, "serve", str(tiers), str(plan_dir), str(qfile), "--n", str(args.queries),
+                              "--mode", mode, "--rows-out", str(d / "served-rows.npy")])
+        served[mode] = json.loads(use["stdout"].strip().splitlines()[-1])
+        s = served[mode][mode]
+        print(f"serve {mode}: p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms, peak RSS {served[mode]['peak_rss_mib']:.0f} MiB "
+              f"(codes {served[mode]['first_stage_mib']:.0f} MiB)", flush=True)
+    out["serve"] = served
+    t = time.perf_counter()
+    exact = exact_top10(src, Q)
+    got = np.load(d / "served-rows.npy")
+    recall = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got, exact)]))
+    out["recall_at_10"] = recall
+    out["exact_seconds"] = time.perf_counter() - t
+    print(f"recall@10 against exact float search over {res['rows']:,} rows: {recall:.4f}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

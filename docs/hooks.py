@@ -1,0 +1,90 @@
+"""MkDocs hooks: the generated references.
+
+* ``<!-- generated: cli -->``: every command of the ``embcompress`` Typer app, with its arguments and
+  options, read from the app itself (so the page cannot drift from the command line);
+* ``<!-- generated: budget-table -->`` and ``<!-- generated: plans-table -->``: the benchmark tables,
+  from the JSON in ``benchmarks/results`` (the same generators that write the README's table);
+* ``<!-- generated: results-index -->``: every benchmark folder with its question and its results files.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def _param_rows(cmd, ctx) -> list[str]:
+    """A table of a command's arguments and options (Typer's parameters, read by their attributes)."""
+    rows = ["| name | kind | type | default | what it does |", "|---|---|---|---|---|"]
+    for p in cmd.params:
+        if p.name == "help":
+            continue
+        option = p.param_type_name == "option"
+        names = ", ".join(f"`{o}`" for o in [*p.opts, *p.secondary_opts]) if option else f"`{p.name.upper()}`"
+        kind = ("flag" if getattr(p, "is_flag", False) else "option") if option else "argument"
+        default = "" if p.required or p.default in (None, (), [], False) else f"`{p.default}`"
+        text = (p.help or "").replace("|", "\\|").replace("\n", " ")
+        shown = p.display_type(ctx).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+        rows.append(f"| {names} | {kind}{' (required)' if p.required else ''} | {shown} | {default} | {text} |")
+    return rows
+
+
+def cli_reference() -> str:
+    import typer
+    from typer._click.core import Context
+
+    from embcompress.cli.main import app
+
+    group = typer.main.get_command(app)
+    ctx = Context(group, info_name="embcompress")
+    out = [f"`embcompress` has {len(group.commands)} commands. `embcompress COMMAND --help` prints the same.", ""]
+    for name in sorted(group.commands):
+        cmd = group.commands[name]
+        sub = Context(cmd, info_name=name, parent=ctx)
+        out += [f"## `{name}`", "", (cmd.help or "").strip().split("\n\n")[0], "", "```text",
+                cmd.get_usage(sub).replace("Usage: ", ""), "```", "", *_param_rows(cmd, sub), ""]
+    return "\n".join(out)
+
+
+def _tool(name: str):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "benchmarks" / "tools"))
+    return __import__(name)
+
+
+def budget_table() -> str:
+    results = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("big-*.json"))]
+    return _tool("budget_table").table(results) if results else "*(no results yet)*"
+
+
+def plans_table() -> str:
+    files = sorted(RESULTS.glob("plans-*.json"))
+    if not files:
+        return "*(no serving-plan results yet: run `benchmarks/serving/bench_plans.py`)*"
+    return _tool("plans_table").table([json.loads(p.read_text()) for p in files])
+
+
+def results_index() -> str:
+    out = ["| folder | question | results |", "|---|---|---|"]
+    for d in sorted(p for p in (ROOT / "benchmarks").iterdir() if (p / "README.md").is_file()):
+        lines = (d / "README.md").read_text().splitlines()
+        question = next((ln.lstrip("> ").strip() for ln in lines if ln.startswith(">")), "")
+        files = [ln.split("`")[1] for ln in lines if ln.startswith("- results: `")]
+        out.append(f"| `benchmarks/{d.name}` | {question} | {', '.join(f'`{f}`' for f in files) or '-'} |")
+    return "\n".join(out)
+
+
+GENERATED = {"cli": cli_reference, "budget-table": budget_table, "plans-table": plans_table,
+             "results-index": results_index}
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    for key, make in GENERATED.items():
+        marker = f"<!-- generated: {key} -->"
+        if marker in markdown:
+            markdown = markdown.replace(marker, make())
+    return markdown
