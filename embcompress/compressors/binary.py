@@ -11,7 +11,7 @@ from ..core._parallel import map_rows
 from ..core.base import Compressor
 from ..core.checks import NonFiniteChunk, values_ok
 from ..core.specs import OutputSpec
-from ..core.capabilities import BudgetCodes, pca_prefix
+from ..core.capabilities import BudgetCodes, RerankTables, pca_prefix
 from ..core.registry import register
 from ._sample import MeanStats, stream_mean
 
@@ -75,7 +75,7 @@ CENTRED = 0.1
 
 
 @register
-class Binary(MeanStats, BudgetCodes, Compressor):
+class Binary(MeanStats, BudgetCodes, RerankTables, Compressor):
     """One bit per dimension: 1 where the value is above the threshold, compared by Hamming
     distance (Dinu et al., 2025, section 4). ``threshold="zero"`` is the plain sign; ``"mean"`` fits a
     per-dimension threshold (the data's mean), which balances bits on uncentered embeddings.

@@ -14,6 +14,8 @@ family's module names the family.
 - :class:`Affine`: a float map ``z = A x + b`` with an offset, whose linear part queries take
   before meeting decoded codes (PCA, centred rotations).
 - :class:`FaissExport`: codes a faiss index of the family's own type holds as they are.
+- :class:`RerankTables`: codes whose asymmetric rerank sums one table entry per code byte of the
+  candidates instead of decoding them (binary).
 
 A new family is then its module (a ``Compressor`` subclass with the mixins that apply), its
 tests and one import in ``embcompress/compressors/__init__.py``, which registers it.
@@ -28,6 +30,15 @@ import numpy as np
 
 if TYPE_CHECKING:
     from .base import Compressor
+
+
+class RerankTables:
+    """Candidates rescored against a float query by tables over their code bytes (search.scorers)."""
+
+    def rerank_tables(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(tables, offsets)``: (queries, code bytes, 256) float32 tables and (queries,) offsets such
+        that a query's inner product with a decoded code row is its offset plus one entry per byte."""
+        raise NotImplementedError
 
 
 class TableScan:

@@ -19,7 +19,7 @@ import numpy as np
 from ._fs import atomic_dir, check_output_dir
 from .._version import __version__
 from .errors import EmbcompressError, FormatError, InputError, MissingDependency
-from .registry import get
+from .registry import get, registered
 
 if TYPE_CHECKING:  # the persisted objects are Compressors; persist sits below base and does not import it
     from .base import Compressor
@@ -32,7 +32,7 @@ SUPPORTED_FORMAT_VERSIONS = (1,)
 def _jsonable(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
-    if hasattr(value, "get_params") and hasattr(value, "_get_state"):  # a nested compressor
+    if isinstance(value, tuple(registered())):  # a nested compressor (a chain's stage)
         return {"name": value.name, "params": _jsonable(value.get_params())}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
@@ -153,8 +153,7 @@ def _check_arrays(comp: "Compressor") -> None:
         if out.shape != (2, comp.output_spec.row_width):
             raise InputError(f"it produces rows of {out.shape[1]} values, but its output is declared as "
                              f"{comp.output_spec.row_width}")
-        if hasattr(comp, "decode"):
-            comp.decode(out)
+        comp.decode(out)  # every compressor decodes (the identity for float outputs)
     except InputError:
         raise
     except Exception as exc:  # a state that does not fit together fails in numpy or faiss

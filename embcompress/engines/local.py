@@ -206,10 +206,10 @@ def write_codes(comp: Compressor, src, src_path, dst_path, batches: Iterator, *,
     t0 = time.perf_counter() if started is None else started
     spec = comp.output_spec
     carried_schema = None
-    if getattr(src, "carried_columns", None):
+    if src.carried_columns:
         # (the schema's fields by name, not through empty_table(): that imports pandas, 0.4 s)
         carried_schema = pa.schema([src.schema.field(c) for c in src.carried_columns])
-    shards = getattr(src, "shards", None)
+    shards = src.shards
     sources = [src] if shards is None else shards
     targets = [Path(dst_path)] if shards is None else [Path(dst_path) / r for r in src.rels]
 

@@ -202,9 +202,8 @@ def _gap_on_first_fold(cfg: Config, other: Config, task: Task, doc_ids, fits: Cr
     figure (``cfg`` minus ``other``) over the queries the task keeps there (``task.on_part``), and
     its standard error. None when the task cannot be restricted, a float rerank needs the
     originals, or fewer than :data:`RACE_MIN_QUERIES` queries are kept."""
-    on_part = getattr(task, "on_part", None)
     rows = fits.parts[0]
-    sub = None if on_part is None or "float" in (cfg.rerank, other.rerank) else on_part(doc_ids, rows)
+    sub = None if "float" in (cfg.rerank, other.rerank) else task.on_part(doc_ids, rows)
     if sub is None or len(sub.queries) < RACE_MIN_QUERIES:
         return None
     ids = [doc_ids[i] for i in rows]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -71,8 +71,30 @@ class Measured:
     per_query: np.ndarray | None = None  # the main figure of each query (for a bootstrap over queries)
 
 
+class Task(Protocol):
+    """What is measured: :class:`QrelsTask`, :class:`LabelFreeTask` or :class:`LabelTask`. Every task
+    answers every member; a task that has no queries (``LabelTask``) says so with ``queries = None``,
+    and one that cannot be restricted to a part of the corpus returns None from ``on_part``."""
+
+    k: int
+    metric: str  # the main figure's name, shown in tables
+    mode: str  # "qrels", "label-free" or "labels"
+    queries: np.ndarray | None  # the float queries, or None when the task has none (labels)
+    source: str  # what the queries are: "queries" (the user's), "documents" (standing in), "labels" (none)
+
+    def check(self, docs: np.ndarray, doc_ids: Sequence) -> dict[str, int]: ...
+
+    def measure(self, index: Index, cfg: "Config", originals) -> "Measured": ...
+
+    def subset(self, rows: np.ndarray) -> "Task": ...
+
+    def on_part(self, doc_ids: Sequence, rows: np.ndarray) -> "Task | None": ...
+
+
 class QrelsTask:
     """nDCG@k (with recall@k and MRR@k) of float ``queries`` against BEIR-style ``qrels``."""
+
+    source = "queries"
 
     def __init__(self, queries: np.ndarray, query_ids: Sequence, qrels: Mapping[str, Mapping[str, int]], k: int = 10):
         self.queries, self.query_ids, self.qrels, self.k = queries, [str(q) for q in query_ids], qrels, k
@@ -170,10 +192,21 @@ class LabelTask:
     """kNN classification accuracy (k = 10, Euclidean, seeded 9:1 split) of the decoded vectors.
     Reranks do not apply: a configuration with one is refused."""
 
+    queries = None  # scored on the documents themselves
+    source = "labels"
+
     def __init__(self, labels: Sequence, k: int = 10):
         self.labels, self.k = np.asarray(labels), k
         self.metric = f"kNN accuracy (k={k})"
         self.mode = "labels"
+
+    def subset(self, rows: np.ndarray) -> "LabelTask":
+        """The task itself: it has no queries to sample (every document is classified)."""
+        return self
+
+    def on_part(self, doc_ids: Sequence, rows: np.ndarray) -> None:
+        """None: kNN accuracy is not restricted to a part of the corpus."""
+        return None
 
     def check(self, docs: np.ndarray, doc_ids: Sequence) -> dict[str, int]:
         if len(self.labels) != len(docs):
@@ -193,13 +226,10 @@ class LabelTask:
         return Measured(acc, {"knn_accuracy": acc}, time.perf_counter() - t0, len(Z), self.k)
 
 
-Task = QrelsTask | LabelFreeTask | LabelTask
-
-
 def fewer_queries(task, n: int, seed: int = 0):
     """``task`` on a seeded sample of ``n`` of its queries (its ``subset``: judged ones with their
     qrels, or label-free ones); the task itself when it has no more queries than that or is scored
     by labels (no subset)."""
-    if not hasattr(task, "subset") or len(task.queries) <= n:
+    if task.queries is None or len(task.queries) <= n:
         return task
     return task.subset(np.sort(np.random.default_rng(seed).choice(len(task.queries), n, replace=False)))

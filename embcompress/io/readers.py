@@ -17,7 +17,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -85,8 +85,36 @@ def read_group(pf: pq.ParquetFile, path, g: int, *, column: str, dim: int, direc
     return column_to_numpy(col, dim, offset=offset, column=column)
 
 
+class VectorSource(Protocol):
+    """A file or dataset of vectors opened for reading (:func:`~embcompress.io.open_vectors`): a
+    parquet file, a ``.npy`` file or a dataset of shards. Every source answers every member; a single
+    file has ``shards = None``, and a file without a parquet schema has ``schema = None``."""
+
+    path: Any
+    column: str
+    num_rows: int
+    dim: int
+    nbytes_per_row: int
+    carried_columns: list[str]  # the id column and kept columns, carried to outputs
+    schema: pa.Schema | None
+    shards: list | None  # a dataset's shards (sources themselves), None for one file
+    metadata: dict | None
+
+    @property
+    def num_row_groups(self) -> int: ...
+
+    def batches(self, batch_size: int | None = None, *, threads: int | None = None, max_rows: int | None = None,
+                transform: "Transform | None" = None, result_row_bytes: int | None = None) -> Iterator[Batch]: ...
+
+
 class Streamed:
-    """What every reader shares: :meth:`batches` runs the reader's :meth:`units` of work."""
+    """What every reader shares: :meth:`batches` runs the reader's :meth:`units` of work, and the
+    members of :class:`VectorSource` a single file without a parquet schema has."""
+
+    shards = None  # one file; a dataset lists its shards
+    schema = None  # no parquet schema (a .npy file)
+    carried_columns: list[str] = []
+    num_row_groups = 1
 
     def batches(self, batch_size: int | None = None, *, threads: int | None = None, max_rows: int | None = None,
                 transform: Transform | None = None, result_row_bytes: int | None = None) -> Iterator[Batch]:

@@ -64,7 +64,7 @@ class DatasetVectors(Streamed):
         first = self.shards[0]
         self.column, self.id_column, self.type, self.dim = first.column, first.id_column, first.type, first.dim
         self.carried_columns = list(first.carried_columns)
-        self.schema = getattr(first, "schema", None)
+        self.schema = first.schema
         self.metadata = first.metadata
         self.nbytes_per_row = first.nbytes_per_row
         self.num_rows = sum(s.num_rows for s in self.shards)
@@ -89,7 +89,7 @@ class DatasetVectors(Streamed):
 
     @property
     def num_row_groups(self) -> int:
-        return sum(getattr(s, "num_row_groups", 1) for s in self.shards)
+        return sum(s.num_row_groups for s in self.shards)
 
     def units(self, batch_size: int | None = None, *, max_rows: int | None = None, transform: Transform | None = None,
               result_row_bytes: int | None = None) -> tuple[list, int]:

@@ -205,7 +205,7 @@ def summarize(setup: Setup, rows: list[dict[str, Any]], all_docs: np.ndarray) ->
         "format": "embcompress.report", "format_version": 1,
         "summary": {
             "vectors": n, "dim": dim, "metric": task.metric, "float_score": rows[0]["score"], "mode": task.mode,
-            "queries": len(task.queries) if hasattr(task, "queries") else None, "widths": setup.widths,
+            "queries": None if task.queries is None else len(task.queries), "widths": setup.widths,
             "methods": setup.methods, "intrinsic_dimensionality": intr.components, "intrinsic_threshold": intr.threshold,
             "uniformity": uniformity(all_docs), "proxy_retention_spearman": corr, "proxy_retention_configs": len(scored),
             "budget_bytes": setup.budget, "best_within_budget": best, "fitted": CrossFit.describe(FOLDS), **setup.info,
@@ -275,7 +275,7 @@ def queries_note(task) -> str | None:
     """One line on what stands in for judged queries, when something does."""
     if task.mode != "label-free":
         return None
-    if getattr(task, "source", "documents") == "documents":
+    if task.source == "documents":
         return ("no queries given: held-out documents stand in for them, scored against float search's neighbours; "
                 "documents are longer and closer to each other than real queries are to them, so this can favour "
                 "codes that keep fine local structure over those that keep what a query needs (give --queries)")

@@ -119,7 +119,7 @@ def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, p
     second = [c for c in cands if c not in {r["config"] for r in cut}]
     rows = run_configs(setup.docs, setup.task, ["float", *second], doc_ids=setup.doc_ids, folds=folds,
                        progress=progress, per_query=True, race=race, in_sample=IN_SAMPLE_QUERIES)
-    return rows + cut, {"first_round_fit_rows": small, "first_round_queries": len(getattr(task, "queries", ())) or None,
+    return rows + cut, {"first_round_fit_rows": small, "first_round_queries": None if task.queries is None else len(task.queries),
                         "first_round": [r["config"] for r in first], "kept": second, "cut": [r["config"] for r in cut]}
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..core._parallel import one_blas_thread
 from ..core._util import normalize_rows
-from ..core.capabilities import DenseScan, PlaneScan, TableScan
+from ..core.capabilities import DenseScan, PlaneScan, RerankTables, TableScan
 from ..core.errors import InputError
 from .adc import book_vectors, dense_vectors, rows_table_sums, scan_adc, scan_decoded, scan_dense, scan_planes
 from .exact import scan_blocks
@@ -84,9 +84,8 @@ class _Scorer:
         space = comp.query_space
         qf = space.linear(Q)  # (q, d') the space the codes quantize, linear part
         nq, nc = rows.shape
-        tables_of = getattr(space.last, "rerank_tables", None)
-        if tables_of is not None:  # one table entry per code byte instead of decoding (binary)
-            tables, offsets = tables_of(qf)
+        if isinstance(space.last, RerankTables):  # one table entry per code byte instead of decoding (binary)
+            tables, offsets = space.last.rerank_tables(qf)
             dots = rows_table_sums(tables, self.index.data, rows) + offsets[:, None]
         else:
             dec = space.last.decode(self.index.data[rows.reshape(-1)])  # (q*c, d') decoded candidates

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.errors import FormatError, InputError
-from ..io.readers import READ_BUFFER_BYTES
+from ..io.readers import READ_BUFFER_BYTES, ParquetVectors
 from ..io.sources import is_dataset, open_vectors
 
 
@@ -62,8 +62,8 @@ class ParquetStore:
     def __init__(self, path: str | os.PathLike, column: str | None = None, *, cache_bytes: int = DEFAULT_CACHE_BYTES):
         src = open_vectors(path, column=column)
         self.path, self.column, self.dim, self.num_rows = Path(path), src.column, src.dim, src.num_rows
-        shards = getattr(src, "shards", [src])  # a dataset's row groups are numbered across its shards
-        if any(not hasattr(s, "group_starts") for s in shards):
+        shards = src.shards or [src]  # a dataset's row groups are numbered across its shards
+        if any(not isinstance(s, ParquetVectors) for s in shards):
             raise InputError(f"originals in {path} are .npy shards; give parquet shards, or one .npy file")
         # the units decoded and cached: row groups, or spans of the row groups the direct page
         # decoder splits (a row group of pyarrow's default 1Mi rows is 4 GiB of 1024-d floats)

@@ -137,7 +137,7 @@ def _write_lancedb(index, codes_path, out: Path, table: str, description: dict, 
         raise InputError(f"{index.compressor.name} codes ({index.kind}) have no LanceDB vector type; LanceDB searches "
                          "float vectors and bits (uint8, Hamming): export the float vectors or binary codes instead")
     src = open_vectors(codes_path, column=column, id_column=id_column, codes=None)
-    names = src.schema.names if hasattr(src, "schema") else []
+    names = src.schema.names if src.schema is not None else []
     keep = [c for c in names if c not in (src.column, src.id_column)]  # every other column of the file
     carried = pq.read_table(codes_path, columns=keep).columns if keep else []
     data = np.ascontiguousarray(index.data)

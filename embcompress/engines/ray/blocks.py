@@ -26,7 +26,7 @@ SEQ = "__embcompress_seq"
 def units_of(src) -> list[dict]:
     """The local engine's units of work, in row order: sequence number, shard, path, row group and
     its row count (from the metadata) for every row group of every shard."""
-    sources = src.shards if hasattr(src, "shards") else [src]
+    sources = src.shards if src.shards is not None else [src]
     for s in sources:
         if Path(s.path).suffix.lower() == ".npy":
             raise InputError("--engine ray reads parquet; convert .npy input to parquet or use the local engine")

@@ -54,7 +54,7 @@ def ray_compress(comp: Compressor, src_path, dst_path, *, address: str | None = 
                            overwrite=overwrite, remote_ok=True)
     units_of(src)  # refuses .npy shards
     ray = connect(address, num_cpus)
-    if getattr(src, "shards", None) is not None:
+    if src.shards is not None:
         from ...core._fs import remote_output
 
         remote = remote_output(dst_path)
