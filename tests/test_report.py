@@ -125,7 +125,7 @@ def test_fit_cache_fits_planned_geopres_widths_together_as_each_alone():
     g = "batch_size=64,min_steps=30"
     cache = FitCache(D)
     specs = [f"geopres:12:{g}", f"geopres:6:{g}+binary", "pca:4", f"geopres:3:loss=rank,{g}", f"geopres:4:loss=rank,{g}"]
-    cache.plan(specs)
+    cache.prepare(specs)
     assert cache.fit(f"geopres:6:{g}+binary").transform(D).shape == (600, 1)
     assert {f"geopres:12:{g}", f"geopres:6:{g}"} <= set(cache.fit_seconds)  # both, at the first call
     assert cache.fit_seconds[f"geopres:12:{g}"] == cache.fit_seconds[f"geopres:6:{g}"]

@@ -11,7 +11,7 @@ A compressor follows the scikit-learn conventions:
 Every fitted compressor declares its output in :attr:`Compressor.output_spec` (dtype, width,
 bytes per vector and how two outputs are compared) so that search and reports read it instead of
 guessing, and how its fit reads data in :attr:`Compressor.fit_tags` (per instance, as
-scikit-learn's tags), which the fit plan (:mod:`embcompress.core.fitplan`) and the fit frame read.
+scikit-learn's tags), which the fit recipe (:mod:`embcompress.core.fitting`) and the fit frame read.
 ``save``/``load`` live in :mod:`embcompress.core.persist` and never use pickle.
 
 The scikit-learn estimator API holds without importing scikit-learn: ``get_params(deep=True)``,

@@ -1,6 +1,6 @@
 """What a fitted compressor declares about itself, as data: its output (:class:`OutputSpec`), how
 its fit reads data (:class:`FitTags`) and where a float query meets its output
-(:class:`QuerySpace`). Search, streaming, the fit plan and reports read these instead of guessing."""
+(:class:`QuerySpace`). Search, streaming, the fit recipe and reports read these instead of guessing."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class OutputSpec:
 @dataclass(frozen=True)
 class FitTags:
     """How a compressor's fit reads data, computed per instance (a parameter can change it):
-    the fit plan (:func:`embcompress.core.fitplan.plan_for`) and the fit frame read these and nothing
+    the fit recipe (:func:`embcompress.core.fitting.fit_recipe`) and the fit frame read these and nothing
     else. A family overrides :attr:`Compressor.fit_tags` with ``dataclasses.replace``."""
 
     #: False when fitting needs only the input width (one peek at the first batch)

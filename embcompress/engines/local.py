@@ -19,7 +19,7 @@ from .._version import __version__
 from ..core.base import Compressor
 from ..core.checks import check_values
 from ..core.errors import EmbcompressError, InputError
-from ..core.fitplan import BlockStats, plan_for
+from ..core.fitting import StatsPass, fit_recipe
 from ..io import VectorWriter, check_output_path, open_vectors
 from ..io.sources import is_dataset
 from ..core.persist import check_model_path, codes_file_config, save
@@ -60,10 +60,10 @@ def fit_file(
             if max_rows is not None and seen >= max_rows:
                 return
 
-    plan = plan_for(comp, max_rows)
-    if isinstance(plan, BlockStats) and plan.per_batch:  # statistics on the reader's workers
-        return _fit_from_batch_stats(comp, src, batch_size, threads, progress, batches, plan.limit)
-    # every other plan reads the stream in order, up to max_rows: the family takes what it needs
+    recipe = fit_recipe(comp, max_rows)
+    if isinstance(recipe, StatsPass) and recipe.per_batch:  # statistics on the reader's workers
+        return _fit_from_batch_stats(comp, src, batch_size, threads, progress, batches, recipe.limit)
+    # every other recipe reads the stream in order, up to max_rows: the family takes what it needs
     # (the width, its first rows, its sample, or all of it)
     return comp.fit_batches(batches)
 

@@ -33,7 +33,7 @@ class FitCache:
         self.encoded: dict[str, tuple[int, float]] = {}
         self._together: dict[str, list[str]] = {}  # a first stage -> the specs fitted with it (plan)
 
-    def plan(self, specs: Sequence[str | None]) -> None:
+    def prepare(self, specs: Sequence[str | None]) -> None:
         """Say which specs (None: float) will be fitted: the first stages of ``specs`` that train faster
         together (:meth:`~embcompress.core.base.Compressor.joint_fit_key`, GeoPres at several widths)
         are fitted together when the first of them is needed, each to the model it gets alone,
@@ -155,10 +155,10 @@ class CrossFit:
         self.part_docs = [docs if len(p) == n else docs[p] for p in self.parts]
         self.fit_rows = min(len(c.docs) for c in self.caches)
 
-    def plan(self, specs: Sequence[str | None]) -> None:
+    def prepare(self, specs: Sequence[str | None]) -> None:
         """The specs that will be fitted (:meth:`FitCache.plan`), for every fold's cache."""
         for cache in self.caches:
-            cache.plan(specs)
+            cache.prepare(specs)
 
     @staticmethod
     def describe(folds: int) -> str:

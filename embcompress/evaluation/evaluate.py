@@ -295,7 +295,7 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
         originals = ArrayStore(originals)
     originals = Copies(originals)
     fits = CrossFit(docs, folds, fit_on=fit_on, fit_rows=fit_rows)
-    fits.plan([c.spec for c in cfgs])
+    fits.prepare([c.spec for c in cfgs])
     proxy = None
     if proxy_sample:
         proxy = RankProxy(docs, sample_rows(len(docs), proxy_sample, 0))

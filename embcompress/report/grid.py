@@ -59,7 +59,7 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
 
 
 @dataclass
-class PlanItem:
+class GridItem:
     label: str  # as shown in the report
     method: str  # family, for colours and grouping
     width: int
@@ -129,22 +129,22 @@ def validate(docs, *, doc_ids=None, queries=None, query_ids=None, qrels=None, la
                  list(code_families), info)
 
 
-def plan(setup: Setup) -> list[PlanItem]:
+def grid_items(setup: Setup) -> list[GridItem]:
     """The grid: each method at each width (and then binary, for the chained methods), binary with
     and without reranks, int8; reranks are left out where the task has no use for them."""
     dim = setup.docs.shape[1]
-    items = [PlanItem("float32", "float", dim, FLOAT)]
+    items = [GridItem("float32", "float", dim, FLOAT)]
     for m in setup.methods:
         for w in setup.widths:
             spec = f"{m}:{w}" + (f":{setup.geopres_params}" if m == "geopres" and setup.geopres_params else "")
-            items.append(PlanItem(f"{m} {w}", m, w, parse_config(spec)))
+            items.append(GridItem(f"{m} {w}", m, w, parse_config(spec)))
             if m in setup.chain_methods:
-                items.append(PlanItem(f"{m} {w} + binary", f"{m}+binary", w, parse_config(f"{spec}+binary")))
-    items.append(PlanItem("binary", "binary", dim, parse_config("binary")))
+                items.append(GridItem(f"{m} {w} + binary", f"{m}+binary", w, parse_config(f"{spec}+binary")))
+    items.append(GridItem("binary", "binary", dim, parse_config("binary")))
     if not isinstance(setup.task, LabelTask):
-        items.append(PlanItem("binary + asymmetric rerank", "binary+rerank", dim, parse_config("binary@asym")))
-        items.append(PlanItem("binary + float rerank", "binary+rerank", dim, parse_config("binary@float")))
-    items.append(PlanItem("int8", "int8", dim, parse_config("int8")))
+        items.append(GridItem("binary + asymmetric rerank", "binary+rerank", dim, parse_config("binary@asym")))
+        items.append(GridItem("binary + float rerank", "binary+rerank", dim, parse_config("binary@float")))
+    items.append(GridItem("int8", "int8", dim, parse_config("int8")))
     seen = set()
     too_small = []
     for ratio, nbytes in grid_budgets(dim) if setup.code_families else ():
@@ -152,7 +152,7 @@ def plan(setup: Setup) -> list[PlanItem]:
             config = c.config.replace("@asym", "") if isinstance(setup.task, LabelTask) else c.config
             if config not in seen:  # a code smaller than a budget can be the best fit of the next one too
                 seen.add(config)
-                item = PlanItem(c.label, f"codes: {c.family}", dim, parse_config(config), ratio)
+                item = GridItem(c.label, f"codes: {c.family}", dim, parse_config(config), ratio)
                 if not trainable(item.config.spec, fold_pool_rows(len(setup.docs), FOLDS)):
                     too_small.append(item.label)
                 else:
@@ -164,7 +164,7 @@ def plan(setup: Setup) -> list[PlanItem]:
     return items
 
 
-def run(setup: Setup, items: Sequence[PlanItem], progress: Callable[[str, int, int], None] | None = None) -> list[dict[str, Any]]:
+def run(setup: Setup, items: Sequence[GridItem], progress: Callable[[str, int, int], None] | None = None) -> list[dict[str, Any]]:
     """Every plan item through the evaluation engine, labelled for the report."""
     by_config = {it.config.label: it for it in items}
     step = (lambda label, i, n: progress(by_config[label].label if label in by_config else label, i, n)) if progress else None
@@ -264,7 +264,7 @@ def build_report(
                      proxy_sample=proxy_sample, geopres_params=geopres_params,
                      code_families=available_families(code_families) if code_families == CODE_FAMILIES else code_families,
                      reference=reference)
-    rows = run(setup, plan(setup), progress)
+    rows = run(setup, grid_items(setup), progress)
     rep = summarize(setup, rows, np.ascontiguousarray(docs, dtype=np.float32))
     rep["summary"]["sampled_from"] = dict(sampled) if sampled else None  # judged_subset's or the uniform sample's counts
     rep["summary"]["queries_note"] = queries_note(setup.task)

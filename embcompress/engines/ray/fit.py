@@ -9,7 +9,7 @@ from typing import Iterator
 import numpy as np
 
 from ...core.base import Compressor
-from ...core.fitplan import BlockStats, Sample, Stream, WidthOnly, plan_for
+from ...core.fitting import StatsPass, Sample, Stream, WidthOnly, fit_recipe
 from ...compressors.pipeline import Pipeline
 from ...io import open_vectors
 from ...io.readers import batch_rows
@@ -21,7 +21,7 @@ from .cluster import connect
 def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus: int | None = None,
             column: str | None = None, max_rows: int | None = None, batch_size: int | None = None,
             progress=None, workers: int | None = None) -> Compressor:
-    """Fit on the cluster, executing the stage's plan (:func:`embcompress.core.fitplan.plan_for`). A
+    """Fit on the cluster, executing the stage's recipe (:func:`embcompress.core.fitting.fit_recipe`). A
     compressor whose fit is a set of statistics that combine (PCA's count, mean and centred
     scatter; int8's ranges; rabitq's and centred rotations' mean: :class:`~embcompress.core.capabilities.BlockStats`) gets
     them computed per row group on the workers and merged on the driver (state equal to the local
@@ -81,15 +81,15 @@ def _first_rows_here(src, kwargs: dict, size: int, limit: int, progress) -> Iter
 
 def _fit_stage(ray, src, comp: Compressor, units: list, kwargs: dict, dim: int, size: int, max_rows: int | None,
                workers: int | None, progress) -> Compressor:
-    """Fit one compressor (a chain's stage: its input is ``dim`` wide) as its plan says
-    (:func:`~embcompress.core.fitplan.plan_for`): statistics computed on the workers, a sample drawn
+    """Fit one compressor (a chain's stage: its input is ``dim`` wide) as its recipe says
+    (:func:`~embcompress.core.fitting.fit_recipe`): statistics computed on the workers, a sample drawn
     there, every row in order through the cluster, or the first rows, read by the driver."""
-    plan = plan_for(comp, max_rows)
-    if isinstance(plan, WidthOnly):
+    recipe = fit_recipe(comp, max_rows)
+    if isinstance(recipe, WidthOnly):
         return comp.fit_batches(lambda: _first_rows_here(src, kwargs, size, 1, None))
-    if isinstance(plan, Sample):
-        return comp.fit(cluster_sample(ray, units, kwargs, plan.rows, comp, workers, progress))
-    if isinstance(plan, BlockStats) and plan.limit is None:
+    if isinstance(recipe, Sample):
+        return comp.fit(cluster_sample(ray, units, kwargs, recipe.rows, comp, workers, progress))
+    if isinstance(recipe, StatsPass) and recipe.limit is None:
         def blocks():
             stats_kwargs = {**kwargs, "stats_of": {"name": comp.name, "params": comp.get_params(deep=False)}}
             for unit, table in in_order(ray, units, stats_kwargs, workers):
@@ -100,8 +100,8 @@ def _fit_stage(ray, src, comp: Compressor, units: list, kwargs: dict, dim: int, 
         # e.g. binary's levels: the first rows, in order, after the thresholds
         comp._check_params()
         comp._validate_params(dim)
-        return comp.fit_from_block_stats(blocks(), dim, lambda: _first_rows_here(src, kwargs, size, plan.after, None))
-    if isinstance(plan, Stream):
+        return comp.fit_from_block_stats(blocks(), dim, lambda: _first_rows_here(src, kwargs, size, recipe.after, None))
+    if isinstance(recipe, Stream):
         return comp.fit_batches(lambda: row_batches(ray, units, kwargs, size, None, workers, progress))
-    limit = plan.limit if isinstance(plan, BlockStats) else plan.rows  # the first rows, in order
+    limit = recipe.limit if isinstance(recipe, StatsPass) else recipe.rows  # the first rows, in order
     return comp.fit_batches(lambda: _first_rows_here(src, kwargs, size, limit, progress))

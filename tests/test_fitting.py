@@ -1,5 +1,5 @@
-"""One fit plan per stage, decided in one place (embcompress.core.fitplan) and executed by both
-engines: the plan each kind of family gets."""
+"""One fit recipe per stage, decided in one place (embcompress.core.fitting) and executed by both
+engines: the recipe each kind of family gets."""
 
 from __future__ import annotations
 
@@ -7,30 +7,30 @@ import numpy as np
 import pytest
 
 from embcompress import InputError, from_spec
-from embcompress.core.fitplan import BlockStats, FirstRows, Sample, Stream, WidthOnly, plan_for
+from embcompress.core.fitting import StatsPass, FirstRows, Sample, Stream, WidthOnly, fit_recipe
 
 from conftest import make_vectors
 
 
-@pytest.mark.parametrize("spec, max_rows, plan", [
+@pytest.mark.parametrize("spec, max_rows, recipe", [
     ("truncate:8", None, WidthOnly()),
     ("rotate", None, WidthOnly()),
     ("binary:decoder=sign", None, WidthOnly()),
-    ("int8", None, BlockStats(None, None, True)),
-    ("pca:8", None, BlockStats(None, None, False)),
-    ("rotate:center=true", None, BlockStats(None, None, True)),
-    ("binary", None, BlockStats(65536, None, True)),  # zero threshold: the levels' sums of the first rows
-    ("binary:mean", None, BlockStats(None, 65536, True)),  # the mean, then the levels of the first rows
-    ("int8", 1000, BlockStats(1000, None, True)),
+    ("int8", None, StatsPass(None, None, True)),
+    ("pca:8", None, StatsPass(None, None, False)),
+    ("rotate:center=true", None, StatsPass(None, None, True)),
+    ("binary", None, StatsPass(65536, None, True)),  # zero threshold: the levels' sums of the first rows
+    ("binary:mean", None, StatsPass(None, 65536, True)),  # the mean, then the levels of the first rows
+    ("int8", 1000, StatsPass(1000, None, True)),
     ("sq:2", None, Sample(100_000)),
     ("itq:max_rows=500", None, Sample(500)),
     ("sq:2", 1000, FirstRows(1000)),
-    ("rabitq", None, BlockStats(None, None, True)),  # the centroid: a mean
+    ("rabitq", None, StatsPass(None, None, True)),  # the centroid: a mean
     ("pca:8+binary", None, Stream()),  # a chain as a whole streams; its stages are planned one by one
     ("pca:8+binary", 300, FirstRows(300)),
 ])
-def test_plan_of_each_kind_of_fit(spec, max_rows, plan):
-    assert plan_for(from_spec(spec), max_rows) == plan
+def test_recipe_of_each_kind_of_fit(spec, max_rows, recipe):
+    assert fit_recipe(from_spec(spec), max_rows) == recipe
 
 
 def test_a_chain_fits_its_stages_in_order_and_keeps_codes_last():
