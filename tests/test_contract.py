@@ -13,7 +13,85 @@ from conftest import make_vectors
 
 # One or more example specs per registered name; the first test checks none is forgotten.
 #: each family's own examples (its ``examples`` declaration): a new family brings its cases with it
-EXAMPLES = {cls.name: list(cls.examples) for cls in registered()}
+#: specs the contract suite runs, per family: a new family adds its own here (the test below checks every
+#: registered family has some)
+EXAMPLES = {
+    "truncate": [
+        "truncate:16",
+        "truncate:16:renormalize=true"
+    ],
+    "random_select": [
+        "random_select:16:seed=3"
+    ],
+    "random_projection": [
+        "random_projection:16:seed=3"
+    ],
+    "pca": [
+        "pca:16",
+        "pca:0.9"
+    ],
+    "geopres": [
+        "geopres:10:batch_size=64,min_steps=8,epochs=1",
+        "geopres:10:loss=angular,batch_size=64,min_steps=8",
+        "geopres:10:loss=rank,batch_size=64,min_steps=8"
+    ],
+    "autoencoder": [
+        "autoencoder:10:batch_size=64,min_steps=8"
+    ],
+    "rotate": [
+        "rotate:seed=3",
+        "rotate:center=true",
+        "rotate:kind=hadamard,center=true"
+    ],
+    "itq": [
+        "itq:iters=5",
+        "pca:24+itq:5+binary"
+    ],
+    "int8": [
+        "int8"
+    ],
+    "binary": [
+        "binary",
+        "binary:mean"
+    ],
+    "sq": [
+        "sq:1",
+        "sq:2",
+        "sq:4",
+        "pca:20+sq:2"
+    ],
+    "pq": [
+        "pq:8",
+        "pq:4:nbits=4",
+        "pca:24+pq:6"
+    ],
+    "opq": [
+        "opq:8",
+        "opq:4:nbits=4"
+    ],
+    "rq": [
+        "rq:4",
+        "rq:5:nbits=4"
+    ],
+    "rabitq": [
+        "rabitq",
+        "rabitq:2",
+        "rabitq:3",
+        "pca:24+rabitq:4",
+        "rabitq:1:rotation=hadamard"
+    ],
+    "normalize": [
+        "normalize",
+        "normalize:center=true",
+        "normalize:center=true+binary"
+    ],
+    "pipeline": [
+        "pca:24+binary",
+        "random_projection:20+int8",
+        "truncate:40+pca:9+binary",
+        "geopres:12:batch_size=64,min_steps=6+binary"
+    ],
+}
 ALL_SPECS = [s for specs in EXAMPLES.values() for s in specs]
 
 
@@ -148,7 +226,26 @@ def test_rows_are_encoded_alone(spec, data):
 sklearn = pytest.importorskip("sklearn")
 
 #: one spec per registered name, at widths that fit scikit-learn's small check data (a few features)
-SKLEARN_SPECS = {cls.name: cls.sklearn_example for cls in registered()}
+#: a spec per family for scikit-learn's estimator checks, which fit on a few rows of 1 to 5 columns
+SKLEARN_SPECS = {
+    "truncate": "truncate:1",
+    "random_select": "random_select:1",
+    "random_projection": "random_projection:1",
+    "pca": "pca:1",
+    "geopres": "geopres:1:batch_size=16,min_steps=2,epochs=1",
+    "autoencoder": "autoencoder:1:batch_size=16,min_steps=2,epochs=1",
+    "rotate": "rotate:center=true",
+    "itq": "itq:iters=3",
+    "int8": "int8",
+    "binary": "binary:mean",
+    "sq": "sq:2",
+    "pq": "pq:1:nbits=4",
+    "opq": "opq:1:nbits=4",
+    "rq": "rq:2:nbits=4",
+    "rabitq": "rabitq:2",
+    "normalize": "normalize:center=true",
+    "pipeline": "pca:1+binary",
+}
 #: checks that do not apply, and why
 NOT_APPLICABLE = {
     "check_estimators_dtypes": "integer input is refused on purpose: embeddings are float16/32/64",
@@ -249,3 +346,9 @@ def test_every_compressor_module_registers_its_classes():
         assert classes, f"embcompress/compressors/{name}.py defines no named compressor"
         for cls in classes:
             assert get(cls.name) is cls, f"{cls.__name__} in {name}.py is not registered"
+
+
+def test_every_registered_family_has_contract_examples_and_an_sklearn_spec():
+    names = {cls.name for cls in registered()}
+    assert names <= {n for n, specs in EXAMPLES.items() if specs}, names - set(EXAMPLES)
+    assert names <= {n for n, s in SKLEARN_SPECS.items() if s}, names - set(SKLEARN_SPECS)

@@ -91,9 +91,6 @@ class Binary(MeanStats, BudgetCodes, RerankTables, Compressor):
     sentence-transformers ``quantize_embeddings(x, "ubinary")``."""
 
     name = "binary"
-    examples = ("binary", "binary:mean")  # the contract suite's cases
-    sklearn_example = "binary:mean"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
-    color = "#e377c2"  # its points in the report's plot
     _state_in_file = True
     _positional = "threshold"
     _state_arrays = ("thresholds_", "levels_")

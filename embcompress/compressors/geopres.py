@@ -129,9 +129,6 @@ steps (more epochs over the same rows), still stopped early on the validation lo
 
     name = "geopres"
     # the contract suite's cases: tiny training budgets (the contract, not the quality; see test_geopres.py)
-    examples = ("geopres:10:batch_size=64,min_steps=8,epochs=1", "geopres:10:loss=angular,batch_size=64,min_steps=8",
-                "geopres:10:loss=rank,batch_size=64,min_steps=8")
-    sklearn_example = "geopres:1:batch_size=16,min_steps=2,epochs=1"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
     _choices = {"loss": LOSSES}
     _state_arrays = ("components_",)
 
@@ -200,8 +197,6 @@ class Autoencoder(LearnedMap):
     here is linear.)"""
 
     name = "autoencoder"
-    examples = ("autoencoder:10:batch_size=64,min_steps=8",)  # the contract suite's cases
-    sklearn_example = "autoencoder:1:batch_size=16,min_steps=2,epochs=1"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
     _state_arrays = ("weight_", "bias_")
 
     def __init__(self, dim: int = 128, lr: float = 1e-2, weight_decay: float = 0.1, epochs: int = 10,

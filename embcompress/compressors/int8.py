@@ -23,8 +23,6 @@ class Int8(BlockStats, Compressor):
     Compare codes after :meth:`decode` (dequantized float vectors) by cosine."""
 
     name = "int8"
-    examples = ("int8",)  # the contract suite's cases
-    sklearn_example = "int8"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
     _state_in_file = True
     _state_arrays = ("ranges_",)
     _fused_finite_check = True

@@ -28,8 +28,6 @@ class ITQ(OrthogonalMap):
     iteration (mean squared distance of the rotated rows to their signs, per dimension)."""
 
     name = "itq"
-    examples = ("itq:iters=5", "pca:24+itq:5+binary")  # the contract suite's cases
-    sklearn_example = "itq:iters=3"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
     _positional = "iters"
     _state_arrays = ("rotation_", "mean_", "loss_")  # the loss per iteration is kept with the model
 

@@ -19,8 +19,6 @@ class Normalize(OptionalCentering, Compressor):
     direction; chain it first: ``normalize:center=true+binary``. All-zero rows stay zero."""
 
     name = "normalize"
-    examples = ("normalize", "normalize:center=true", "normalize:center=true+binary")  # the contract suite's cases
-    sklearn_example = "normalize:center=true"  # scikit-learn's estimator checks
     _state_arrays = ("mean_",)
     _state_in_file = True
 

@@ -31,8 +31,6 @@ class PCA(BlockStats, Affine, Compressor):
     """
 
     name = "pca"
-    examples = ("pca:16", "pca:0.9")  # the contract suite's cases
-    sklearn_example = "pca:1"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
     _positional = "dim"
     _state_arrays = ("components_", "mean_", "eigenvalues_")
     _state_scalars = ("n_samples_seen_",)

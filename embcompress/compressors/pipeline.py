@@ -20,9 +20,6 @@ class Pipeline(Compressor):
     changed by ``fit``: fitted copies are kept in ``stages_``."""
 
     name = "pipeline"
-    examples = ("pca:24+binary", "random_projection:20+int8", "truncate:40+pca:9+binary",  # the contract suite's cases
-                "geopres:12:batch_size=64,min_steps=6+binary")
-    sklearn_example = "pca:1+binary"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
     _positional = None
     _fit_made = ("stages_",)
 

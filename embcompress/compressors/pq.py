@@ -35,9 +35,6 @@ class PQ(FaissExport, TableScan, BudgetCodes, FaissBacked):
     through one 256-entry table per slice (asymmetric distance computation)."""
 
     name = "pq"
-    examples = ("pq:8", "pq:4:nbits=4", "pca:24+pq:6")  # the contract suite's cases
-    sklearn_example = "pq:1:nbits=4"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
-    color = "#c7c7c7"  # its points in the report's plot
     _positional = "m"
     _state_arrays = ("centroids_",)
     requires = "faiss"
@@ -165,9 +162,6 @@ class OPQ(PQ):
     rotated back."""
 
     name = "opq"
-    examples = ("opq:8", "opq:4:nbits=4")  # the contract suite's cases
-    sklearn_example = "opq:1:nbits=4"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
-    color = "#7f7f7f"  # its points in the report's plot
     _state_arrays = ("centroids_", "rotation_")
     in_grid = True
 

@@ -96,9 +96,6 @@ class RaBitQ(MeanStats, PlaneScan, BudgetCodes, Compressor):
     draws a dense one."""
 
     name = "rabitq"
-    examples = ("rabitq", "rabitq:2", "rabitq:3", "pca:24+rabitq:4", "rabitq:1:rotation=hadamard")  # the contract suite's cases
-    sklearn_example = "rabitq:2"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
-    color = "#f7b6d2"  # its points in the report's plot
     _positional = "bits"
     _state_arrays = ("center_", "rotation_")
     _choices = {"rotation": KINDS}

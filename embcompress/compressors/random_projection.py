@@ -23,8 +23,6 @@ class RandomProjection(Compressor):
     """
 
     name = "random_projection"
-    examples = ("random_projection:16:seed=3",)  # the contract suite's cases
-    sklearn_example = "random_projection:1"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
     _positional = "dim"
     _state_arrays = ("components_",)
 

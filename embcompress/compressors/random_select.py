@@ -18,8 +18,6 @@ class RandomSelect(Compressor):
     """Keep ``dim`` input dimensions drawn without replacement; kept in increasing order."""
 
     name = "random_select"
-    examples = ("random_select:16:seed=3",)  # the contract suite's cases
-    sklearn_example = "random_select:1"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
     _positional = "dim"
     _state_arrays = ("indices_",)
 

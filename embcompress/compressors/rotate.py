@@ -146,8 +146,6 @@ class Rotate(OptionalCentering, OrthogonalMap):
     measures how fast it is."""
 
     name = "rotate"
-    examples = ("rotate:seed=3", "rotate:center=true", "rotate:kind=hadamard,center=true")  # the contract suite's cases
-    sklearn_example = "rotate:center=true"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
     _positional = "seed"
     _choices = {"kind": KINDS}
 

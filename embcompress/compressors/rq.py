@@ -135,9 +135,6 @@ class RQ(BudgetCodes, Additive):
     documents outside the fit sample. docs/reference/results.md has the measured figures."""
 
     name = "rq"
-    examples = ("rq:4", "rq:5:nbits=4")  # the contract suite's cases
-    sklearn_example = "rq:2:nbits=4"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
-    color = "#9edae5"  # its points in the report's plot
     requires = "faiss"
     in_grid = False  # slow to fit: the report's grid offers it when asked (--codes rq)
 

@@ -62,9 +62,6 @@ class SQ(DenseScan, BudgetCodes, Compressor):
     product) with one 256-entry lookup table per code byte."""
 
     name = "sq"
-    examples = ("sq:1", "sq:2", "sq:4", "pca:20+sq:2")  # the contract suite's cases
-    sklearn_example = "sq:2"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
-    color = "#bcbd22"  # its points in the report's plot
     _positional = "bits"
     _state_arrays = ("levels_",)
 

@@ -22,8 +22,6 @@ class Truncate(Compressor):
     """
 
     name = "truncate"
-    examples = ("truncate:16", "truncate:16:renormalize=true")  # the contract suite's cases
-    sklearn_example = "truncate:1"  # scikit-learn's estimator checks (they fit on a few rows of 1-5 columns)
     _state_in_file = True
     _positional = "dim"
 

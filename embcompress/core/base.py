@@ -99,15 +99,6 @@ class Compressor:
     #: parameters that take one of a few words: name -> the words
     _choices: ClassVar[dict[str, tuple[str, ...]]] = {}
 
-    # ---- what a family declares about itself, so that adding one touches its module, its tests and
-    # one registering import: the contract suite's examples and the report's colour come from here
-    #: specs the contract suite runs (tests/test_contract.py)
-    examples: ClassVar[tuple[str, ...]] = ()
-    #: a spec for scikit-learn's estimator checks, which fit on a few rows of 1 to 5 columns
-    sklearn_example: ClassVar[str | None] = None
-    #: the colour of the family's codes in the report's plot (None: one derived from the name)
-    color: ClassVar[str | None] = None
-
     # ---- parameters -------------------------------------------------------------------------
     @classmethod
     def positional(cls, value: Any) -> dict[str, Any]:

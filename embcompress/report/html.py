@@ -14,7 +14,6 @@ from typing import Any
 from .plans_html import plans_html
 from ..core._fs import atomic_dir
 from .references import REFERENCES
-from ..core.registry import available, get
 
 COLORS = {
     "float": "#222222", "truncate": "#1f77b4", "truncate+binary": "#6baed6", "random_select": "#aec7e8",
@@ -24,15 +23,19 @@ COLORS = {
 }
 
 
+#: the code families' colours in the plots; a family not listed gets one derived from its name
+FAMILY_COLORS = {"binary": "#e377c2", "sq": "#bcbd22", "pq": "#c7c7c7", "opq": "#7f7f7f", "rq": "#9edae5",
+                 "rabitq": "#f7b6d2"}
+
+
 def color(method: str) -> str:
-    """A method's colour; a code family ("codes: NAME") has the one it declares, or one derived
-    from its name (the same in every report)."""
+    """A method's colour; a code family ("codes: NAME") has its own, or one derived from its name
+    (the same in every report)."""
     if method in COLORS:
         return COLORS[method]
     if method.startswith("codes: "):
         name = method[len("codes: "):]
-        declared = get(name).color if name in available() else None
-        return declared or "#%06x" % (zlib.crc32(name.encode()) & 0x7F7F7F | 0x404040)
+        return FAMILY_COLORS.get(name) or "#%06x" % (zlib.crc32(name.encode()) & 0x7F7F7F | 0x404040)
     return "#777"
 W, H, PAD = 640, 360, 56
 TOP = 16  # nothing is drawn above a plot: less margin there than beside and below it
