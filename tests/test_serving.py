@@ -259,3 +259,19 @@ def test_export_of_a_plan_writes_what_each_target_holds_and_says_what_it_does_no
     r = runner.invoke(app, ["export", str(tmp_path / "tiers"), str(tmp_path / "db"), "--to", "lancedb",
                             "--plan", str(tmp_path / "plan")])
     assert r.exit_code == 0 and "refine_factor rescores from the table's own vectors" in r.stderr
+
+
+def test_cheaper_plans_within_the_winners_uncertainty_are_named():
+    from embcompress.report.plans import PlanRow, near_ties
+
+    rng = np.random.default_rng(1)
+    base = rng.uniform(0, 1, 500)
+
+    def row(config, ram, disk, cand, shift):
+        return PlanRow(config, "s", config, "int8", cand, ram, disk, 0.5 + shift, ()), base + shift + rng.normal(0, 0.2, 500)
+
+    rows = [row("win", 8, 64, 100, 0.0), row("close-cheaper", 8, 64, 40, -0.005), row("far-cheaper", 4, 0, 10, -0.3),
+            row("close-dearer", 16, 64, 100, -0.001)]
+    per = {r.config: q for r, q in rows}
+    tied = near_ties(rows[0][0], [r for r, _ in rows], per, 1.0)
+    assert [p.config for p in tied] == ["close-cheaper"]

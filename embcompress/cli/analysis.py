@@ -238,6 +238,9 @@ def _recommend_plan(input, plan_dir, ram_budget, disk_budget, target, max_latenc
               f"{w['ram_bytes']} B/vector in RAM + {w['disk_bytes']} B/vector on disk, "
               f"{w['latency_ms']:.2f} ms per query over {res['total_rows']:,} rows")
     out.print(f"codes only at {res['ram_budget']} B: {c['label']}, retention {100 * c['retention']:.1f}%")
+    if res["within_uncertainty"]:
+        out.print("as good within the queries' noise, and cheaper: " + "; ".join(
+            f"{p['label']} -> {p['copy']} x{p['candidates']} ({100 * p['retention']:.1f}%)" for p in res["within_uncertainty"]))
     out.print(res["latency_note"])
     out.print(f"saved to {plan_dir}; write its tiers with: embcompress apply {plan_dir} {input} TIERS_DIR, "
               f"and serve them with: embcompress search TIERS_DIR QUERIES RESULTS --plan {plan_dir}")

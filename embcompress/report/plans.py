@@ -165,6 +165,23 @@ def measure_latency(plan: PlanRow, docs: np.ndarray, queries: np.ndarray, total_
                       "first_stage_ms": 1e3 * med_first * scale})
 
 
+def near_ties(winner: PlanRow, ranked: list[PlanRow], per_query: dict, float_score: float) -> list[PlanRow]:
+    """The plans that need less RAM or disk than ``winner`` and keep as much within its uncertainty:
+    their paired per-query difference from the winner is within :data:`GAIN_Z` standard errors.
+    Named, not acted on (the winner is still the pick); without judgments they are the candidates
+    worth judging on a few queries of your own."""
+    base = per_query[winner.config]
+    out = []
+    for p in ranked:
+        cheaper = (p.ram_bytes, p.disk_bytes) < (winner.ram_bytes, winner.disk_bytes) or (
+            p.ram_bytes <= winner.ram_bytes and p.disk_bytes <= winner.disk_bytes and p.candidates < winner.candidates)
+        if p.config == winner.config or not cheaper:
+            continue
+        if winner.retention - p.retention <= GAIN_Z * _paired_se(per_query[p.config], base, float_score):
+            out.append(p)
+    return out
+
+
 def _preference(plans: list[PlanRow], target: float | None) -> list[PlanRow]:
     """Plans in the order they would win: with a target, those reaching it by least RAM (then disk,
     then more retention), then the rest by retention; without, by retention (ties: less RAM)."""
@@ -213,12 +230,15 @@ def rank_plans(setup, ram_budget: int, *, cands: dict[str, str], disk_budget: in
         winner, ranked = pick(plans, target, max_latency_ms,
                               lambda p: measure_latency(p, docs, queries, total, task.k, Path(scratch)))
     code_only = max((p for p in ranked if p.copy not in COPY_KINDS), key=lambda p: p.retention)
+    per = {r["config"]: r["per_query"] for r in rows[1:]}
+    tied = near_ties(winner, ranked, per, rows[0]["score"])
     return {"ram_budget": int(ram_budget), "disk_budget": disk_budget, "target": target,
             "max_latency_ms": max_latency_ms, "k": task.k, "metric": task.metric, "mode": task.mode,
             "fitted": rows[1]["fitted"], "sample": len(docs), "fit_rows": fold_pool_rows(len(docs), folds),
             "total_rows": total, "float_score": rows[0]["score"], "copies": copies,
             "ranking": [asdict(p) for p in ranked], "winner": asdict(winner), "code_only": asdict(code_only),
             "target_reached": None if target is None else winner.retention >= target,
+            "within_uncertainty": [asdict(p) for p in tied],
             "latency_note": (f"latency on this machine ({os.cpu_count()} cores), one thread: the exact first stage "
                              f"timed over the {len(docs):,} sampled rows and scaled to {total:,}, the rescoring "
                              "from a copy in a file (page cache warm) as measured")}
