@@ -50,7 +50,8 @@ def plans_plot(plans: dict[str, Any]) -> str:
         out.append(f'<line x1="{PAD}" y1="{py(t):.1f}" x2="{W - PAD}" y2="{py(t):.1f}" stroke="#eee"/>'
                    f'<text x="{PAD - 6}" y="{py(t) + 4:.1f}" font-size="11" text-anchor="end">{100 * t:.0f}%</text>')
         t += step
-    out.append(f'<text x="{W / 2}" y="{H - 14}" font-size="12" text-anchor="middle">RAM bytes per vector (log scale)</text>')
+    out.append(f'<text x="{W / 2}" y="{H - 14}" font-size="12" text-anchor="middle">RAM bytes per vector (log scale)</text>'
+               f'<text x="14" y="{H / 2}" font-size="12" text-anchor="middle" transform="rotate(-90 14 {H / 2})">retention</text>')
     for c, v in curves.items():
         pts = " ".join(f"{px(p['budget']):.1f},{py(p['retention']):.1f}" for p in v)
         out.append(f'<polyline points="{pts}" fill="none" stroke="{CURVES[c]}" stroke-width="1.8"/>')
@@ -77,15 +78,15 @@ def plans_html(plans: dict[str, Any]) -> str:
         res = plans[budget]
         w, c = res["winner"], res["code_only"]
         copy = "its codes, asymmetric" if w["copy"] == "decoded" else w["copy"]
-        rows.append(f"<tr><td>{int(budget)} B</td><td>{html.escape(w['label'])} &rarr; {html.escape(copy)}, "
+        rows.append(f"<tr><td>{int(budget)} B</td><td style=\"text-align:left\">{html.escape(w['label'])} &rarr; {html.escape(copy)}, "
                     f"{w['candidates']} candidates</td><td>{w['disk_bytes']} B</td><td><b>{100 * w['retention']:.1f}%</b></td>"
-                    f"<td>{_ms(w['latency_ms'])}</td><td>{html.escape(c['label'])}</td><td>{100 * c['retention']:.1f}%</td></tr>")
+                    f"<td>{_ms(w['latency_ms'])}</td><td style=\"text-align:left\">{html.escape(c['label'])}</td><td>{100 * c['retention']:.1f}%</td></tr>")
     first = plans[next(iter(plans))]
     return f"""<h2>Serving plans: the best per RAM budget</h2>
 <p>A plan keeps the codes in RAM, takes the top candidates from them and rescores those from a copy of the documents
 on disk. Retention is {html.escape(first['metric'])}, {html.escape(first['fitted'])}; latency is one query on this machine,
 scaled to {first['total_rows']:,} rows ({html.escape(first['latency_note'])}). Write a plan with
 <code>embcompress recommend INPUT PLAN --ram-budget B</code>.</p>
-<table><thead><tr><th>RAM / vector</th><th>best plan</th><th>disk / vector</th><th>retention</th><th>latency</th>
-<th>codes only</th><th>retention</th></tr></thead><tbody>{''.join(rows)}</tbody></table>
+<table><thead><tr><th>RAM / vector</th><th style="text-align:left">best plan</th><th>disk / vector</th><th>retention</th><th>latency</th>
+<th style="text-align:left">codes only</th><th>retention</th></tr></thead><tbody>{''.join(rows)}</tbody></table>
 {plans_plot(plans)}"""
