@@ -100,6 +100,21 @@ def main() -> None:
     for where in kinds:
         print(f"  {where}")
     print(f"Compressor methods: {compressor_methods()}")
+    long_lines = [(len(line), f"{path.relative_to(ROOT).as_posix()}:{i}") for path, _ in modules()
+                  for i, line in enumerate(path.read_text().splitlines(), 1) if len(line) > 120]
+    print(f"lines over 120 characters: {len(long_lines)} (longest {max(long_lines, default=(0, '-'))[0]}, "
+          f"{max(long_lines, default=(0, '-'))[1]})")
+    params = sorted(((_param_count(f), f"{path.relative_to(ROOT).as_posix()}:{f.lineno} {f.name}") for path, tree in modules()
+                     for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))), reverse=True)
+    print(f"functions of more than 8 parameters: {sum(n > 8 for n, _ in params)}")
+    for n, where in params[:5]:
+        print(f"  {n:4d}  {where}")
+
+
+def _param_count(f) -> int:
+    a = f.args
+    names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+    return len([n for n in names if n not in ("self", "cls")])
 
 
 if __name__ == "__main__":

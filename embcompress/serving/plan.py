@@ -25,7 +25,7 @@ from ..core._fs import atomic_dir, check_output_dir
 from ..core.base import Compressor
 from ..core.errors import FormatError, InputError
 from ..core.persist import describe, load, save
-from ..search.ann import Hnsw
+from ..search.ann import SERVING, Hnsw
 
 PLAN_FILE = "plan.json"
 FORMAT = "embcompress-serving-plan"
@@ -180,7 +180,7 @@ def load_plan(path: str | os.PathLike) -> SavedPlan:
     if copy_model is not None and copy_model.n_features_in_ != first.n_features_in_:
         raise FormatError(f"{path}: the int8 calibration is {copy_model.n_features_in_} wide, the first stage "
                           f"{first.n_features_in_}")
-    if plan.structure == "hnsw" and first.output_spec.kind not in ("bits", "float"):
+    if plan.structure == "hnsw" and not SERVING[first.output_spec.kind].graph:
         raise FormatError(f"{path}: an HNSW first stage is built over bits or float vectors, not "
                           f"{first.output_spec.kind} codes")
     return SavedPlan(plan, first, copy_model, fingerprint(plan, first, copy_model), path)
