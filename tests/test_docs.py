@@ -70,3 +70,22 @@ def test_the_pages_code_blocks_run(page, files, tmp_path, monkeypatch):
             assert r.returncode == 0, f"{page.name} block {i}:\n{code}\n--- stderr:\n{r.stderr[-2000:]}"
         else:
             exec(compile(code, f"{page.name}[{i}]", "exec"), {"__name__": "__docs__"})
+
+
+def test_the_generated_cli_reference_lists_every_command_and_option():
+    import importlib.util
+
+    import typer
+
+    from embcompress.cli.main import app
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    page = hooks.cli_reference()
+    group = typer.main.get_command(app)
+    for name, cmd in group.commands.items():
+        assert f"## `{name}`" in page
+        for p in cmd.params:
+            for opt in p.opts if p.param_type_name == "option" else [p.name.upper()]:
+                assert f"`{opt}`" in page, (name, opt)
