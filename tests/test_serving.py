@@ -275,3 +275,28 @@ def test_cheaper_plans_within_the_winners_uncertainty_are_named():
     per = {r.config: q for r, q in rows}
     tied = near_ties(rows[0][0], [r for r, _ in rows], per, 1.0)
     assert [p.config for p in tied] == ["close-cheaper"]
+
+
+def test_ctrl_c_during_apply_of_a_plan_exits_130_and_leaves_nothing(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    X, _ = _data(60_000, 32, seed=7)
+    pq.write_table(pa.table({"embedding": pa.array(list(X), type=pa.list_(pa.float32()))}), tmp_path / "big.parquet",
+                   row_group_size=2000)
+    save_plan(Plan(copy="float32", candidates=40, k=10), embcompress.from_spec("binary").fit(X[:1000]), tmp_path / "plan")
+    # batches of one row make the run long enough to be stopped half-way
+    proc = subprocess.Popen([sys.executable, "-m", "embcompress.cli", "apply", str(tmp_path / "plan"), str(tmp_path / "big.parquet"),
+                             str(tmp_path / "tiers"), "--batch-size", "1"], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(n.startswith(".tiers.tmp-") for n in os.listdir(tmp_path)):
+        time.sleep(0.05)  # the event: the run's temporary directory appears
+    assert any(n.startswith(".tiers.tmp-") for n in os.listdir(tmp_path)), "the run never started writing"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert sorted(os.listdir(tmp_path)) == ["big.parquet", "plan"]
