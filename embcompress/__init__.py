@@ -22,7 +22,7 @@ from . import _moved  # noqa: E402
 _moved.install()  # the import paths of modules that moved into the layers keep working
 
 #: the layers, lowest first: a module imports from its own layer or lower ones, never higher
-#: (tests/test_layers.py checks every import against this order and that no layer is missing)
+#: (tests/package/test_layers.py checks every import against this order and that no layer is missing)
 LAYERS = ("core", "io", "compressors", "engines", "search", "serving", "analysis", "embedding", "evaluation",
           "report", "train", "cli")
 

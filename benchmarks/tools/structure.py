@@ -1,7 +1,7 @@
 """Shape figures of the library and the CLI, from their AST: the longest functions, the largest
 modules, comparisons of a ``name`` with a registered compressor's name and of a ``kind`` with an
 output kind (outside the registry and persistence, which map names to classes), and the number of
-methods of ``Compressor``. Printed before and after a refactor (issue 33); tests/test_shape.py
+methods of ``Compressor``. Printed before and after a refactor (issue 33); tests/package/test_shape.py
 holds the limits.
 
     python benchmarks/tools/structure.py [--top 10]

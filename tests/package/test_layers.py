@@ -1,6 +1,6 @@
 """The import graph of the library: acyclic, and every import points down the layers.
 
-Run ``python tests/test_layers.py`` to print the graph (module -> the embcompress modules it
+Run ``python tests/package/test_layers.py`` to print the graph (module -> the embcompress modules it
 imports, lazy imports inside functions included) and the layer of each module."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import ast
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] / "embcompress"
+ROOT = Path(__file__).resolve().parents[2] / "embcompress"
 
 #: the root holds only the facade (__init__), the version and the old import paths; every other module is in a layer
 ROOT_MODULES = {"__init__", "_version", "_moved"}
@@ -95,7 +95,7 @@ def layer_of(mod: str) -> int:
     for i, (_, names) in enumerate(LAYERS):
         if top in names:
             return i
-    raise KeyError(f"{mod} is in no layer; add it to LAYERS in tests/test_layers.py")
+    raise KeyError(f"{mod} is in no layer; add it to LAYERS in embcompress/__init__.py")
 
 
 def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
@@ -127,6 +127,13 @@ def test_import_graph_is_acyclic():
 def test_every_subpackage_is_a_declared_layer_and_the_root_holds_no_other_module():
     assert sorted(declared_layers()) == tree_layers()
     assert {p.stem for p in ROOT.glob("*.py")} == ROOT_MODULES
+
+
+def test_the_tests_mirror_the_package():
+    """One folder of tests per layer (tests/LAYER/), and a test module at the root of tests/ is none."""
+    tests = ROOT.parent / "tests"
+    assert {p.name for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"} >= set(declared_layers()) - {"report"}
+    assert not list(tests.glob("test_*.py"))
 
 
 def test_imports_point_down_the_layers():

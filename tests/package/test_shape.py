@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MAX_FUNCTION_LINES = 60
 MAX_MODULE_LINES = 450
 MAX_SEARCH_KIND_COMPARISONS = 2

@@ -26,7 +26,7 @@ from embcompress.core.registry import registered  # noqa: E402
 from embcompress.engines.local import compress_file, fit_file  # noqa: E402
 
 # derandomized: CI runs the same examples every time; to explore, set derandomize=False and run
-# pytest tests/test_fuzz.py --hypothesis-seed=N for several N (seeds 1-52 pass as of this commit)
+# pytest tests/cli/test_fuzz_across_readers.py --hypothesis-seed=N for several N (seeds 1-52 pass as of this commit)
 FAST = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 #: every registered family but those whose fits take minutes (rq, opq) or train a network (geopres,

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"(?:<!-- skip: (?P<skip>[^>]*?) -->\n)?```(?P<lang>\w+)\n(?P<body>.*?)\n```", re.S)
 
