@@ -168,6 +168,55 @@ def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, r
     return row
 
 
+def reserve(args) -> None:
+    """Measure the serving figures again for every pick of a results JSON, on a quiet machine: each pick
+    fitted, applied, tiled and served by a fresh process as in the main run; faiss's single-query times
+    again. Retentions are not touched (they do not depend on the machine's load)."""
+    import faiss
+
+    results = json.loads(Path(args.json).read_text())
+    D, dids, task, _ = load_set(args.emb, args.qrels, queries=results["queries"])
+    with tempfile.TemporaryDirectory(prefix="bench-plans-", dir=Path(args.emb)) as scratch:
+        np.save(Path(scratch) / "q.npy", task.queries[: args.serve_queries])
+        for budget, b in results["budgets"].items():
+            for name, p in b["picks"].items():
+                p["served"] = measure_pick(p, 10, Path(args.emb) / "corpus.parquet", Path(scratch), results["rows_served"],
+                                           Path(scratch) / "q.npy", args.serve_queries)
+                s = p["served"]
+                print(f"  {budget:>3} B {name:16s} warm p50 {s['warm']['p50_ms']:7.2f} ms p99 {s['warm']['p99_ms']:7.2f}  "
+                      f"cold p50 {s['cold']['p50_ms']:7.2f} ms  peak RSS {s['peak_rss_mib']:.0f} MiB", flush=True)
+            for f in b.get("faiss", []):
+                f.update(faiss_latency(D, int(budget), int(f["config"].split(" x")[-1]), "sq8" if "sq8" in f["config"] else "flat",
+                                       results["rows_served"], args.serve_queries, task.queries))
+                print(f"  {budget:>3} B {f['config']:49s} p50 {f['p50_ms']:7.2f} ms p99 {f['p99_ms']:7.2f}", flush=True)
+            results["remeasured"] = time.strftime("%Y-%m-%d %H:%M")
+            Path(args.json).write_text(json.dumps(results, indent=1, default=float))
+    faiss.omp_set_num_threads(os.cpu_count())
+
+
+def faiss_latency(D, budget: int, k_factor: int, refine: str, rows: int, n: int, Q) -> dict:
+    """faiss IndexRefine's single-query time over ``rows`` tiled rows, trained on half of ``D``."""
+    import faiss
+
+    d = D.shape[1]
+    ip = faiss.METRIC_INNER_PRODUCT
+    Dn = (D / np.linalg.norm(D, axis=1, keepdims=True)).astype(np.float32)
+    base = faiss.IndexPQ(d, budget, 8, ip)
+    ref = faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_8bit, ip) if refine == "sq8" else faiss.IndexFlatIP(d)
+    index = faiss.IndexRefine(base, ref)
+    index.k_factor = float(k_factor)
+    index.train(Dn[: len(Dn) // 2])
+    index.add(np.tile(Dn, (-(-rows // len(D)), 1))[:rows])
+    faiss.omp_set_num_threads(1)
+    Qn = (Q / np.linalg.norm(Q, axis=1, keepdims=True)).astype(np.float32)
+    times = []
+    for q in Qn[:n]:
+        t = time.perf_counter()
+        index.search(q[None], 10)
+        times.append(time.perf_counter() - t)
+    return {"p50_ms": 1e3 * float(np.percentile(times, 50)), "p99_ms": 1e3 * float(np.percentile(times, 99))}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--emb", default="bench-data/debian-ir")
@@ -180,7 +229,10 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows the picks are tiled to and served over")
     ap.add_argument("--serve-queries", type=int, default=300)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--reserve", action="store_true", help="only measure the serving figures of --json's picks again")
     args = ap.parse_args()
+    if args.reserve:
+        return reserve(args)
     D, dids, task, _ = load_set(args.emb, args.qrels, queries=args.queries)
     docs_path = Path(args.emb) / "corpus.parquet"
     fits = CrossFit(D, 2, fit_rows=args.fit_rows)
