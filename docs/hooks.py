@@ -45,8 +45,18 @@ def cli_reference() -> str:
     for name in sorted(group.commands):
         cmd = group.commands[name]
         sub = Context(cmd, info_name=name, parent=ctx)
-        out += [f"## `{name}`", "", (cmd.help or "").strip().split("\n\n")[0], "", "```text",
-                cmd.get_usage(sub).replace("Usage: ", ""), "```", "", *_param_rows(cmd, sub), ""]
+        out += [
+            f"## `{name}`",
+            "",
+            (cmd.help or "").strip().split("\n\n")[0],
+            "",
+            "```text",
+            cmd.get_usage(sub).replace("Usage: ", ""),
+            "```",
+            "",
+            *_param_rows(cmd, sub),
+            "",
+        ]
     return "\n".join(out)
 
 
@@ -78,8 +88,12 @@ def results_index() -> str:
     return "\n".join(out)
 
 
-GENERATED = {"cli": cli_reference, "budget-table": budget_table, "plans-table": plans_table,
-             "results-index": results_index}
+GENERATED = {
+    "cli": cli_reference,
+    "budget-table": budget_table,
+    "plans-table": plans_table,
+    "results-index": results_index,
+}
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:

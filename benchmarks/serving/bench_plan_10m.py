@@ -81,22 +81,41 @@ def main() -> None:
     d = Path(args.dir)
     src = d / "vectors.parquet"
     plan_dir, tiers = d / "plan-48", d / "tiers-48"
-    out = {"spec": args.spec, "copy": "int8", "candidates": args.candidates, "date": time.strftime("%Y-%m-%d"),
-           "machine": f"{os.cpu_count()} cores"}
+    out = {
+        "spec": args.spec,
+        "copy": "int8",
+        "candidates": args.candidates,
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{os.cpu_count()} cores",
+    }
     t = time.perf_counter()
     sample, _, _ = read_sample(src, limit=50_000, seed=0)
     first = embcompress.from_spec(args.spec).fit(sample)
-    save_plan(Plan(copy="int8", candidates=args.candidates, k=10), first, plan_dir,
-              copy_model=embcompress.Int8().fit(sample), overwrite=True)
+    save_plan(
+        Plan(copy="int8", candidates=args.candidates, k=10),
+        first,
+        plan_dir,
+        copy_model=embcompress.Int8().fit(sample),
+        overwrite=True,
+    )
     out["plan_seconds"] = time.perf_counter() - t
-    wall, use = launched([sys.executable, "-m", "embcompress.cli", "apply", str(plan_dir), str(src), str(tiers),
-                          "--overwrite", "--json"])
+    wall, use = launched(
+        [sys.executable, "-m", "embcompress.cli", "apply", str(plan_dir), str(src), str(tiers), "--overwrite", "--json"]
+    )
     res = json.loads(use["stdout"])
-    out["apply"] = {"seconds": wall, "rows": res["rows"], "rows_per_second": res["rows"] / wall,
-                    "peak_rss_mib": use["maxrss_kib"] / 1024, "first_bytes": res["first_bytes"], "copy_bytes": res["copy_bytes"]}
-    print(f"apply: {res['rows']:,} rows in {wall:.0f} s ({res['rows'] / wall:,.0f} rows/s), peak RSS "
-          f"{use['maxrss_kib'] / 1024:.0f} MiB; codes {res['first_bytes'] / 2**20:.0f} MiB, copy {res['copy_bytes'] / 2**30:.2f} GiB",
-          flush=True)
+    out["apply"] = {
+        "seconds": wall,
+        "rows": res["rows"],
+        "rows_per_second": res["rows"] / wall,
+        "peak_rss_mib": use["maxrss_kib"] / 1024,
+        "first_bytes": res["first_bytes"],
+        "copy_bytes": res["copy_bytes"],
+    }
+    print(
+        f"apply: {res['rows']:,} rows in {wall:.0f} s ({res['rows'] / wall:,.0f} rows/s), peak RSS "
+        f"{use['maxrss_kib'] / 1024:.0f} MiB; codes {res['first_bytes'] / 2**20:.0f} MiB, copy {res['copy_bytes'] / 2**30:.2f} GiB",
+        flush=True,
+    )
     Q, _ = read_all(args.queries_from)
     Q = Q[np.sort(np.random.default_rng(0).choice(len(Q), args.queries, replace=False))]
     qfile = d / "q-10m.npy"
@@ -104,12 +123,29 @@ def main() -> None:
     serve = str(Path(__file__).with_name("bench_plans.py"))
     served = {}
     for mode in ("warm", "cold"):
-        wall, use = launched([sys.executable, serve, "serve", str(tiers), str(plan_dir), str(qfile), "--n", str(args.queries),
-                              "--mode", mode, "--rows-out", str(d / "served-rows.npy")])
+        wall, use = launched(
+            [
+                sys.executable,
+                serve,
+                "serve",
+                str(tiers),
+                str(plan_dir),
+                str(qfile),
+                "--n",
+                str(args.queries),
+                "--mode",
+                mode,
+                "--rows-out",
+                str(d / "served-rows.npy"),
+            ]
+        )
         served[mode] = json.loads(use["stdout"].strip().splitlines()[-1])
         s = served[mode][mode]
-        print(f"serve {mode}: p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms, peak RSS {served[mode]['peak_rss_mib']:.0f} MiB "
-              f"(codes {served[mode]['first_stage_mib']:.0f} MiB)", flush=True)
+        print(
+            f"serve {mode}: p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms, peak RSS {served[mode]['peak_rss_mib']:.0f} MiB "
+            f"(codes {served[mode]['first_stage_mib']:.0f} MiB)",
+            flush=True,
+        )
     out["serve"] = served
     t = time.perf_counter()
     exact = exact_top10(src, Q)

@@ -96,7 +96,9 @@ def tile_tiers(src: Path, dst: Path, rows: int) -> None:
     for r in range(reps):
         t = table if r * n + n <= rows else table.slice(0, rows - r * n)
         if "id" in t.column_names:
-            t = t.set_column(t.column_names.index("id"), "id", pa.array([f"{i}#{r}" for i in t.column("id").to_pylist()]))
+            t = t.set_column(
+                t.column_names.index("id"), "id", pa.array([f"{i}#{r}" for i in t.column("id").to_pylist()])
+            )
         parts.append(t)
     pq.write_table(pa.concat_tables(parts).replace_schema_metadata(table.schema.metadata), dst / "first.parquet")
     tiers = json.loads((src / "tiers.json").read_text())
@@ -127,8 +129,12 @@ def measure_pick(pick: dict, k: int, docs_path: Path, scratch: Path, rows: int, 
     save_plan(Plan(copy=pick["copy"], candidates=cands, k=k), first, plan_dir, copy_model=copy_model, overwrite=True)
     apply_plan(plan_dir, docs_path, tiers, overwrite=True)
     tile_tiers(tiers, tiled, rows)
-    r = subprocess.run([sys.executable, __file__, "serve", str(tiled), str(plan_dir), str(queries_npy), "--n", str(n)],
-                       capture_output=True, text=True, env={**os.environ, "EMBCOMPRESS_NUM_THREADS": "1"})
+    r = subprocess.run(
+        [sys.executable, __file__, "serve", str(tiled), str(plan_dir), str(queries_npy), "--n", str(n)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "EMBCOMPRESS_NUM_THREADS": "1"},
+    )
     if r.returncode:
         raise RuntimeError(r.stderr)
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -144,15 +150,28 @@ def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, r
 
     def build():
         base = faiss.IndexPQ(d, budget, 8, ip)
-        ref = faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_8bit, ip) if refine == "sq8" else faiss.IndexFlatIP(d)
+        ref = (
+            faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_8bit, ip)
+            if refine == "sq8"
+            else faiss.IndexFlatIP(d)
+        )
         index = faiss.IndexRefine(base, ref)
         index.k_factor = float(k_factor)
         return index
 
     Dn = D / np.linalg.norm(D, axis=1, keepdims=True)  # faiss scores inner products: cosine on unit rows
     Qn = task.queries / np.linalg.norm(task.queries, axis=1, keepdims=True)
-    row = faiss_row(f"faiss IndexRefine(PQ{budget}, {refine}) x{k_factor}", build, Dn.astype(np.float32),
-                    Qn.astype(np.float32), task.query_ids, dids, task.qrels, float_score, fits)
+    row = faiss_row(
+        f"faiss IndexRefine(PQ{budget}, {refine}) x{k_factor}",
+        build,
+        Dn.astype(np.float32),
+        Qn.astype(np.float32),
+        task.query_ids,
+        dids,
+        task.qrels,
+        float_score,
+        fits,
+    )
     index = build()
     index.train(Dn[fits.pools[0]].astype(np.float32))
     reps = -(-rows // len(D))
@@ -163,8 +182,13 @@ def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, r
         t = time.perf_counter()
         index.search(q[None], 10)
         times.append(time.perf_counter() - t)
-    row.update({"p50_ms": 1e3 * float(np.percentile(times, 50)), "p99_ms": 1e3 * float(np.percentile(times, 99)),
-                "ram_bytes_per_vector": budget + (d if refine == "sq8" else 4 * d)})
+    row.update(
+        {
+            "p50_ms": 1e3 * float(np.percentile(times, 50)),
+            "p99_ms": 1e3 * float(np.percentile(times, 99)),
+            "ram_bytes_per_vector": budget + (d if refine == "sq8" else 4 * d),
+        }
+    )
     return row
 
 
@@ -180,14 +204,33 @@ def reserve(args) -> None:
         np.save(Path(scratch) / "q.npy", task.queries[: args.serve_queries])
         for budget, b in results["budgets"].items():
             for name, p in b["picks"].items():
-                p["served"] = measure_pick(p, 10, Path(args.emb) / "corpus.parquet", Path(scratch), results["rows_served"],
-                                           Path(scratch) / "q.npy", args.serve_queries)
+                p["served"] = measure_pick(
+                    p,
+                    10,
+                    Path(args.emb) / "corpus.parquet",
+                    Path(scratch),
+                    results["rows_served"],
+                    Path(scratch) / "q.npy",
+                    args.serve_queries,
+                )
                 s = p["served"]
-                print(f"  {budget:>3} B {name:16s} warm p50 {s['warm']['p50_ms']:7.2f} ms p99 {s['warm']['p99_ms']:7.2f}  "
-                      f"cold p50 {s['cold']['p50_ms']:7.2f} ms  peak RSS {s['peak_rss_mib']:.0f} MiB", flush=True)
+                print(
+                    f"  {budget:>3} B {name:16s} warm p50 {s['warm']['p50_ms']:7.2f} ms p99 {s['warm']['p99_ms']:7.2f}  "
+                    f"cold p50 {s['cold']['p50_ms']:7.2f} ms  peak RSS {s['peak_rss_mib']:.0f} MiB",
+                    flush=True,
+                )
             for f in b.get("faiss", []):
-                f.update(faiss_latency(D, int(budget), int(f["config"].split(" x")[-1]), "sq8" if "sq8" in f["config"] else "flat",
-                                       results["rows_served"], args.serve_queries, task.queries))
+                f.update(
+                    faiss_latency(
+                        D,
+                        int(budget),
+                        int(f["config"].split(" x")[-1]),
+                        "sq8" if "sq8" in f["config"] else "flat",
+                        results["rows_served"],
+                        args.serve_queries,
+                        task.queries,
+                    )
+                )
                 print(f"  {budget:>3} B {f['config']:49s} p50 {f['p50_ms']:7.2f} ms p99 {f['p99_ms']:7.2f}", flush=True)
             results["remeasured"] = time.strftime("%Y-%m-%d %H:%M")
             Path(args.json).write_text(json.dumps(results, indent=1, default=float))
@@ -238,12 +281,24 @@ def main() -> None:
     fits = CrossFit(D, 2, fit_rows=args.fit_rows)
     float_score = run_configs(D, task, ["float"], doc_ids=dids)[0]["score"]
     setup = SimpleNamespace(docs=D, doc_ids=dids, task=task)
-    results = {"set": args.name, "model": args.model, "documents": len(D), "queries": len(task.queries),
-               "dim": int(D.shape[1]), "fit_rows": fold_pool_rows(len(D), 2), "float_ndcg": float_score,
-               "rows_served": args.rows, "date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores",
-               "budgets": {}}
-    print(f"{args.name} ({args.model}): {len(D):,} documents x {D.shape[1]}, {len(task.queries):,} queries, float nDCG@10 "
-          f"{float_score:.4f}; retention out-of-sample (2 folds); served over {args.rows:,} tiled rows", flush=True)
+    results = {
+        "set": args.name,
+        "model": args.model,
+        "documents": len(D),
+        "queries": len(task.queries),
+        "dim": int(D.shape[1]),
+        "fit_rows": fold_pool_rows(len(D), 2),
+        "float_ndcg": float_score,
+        "rows_served": args.rows,
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{os.cpu_count()} cores",
+        "budgets": {},
+    }
+    print(
+        f"{args.name} ({args.model}): {len(D):,} documents x {D.shape[1]}, {len(task.queries):,} queries, float nDCG@10 "
+        f"{float_score:.4f}; retention out-of-sample (2 folds); served over {args.rows:,} tiled rows",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="bench-plans-", dir=Path(args.emb)) as scratch:
         np.save(Path(scratch) / "q.npy", task.queries[: args.serve_queries])
         for budget in (int(b) for b in args.budgets.split(",")):
@@ -251,24 +306,35 @@ def main() -> None:
             cands = _candidates(D.shape[1], budget, None, False, fold_pool_rows(len(D), 2), by_quality=True)
             res = rank_plans(setup, budget, cands=cands, total_rows=args.rows, folds=2)
             ranking = res["ranking"]
-            picks = {"codes only": res["code_only"],
-                     "int8 on disk": max((p for p in ranking if p["copy"] == "int8"), key=lambda p: p["retention"]),
-                     "float32 on disk": max((p for p in ranking if p["copy"] == "float32"), key=lambda p: p["retention"])}
+            picks = {
+                "codes only": res["code_only"],
+                "int8 on disk": max((p for p in ranking if p["copy"] == "int8"), key=lambda p: p["retention"]),
+                "float32 on disk": max((p for p in ranking if p["copy"] == "float32"), key=lambda p: p["retention"]),
+            }
             out = {"rank_seconds": time.perf_counter() - t0, "ranking": ranking, "picks": {}}
             for name, p in picks.items():
-                served = measure_pick(p, 10, docs_path, Path(scratch), args.rows, Path(scratch) / "q.npy",
-                                      args.serve_queries)
+                served = measure_pick(
+                    p, 10, docs_path, Path(scratch), args.rows, Path(scratch) / "q.npy", args.serve_queries
+                )
                 out["picks"][name] = {**p, "served": served}
-                print(f"  {budget:3d} B {name:16s} {p['label']:32s} {p['copy']:8s} x{p['candidates']:4d} "
-                      f"{100 * p['retention']:6.2f}%  warm p50 {served['warm']['p50_ms']:7.2f} ms p99 "
-                      f"{served['warm']['p99_ms']:7.2f}  cold p50 {served['cold']['p50_ms']:7.2f} ms  peak RSS "
-                      f"{served['peak_rss_mib']:7.0f} MiB (codes {served['first_stage_mib']:.0f} MiB)", flush=True)
+                print(
+                    f"  {budget:3d} B {name:16s} {p['label']:32s} {p['copy']:8s} x{p['candidates']:4d} "
+                    f"{100 * p['retention']:6.2f}%  warm p50 {served['warm']['p50_ms']:7.2f} ms p99 "
+                    f"{served['warm']['p99_ms']:7.2f}  cold p50 {served['cold']['p50_ms']:7.2f} ms  peak RSS "
+                    f"{served['peak_rss_mib']:7.0f} MiB (codes {served['first_stage_mib']:.0f} MiB)",
+                    flush=True,
+                )
             k_factor = max(1, picks["int8 on disk"]["candidates"] // 10)
-            out["faiss"] = [faiss_refine(D, dids, task, fits, float_score, budget, k_factor, refine, args.rows,
-                                         args.serve_queries) for refine in ("sq8", "flat")]
+            out["faiss"] = [
+                faiss_refine(D, dids, task, fits, float_score, budget, k_factor, refine, args.rows, args.serve_queries)
+                for refine in ("sq8", "flat")
+            ]
             for f in out["faiss"]:
-                print(f"  {budget:3d} B {f['config']:49s} {100 * f['retention']:6.2f}%  p50 {f['p50_ms']:7.2f} ms "
-                      f"p99 {f['p99_ms']:7.2f} (RAM {f['ram_bytes_per_vector']} B/vector)", flush=True)
+                print(
+                    f"  {budget:3d} B {f['config']:49s} {100 * f['retention']:6.2f}%  p50 {f['p50_ms']:7.2f} ms "
+                    f"p99 {f['p99_ms']:7.2f} (RAM {f['ram_bytes_per_vector']} B/vector)",
+                    flush=True,
+                )
             results["budgets"][budget] = out
             if args.json:
                 Path(args.json).parent.mkdir(parents=True, exist_ok=True)

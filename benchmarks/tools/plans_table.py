@@ -26,8 +26,10 @@ PICKS = ("codes only", "int8 on disk", "float32 on disk")
 def _cell(p: dict) -> str:
     s = p["served"]
     copy = "" if p["copy"] in ("none", "decoded") else f" + {p['copy']} x{p['candidates']}"
-    return (f"`{p['spec']}`{copy}: **{100 * p['retention']:.1f}%**, {s['peak_rss_mib']:.0f} MiB, "
-            f"{s['warm']['p50_ms']:.1f} / {s['cold']['p50_ms']:.1f} ms")
+    return (
+        f"`{p['spec']}`{copy}: **{100 * p['retention']:.1f}%**, {s['peak_rss_mib']:.0f} MiB, "
+        f"{s['warm']['p50_ms']:.1f} / {s['cold']['p50_ms']:.1f} ms"
+    )
 
 
 def table(results: list[dict]) -> str:
@@ -36,14 +38,23 @@ def table(results: list[dict]) -> str:
     for res in results:
         for budget, b in sorted(res["budgets"].items(), key=lambda kv: -int(kv[0])):
             f = next((x for x in b.get("faiss", []) if "sq8" in x["config"]), None)
-            faiss = "-" if f is None else f"{100 * f['retention']:.1f}%, {f['p50_ms']:.1f} ms ({f['ram_bytes_per_vector']} B in RAM)"
-            out.append(f"| {budget} B | {res['set']}, {res['model']} | "
-                       + " | ".join(_cell(b["picks"][k]) if k in b["picks"] else "-" for k in PICKS) + f" | {faiss} |")
+            faiss = (
+                "-"
+                if f is None
+                else f"{100 * f['retention']:.1f}%, {f['p50_ms']:.1f} ms ({f['ram_bytes_per_vector']} B in RAM)"
+            )
+            out.append(
+                f"| {budget} B | {res['set']}, {res['model']} | "
+                + " | ".join(_cell(b["picks"][k]) if k in b["picks"] else "-" for k in PICKS)
+                + f" | {faiss} |"
+            )
     first = results[0]
     out.append("")
-    out.append(f"Retention of nDCG@10, out-of-sample (2 folds, {first['queries']:,} queries); peak RSS of the serving "
-               f"process; single-query p50 warm / cold (copy dropped from the page cache) over "
-               f"{first['rows_served']:,} tiled rows, one thread; {first['machine']}, {first['date']}.")
+    out.append(
+        f"Retention of nDCG@10, out-of-sample (2 folds, {first['queries']:,} queries); peak RSS of the serving "
+        f"process; single-query p50 warm / cold (copy dropped from the page cache) over "
+        f"{first['rows_served']:,} tiled rows, one thread; {first['machine']}, {first['date']}."
+    )
     return "\n".join(out)
 
 

@@ -206,7 +206,8 @@ def pick(plans: list[PlanRow], target: float | None, max_latency_ms: float | Non
             break
     if winner is None:
         raise InputError(f"no plan answers within {max_latency_ms:g} ms per query on this machine; the fastest took "
-                         f"{min(d.latency_ms for d in done.values()):.2f} ms. Allow more (--max-latency-ms) or more RAM")
+                         f"{min(d.latency_ms for d in done.values()):.2f} ms. Allow more (--max-latency-ms) "
+                         "or more RAM")
     for p in order[:MEASURED_PLANS]:  # the leaders' latencies, for the table
         done.setdefault(p.config, measure(p))
     return winner, [done.get(p.config, p) for p in order]

@@ -188,7 +188,8 @@ def export_plan(tiers_dir: str | os.PathLike, plan_dir: str | os.PathLike, out: 
     description = Path(str(out) + ".embcompress.json")
     doc = json.loads(description.read_text())
     doc["plan"] = {**plan.to_json(), "rescore_file": rescore.name if plan.stored else None,
-                   "rescore_decode": (f"embcompress.load('{Path(plan_dir) / 'copy'}').decode(rows)" if plan.copy == "int8"
+                   "rescore_decode": (f"embcompress.load('{Path(plan_dir) / 'copy'}').decode(rows)"
+                                      if plan.copy == "int8"
                                       else "the rows as they are" if plan.stored else None)}
     try:
         if plan.stored:

@@ -108,7 +108,8 @@ class Plan:
         known = {"structure", "copy", "place", "candidates", "k", "graph", "measured"}
         unknown = sorted(set(doc) - known - {"format", "version", "fingerprint"})
         if unknown:
-            raise FormatError(f"{where}: unknown field(s) {', '.join(unknown)}; a plan holds {', '.join(sorted(known))}")
+            raise FormatError(f"{where}: unknown field(s) {', '.join(unknown)}; "
+                              f"a plan holds {', '.join(sorted(known))}")
         kw = {key: doc[key] for key in known if key in doc}
         graph = kw.pop("graph", None)
         try:

@@ -225,7 +225,8 @@ class Served:
         if not plan.rescored:
             return self.index.search(queries, k, threads=threads)
         if not plan.stored:
-            return self.index.search(queries, k, rerank="asymmetric", candidates=max(plan.candidates, k), threads=threads)
+            return self.index.search(queries, k, rerank="asymmetric", candidates=max(plan.candidates, k),
+                                     threads=threads)
         return self.index.search(queries, k, rerank="float", candidates=max(plan.candidates, k), originals=self.copy,
                                  threads=threads)
 

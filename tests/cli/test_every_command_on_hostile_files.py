@@ -46,7 +46,10 @@ def _hostile(tmp):
     add("empty.parquet", lambda p: _parquet(p, pa.array([], type=pa.list_(F32))))
     add("one_row.parquet", lambda p: _parquet(p, pa.array(list(_good(1)), type=pa.list_(F32))))
     add("strings.parquet", lambda p: _parquet(p, pa.array(["a", "b", "c"])))
-    add("list_of_lists.parquet", lambda p: _parquet(p, pa.array([[[1.0, 2.0]], [[3.0, 4.0]]], type=pa.list_(pa.list_(F32)))))
+    add(
+        "list_of_lists.parquet",
+        lambda p: _parquet(p, pa.array([[[1.0, 2.0]], [[3.0, 4.0]]], type=pa.list_(pa.list_(F32)))),
+    )
     add("null_row.parquet", lambda p: _parquet(p, pa.array([[1.0, 2.0], None, [3.0, 4.0]], type=pa.list_(F32))))
 
     def truncated(p):
@@ -89,8 +92,20 @@ def _commands(tmp, good, bad, out):
     }
 
 
-COMMANDS = ["binarize", "truncate", "fit", "apply", "info", "search-docs", "search-queries", "evaluate", "export",
-            "analyze", "report", "recommend"]
+COMMANDS = [
+    "binarize",
+    "truncate",
+    "fit",
+    "apply",
+    "info",
+    "search-docs",
+    "search-queries",
+    "evaluate",
+    "export",
+    "analyze",
+    "report",
+    "recommend",
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -34,15 +34,24 @@ def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("docs-data")
     rng = np.random.default_rng(0)
     n, dim = 1500, 32
-    X = (rng.standard_normal((n, 6)) @ rng.standard_normal((6, dim)) + 0.4 * rng.standard_normal((n, dim))).astype(np.float32)
+    X = (rng.standard_normal((n, 6)) @ rng.standard_normal((6, dim)) + 0.4 * rng.standard_normal((n, dim))).astype(
+        np.float32
+    )
     ids = [f"d{i}" for i in range(n)]
-    pq.write_table(pa.table({"id": ids, "embedding": pa.array(list(X), type=pa.list_(pa.float32()))}), d / "docs.parquet")
+    pq.write_table(
+        pa.table({"id": ids, "embedding": pa.array(list(X), type=pa.list_(pa.float32()))}), d / "docs.parquet"
+    )
     Q = X[:120] + 0.3 * rng.standard_normal((120, dim)).astype(np.float32)
-    pq.write_table(pa.table({"id": [f"q{i}" for i in range(120)], "embedding": pa.array(list(Q), type=pa.list_(pa.float32()))}),
-                   d / "queries.parquet")
+    pq.write_table(
+        pa.table({"id": [f"q{i}" for i in range(120)], "embedding": pa.array(list(Q), type=pa.list_(pa.float32()))}),
+        d / "queries.parquet",
+    )
     (d / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(120)))
-    r = subprocess.run([sys.executable, "-m", "embcompress.cli", "binarize", str(d / "docs.parquet"), str(d / "bits.parquet")],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "embcompress.cli", "binarize", str(d / "docs.parquet"), str(d / "bits.parquet")],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     return d
 
@@ -55,8 +64,9 @@ def test_every_page_has_code_and_every_skip_says_why():
             assert skip is None or len(skip.strip()) > 10, f"{page}: a skipped block must say why"
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if any(s is None for _, _, s in blocks(p))],
-                         ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "page", [p for p in PAGES if any(s is None for _, _, s in blocks(p))], ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_the_pages_code_blocks_run(page, files, tmp_path, monkeypatch):
     for f in files.iterdir():
         (shutil.copytree if f.is_dir() else shutil.copy)(f, tmp_path / f.name)
@@ -66,7 +76,9 @@ def test_the_pages_code_blocks_run(page, files, tmp_path, monkeypatch):
         if skip is not None or lang not in ("bash", "python"):
             continue
         if lang == "bash":
-            r = subprocess.run(["bash", "-e", "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+            r = subprocess.run(
+                ["bash", "-e", "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+            )
             assert r.returncode == 0, f"{page.name} block {i}:\n{code}\n--- stderr:\n{r.stderr[-2000:]}"
         else:
             exec(compile(code, f"{page.name}[{i}]", "exec"), {"__name__": "__docs__"})

@@ -25,14 +25,20 @@ runner = CliRunner()
 
 def _data(n=3000, d=48, seed=0):
     rng = np.random.default_rng(seed)
-    X = (rng.standard_normal((n, 8)) @ rng.standard_normal((8, d)) + 0.5 * rng.standard_normal((n, d))).astype(np.float32)
+    X = (rng.standard_normal((n, 8)) @ rng.standard_normal((8, d)) + 0.5 * rng.standard_normal((n, d))).astype(
+        np.float32
+    )
     Q = (X[:40] + 0.2 * rng.standard_normal((40, d))).astype(np.float32)
     return X, Q
 
 
 def _parquet(path, X):
-    pq.write_table(pa.table({"id": [f"doc{i}" for i in range(len(X))],
-                             "embedding": pa.array(list(X), type=pa.list_(pa.float32()))}), path)
+    pq.write_table(
+        pa.table(
+            {"id": [f"doc{i}" for i in range(len(X))], "embedding": pa.array(list(X), type=pa.list_(pa.float32()))}
+        ),
+        path,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -44,15 +50,18 @@ def corpus(tmp_path_factory):
     return tmp, X, Q
 
 
-@pytest.mark.parametrize("bad, says", [
-    ({"structure": "ivf"}, "structure 'ivf'"),
-    ({"copy": "int4"}, "copy 'int4'"),
-    ({"place": "tape"}, "place 'tape'"),
-    ({"k": 0}, "k=0"),
-    ({"copy": "int8", "candidates": 5, "k": 10}, "candidates=5 below k=10"),
-    ({"candidates": 50}, "without a rescoring copy"),
-    ({"structure": "hnsw"}, "graph settings"),
-])
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        ({"structure": "ivf"}, "structure 'ivf'"),
+        ({"copy": "int4"}, "copy 'int4'"),
+        ({"place": "tape"}, "place 'tape'"),
+        ({"k": 0}, "k=0"),
+        ({"copy": "int8", "candidates": 5, "k": 10}, "candidates=5 below k=10"),
+        ({"candidates": 50}, "without a rescoring copy"),
+        ({"structure": "hnsw"}, "graph settings"),
+    ],
+)
 def test_a_plan_refuses_what_it_cannot_serve_and_says_what_is_allowed(bad, says):
     with pytest.raises(InputError, match="allowed") as e:
         Plan(**bad)
@@ -62,16 +71,26 @@ def test_a_plan_refuses_what_it_cannot_serve_and_says_what_is_allowed(bad, says)
 def test_a_saved_plan_reads_back_the_same_and_is_validated_on_load(tmp_path):
     X, _ = _data(500, 16)
     first, int8 = embcompress.from_spec("binary").fit(X), embcompress.Int8().fit(X)
-    plan = Plan(structure="hnsw", graph=Hnsw(m=16, ef_construction=40, ef_search=64), copy="int8", candidates=50, k=10,
-                measured={"retention": 0.99})
+    plan = Plan(
+        structure="hnsw",
+        graph=Hnsw(m=16, ef_construction=40, ef_search=64),
+        copy="int8",
+        candidates=50,
+        k=10,
+        measured={"retention": 0.99},
+    )
     save_plan(plan, first, tmp_path / "p", copy_model=int8)
     saved = load_plan(tmp_path / "p")
     assert saved.plan == plan and np.array_equal(saved.copy_model.ranges_, int8.ranges_)
     with pytest.raises(OutputExistsError):
         save_plan(plan, first, tmp_path / "p", copy_model=int8)
     doc = json.loads((tmp_path / "p" / "plan.json").read_text())
-    for change, says in (({"version": 99}, "version 99"), ({"copy": "float16"}, "int8 calibration"),
-                         ({"extra": 1}, "unknown field"), ({"candidates": "many"}, "candidates='many'")):
+    for change, says in (
+        ({"version": 99}, "version 99"),
+        ({"copy": "float16"}, "int8 calibration"),
+        ({"extra": 1}, "unknown field"),
+        ({"candidates": "many"}, "candidates='many'"),
+    ):
         (tmp_path / "p" / "plan.json").write_text(json.dumps({**doc, **change}))
         with pytest.raises(FormatError, match=says):
             load_plan(tmp_path / "p")
@@ -115,7 +134,9 @@ def test_the_copy_on_disk_reads_only_the_candidates_rows_sorted_and_merged(tmp_p
     store = DiskCopy(tmp_path / "c.npy", lambda r: np.asarray(r, np.float32), rows=1000, dim=16, kind="float32")
     reads = []
     real = tiers_mod.os.preadv
-    monkeypatch.setattr(tiers_mod.os, "preadv", lambda fd, bufs, off: reads.append((off, len(bufs[0]))) or real(fd, bufs, off))
+    monkeypatch.setattr(
+        tiers_mod.os, "preadv", lambda fd, bufs, off: reads.append((off, len(bufs[0]))) or real(fd, bufs, off)
+    )
     rows = np.array([[7, 3, 900], [4, 7, 5]])
     assert np.array_equal(store.get(rows.reshape(-1)), X[rows.reshape(-1)])
     assert [o for o, _ in reads] == sorted(o for o, _ in reads)  # by offset
@@ -159,6 +180,7 @@ def test_an_interrupted_apply_leaves_nothing_behind(corpus, tmp_path, monkeypatc
         def encode(rows):
             calls.append(len(rows))
             raise KeyboardInterrupt
+
         return encode
 
     monkeypatch.setattr(tiers_mod, "encoder_of", interrupted)
@@ -171,30 +193,64 @@ def test_the_cli_applies_a_plan_and_searches_with_it(corpus, tmp_path):
     tmp, X, Q = corpus
     first = embcompress.from_spec("pca:24+binary").fit(X)
     save_plan(Plan(copy="int8", candidates=50, k=5), first, tmp_path / "plan", copy_model=embcompress.Int8().fit(X))
-    r = runner.invoke(app, ["apply", str(tmp_path / "plan"), str(tmp / "docs.parquet"), str(tmp_path / "out"), "--json"])
+    r = runner.invoke(
+        app, ["apply", str(tmp_path / "plan"), str(tmp / "docs.parquet"), str(tmp_path / "out"), "--json"]
+    )
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["disk_bytes_per_vector"] == 48
-    r = runner.invoke(app, ["search", str(tmp_path / "out"), str(tmp / "queries.npy"), str(tmp_path / "res.parquet"),
-                            "--plan", str(tmp_path / "plan"), "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "search",
+            str(tmp_path / "out"),
+            str(tmp / "queries.npy"),
+            str(tmp_path / "res.parquet"),
+            "--plan",
+            str(tmp_path / "plan"),
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     res = pq.read_table(tmp_path / "res.parquet")
     assert res.num_rows == 40 * 5 and json.loads(r.stdout)["candidates"] == 50
     r = runner.invoke(app, ["apply", str(tmp_path / "plan"), str(tmp / "docs.parquet"), str(tmp_path / "out")])
     assert r.exit_code == 1 and "already exists" in r.output
-    r = runner.invoke(app, ["search", str(tmp / "docs.parquet"), str(tmp / "queries.npy"), str(tmp_path / "r2.parquet"),
-                            "--plan", str(tmp_path / "plan")])
+    r = runner.invoke(
+        app,
+        [
+            "search",
+            str(tmp / "docs.parquet"),
+            str(tmp / "queries.npy"),
+            str(tmp_path / "r2.parquet"),
+            "--plan",
+            str(tmp_path / "plan"),
+        ],
+    )
     assert r.exit_code == 1 and "holds no serving tiers" in r.output
 
 
 def test_recommend_ranks_plans_and_saves_one_that_apply_and_search_serve(tmp_path):
     X, _ = _data(1000, 16, seed=3)
     _parquet(tmp_path / "docs.parquet", X)
-    r = runner.invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "plan"), "--ram-budget", "2",
-                            "--disk-budget", "40", "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "recommend",
+            str(tmp_path / "docs.parquet"),
+            str(tmp_path / "plan"),
+            "--ram-budget",
+            "2",
+            "--disk-budget",
+            "40",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
     copies = {p["copy"] for p in res["ranking"]}
-    assert copies <= {"none", "decoded", "int8", "float16"} and "int8" in copies  # float32 (64 B) is over the disk budget
+    assert (
+        copies <= {"none", "decoded", "int8", "float16"} and "int8" in copies
+    )  # float32 (64 B) is over the disk budget
     assert all(p["ram_bytes"] <= 2 and p["disk_bytes"] <= 40 for p in res["ranking"])
     w, c = res["winner"], res["code_only"]
     assert w["retention"] == max(p["retention"] for p in res["ranking"]) and w["retention"] > c["retention"]
@@ -202,22 +258,58 @@ def test_recommend_ranks_plans_and_saves_one_that_apply_and_search_serve(tmp_pat
     assert [n for n, _ in res["ranking"][0]["sweep"]] == [20, 40, 100, 200, 500][: len(res["ranking"][0]["sweep"])]
     saved = load_plan(tmp_path / "plan")
     assert saved.plan.copy == w["copy"] and saved.plan.candidates == w["candidates"]
-    assert runner.invoke(app, ["apply", str(tmp_path / "plan"), str(tmp_path / "docs.parquet"), str(tmp_path / "out")]).exit_code == 0
+    assert (
+        runner.invoke(
+            app, ["apply", str(tmp_path / "plan"), str(tmp_path / "docs.parquet"), str(tmp_path / "out")]
+        ).exit_code
+        == 0
+    )
     np.save(tmp_path / "q.npy", X[:7])
-    r = runner.invoke(app, ["search", str(tmp_path / "out"), str(tmp_path / "q.npy"), str(tmp_path / "r.parquet"),
-                            "--plan", str(tmp_path / "plan")])
+    r = runner.invoke(
+        app,
+        [
+            "search",
+            str(tmp_path / "out"),
+            str(tmp_path / "q.npy"),
+            str(tmp_path / "r.parquet"),
+            "--plan",
+            str(tmp_path / "plan"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert pq.read_table(tmp_path / "r.parquet").column("row").to_pylist()[::10] == list(range(7))  # each finds itself
     # with a target, the plan with the least RAM that reaches it; no copy at all with a disk budget of 0
-    r = runner.invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "p0"), "--ram-budget", "2",
-                            "--disk-budget", "0", "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "recommend",
+            str(tmp_path / "docs.parquet"),
+            str(tmp_path / "p0"),
+            "--ram-budget",
+            "2",
+            "--disk-budget",
+            "0",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert {p["copy"] for p in json.loads(r.stdout)["ranking"]} <= {"none", "decoded"}
-    r = runner.invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "p1"), "--ram-budget", "2",
-                            "--budget", "2"])
+    r = runner.invoke(
+        app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "p1"), "--ram-budget", "2", "--budget", "2"]
+    )
     assert r.exit_code == 2 and "one of them" in r.output
-    r = runner.invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "p2"), "--ram-budget", "2",
-                            "--max-latency-ms", "0.000001"])
+    r = runner.invoke(
+        app,
+        [
+            "recommend",
+            str(tmp_path / "docs.parquet"),
+            str(tmp_path / "p2"),
+            "--ram-budget",
+            "2",
+            "--max-latency-ms",
+            "0.000001",
+        ],
+    )
     assert r.exit_code == 1 and "no plan answers within" in r.output and not (tmp_path / "p2").exists()
 
 
@@ -238,8 +330,18 @@ def test_export_of_a_plan_writes_what_each_target_holds_and_says_what_it_does_no
     first = embcompress.from_spec("binary").fit(X)
     save_plan(Plan(copy="float16", candidates=40, k=10), first, tmp_path / "plan")
     apply_plan(tmp_path / "plan", tmp / "docs.parquet", tmp_path / "tiers")
-    r = runner.invoke(app, ["export", str(tmp_path / "tiers"), str(tmp_path / "x.faiss"), "--to", "faiss",
-                            "--plan", str(tmp_path / "plan")])
+    r = runner.invoke(
+        app,
+        [
+            "export",
+            str(tmp_path / "tiers"),
+            str(tmp_path / "x.faiss"),
+            "--to",
+            "faiss",
+            "--plan",
+            str(tmp_path / "plan"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "note: faiss holds the first stage" in r.stderr
     assert np.array_equal(np.load(tmp_path / "x.faiss.rescore.npy"), np.load(tmp_path / "tiers" / "copy.npy"))
@@ -249,15 +351,29 @@ def test_export_of_a_plan_writes_what_each_target_holds_and_says_what_it_does_no
     index = faiss.read_index_binary(str(tmp_path / "x.faiss"))
     _, cand = index.search(first.transform(Q), 40)
     copy = np.load(tmp_path / "x.faiss.rescore.npy").astype(np.float32)
-    scores = np.einsum("qd,qcd->qc", Q / np.linalg.norm(Q, axis=1, keepdims=True), copy[cand]) / np.linalg.norm(copy[cand], axis=2)
+    scores = np.einsum("qd,qcd->qc", Q / np.linalg.norm(Q, axis=1, keepdims=True), copy[cand]) / np.linalg.norm(
+        copy[cand], axis=2
+    )
     mine = np.take_along_axis(cand, np.argsort(-scores, axis=1, kind="stable"), 1)[:, :10]
     served = open_tiers(tmp_path / "tiers", tmp_path / "plan").search(Q)
     assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(mine, served.rows)]) > 0.95  # Hamming ties aside
-    r = runner.invoke(app, ["export", str(tmp_path / "tiers"), str(tmp_path / "x.faiss"), "--to", "faiss",
-                            "--plan", str(tmp_path / "plan")])
+    r = runner.invoke(
+        app,
+        [
+            "export",
+            str(tmp_path / "tiers"),
+            str(tmp_path / "x.faiss"),
+            "--to",
+            "faiss",
+            "--plan",
+            str(tmp_path / "plan"),
+        ],
+    )
     assert r.exit_code == 1 and "already exists" in r.output
-    r = runner.invoke(app, ["export", str(tmp_path / "tiers"), str(tmp_path / "db"), "--to", "lancedb",
-                            "--plan", str(tmp_path / "plan")])
+    r = runner.invoke(
+        app,
+        ["export", str(tmp_path / "tiers"), str(tmp_path / "db"), "--to", "lancedb", "--plan", str(tmp_path / "plan")],
+    )
     assert r.exit_code == 0 and "refine_factor rescores from the table's own vectors" in r.stderr
 
 
@@ -268,10 +384,16 @@ def test_cheaper_plans_within_the_winners_uncertainty_are_named():
     base = rng.uniform(0, 1, 500)
 
     def row(config, ram, disk, cand, shift):
-        return PlanRow(config, "s", config, "int8", cand, ram, disk, 0.5 + shift, ()), base + shift + rng.normal(0, 0.2, 500)
+        return PlanRow(config, "s", config, "int8", cand, ram, disk, 0.5 + shift, ()), base + shift + rng.normal(
+            0, 0.2, 500
+        )
 
-    rows = [row("win", 8, 64, 100, 0.0), row("close-cheaper", 8, 64, 40, -0.005), row("far-cheaper", 4, 0, 10, -0.3),
-            row("close-dearer", 16, 64, 100, -0.001)]
+    rows = [
+        row("win", 8, 64, 100, 0.0),
+        row("close-cheaper", 8, 64, 40, -0.005),
+        row("far-cheaper", 4, 0, 10, -0.3),
+        row("close-dearer", 16, 64, 100, -0.001),
+    ]
     per = {r.config: q for r, q in rows}
     tied = near_ties(rows[0][0], [r for r, _ in rows], per, 1.0)
     assert [p.config for p in tied] == ["close-cheaper"]
@@ -285,12 +407,30 @@ def test_ctrl_c_during_apply_of_a_plan_exits_130_and_leaves_nothing(tmp_path):
     import time
 
     X, _ = _data(60_000, 32, seed=7)
-    pq.write_table(pa.table({"embedding": pa.array(list(X), type=pa.list_(pa.float32()))}), tmp_path / "big.parquet",
-                   row_group_size=2000)
-    save_plan(Plan(copy="float32", candidates=40, k=10), embcompress.from_spec("binary").fit(X[:1000]), tmp_path / "plan")
+    pq.write_table(
+        pa.table({"embedding": pa.array(list(X), type=pa.list_(pa.float32()))}),
+        tmp_path / "big.parquet",
+        row_group_size=2000,
+    )
+    save_plan(
+        Plan(copy="float32", candidates=40, k=10), embcompress.from_spec("binary").fit(X[:1000]), tmp_path / "plan"
+    )
     # batches of one row make the run long enough to be stopped half-way
-    proc = subprocess.Popen([sys.executable, "-m", "embcompress.cli", "apply", str(tmp_path / "plan"), str(tmp_path / "big.parquet"),
-                             str(tmp_path / "tiers"), "--batch-size", "1"], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "embcompress.cli",
+            "apply",
+            str(tmp_path / "plan"),
+            str(tmp_path / "big.parquet"),
+            str(tmp_path / "tiers"),
+            "--batch-size",
+            "1",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60
     while time.time() < deadline and not any(n.startswith(".tiers.tmp-") for n in os.listdir(tmp_path)):
         time.sleep(0.05)  # the event: the run's temporary directory appears
