@@ -256,7 +256,19 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
     if trainer.is_world_process_zero():
         model.eval()
         _save_model(trainer, out, {**summary, "history": history})
+    _leave_process_group(world)
     return summary
+
+
+def _leave_process_group(world: int) -> None:
+    """Under torchrun: wait for the first process's save, then take the process group down before the
+    process exits; left to the interpreter's exit, gloo's threads now and then aborted a process
+    ("terminate called without an active exception", SIGABRT) and torchrun failed the run."""
+    import torch.distributed as dist
+
+    if world > 1 and dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def _run_figures(config: TrainConfig, start: int, seconds: float, history: list[dict]) -> dict[str, Any]:

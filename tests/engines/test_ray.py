@@ -333,7 +333,7 @@ def test_stopping_the_shards_interrupts_the_tasks_first_and_kills_only_those_tha
     started = {int(p.name.split("-")[2]): int(p.name.split("-")[1]) for p in tmp_path.glob("started-*")}
     kept, killed = started[0], started[1]
     t0 = time.monotonic()
-    _cancel(ray, [polite, stuck], grace=3.0)
+    _cancel(ray, [polite, stuck], grace=10.0)  # long enough for the polite task's cleanup on a loaded machine
     waited = time.monotonic() - t0
     for ref in (polite, stuck):
         with pytest.raises((ray.exceptions.TaskCancelledError, ray.exceptions.WorkerCrashedError)):
@@ -349,4 +349,4 @@ def test_stopping_the_shards_interrupts_the_tasks_first_and_kills_only_those_tha
     cleaned = {int(p.name.split("-")[1]) for p in tmp_path.glob("cleaned-*")}
     assert cleaned == {kept}, cleaned  # the interrupted task cleaned up; the killed one could not
     assert not gone(kept)  # the interrupted task's worker lives on
-    assert waited >= 2.5  # the stuck task was given (about) its 3 s of grace before it was killed
+    assert waited >= 9.5  # the stuck task was given (about) its 10 s of grace before it was killed

@@ -1,7 +1,7 @@
 """Every code block of README.md and docs/ runs (spans the CLI and the library through the documentation).
 
 Each page's blocks run in order in one fresh directory that holds small generated files under the
-names the pages use (``docs.parquet`` with ids, ``queries.parquet``, ``qrels.tsv``, ``bits.parquet``).
+names the pages use (``docs.parquet`` with ids, ``queries.parquet``, ``qrels.tsv``); a page makes the rest.
 ``bash`` blocks run with ``bash -e``; ``python`` blocks are executed there. A block that cannot run
 here is marked ``<!-- skip: REASON -->`` on the line before it, and the reason must be given."""
 
@@ -47,12 +47,6 @@ def files(tmp_path_factory):
         d / "queries.parquet",
     )
     (d / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(120)))
-    r = subprocess.run(
-        [sys.executable, "-m", "embcompress.cli", "binarize", str(d / "docs.parquet"), str(d / "bits.parquet")],
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 0, r.stderr
     return d
 
 

@@ -415,22 +415,13 @@ def test_ctrl_c_during_apply_of_a_plan_exits_130_and_leaves_nothing(tmp_path):
     save_plan(
         Plan(copy="float32", candidates=40, k=10), embcompress.from_spec("binary").fit(X[:1000]), tmp_path / "plan"
     )
-    # batches of one row make the run long enough to be stopped half-way
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "embcompress.cli",
-            "apply",
-            str(tmp_path / "plan"),
-            str(tmp_path / "big.parquet"),
-            str(tmp_path / "tiers"),
-            "--batch-size",
-            "1",
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # the command as a user runs it, with each batch's copy slowed to 50 ms so that the run is still
+    # going when the signal comes, however fast the machine
+    slow = ("import sys, time; import embcompress.serving.tiers as t; real = t.encoder_of; "
+            "t.encoder_of = lambda saved: (lambda X, e=real(saved): (time.sleep(0.05), e(X))[1]); "
+            "from embcompress.cli.main import main; sys.argv[0] = 'embcompress'; main()")
+    proc = subprocess.Popen([sys.executable, "-c", slow, "apply", str(tmp_path / "plan"), str(tmp_path / "big.parquet"),
+                             str(tmp_path / "tiers"), "--batch-size", "1000"], stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while time.time() < deadline and not any(n.startswith(".tiers.tmp-") for n in os.listdir(tmp_path)):
         time.sleep(0.05)  # the event: the run's temporary directory appears
