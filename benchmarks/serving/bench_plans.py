@@ -213,6 +213,10 @@ def reserve(args) -> None:
                     Path(scratch) / "q.npy",
                     args.serve_queries,
                 )
+                if p["copy"] in ("int8", "float16", "float32"):  # the same first stage alone, for the latency ratio
+                    p["served_first_stage_alone"] = measure_pick(
+                        {**p, "copy": "none"}, 10, Path(args.emb) / "corpus.parquet", Path(scratch),
+                        results["rows_served"], Path(scratch) / "q.npy", args.serve_queries)
                 s = p["served"]
                 print(
                     f"  {budget:>3} B {name:16s} warm p50 {s['warm']['p50_ms']:7.2f} ms p99 {s['warm']['p99_ms']:7.2f}  "

@@ -26,14 +26,16 @@ PICKS = ("codes only", "int8 on disk", "float32 on disk")
 def _cell(p: dict) -> str:
     s = p["served"]
     copy = "" if p["copy"] in ("none", "decoded") else f" + {p['copy']} x{p['candidates']}"
+    alone = p.get("served_first_stage_alone")
+    ratio = "" if alone is None else f" ({s['warm']['p50_ms'] / alone['warm']['p50_ms']:.1f}x the first stage alone)"
     return (
         f"`{p['spec']}`{copy}: **{100 * p['retention']:.1f}%**, {s['peak_rss_mib']:.0f} MiB, "
-        f"{s['warm']['p50_ms']:.1f} / {s['cold']['p50_ms']:.1f} ms"
+        f"{s['warm']['p50_ms']:.1f} / {s['cold']['p50_ms']:.1f} ms{ratio}"
     )
 
 
 def table(results: list[dict]) -> str:
-    head = ["RAM / vector", "set, model", *PICKS, "faiss IndexRefine(PQ, SQ8)"]
+    head = ["RAM / vector", "set, model", *PICKS, "faiss IndexRefine(PQ, SQ8)", "int8 plan against faiss"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for res in results:
         for budget, b in sorted(res["budgets"].items(), key=lambda kv: -int(kv[0])):
@@ -43,10 +45,15 @@ def table(results: list[dict]) -> str:
                 if f is None
                 else f"{100 * f['retention']:.1f}%, {f['p50_ms']:.1f} ms ({f['ram_bytes_per_vector']} B in RAM)"
             )
+            ours = b["picks"].get("int8 on disk")
+            versus = "-" if f is None or ours is None else (
+                f"{100 * (ours['retention'] - f['retention']):+.2f} points, "
+                f"{f['p50_ms'] / ours['served']['warm']['p50_ms']:.2f}x its queries/s (aim: >= 0, >= 1.2x)"
+            )
             out.append(
                 f"| {budget} B | {res['set']}, {res['model']} | "
                 + " | ".join(_cell(b["picks"][k]) if k in b["picks"] else "-" for k in PICKS)
-                + f" | {faiss} |"
+                + f" | {faiss} | {versus} |"
             )
     first = results[0]
     out.append("")
