@@ -306,6 +306,8 @@ def test_stopping_the_shards_interrupts_the_tasks_first_and_kills_only_those_tha
 
         if ignore_interrupt:  # as a task stuck in native code would: Ctrl-C never reaches it
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+        else:  # as a worker started from a terminal has it (a worker started by a background job inherits
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # SIGINT ignored, and Ray could not interrupt it)
         (Path(flag_dir) / f"started-{os.getpid()}-{int(ignore_interrupt)}").touch()
         try:
             end = time.time() + 120

@@ -421,7 +421,9 @@ def test_ctrl_c_during_apply_of_a_plan_exits_130_and_leaves_nothing(tmp_path):
             "t.encoder_of = lambda saved: (lambda X, e=real(saved): (time.sleep(0.05), e(X))[1]); "
             "from embcompress.cli.main import main; sys.argv[0] = 'embcompress'; main()")
     proc = subprocess.Popen([sys.executable, "-c", slow, "apply", str(tmp_path / "plan"), str(tmp_path / "big.parquet"),
-                             str(tmp_path / "tiers"), "--batch-size", "1000"], stderr=subprocess.PIPE, text=True)
+                             str(tmp_path / "tiers"), "--batch-size", "1000"], stderr=subprocess.PIPE, text=True,
+                            # Ctrl-C reaches it even when these tests run in a background job (which ignores SIGINT)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 60
     while time.time() < deadline and not any(n.startswith(".tiers.tmp-") for n in os.listdir(tmp_path)):
         time.sleep(0.05)  # the event: the run's temporary directory appears
