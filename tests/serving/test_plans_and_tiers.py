@@ -330,18 +330,12 @@ def test_export_of_a_plan_writes_what_each_target_holds_and_says_what_it_does_no
     first = embcompress.from_spec("binary").fit(X)
     save_plan(Plan(copy="float16", candidates=40, k=10), first, tmp_path / "plan")
     apply_plan(tmp_path / "plan", tmp / "docs.parquet", tmp_path / "tiers")
-    r = runner.invoke(
-        app,
-        [
-            "export",
-            str(tmp_path / "tiers"),
-            str(tmp_path / "x.faiss"),
-            "--to",
-            "faiss",
-            "--plan",
-            str(tmp_path / "plan"),
-        ],
-    )
+
+    def export_to_faiss():
+        return runner.invoke(app, ["export", str(tmp_path / "tiers"), str(tmp_path / "x.faiss"), "--to", "faiss",
+                                   "--plan", str(tmp_path / "plan")])
+
+    r = export_to_faiss()
     assert r.exit_code == 0, r.output
     assert "note: faiss holds the first stage" in r.stderr
     assert np.array_equal(np.load(tmp_path / "x.faiss.rescore.npy"), np.load(tmp_path / "tiers" / "copy.npy"))
@@ -357,18 +351,7 @@ def test_export_of_a_plan_writes_what_each_target_holds_and_says_what_it_does_no
     mine = np.take_along_axis(cand, np.argsort(-scores, axis=1, kind="stable"), 1)[:, :10]
     served = open_tiers(tmp_path / "tiers", tmp_path / "plan").search(Q)
     assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(mine, served.rows)]) > 0.95  # Hamming ties aside
-    r = runner.invoke(
-        app,
-        [
-            "export",
-            str(tmp_path / "tiers"),
-            str(tmp_path / "x.faiss"),
-            "--to",
-            "faiss",
-            "--plan",
-            str(tmp_path / "plan"),
-        ],
-    )
+    r = export_to_faiss()
     assert r.exit_code == 1 and "already exists" in r.output
     r = runner.invoke(
         app,
