@@ -189,68 +189,36 @@ def test_an_interrupted_apply_leaves_nothing_behind(corpus, tmp_path, monkeypatc
     assert calls and sorted(p.name for p in tmp_path.iterdir()) == ["plan"]
 
 
+def cli(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
 def test_the_cli_applies_a_plan_and_searches_with_it(corpus, tmp_path):
     tmp, X, Q = corpus
     first = embcompress.from_spec("pca:24+binary").fit(X)
     save_plan(Plan(copy="int8", candidates=50, k=5), first, tmp_path / "plan", copy_model=embcompress.Int8().fit(X))
-    r = runner.invoke(
-        app, ["apply", str(tmp_path / "plan"), str(tmp / "docs.parquet"), str(tmp_path / "out"), "--json"]
-    )
+    r = cli("apply", tmp_path / "plan", tmp / "docs.parquet", tmp_path / "out", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["disk_bytes_per_vector"] == 48
-    r = runner.invoke(
-        app,
-        [
-            "search",
-            str(tmp_path / "out"),
-            str(tmp / "queries.npy"),
-            str(tmp_path / "res.parquet"),
-            "--plan",
-            str(tmp_path / "plan"),
-            "--json",
-        ],
-    )
+    r = cli("search", tmp_path / "out", tmp / "queries.npy", tmp_path / "res.parquet", "--plan", tmp_path / "plan", "--json")
     assert r.exit_code == 0, r.output
     res = pq.read_table(tmp_path / "res.parquet")
     assert res.num_rows == 40 * 5 and json.loads(r.stdout)["candidates"] == 50
-    r = runner.invoke(app, ["apply", str(tmp_path / "plan"), str(tmp / "docs.parquet"), str(tmp_path / "out")])
+    r = cli("apply", tmp_path / "plan", tmp / "docs.parquet", tmp_path / "out")
     assert r.exit_code == 1 and "already exists" in r.output
-    r = runner.invoke(
-        app,
-        [
-            "search",
-            str(tmp / "docs.parquet"),
-            str(tmp / "queries.npy"),
-            str(tmp_path / "r2.parquet"),
-            "--plan",
-            str(tmp_path / "plan"),
-        ],
-    )
+    r = cli("search", tmp / "docs.parquet", tmp / "queries.npy", tmp_path / "r2.parquet", "--plan", tmp_path / "plan")
     assert r.exit_code == 1 and "holds no serving tiers" in r.output
 
 
 def test_recommend_ranks_plans_and_saves_one_that_apply_and_search_serve(tmp_path):
     X, _ = _data(1000, 16, seed=3)
-    _parquet(tmp_path / "docs.parquet", X)
-    r = runner.invoke(
-        app,
-        [
-            "recommend",
-            str(tmp_path / "docs.parquet"),
-            str(tmp_path / "plan"),
-            "--ram-budget",
-            "2",
-            "--disk-budget",
-            "40",
-            "--json",
-        ],
-    )
+    docs = tmp_path / "docs.parquet"
+    _parquet(docs, X)
+    r = cli("recommend", docs, tmp_path / "plan", "--ram-budget", "2", "--disk-budget", "40", "--json")
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
     copies = {p["copy"] for p in res["ranking"]}
-    assert (
-        copies <= {"none", "decoded", "int8", "float16"} and "int8" in copies
-    )  # float32 (64 B) is over the disk budget
+    assert copies <= {"none", "decoded", "int8", "float16"} and "int8" in copies  # float32 (64 B) is over the disk budget
     assert all(p["ram_bytes"] <= 2 and p["disk_bytes"] <= 40 for p in res["ranking"])
     w, c = res["winner"], res["code_only"]
     assert w["retention"] == max(p["retention"] for p in res["ranking"]) and w["retention"] > c["retention"]
@@ -258,58 +226,25 @@ def test_recommend_ranks_plans_and_saves_one_that_apply_and_search_serve(tmp_pat
     assert [n for n, _ in res["ranking"][0]["sweep"]] == [20, 40, 100, 200, 500][: len(res["ranking"][0]["sweep"])]
     saved = load_plan(tmp_path / "plan")
     assert saved.plan.copy == w["copy"] and saved.plan.candidates == w["candidates"]
-    assert (
-        runner.invoke(
-            app, ["apply", str(tmp_path / "plan"), str(tmp_path / "docs.parquet"), str(tmp_path / "out")]
-        ).exit_code
-        == 0
-    )
+    assert cli("apply", tmp_path / "plan", docs, tmp_path / "out").exit_code == 0
     np.save(tmp_path / "q.npy", X[:7])
-    r = runner.invoke(
-        app,
-        [
-            "search",
-            str(tmp_path / "out"),
-            str(tmp_path / "q.npy"),
-            str(tmp_path / "r.parquet"),
-            "--plan",
-            str(tmp_path / "plan"),
-        ],
-    )
+    r = cli("search", tmp_path / "out", tmp_path / "q.npy", tmp_path / "r.parquet", "--plan", tmp_path / "plan")
     assert r.exit_code == 0, r.output
     assert pq.read_table(tmp_path / "r.parquet").column("row").to_pylist()[::10] == list(range(7))  # each finds itself
-    # with a target, the plan with the least RAM that reaches it; no copy at all with a disk budget of 0
-    r = runner.invoke(
-        app,
-        [
-            "recommend",
-            str(tmp_path / "docs.parquet"),
-            str(tmp_path / "p0"),
-            "--ram-budget",
-            "2",
-            "--disk-budget",
-            "0",
-            "--json",
-        ],
-    )
+    # with a target, the plan with the least RAM (then disk) that reaches it
+    r = cli("recommend", docs, tmp_path / "pt", "--ram-budget", "2", "--disk-budget", "40", "--target", "0.9", "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    reach = [p for p in res["ranking"] if p["retention"] >= 0.9]
+    assert res["target_reached"] and res["winner"]["retention"] >= 0.9
+    assert (res["winner"]["ram_bytes"], res["winner"]["disk_bytes"]) == min((p["ram_bytes"], p["disk_bytes"]) for p in reach)
+    # no copy at all with a disk budget of 0
+    r = cli("recommend", docs, tmp_path / "p0", "--ram-budget", "2", "--disk-budget", "0", "--json")
     assert r.exit_code == 0, r.output
     assert {p["copy"] for p in json.loads(r.stdout)["ranking"]} <= {"none", "decoded"}
-    r = runner.invoke(
-        app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "p1"), "--ram-budget", "2", "--budget", "2"]
-    )
+    r = cli("recommend", docs, tmp_path / "p1", "--ram-budget", "2", "--budget", "2")
     assert r.exit_code == 2 and "one of them" in r.output
-    r = runner.invoke(
-        app,
-        [
-            "recommend",
-            str(tmp_path / "docs.parquet"),
-            str(tmp_path / "p2"),
-            "--ram-budget",
-            "2",
-            "--max-latency-ms",
-            "0.000001",
-        ],
-    )
+    r = cli("recommend", docs, tmp_path / "p2", "--ram-budget", "2", "--max-latency-ms", "0.000001")
     assert r.exit_code == 1 and "no plan answers within" in r.output and not (tmp_path / "p2").exists()
 
 
