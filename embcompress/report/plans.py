@@ -36,7 +36,7 @@ from ..evaluation.crossfit import check_folds, fold_pool_rows
 from ..evaluation.evaluate import parse_config, run_configs
 from ..search import Index
 from ..serving.plan import COPIES
-from ..serving.tiers import DiskCopy
+from ..serving.tiers import DiskCopy, copy_codec
 
 #: candidates rescored per query, as multiples of k (k = 10: 20 to 500)
 MULTIPLIERS = (2, 4, 10, 20, 50)
@@ -120,49 +120,61 @@ def _plans(rows: list[dict[str, Any]], cands: dict[str, str], dim: int, target: 
     return plans
 
 
-def measure_latency(plan: PlanRow, docs: np.ndarray, queries: np.ndarray, total_rows: int, k: int,
-                    scratch: Path) -> PlanRow:
-    """``plan`` with its latencies: the first stage fitted on (at most 5,000 of) ``docs`` and scanning
-    their codes, the copy written to a file in ``scratch`` and read back per query; the first stage's
-    time scaled by ``total_rows / len(docs)``."""
-    from ..compressors import Int8
+class LatencyBench:
+    """Latencies of plans on this machine, over the sample's documents: each first stage fitted on (at
+    most 5,000 of) ``docs`` and each copy written to a file in ``scratch`` once, however many plans
+    share them; the first stage's time scaled by ``total_rows / len(docs)``."""
 
-    comp = from_spec(plan.spec).fit(docs[: min(len(docs), 5_000)])
-    index = Index(comp.transform(docs), compressor=comp)
-    store = None
-    if plan.copy in COPY_KINDS:
-        path = scratch / f"copy-{plan.copy}.npy"
-        if plan.copy == "int8":
-            int8 = Int8().fit(docs)
-            np.save(path, int8.transform(docs))
-            decode = int8.decode
-        else:
-            np.save(path, docs.astype(np.float16 if plan.copy == "float16" else np.float32))
-            decode = lambda rows: np.asarray(rows, dtype=np.float32)  # noqa: E731
-        store = DiskCopy(path, decode, rows=len(docs), dim=docs.shape[1], kind=plan.copy)
-    scale = total_rows / len(docs)
-    cfg = parse_config(plan.config)
+    def __init__(self, docs: np.ndarray, queries: np.ndarray, total_rows: int, k: int, scratch: Path):
+        self.docs, self.queries, self.k, self.scratch = docs, queries, k, scratch
+        self.scale = total_rows / len(docs)
+        self._indexes: dict[str, Index] = {}
+        self._stores: dict[str, DiskCopy] = {}
 
-    def run(Q: np.ndarray) -> tuple[float, float]:
-        t0 = time.perf_counter()
-        if store is None:
-            index.search(Q, k, rerank=cfg.rerank, multiplier=cfg.multiplier, threads=1)
-            return time.perf_counter() - t0, 0.0
-        res = index.search(Q, k, rerank="float", candidates=plan.candidates, originals=store, threads=1)
-        first = res.info["first_stage_seconds"]
-        return first, time.perf_counter() - t0 - first
+    def index(self, spec: str) -> Index:
+        if spec not in self._indexes:
+            comp = from_spec(spec).fit(self.docs[: min(len(self.docs), 5_000)])
+            self._indexes[spec] = Index(comp.transform(self.docs), compressor=comp)
+        return self._indexes[spec]
 
-    run(queries[:1])  # warm: the scan's tables, the copy's pages
-    single = np.array([run(queries[i : i + 1]) for i in range(min(LATENCY_QUERIES, len(queries)))])
-    batch = queries[:LATENCY_BATCH]
-    b_first, b_rest = run(batch)
-    if store is not None:
-        store.close()
-    med_first, med_rest = np.median(single[:, 0]), np.median(single[:, 1])
-    return PlanRow(**{**asdict(plan), "sweep": plan.sweep,
-                      "latency_ms": 1e3 * (med_first * scale + med_rest),
-                      "batch_ms": 1e3 * (b_first * scale + b_rest) / len(batch),
-                      "first_stage_ms": 1e3 * med_first * scale})
+    def store(self, kind: str) -> DiskCopy:
+        if kind not in self._stores:
+            from ..compressors import Int8
+
+            encode, decode = copy_codec(kind, Int8().fit(self.docs) if kind == "int8" else None)
+            path = self.scratch / f"copy-{kind}.npy"
+            np.save(path, encode(self.docs))
+            self._stores[kind] = DiskCopy(path, decode, rows=len(self.docs), dim=self.docs.shape[1], kind=kind)
+        return self._stores[kind]
+
+    def close(self) -> None:
+        for store in self._stores.values():
+            store.close()
+
+    def measure(self, plan: PlanRow) -> PlanRow:
+        """``plan`` with its latencies: one query at a time (the median) and in a batch."""
+        index = self.index(plan.spec)
+        store = self.store(plan.copy) if plan.copy in COPY_KINDS else None
+        cfg = parse_config(plan.config)
+
+        def run(Q: np.ndarray) -> tuple[float, float]:
+            t0 = time.perf_counter()
+            if store is None:
+                index.search(Q, self.k, rerank=cfg.rerank, multiplier=cfg.multiplier, threads=1)
+                return time.perf_counter() - t0, 0.0
+            res = index.search(Q, self.k, rerank="float", candidates=plan.candidates, originals=store, threads=1)
+            first = res.info["first_stage_seconds"]
+            return first, time.perf_counter() - t0 - first
+
+        run(self.queries[:1])  # warm: the scan's tables, the copy's pages
+        single = np.array([run(self.queries[i : i + 1]) for i in range(min(LATENCY_QUERIES, len(self.queries)))])
+        batch = self.queries[:LATENCY_BATCH]
+        b_first, b_rest = run(batch)
+        med_first, med_rest = np.median(single[:, 0]), np.median(single[:, 1])
+        return PlanRow(**{**asdict(plan), "sweep": plan.sweep,
+                          "latency_ms": 1e3 * (med_first * self.scale + med_rest),
+                          "batch_ms": 1e3 * (b_first * self.scale + b_rest) / len(batch),
+                          "first_stage_ms": 1e3 * med_first * self.scale})
 
 
 def near_ties(winner: PlanRow, ranked: list[PlanRow], per_query: dict, float_score: float) -> list[PlanRow]:
@@ -200,7 +212,7 @@ def pick(plans: list[PlanRow], target: float | None, max_latency_ms: float | Non
     done: dict[str, PlanRow] = {}
     winner = None
     for p in order:
-        m = done.setdefault(p.config, measure(p))
+        done[p.config] = m = measure(p)
         if max_latency_ms is None or m.latency_ms <= max_latency_ms:
             winner = m
             break
@@ -208,8 +220,9 @@ def pick(plans: list[PlanRow], target: float | None, max_latency_ms: float | Non
         raise InputError(f"no plan answers within {max_latency_ms:g} ms per query on this machine; the fastest took "
                          f"{min(d.latency_ms for d in done.values()):.2f} ms. Allow more (--max-latency-ms) "
                          "or more RAM")
-    for p in order[:MEASURED_PLANS]:  # the leaders' latencies, for the table
-        done.setdefault(p.config, measure(p))
+    for p in order[:MEASURED_PLANS]:  # the leaders' latencies, for the table (each plan measured once)
+        if p.config not in done:
+            done[p.config] = measure(p)
     return winner, [done.get(p.config, p) for p in order]
 
 
@@ -228,8 +241,11 @@ def rank_plans(setup, ram_budget: int, *, cands: dict[str, str], disk_budget: in
     queries = task.queries
     total = total_rows or len(docs)
     with tempfile.TemporaryDirectory(prefix="embcompress-plans-") as scratch:
-        winner, ranked = pick(plans, target, max_latency_ms,
-                              lambda p: measure_latency(p, docs, queries, total, task.k, Path(scratch)))
+        bench = LatencyBench(docs, queries, total, task.k, Path(scratch))
+        try:
+            winner, ranked = pick(plans, target, max_latency_ms, bench.measure)
+        finally:
+            bench.close()
     code_only = max((p for p in ranked if p.copy not in COPY_KINDS), key=lambda p: p.retention)
     per = {r["config"]: r["per_query"] for r in rows[1:]}
     tied = near_ties(winner, ranked, per, rows[0]["score"])

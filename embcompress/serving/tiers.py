@@ -36,22 +36,23 @@ COPY_FILE = "copy.npy"
 _DTYPES = {"float32": np.float32, "float16": np.float16, "int8": np.int8}
 
 
+def copy_codec(kind: str, int8=None) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
+    """(encode, decode) of a stored copy of ``kind``: float32 rows -> the copy's rows, and back to
+    float32 vectors to rescore with (``int8``: the fitted calibration of an int8 copy)."""
+    if kind == "int8":
+        return int8.transform, int8.decode
+    dtype = _DTYPES[kind]
+    return (lambda X: np.ascontiguousarray(X, dtype=dtype)), (lambda rows: np.asarray(rows, dtype=np.float32))
+
+
 def encoder_of(saved: SavedPlan) -> Callable[[np.ndarray], np.ndarray] | None:
-    """float32 rows -> the rows of the plan's rescoring copy (None without a copy)."""
-    copy = saved.plan.copy
-    if not saved.plan.stored:
-        return None
-    if copy == "int8":
-        return saved.copy_model.transform
-    dtype = _DTYPES[copy]
-    return lambda X: np.ascontiguousarray(X, dtype=dtype)
+    """float32 rows -> the rows of the plan's rescoring copy (None without a stored copy)."""
+    return copy_codec(saved.plan.copy, saved.copy_model)[0] if saved.plan.stored else None
 
 
 def decoder_of(saved: SavedPlan) -> Callable[[np.ndarray], np.ndarray]:
     """Rows of the rescoring copy -> float32 vectors to rescore with."""
-    if saved.plan.copy == "int8":
-        return saved.copy_model.decode
-    return lambda rows: np.asarray(rows, dtype=np.float32)
+    return copy_codec(saved.plan.copy, saved.copy_model)[1]
 
 
 class _CopyWriter:
@@ -98,7 +99,7 @@ def apply_plan(plan_dir: str | os.PathLike, src_path: str | os.PathLike, out_dir
             codes = first.transform(X, row_offset=offset)  # checks the values first
             return codes, (None if encode is None else encode(X))
 
-        copy_bytes = 0 if encode is None else src.dim * _DTYPES[saved.plan.copy]().itemsize
+        copy_bytes = saved.plan.copy_bytes(src.dim)  # 0 without a stored copy
         batches = src.batches(batch_size, threads=threads, transform=both,
                               result_row_bytes=first.output_spec.nbytes + copy_bytes)
 

@@ -351,3 +351,18 @@ def test_ctrl_c_during_apply_of_a_plan_exits_130_and_leaves_nothing(tmp_path):
     assert proc.returncode == 130, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert sorted(os.listdir(tmp_path)) == ["big.parquet", "plan"]
+
+
+def test_pick_measures_each_plan_once():
+    from embcompress.report.plans import PlanRow, pick
+
+    plans = [PlanRow(f"c{i}", "s", f"c{i}", "int8", 10, 8, 64, 0.9 - i / 100, ()) for i in range(8)]
+    calls = []
+
+    def measure(p):
+        calls.append(p.config)
+        return PlanRow(**{**p.__dict__, "latency_ms": 5.0 if p.config != "c0" else 50.0})
+
+    winner, ranked = pick(plans, None, 10.0, measure)
+    assert winner.config == "c1" and sorted(calls) == sorted(set(calls))  # c0 too slow; nothing measured twice
+    assert len(calls) == 6 and all(r.latency_ms is not None for r in ranked[:6])
