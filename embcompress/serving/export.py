@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any, Callable
 
@@ -172,10 +173,12 @@ def export_plan(tiers_dir: str | os.PathLike, plan_dir: str | os.PathLike, out: 
     ``apply PLAN IN TIERS``): the first stage as its index, and for faiss and usearch the rescoring
     copy beside it (``OUT.rescore.npy``) with the plan in the description. ``note`` says in one line
     what the target does not hold."""
-    from .tiers import COPY_FILE, FIRST_FILE, open_tiers
+    from .plan import load_plan
+    from .tiers import COPY_FILE, FIRST_FILE, check_tiers
 
-    served = open_tiers(tiers_dir, plan_dir)  # checks the tiers belong to the plan
-    plan = served.saved.plan
+    saved = load_plan(plan_dir)
+    check_tiers(tiers_dir, saved)  # the tiers belong to the plan, and its copy is whole (export reads the codes)
+    plan = saved.plan
     rescore = Path(str(out) + ".rescore.npy")
     if plan.stored and to != "lancedb":
         check_output_path(rescore, overwrite=overwrite)
@@ -194,9 +197,7 @@ def export_plan(tiers_dir: str | os.PathLike, plan_dir: str | os.PathLike, out: 
     try:
         if plan.stored:
             with atomic_file(rescore, overwrite=overwrite) as tmp:
-                with open(Path(tiers_dir) / COPY_FILE, "rb") as src, open(tmp, "wb") as dst:
-                    while chunk := src.read(64 << 20):
-                        dst.write(chunk)
+                shutil.copyfile(Path(tiers_dir) / COPY_FILE, tmp)
         with atomic_file(description, overwrite=True) as tmp:
             tmp.write_text(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
     except BaseException:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -105,8 +105,8 @@ class Plan:
         if doc.get("version") != VERSION:
             raise FormatError(f"{where} is a version {doc.get('version')!r} serving plan; this embcompress reads "
                               f"version {VERSION}")
-        known = {"structure", "copy", "place", "candidates", "k", "graph", "measured"}
-        unknown = sorted(set(doc) - known - {"format", "version", "fingerprint"})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(doc) - known - {"format", "version"})
         if unknown:
             raise FormatError(f"{where}: unknown field(s) {', '.join(unknown)}; "
                               f"a plan holds {', '.join(sorted(known))}")
@@ -115,9 +115,7 @@ class Plan:
         try:
             g = None if graph is None else Hnsw(**graph)
             return cls(graph=g, **kw)
-        except TypeError as exc:
-            raise FormatError(f"{where}: {exc}") from None
-        except InputError as exc:
+        except (TypeError, InputError) as exc:  # a graph field of another name, or a value the plan refuses
             raise FormatError(f"{where}: {exc}") from None
 
 

@@ -135,6 +135,8 @@ def apply_plan(plan_dir: str | os.PathLike, src_path: str | os.PathLike, out_dir
 class DiskCopy:
     """The rescoring copy in ``path``, read for the asked rows only (a :class:`VectorStore`)."""
 
+    _fd: int | None = None  # open once the file has passed its checks; close() and __del__ see None before
+
     def __init__(self, path: str | os.PathLike, decode: Callable[[np.ndarray], np.ndarray], *, rows: int, dim: int,
                  kind: str):
         self.path = Path(path)
@@ -237,6 +239,20 @@ def open_tiers(out_dir: str | os.PathLike, plan_dir: str | os.PathLike, *, threa
     """The tiers ``apply_plan`` wrote to ``out_dir``, checked against the plan in ``plan_dir``."""
     out_dir = Path(out_dir)
     saved = load_plan(plan_dir)
+    tiers = read_tiers(out_dir, saved)
+    plan = saved.plan
+    index = load_index(out_dir / FIRST_FILE, model=saved.path / "first", id_column=id_column, threads=threads,
+                       structure=plan.structure, hnsw=plan.graph)
+    _check_rows(out_dir, index.num_docs, tiers)
+    copy = stored_copy(out_dir, saved, tiers)
+    if copy is not None and plan.place == "ram":
+        copy = RamCopy(copy)
+    return Served(saved, index, copy, out_dir)
+
+
+def read_tiers(out_dir: Path, saved: SavedPlan) -> dict[str, Any]:
+    """``out_dir``'s tiers.json, checked to be the tiers of ``saved``'s plan and models."""
+    plan_dir = saved.path
     where = out_dir / TIERS_FILE
     if not where.is_file():
         raise InputError(f"{out_dir} holds no serving tiers ({TIERS_FILE}); write them with "
@@ -250,17 +266,33 @@ def open_tiers(out_dir: str | os.PathLike, plan_dir: str | os.PathLike, *, threa
     if tiers.get("plan") != saved.fingerprint:
         raise InputError(f"{out_dir} was written by another plan (or other models) than {plan_dir}; "
                          f"write the tiers again with embcompress apply {plan_dir} IN {out_dir}")
-    plan = saved.plan
-    index = load_index(out_dir / FIRST_FILE, model=saved.path / "first", id_column=id_column, threads=threads,
-                       structure=plan.structure, hnsw=plan.graph)
-    if index.num_docs != tiers["rows"]:
-        raise FormatError(f"{out_dir / FIRST_FILE} holds {index.num_docs:,} rows, the tiers {tiers['rows']:,}")
-    copy = None
-    if plan.stored:
-        copy = DiskCopy(out_dir / COPY_FILE, decoder_of(saved), rows=tiers["rows"], dim=tiers["dim"], kind=plan.copy)
-        if plan.place == "ram":
-            copy = RamCopy(copy)
-    return Served(saved, index, copy, out_dir)
+    return tiers
+
+
+def _check_rows(out_dir: Path, rows: int, tiers: dict[str, Any]) -> None:
+    if rows != tiers["rows"]:
+        raise FormatError(f"{out_dir / FIRST_FILE} holds {rows:,} rows, the tiers {tiers['rows']:,}")
+
+
+def stored_copy(out_dir: Path, saved: SavedPlan, tiers: dict[str, Any]) -> DiskCopy | None:
+    """The plan's copy on disk, checked whole and of the plan's kind and shape (None without one)."""
+    if not saved.plan.stored:
+        return None
+    return DiskCopy(out_dir / COPY_FILE, decoder_of(saved), rows=tiers["rows"], dim=tiers["dim"], kind=saved.plan.copy)
+
+
+def check_tiers(out_dir: str | os.PathLike, saved: SavedPlan) -> dict[str, Any]:
+    """What :func:`open_tiers` checks, without reading the codes into memory (the row count from the
+    file's metadata, the copy from its header and size): for a command that reads them itself."""
+    from ..io import open_vectors
+
+    out_dir = Path(out_dir)
+    tiers = read_tiers(out_dir, saved)
+    _check_rows(out_dir, open_vectors(out_dir / FIRST_FILE, codes=None).num_rows, tiers)
+    copy = stored_copy(out_dir, saved, tiers)
+    if copy is not None:
+        copy.close()
+    return tiers
 
 
 def search_plan_files(out_dir: str | os.PathLike, queries: str | os.PathLike, output: str | os.PathLike,

@@ -293,6 +293,10 @@ def test_export_of_a_plan_writes_what_each_target_holds_and_says_what_it_does_no
         ["export", str(tmp_path / "tiers"), str(tmp_path / "db"), "--to", "lancedb", "--plan", str(tmp_path / "plan")],
     )
     assert r.exit_code == 0 and "refine_factor rescores from the table's own vectors" in r.stderr
+    copy = tmp_path / "tiers" / "copy.npy"
+    copy.write_bytes(copy.read_bytes()[:-10])  # a truncated copy is refused before anything is written
+    r = cli("export", tmp_path / "tiers", tmp_path / "y.faiss", "--to", "faiss", "--plan", tmp_path / "plan")
+    assert r.exit_code == 1 and "truncated" in r.output and not list(tmp_path.glob("y.faiss*"))
 
 
 def test_cheaper_plans_within_the_winners_uncertainty_are_named():
