@@ -27,8 +27,9 @@ INT8_CALIBRATION_ROWS = 10_000
 
 class Copies:
     """The rescoring copies a float rerank reads: the float32 ``originals``, and float16 and int8 copies
-    of them, each made on first use (int8 calibrated on a seeded sample of the documents, as
-    ``recommend --ram-budget`` calibrates the copy it saves)."""
+    of them, each made on first use (int8 calibrated on a seeded sample of at most
+    :data:`INT8_CALIBRATION_ROWS` documents; the plan ``recommend --ram-budget`` saves is calibrated
+    on the whole file, whose ranges hold the sample's)."""
 
     def __init__(self, originals: VectorStore):
         self.float32 = originals
