@@ -215,11 +215,20 @@ def _gap_on_first_fold(cfg: Config, other: Config, task: Task, doc_ids, fits: Cr
         comp = fits.caches[0].fit(c.spec)
         codes = fits.caches[0].encode(c.spec, docs) if c is cfg else comp.transform(docs)  # cfg's are cached
         figures.append(sub.measure(Index(codes, compressor=comp, ids=ids, norm_power=norm_power), c, None).per_query)
-    d = np.asarray(figures[0], dtype=np.float64) - np.asarray(figures[1], dtype=np.float64)
-    d = d[np.isfinite(d)]
-    if len(d) < RACE_MIN_QUERIES:
+    n, difference, standard_error = paired_difference(figures[0], figures[1])
+    if n < RACE_MIN_QUERIES:
         return None
-    return {"queries": int(len(d)), "difference": float(d.mean()), "standard_error": float(d.std(ddof=1) / np.sqrt(len(d)))}
+    return {"queries": n, "difference": difference, "standard_error": standard_error}
+
+
+def paired_difference(a: np.ndarray, b: np.ndarray) -> tuple[int, float, float]:
+    """(queries, mean, standard error) of the per-query difference ``a - b`` over the queries both
+    score (a judged task leaves queries without judgments NaN); the error is NaN under 2 queries."""
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    d = d[np.isfinite(d)]
+    if len(d) < 2:
+        return len(d), float(d.mean()) if len(d) else float("nan"), float("nan")
+    return int(len(d)), float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
 
 
 class RankProxy:

@@ -33,7 +33,7 @@ import numpy as np
 from ..core.errors import InputError
 from ..core.registry import from_spec
 from ..evaluation.crossfit import check_folds, fold_pool_rows
-from ..evaluation.evaluate import parse_config, run_configs
+from ..evaluation.evaluate import paired_difference, parse_config, run_configs
 from ..search import Index
 from ..serving.plan import COPIES
 from ..serving.tiers import DiskCopy, copy_codec
@@ -70,11 +70,10 @@ class PlanRow:
 
 
 def _paired_se(a: np.ndarray, b: np.ndarray, float_score: float) -> float:
-    """Standard error of the mean per-query difference ``b - a``, in retention."""
-    d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
-    if len(d) < 2 or float_score <= 0:
-        return 0.0
-    return float(d.std(ddof=1) / np.sqrt(len(d)) / float_score)
+    """Standard error of the mean per-query difference ``b - a``, in retention, over the queries both
+    score (0 when it cannot be told: under 2 such queries, or no float score)."""
+    n, _, se = paired_difference(b, a)
+    return 0.0 if n < 2 or float_score <= 0 else se / float_score
 
 
 def choose_count(sweep: list[dict[str, Any]], float_score: float, target: float | None) -> dict[str, Any]:

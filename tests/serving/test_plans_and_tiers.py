@@ -370,3 +370,13 @@ def test_pick_measures_each_plan_once():
     winner, ranked = pick(plans, None, 10.0, measure)
     assert winner.config == "c1" and sorted(calls) == sorted(set(calls))  # c0 too slow; nothing measured twice
     assert len(calls) == 6 and all(r.latency_ms is not None for r in ranked[:6])
+
+
+def test_the_candidate_count_rule_skips_queries_without_judgments():
+    from embcompress.report.plans import choose_count
+
+    noise = np.random.default_rng(0).normal(0, 0.3, (4, 400))
+    sweep = [{"retention": r, "per_query": 0.5 * r + e} for r, e in zip((0.80, 0.90, 0.9001, 0.99), noise)]
+    for s in sweep:  # a judged task leaves its unjudged queries NaN
+        s["per_query"][::7] = np.nan
+    assert choose_count(sweep, 0.5, None) is sweep[1]
