@@ -45,7 +45,6 @@ from codes.bench_codes_debian import faiss_row, load_set  # noqa: E402
 from embcompress.evaluation.crossfit import CrossFit, fold_pool_rows  # noqa: E402
 from embcompress.evaluation.evaluate import run_configs  # noqa: E402
 from embcompress.report.plans import rank_plans  # noqa: E402
-from embcompress.report.recommend import _candidates  # noqa: E402
 
 
 def _vm_hwm_mib() -> float:
@@ -307,8 +306,7 @@ def main() -> None:
         np.save(Path(scratch) / "q.npy", task.queries[: args.serve_queries])
         for budget in (int(b) for b in args.budgets.split(",")):
             t0 = time.perf_counter()
-            cands = _candidates(D.shape[1], budget, None, False, fold_pool_rows(len(D), 2), by_quality=True)
-            res = rank_plans(setup, budget, cands=cands, total_rows=args.rows, folds=2)
+            res = rank_plans(setup, budget, total_rows=args.rows, folds=2)
             ranking = res["ranking"]
             picks = {
                 "codes only": res["code_only"],

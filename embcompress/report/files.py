@@ -8,14 +8,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..core._fs import check_output_dir
 from ..core.errors import InputError
-from ..evaluation.crossfit import fold_pool_rows
 from ..evaluation.tasks import DEFAULT_REFERENCE
 from ..io import count_rows
 from .candidates import available_families
-from .grid import CODE_FAMILIES, DEFAULT_METHODS, build_report, load_task_files, validate
+from .grid import CODE_FAMILIES, DEFAULT_METHODS, build_report, load_task_files
 from .html import write_report
-from .plans import rank_plans
-from .recommend import _candidates
+from .plans import plan_setup, rank_plans
 
 
 def report_files(input: str | os.PathLike, out_dir: str | os.PathLike, *, queries: str | os.PathLike | None = None,
@@ -48,8 +46,5 @@ def report_files(input: str | os.PathLike, out_dir: str | os.PathLike, *, querie
 def plans_for(docs, data: Mapping[str, Any], ram_budgets: Sequence[int], reference: str, total_rows: int,
               progress) -> dict[str, Any]:
     """Serving plans ranked at each RAM budget (:func:`embcompress.report.plans.rank_plans`) on the report's sample."""
-    setup = validate(docs, doc_ids=data.get("doc_ids"), queries=data.get("queries"), query_ids=data.get("query_ids"),
-                     qrels=data.get("qrels"), reference=reference)
-    n_fit = fold_pool_rows(len(setup.docs), 2)
-    return {str(b): rank_plans(setup, b, cands=_candidates(setup.docs.shape[1], b, None, False, n_fit, by_quality=True),
-                               total_rows=total_rows, progress=progress) for b in ram_budgets}
+    setup = plan_setup({**data, "docs": docs}, reference)
+    return {str(b): rank_plans(setup, b, total_rows=total_rows, progress=progress) for b in ram_budgets}

@@ -37,6 +37,8 @@ from ..evaluation.evaluate import paired_difference, parse_config, run_configs
 from ..search import Index
 from ..serving.plan import COPIES
 from ..serving.tiers import DiskCopy, copy_codec
+from .grid import load_task_files, validate
+from .recommend import _candidates
 
 #: candidates rescored per query, as multiples of k (k = 10: 20 to 500)
 MULTIPLIERS = (2, 4, 10, 20, 50)
@@ -225,15 +227,25 @@ def pick(plans: list[PlanRow], target: float | None, max_latency_ms: float | Non
     return winner, [done.get(p.config, p) for p in order]
 
 
-def rank_plans(setup, ram_budget: int, *, cands: dict[str, str], disk_budget: int | None = None,
+def plan_setup(data: dict[str, Any], reference: str, k: int = 10):
+    """The validated request of a plan ranking, from what :func:`~embcompress.report.grid.load_task_files`
+    read: documents with their ids, and queries with their ids and qrels when given."""
+    return validate(data["docs"], doc_ids=data.get("doc_ids"), queries=data.get("queries"),
+                    query_ids=data.get("query_ids"), qrels=data.get("qrels"), reference=reference, k=k)
+
+
+def rank_plans(setup, ram_budget: int, *, cands: dict[str, str] | None = None, disk_budget: int | None = None,
                target: float | None = None, max_latency_ms: float | None = None, total_rows: int | None = None,
                folds: int = 2, progress=None) -> dict[str, Any]:
-    """Rank serving plans on the validated request ``setup`` (:func:`~embcompress.report.grid.validate`)
-    over the first-stage candidates ``cands`` (config -> label, each within ``ram_budget``)."""
+    """Rank serving plans on the validated request ``setup`` (:func:`plan_setup`) over the first-stage
+    candidates ``cands`` (config -> label, each within ``ram_budget``; None: ``recommend --budget``'s)."""
     docs, task = setup.docs, setup.task
+    folds = check_folds(folds, len(docs))
+    if cands is None:  # recommend --budget's candidates within the RAM budget
+        cands = _candidates(docs.shape[1], int(ram_budget), None, False, fold_pool_rows(len(docs), folds),
+                            by_quality=True)
     dim = docs.shape[1]
     copies = [c for c in COPY_KINDS if disk_budget is None or COPIES[c] * dim <= disk_budget]
-    folds = check_folds(folds, len(docs))
     rows = run_configs(docs, task, ["float", *_configs(cands, copies)], doc_ids=setup.doc_ids, folds=folds,
                        progress=progress, per_query=True, in_sample=False)
     plans = _plans(rows, cands, dim, target)
@@ -283,18 +295,13 @@ def recommend_plan_files(input, plan_dir, ram_budget: int, *, disk_budget: int |
     from ..engines.local import fit_file
     from ..io import count_rows
     from ..serving.plan import Plan, save_plan
-    from .grid import load_task_files, validate
-    from .recommend import _candidates
 
     _check_request(ram_budget, disk_budget, target, max_latency_ms, k)
     check_output_dir(plan_dir, overwrite=overwrite)
     data = load_task_files(input, queries=queries, qrels=qrels, sample=sample, default_sample=20_000, column=column)
-    setup = validate(data["docs"], doc_ids=data.get("doc_ids"), queries=data.get("queries"),
-                     query_ids=data.get("query_ids"), qrels=data.get("qrels"), reference=reference, k=k)
-    n_fit = fold_pool_rows(len(setup.docs), check_folds(folds, len(setup.docs)))
-    cands = _candidates(setup.docs.shape[1], int(ram_budget), None, False, n_fit, by_quality=True)
+    setup = plan_setup(data, reference, k)
     t0 = time.perf_counter()
-    res = rank_plans(setup, ram_budget, cands=cands, disk_budget=disk_budget, target=target,
+    res = rank_plans(setup, ram_budget, disk_budget=disk_budget, target=target,
                      max_latency_ms=max_latency_ms, total_rows=count_rows(input, column=column), folds=folds,
                      progress=progress)
     t1 = time.perf_counter()

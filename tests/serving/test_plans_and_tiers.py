@@ -380,3 +380,16 @@ def test_the_candidate_count_rule_skips_queries_without_judgments():
     for s in sweep:  # a judged task leaves its unjudged queries NaN
         s["per_query"][::7] = np.nan
     assert choose_count(sweep, 0.5, None) is sweep[1]
+
+
+def test_the_report_opens_with_the_best_plan_per_ram_budget(tmp_path):
+    X, _ = _data(800, 16, seed=5)
+    _parquet(tmp_path / "docs.parquet", X)
+    r = cli("report", tmp_path / "docs.parquet", tmp_path / "rep", "--methods", "pca", "--widths", "4", "--codes", "none",
+            "--ram-budgets", "2,4", "--json")
+    assert r.exit_code == 0, r.output
+    plans = json.loads((tmp_path / "rep" / "report.json").read_text())["plans"]
+    assert sorted(plans) == ["2", "4"] and all(p["winner"]["ram_bytes"] <= int(b) for b, p in plans.items())
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert page.index("Serving plans: the best per RAM budget") < page.index("Retention against size")
+    assert "one curve per rescoring copy" in page and "candidates rescored per query" in page
