@@ -101,13 +101,15 @@ def fit(
     }))
 
 
-def _apply_plan(plan_dir, input, output, column, id_column, batch_size, threads, engine, overwrite, as_json) -> None:
+def _apply_plan(plan_dir, input, output, column, id_column, keep, batch_size, threads, engine, overwrite,
+                as_json) -> None:
     if engine != "local":
         raise typer.BadParameter("a serving plan's tiers are written by the local engine; drop --engine",
                                  param_hint="--engine")
     with Bars() as bars:
-        res = apply_plan(plan_dir, input, output, column=column, id_column=id_column, batch_size=batch_size,
-                         overwrite=overwrite, threads=threads, progress=bars.stage("writing the tiers", None))
+        res = apply_plan(plan_dir, input, output, column=column, id_column=id_column, keep_columns=keep,
+                         batch_size=batch_size, overwrite=overwrite, threads=threads,
+                         progress=bars.stage("writing the tiers", None))
     emit(res, as_json, kv_table(f"{input.name} -> {output}", {
         "plan": res["plan"], "rows": f"{res['rows']:,}",
         "in RAM (first stage)": f"{res['ram_bytes_per_vector']} B/vector, {human_bytes(res['first_bytes'])}",
@@ -128,7 +130,7 @@ def apply(
 ) -> None:
     """Compress a vector file with a saved compressor, streaming; or write a serving plan's tiers in one pass."""
     if is_plan_dir(model_dir):
-        return _apply_plan(model_dir, input, output, column, id_column, batch_size, threads, engine, overwrite, json)
+        return _apply_plan(model_dir, input, output, column, id_column, keep, batch_size, threads, engine, overwrite, json)
     with Bars() as bars:
         res = fit_and_compress(load(model_dir), input, output, fit=False, column=column, id_column=id_column,
                                keep_columns=keep, batch_size=batch_size, overwrite=overwrite, stage=bars.stage,

@@ -40,6 +40,7 @@ def search(
 
     if plan is not None:
         return _search_plan(index_file, queries, output, plan, k, threads, id_column, overwrite, json)
+    k = 10 if k is None else k
 
     if rerank == "float" and originals is None:
         raise typer.BadParameter("--rerank float needs --originals FILE", param_hint="--rerank")
@@ -47,11 +48,11 @@ def search(
     if graph is not None and index != "hnsw" and graph_file is None:
         raise typer.BadParameter("--ef, --hnsw-m and --ef-construction set the HNSW graph; add --index hnsw", param_hint="--index")
     with Bars() as bars:
-        s = search_files(index_file, queries, output, k=k or 10, model=model, rerank=rerank, multiplier=multiplier,
+        s = search_files(index_file, queries, output, k=k, model=model, rerank=rerank, multiplier=multiplier,
                          originals=originals, column=column, id_column=id_column, overwrite=overwrite,
                          threads=threads, index=index, hnsw=graph, norm_power=norm_power, graph=graph_file, stage=bars.stage)
-    if s["k"] < (k or 10):
-        err.print(f"note: k={k or 10} is larger than the {s['documents']} documents; returning {s['documents']} per query")
+    if s["k"] < k:
+        err.print(f"note: k={k} is larger than the {s['documents']} documents; returning {s['documents']} per query")
     emit(s, json, kv_table(f"{queries.name} -> {output.name}", {
         "queries x documents": f"{s['queries']:,} x {s['documents']:,} ({s['index']}, {s['bytes_per_vector']} bytes/vector)",
         "k": s["k"], "index": s["structure"] + ("" if s["graph"] is None else

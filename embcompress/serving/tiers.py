@@ -81,17 +81,19 @@ class _CopyWriter:
 
 
 def apply_plan(plan_dir: str | os.PathLike, src_path: str | os.PathLike, out_dir: str | os.PathLike, *,
-               column: str | None = None, id_column: str | None = None, batch_size: int | None = DEFAULT_BATCH_SIZE,
-               overwrite: bool = False, threads: int | None = None,
+               column: str | None = None, id_column: str | None = None, keep_columns=(),
+               batch_size: int | None = DEFAULT_BATCH_SIZE, overwrite: bool = False, threads: int | None = None,
                progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Write every tier the plan in ``plan_dir`` needs for the vectors of ``src_path`` into the
-    directory ``out_dir``, reading the input once. Returns the sizes written."""
+    directory ``out_dir``, reading the input once; the codes' file carries the ids and ``keep_columns``
+    as ``apply`` does. Returns the sizes written."""
     saved = load_plan(plan_dir)
     check_output_dir(out_dir, overwrite=overwrite)
     encode = encoder_of(saved)
     first = saved.first
     with atomic_dir(out_dir, overwrite=overwrite) as tmp:
-        src = open_to_compress(first, src_path, tmp / FIRST_FILE, column=column, id_column=id_column)
+        src = open_to_compress(first, src_path, tmp / FIRST_FILE, column=column, id_column=id_column,
+                               keep_columns=keep_columns)
         writer = None if encode is None else _CopyWriter(tmp / COPY_FILE, _DTYPES[saved.plan.copy], src.num_rows,
                                                          src.dim)
 

@@ -393,3 +393,15 @@ def test_the_report_opens_with_the_best_plan_per_ram_budget(tmp_path):
     page = (tmp_path / "rep" / "report.html").read_text()
     assert page.index("Serving plans: the best per RAM budget") < page.index("Retention against size")
     assert "one curve per rescoring copy" in page and "candidates rescored per query" in page
+
+
+def test_apply_of_a_plan_carries_the_ids_and_kept_columns(tmp_path):
+    X, _ = _data(300, 16, seed=9)
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(300)], "title": [f"t{i}" for i in range(300)],
+                             "embedding": pa.array(list(X), type=pa.list_(pa.float32()))}), tmp_path / "docs.parquet")
+    save_plan(Plan(copy="int8", candidates=20, k=10), embcompress.from_spec("binary").fit(X), tmp_path / "plan",
+              copy_model=embcompress.Int8().fit(X))
+    r = cli("apply", tmp_path / "plan", tmp_path / "docs.parquet", tmp_path / "tiers", "--keep", "title")
+    assert r.exit_code == 0, r.output
+    first = pq.read_table(tmp_path / "tiers" / "first.parquet")
+    assert first.column("title").to_pylist() == [f"t{i}" for i in range(300)] and first.column("id")[0].as_py() == "d0"
