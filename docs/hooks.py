@@ -61,8 +61,9 @@ def cli_reference() -> str:
 
 
 def _tool(name: str):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    sys.path.insert(0, str(ROOT / "benchmarks" / "tools"))
+    for folder in (ROOT / "benchmarks", ROOT / "benchmarks" / "tools"):  # _util, and the tool itself
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
     return __import__(name)
 
 
@@ -103,13 +104,7 @@ def plan_10m_table() -> str:
 
 
 def results_index() -> str:
-    out = ["| folder | question | results |", "|---|---|---|"]
-    for d in sorted(p for p in (ROOT / "benchmarks").iterdir() if (p / "README.md").is_file()):
-        lines = (d / "README.md").read_text().splitlines()
-        question = next((ln.lstrip("> ").strip() for ln in lines if ln.startswith(">")), "")
-        files = [ln.split("`")[1] for ln in lines if ln.startswith("- results: `")]
-        out.append(f"| `benchmarks/{d.name}` | {question} | {', '.join(f'`{f}`' for f in files) or '-'} |")
-    return "\n".join(out)
+    return _tool("results_index").index(links=False)
 
 
 GENERATED = {

@@ -18,13 +18,16 @@ ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- results-index -->", "<!-- /results-index -->"
 
 
-def index() -> str:
+def index(*, links: bool = True) -> str:
+    """The table; ``links`` to the folders' READMEs (beside them in benchmarks/; the docs site, which does
+    not hold them, names the folders only)."""
     out = ["| folder | question | results |", "|---|---|---|"]
     for d in sorted(p for p in ROOT.iterdir() if (p / "README.md").is_file()):
         lines = (d / "README.md").read_text().splitlines()
         question = next((ln.lstrip("> ").strip() for ln in lines if ln.startswith(">")), "")
         files = [ln.split("`")[1] for ln in lines if ln.startswith("- results: `")]
-        out.append(f"| [`{d.name}/`]({d.name}/README.md) | {question} | {', '.join(f'`{f}`' for f in files) or '-'} |")
+        folder = f"[`{d.name}/`]({d.name}/README.md)" if links else f"`benchmarks/{d.name}`"
+        out.append(f"| {folder} | {question} | {', '.join(f'`{f}`' for f in files) or '-'} |")
     return "\n".join(out)
 
 
