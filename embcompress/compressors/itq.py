@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..core._util import check_positive_int
-from ..core.checks import make_rng
+from ..core.checks import check_matrix_fits, make_rng
 from ..core.specs import FitTags
 from ..core.registry import register
 from ._sample import reservoir, stream_mean
@@ -47,6 +47,7 @@ class ITQ(OrthogonalMap):
         check_positive_int("iters", self.iters, minimum=0)
         check_positive_int("max_rows", self.max_rows, minimum=MIN_ROWS)
         make_rng(self.seed)
+        check_matrix_fits(n_features, n_features, "itq's rotation")  # before the sample's buffer is allocated
 
     def _fit(self, batches, n_features: int) -> None:
         rng = make_rng(self.seed)

@@ -102,6 +102,7 @@ def hadamard_rotate(X: np.ndarray, seed: int, mean: np.ndarray | None = None) ->
 def hadamard_matrix(d: int, seed: int) -> np.ndarray:
     """The (d, d) float32 matrix of the structured rotation (``hadamard_rotate(x) = x @ M``),
     computed in float64: what queries, decoding and the inverse multiply by."""
+    check_matrix_fits(d, d, "a rotation")  # as the dense rotation: a d x d float64 identity is transformed
     return hadamard_rotate(np.eye(d), seed).astype(np.float32)
 
 

@@ -364,3 +364,10 @@ def test_threaded_path_matches_reference_and_names_bad_row(monkeypatch):
     for c in (Binary().fit(X[:10]), q):
         with pytest.raises(InputError, match="row 15001 has a non-finite value"):
             c.transform(X)
+
+
+@pytest.mark.parametrize("spec", ["pca:2", "rotate", "rotate:kind=hadamard", "rabitq:1:rotation=hadamard", "itq+binary"])
+def test_a_square_state_too_large_for_the_machine_is_one_clear_error(spec):
+    X = np.random.default_rng(0).standard_normal((4, 1 << 20)).astype(np.float32)
+    with pytest.raises(InputError, match="matrix .* more than half of this machine"):
+        from_spec(spec).fit(X)
