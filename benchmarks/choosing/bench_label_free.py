@@ -34,7 +34,7 @@ from embcompress.io import read_all
 from embcompress.report.candidates import candidates
 from embcompress.report.grid import judged_subset
 from embcompress.report.recommend import choose_winner
-from embcompress.report.uncertainty import add_uncertainty
+from embcompress.report.uncertainty import uncertainty
 
 
 class BothTask:
@@ -70,10 +70,9 @@ def picks(rows, free_ref: dict, ref_scores: dict, label_free_ref: str | None, ti
         for r in ranked:
             r["retention"] = r[key]
     ranked.sort(key=lambda r: (-r["retention"], r["bytes_per_vector"], r["config"]))
-    for r in ranked:
-        r["too_slow"] = None
     per = {r["config"]: (r["per_query"] if label_free_ref is None else free_ref[r["config"]][label_free_ref]) for r in ranked}
-    add_uncertainty(ranked, per, ref_scores[label_free_ref], ranked[0]["config"], tie_percentile=tie)
+    notes = uncertainty(ranked, per, ref_scores[label_free_ref], ranked[0]["config"], tie_percentile=tie)
+    ranked = [{**r, "too_slow": None, **notes[r["config"]]} for r in ranked]
     winner, _ = choose_winner(ranked, label_free_ref is not None, None)
     return winner["config"]
 
@@ -117,7 +116,8 @@ def main() -> None:
         drop = {f for f in args.exclude.split(",") if f}
         configs = [c for c in configs if not {st.split(":")[0] for st in c.split("@")[0].split("+")} & drop]
         task = BothTask(Q, qids, qrels)
-        rows = run_configs(D, task, ["float", *configs], doc_ids=dids, folds=2, per_query=True)
+        rows = [r.to_dict(per_query=True) for r in run_configs(D, task, ["float", *configs], doc_ids=dids, folds=2,
+                                                               per_query=True)]
         ref, found = rows[0], rows[1:]
         ref_scores = {None: ref["score"], **{r: ref[f"free_{r}"] for r in REFERENCES}}
         for r in found:

@@ -165,7 +165,8 @@ def our_rows(D, dids, task, configs, fits, norm_power):
     ref = None
     for text in configs:
         cfg = parse_config(text)
-        r = evaluate_config(D, cfg, task, doc_ids=dids, fits=fits, originals=ArrayStore(D), norm_power=norm_power)
+        r = evaluate_config(D, cfg, task, doc_ids=dids, fits=fits, originals=ArrayStore(D),
+                            norm_power=norm_power).to_dict()
         if cfg.spec is None:
             ref = r["score"]
             continue

@@ -21,19 +21,20 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from ..core._util import sample_rows
-from ..analysis import check_unique_ids, retention
+from ..analysis import check_unique_ids
 from .crossfit import CrossFit, check_folds, fold_pool_rows
 from ..io.datasets import read_qrels
 from ..core.errors import InputError
 from ..io import read_all
 from ..core.registry import from_spec
 from ..search import DEFAULT_MULTIPLIER, ArrayStore, Index, VectorStore
+from .rows import ResultRow
 from .tasks import (Copies, LabelFreeTask, QrelsTask, Task, fewer_queries, search_as)
 
 #: neighbours per sampled document that the rank proxy looks for
@@ -96,7 +97,7 @@ def default_configs(dim: int, rows: int = 2) -> tuple[list[str], list[str]]:
 # ---- the engine ------------------------------------------------------------------------------------
 def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Sequence, fits: CrossFit,
                     originals: VectorStore | np.ndarray | None = None, proxy: RankProxy | None = None,
-                    norm_power: float = 1.0, in_sample: bool | Task = True, leader: Leader | None = None) -> dict[str, Any]:
+                    norm_power: float = 1.0, in_sample: bool | Task = True, leader: Leader | None = None) -> ResultRow:
     """Fit (or reuse) the configuration's compressors, index ``docs`` as ``fits`` says, search and
     score with ``task``: the headline figure (out-of-sample unless ``fits`` has one fold) and, when
     that is out-of-sample, the in-sample one. ``proxy`` adds the label-free rank proxy (on the
@@ -123,27 +124,25 @@ def evaluate_config(docs: np.ndarray, cfg: Config, task: Task, *, doc_ids: Seque
     else:
         inside = inside_task.measure(indexes["in_sample"], cfg, originals).score if inside_task else None
         fewer = len(inside_task.queries) if inside_task and inside_task is not task else None
-    row = _row(cfg, index, m, inside, costs, "none" if cfg.spec is None else fits.protocol, docs.shape[1], fewer)
-    if proxy is not None:
-        row["rank_proxy"] = proxy(index, cfg, originals)
-    return row
+    return _row(cfg, index, m, inside, costs, "none" if cfg.spec is None else fits.protocol, docs.shape[1], fewer,
+                rank_proxy=None if proxy is None else proxy(index, cfg, originals))
 
 
 def _row(cfg: Config, index, m, inside: float | None, costs: Mapping[str, Any], fitted: str, dim: int,
-         in_sample_queries: int | None = None) -> dict[str, Any]:
+         in_sample_queries: int | None = None, **more: Any) -> ResultRow:
     comp = index.compressor
-    return {
-        "config": cfg.label, "spec": cfg.spec, "rerank": cfg.rerank,
-        "kind": "float" if comp is None else comp.output_spec.kind,
-        "bytes_per_vector": index.nbytes_per_vector, "compression": 4 * dim / index.nbytes_per_vector,
-        "extra_storage": None if cfg.rerank != "float" else "original float vectors" if cfg.copy == "float32" else
+    return ResultRow(
+        config=cfg.label, spec=cfg.spec, rerank=cfg.rerank,
+        kind="float" if comp is None else comp.output_spec.kind,
+        bytes_per_vector=index.nbytes_per_vector, compression=4 * dim / index.nbytes_per_vector,
+        extra_storage=None if cfg.rerank != "float" else "original float vectors" if cfg.copy == "float32" else
         f"a {cfg.copy} copy of the documents",
-        "copy": cfg.copy if cfg.rerank == "float" else None,
-        "fitted": fitted, "score": m.score, **m.metrics, "score_in_sample": inside, "in_sample_queries": in_sample_queries,
-        **costs, "search_seconds": m.seconds,
-        "queries_per_second": m.queries / m.seconds if m.seconds > 0 else float("inf"), "candidates": m.candidates,
-        "per_query": m.per_query, "stopped_early": False, "race": None,
-    }
+        copy=cfg.copy if cfg.rerank == "float" else None,
+        fitted=fitted, score=m.score, metrics=dict(m.metrics), score_in_sample=inside,
+        in_sample_queries=in_sample_queries, fit_seconds=costs["fit_seconds"],
+        encode_rows_per_second=costs["encode_rows_per_second"], search_seconds=m.seconds,
+        queries_per_second=m.queries / m.seconds if m.seconds > 0 else float("inf"), candidates=m.candidates,
+        per_query=m.per_query, **more)
 
 
 #: racing looks at a code's first model alone when that model took at least this long to fit
@@ -191,9 +190,8 @@ def _race(cfg: Config, task: Task, doc_ids, fits: CrossFit, originals, norm_powe
         if gap is None or gap["difference"] + RACE_Z * gap["standard_error"] >= 0:
             return None
         race = {"test": "first fold", **gap}
-    row = _row(cfg, index, m, None, fits.costs(cfg.spec), f"one model of {fits.protocol}", fits.docs.shape[1])
-    row.update(per_query=None, stopped_early=True, race=race)
-    return row
+    return replace(_row(cfg, index, m, None, fits.costs(cfg.spec), f"one model of {fits.protocol}", fits.docs.shape[1]),
+                   per_query=None, stopped_early=True, race=race)
 
 
 def _gap_on_first_fold(cfg: Config, other: Config, task: Task, doc_ids, fits: CrossFit, norm_power: float):
@@ -278,7 +276,7 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
                 originals: VectorStore | np.ndarray | None = None, folds: int = 2, fit_rows: int | None = None,
                 fit_on: np.ndarray | None = None, proxy_sample: int | None = None,
                 progress: Callable[[str, int, int], None] | None = None, norm_power: float = 1.0,
-                per_query: bool = False, in_sample: bool | int = True, race: bool = False) -> list[dict[str, Any]]:
+                per_query: bool = False, in_sample: bool | int = True, race: bool = False) -> list[ResultRow]:
     """Evaluate each configuration on ``docs`` with ``task`` (the float reference first, added
     when missing). Compressors are fitted and scored as :class:`CrossFit` says: by default on two
     folds, so that ``score`` and ``retention`` are out-of-sample (every document encoded by a
@@ -309,7 +307,7 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
     if proxy_sample:
         proxy = RankProxy(docs, sample_rows(len(docs), proxy_sample, 0))
     inside_task, inside_ref = _in_sample_task(task, in_sample, docs, doc_ids, originals)
-    rows: list[dict[str, Any]] = []
+    rows: list[ResultRow] = []
     leader: Leader | None = None
     for i, cfg in enumerate(cfgs):
         if progress:
@@ -317,16 +315,10 @@ def run_configs(docs: np.ndarray, task: Task, configs: Sequence[str | Config], *
         row = evaluate_config(docs, cfg, task, doc_ids=doc_ids, fits=fits, originals=originals, proxy=proxy,
                               norm_power=norm_power, in_sample=inside_task,
                               leader=leader if race and proxy is None else None)
-        if cfg.spec is not None and not row["stopped_early"] and (leader is None or row["score"] > leader.score):
-            leader = Leader(cfg, row["score"])
+        if cfg.spec is not None and not row.stopped_early and (leader is None or row.score > leader.score):
+            leader = Leader(cfg, row.score)
         ref = rows[0] if rows else row
-        row["retention"] = retention(row["score"], ref["score"])
-        inside = row["score_in_sample"]
-        on_fewer = row["in_sample_queries"] is not None
-        row["retention_in_sample"] = None if inside is None else retention(inside, inside_ref if on_fewer else ref["score"])
-        if not per_query:
-            row.pop("per_query")
-        rows.append(row)
+        rows.append(row.with_retention(ref.score, inside_ref, keep_per_query=per_query))
     if progress:
         progress("done", len(cfgs), len(cfgs))
     return rows
@@ -383,13 +375,11 @@ def evaluate(
         summary["fit_sample"] = {"rows": min(pool, fit_sample), "drawn_from": pool, "uniform": True}
     rows = run_configs(docs, task, configs, doc_ids=doc_ids, originals=originals, folds=folds, fit_rows=fit_sample,
                        progress=progress, norm_power=norm_power)
-    if any(r["retention"] != r["retention"] for r in rows):  # NaN: the float reference scored 0
+    if any(r.retention != r.retention for r in rows):  # NaN: the float reference scored 0
         summary["note"] = (f"retention is undefined (shown as n/a): exact float search scores 0 on this task ({task.metric}), "
                            "so there is nothing for a compressed form to keep; check that the qrels match the ids")
-        for r in rows:
-            for key in ("retention", "retention_in_sample"):
-                r[key] = None if r[key] != r[key] else r[key]
-    return {"summary": summary, "rows": rows}
+        rows = [r.without_nan_retention() for r in rows]
+    return {"summary": summary, "rows": [r.to_dict() for r in rows]}
 
 
 def evaluate_files(docs: str | os.PathLike, queries: str | os.PathLike, *, qrels: str | os.PathLike | None = None,

@@ -62,12 +62,12 @@ def run_demo(
     # and nDCG@10 where each summary line's own docstring body is its one relevant document
     found = run_configs(docs, LabelFreeTask(queries, K), ["float", *(spec for _, spec, _ in files[1:])], doc_ids=ids)
     rows = [{"name": name, "file": fname, "file_bytes": sizes[spec][0], "bytes_per_vector": sizes[spec][1],
-             "recall_at_10": r["score"]} for (name, spec, fname), r in zip(files, found)]
+             "recall_at_10": r.score} for (name, spec, fname), r in zip(files, found)]
     task = QrelsTask(queries, ids, {i: {i: 1} for i in ids}, K)
     ev = run_configs(docs, task, ["float", "binary", "binary@asym", "rotate:center=true+binary@asym", "binary@float",
                                   "sq:2", "int8", f"truncate:{dim // 2}"], doc_ids=ids)
-    retrieval = [{"config": r["config"], "bytes_per_vector": r["bytes_per_vector"], "ndcg_at_10": r["ndcg@10"],
-                  "retention": r["retention"]} for r in ev]
+    retrieval = [{"config": r.config, "bytes_per_vector": r.bytes_per_vector, "ndcg_at_10": r.metrics["ndcg@10"],
+                  "retention": r.retention} for r in ev]
     return {
         "retrieval": retrieval,
         "corpus": "Python standard library docstrings (query = summary line, document = body)",

@@ -23,12 +23,13 @@ from ..analysis import check_unique_ids, intrinsic_dimensionality, spearman, uni
 from ..io.datasets import read_qrels
 from ..core.errors import InputError
 from ..evaluation.evaluate import FLOAT, IN_SAMPLE_QUERIES, Config, parse_config, run_configs, trainable
+from ..evaluation.rows import ResultRow
 from ..evaluation.tasks import DEFAULT_REFERENCE, REFERENCES, LabelFreeTask, LabelTask, QrelsTask
 from ..evaluation.crossfit import CrossFit, fold_pool_rows
 from ..io import count_rows, read_all, read_sample
 from .candidates import available_families, candidates, grid_budgets, grid_families
 from .candidates import code_families as registered_families
-from .uncertainty import add_uncertainty
+from .uncertainty import uncertainty
 
 DEFAULT_METHODS = ("truncate", "random_select", "random_projection", "pca", "geopres")
 #: code families shown at 16x, 32x, 64x and 128x (see report.candidates)
@@ -164,37 +165,42 @@ def grid_items(setup: Setup) -> list[GridItem]:
     return items
 
 
-def run(setup: Setup, items: Sequence[GridItem], progress: Callable[[str, int, int], None] | None = None) -> list[dict[str, Any]]:
-    """Every plan item through the evaluation engine, labelled for the report."""
+def run(setup: Setup, items: Sequence[GridItem], progress: Callable[[str, int, int], None] | None = None) -> list[ResultRow]:
+    """Every grid item through the evaluation engine: one result row per item, in the items' order."""
     by_config = {it.config.label: it for it in items}
     step = (lambda label, i, n: progress(by_config[label].label if label in by_config else label, i, n)) if progress else None
-    rows = run_configs(setup.docs, setup.task, [it.config for it in items], doc_ids=setup.doc_ids, folds=FOLDS,
+    return run_configs(setup.docs, setup.task, [it.config for it in items], doc_ids=setup.doc_ids, folds=FOLDS,
                        proxy_sample=setup.proxy_sample, progress=step, in_sample=IN_SAMPLE_QUERIES, per_query=True)
-    out = []
-    for it, r in zip(items, rows):
-        label = it.label if it.ratio is None else f"{it.label} ({r['compression']:.0f}x)"  # its own size
-        out.append({"config": label, "method": it.method, "width": it.width, "kind": r["kind"], "ratio": it.ratio,
-                    "bytes_per_vector": r["bytes_per_vector"], "extra_storage": r["extra_storage"], "rerank": r["rerank"],
-                    "score": r["score"], "retention": r["retention"], "score_in_sample": r["score_in_sample"],
-                    "retention_in_sample": r["retention_in_sample"], "in_sample_queries": r["in_sample_queries"],
-                    "fitted": r["fitted"], "rank_proxy": r["rank_proxy"],
-                    "fit_seconds": r["fit_seconds"], "encode_rows_per_second": r["encode_rows_per_second"],
-                    "eval_seconds": round(r["search_seconds"], 3), "per_query": r["per_query"]})
-    return out
 
 
-def summarize(setup: Setup, rows: list[dict[str, Any]], all_docs: np.ndarray) -> dict[str, Any]:
-    """Pareto front, best within the budget, intrinsic dimensionality, uniformity and the
-    proxy/retention correlation, around the rows."""
-    standalone = [r for r in rows if r["extra_storage"] is None]
-    for i in pareto_front([(r["bytes_per_vector"], r["retention"]) for r in standalone]):
-        standalone[i]["pareto"] = True
+def report_row(it: GridItem, r: ResultRow) -> dict[str, Any]:
+    """The report's row of a grid item: its result row's figures, labelled for the report."""
+    label = it.label if it.ratio is None else f"{it.label} ({r.compression:.0f}x)"  # its own size
+    return {"config": label, "method": it.method, "width": it.width, "kind": r.kind, "ratio": it.ratio,
+            "bytes_per_vector": r.bytes_per_vector, "extra_storage": r.extra_storage, "rerank": r.rerank,
+            "score": r.score, "retention": r.retention, "score_in_sample": r.score_in_sample,
+            "retention_in_sample": r.retention_in_sample, "in_sample_queries": r.in_sample_queries,
+            "fitted": r.fitted, "rank_proxy": r.rank_proxy,
+            "fit_seconds": r.fit_seconds, "encode_rows_per_second": r.encode_rows_per_second,
+            "eval_seconds": round(r.search_seconds, 3)}
+
+
+def summarize(setup: Setup, items: Sequence[GridItem], results: Sequence[ResultRow], all_docs: np.ndarray) -> dict[str, Any]:
+    """The report: one row per grid item, marked on the Pareto front and within the budget, the best
+    per ratio with its uncertainty, intrinsic dimensionality, uniformity and the proxy/retention
+    correlation around them."""
+    base = [report_row(it, r) for it, r in zip(items, results)]
+    per = {row["config"]: r.per_query for row, r in zip(base, results)}
+    standalone = [r for r in base if r["extra_storage"] is None]
+    front = {standalone[i]["config"] for i in pareto_front([(r["bytes_per_vector"], r["retention"]) for r in standalone])}
     best = None
     if setup.budget is not None:
         within = [r for r in standalone if r["bytes_per_vector"] <= setup.budget]
         best = max(within, key=lambda r: (r["retention"], -r["bytes_per_vector"]))["config"] if within else None
-        for r in rows:
-            r["within_budget"] = r["bytes_per_vector"] <= setup.budget
+    answers, notes = best_per_ratio(base, per, base[0]["score"])
+    rows = [{**r, **({"pareto": True} if r["config"] in front else {}),
+             **({} if setup.budget is None else {"within_budget": r["bytes_per_vector"] <= setup.budget}),
+             **notes.get(r["config"], {})} for r in base]
     intr = intrinsic_dimensionality(all_docs)
     # every row's proxy runs that row's own search (reranks included), so all are compared
     scored = rows[1:]
@@ -209,33 +215,35 @@ def summarize(setup: Setup, rows: list[dict[str, Any]], all_docs: np.ndarray) ->
             "methods": setup.methods, "intrinsic_dimensionality": intr.components, "intrinsic_threshold": intr.threshold,
             "uniformity": uniformity(all_docs), "proxy_retention_spearman": corr, "proxy_retention_configs": len(scored),
             "budget_bytes": setup.budget, "best_within_budget": best, "fitted": CrossFit.describe(FOLDS), **setup.info,
-            "best_per_ratio": best_per_ratio(rows, rows[0]["score"]),
+            "best_per_ratio": answers,
         },
         "explained_variance": np.cumsum(intr.explained_variance_ratio).round(6).tolist(),
         "rows": rows,
     }
 
 
-def best_per_ratio(rows: list[dict[str, Any]], ref_score: float) -> list[dict[str, Any]]:
-    """Per compression ratio the codes were planned for (16x, 32x, 64x, 128x), the code that keeps
-    the most on documents its fit did not see, with its cost: the report's answer. With per-query
-    figures (``per_query``, taken off the rows here), every code of the ratio gets its
-    ``retention_ci95`` and ``within_uncertainty`` (:func:`~embcompress.report.uncertainty.add_uncertainty`),
-    and the answer names the codes its lead over is not significant (``within_uncertainty``): which
-    of them is best can turn with the queries drawn."""
-    per = {r["config"]: r.pop("per_query", None) for r in rows}
-    out = []
+def best_per_ratio(rows: Sequence[Mapping[str, Any]], per: Mapping[str, np.ndarray | None],
+                   ref_score: float) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(the answers, the uncertainty of each code by config). Per compression ratio the codes were
+    planned for (16x, 32x, 64x, 128x), the code that keeps the most on documents its fit did not
+    see, with its cost: the report's answer. With per-query figures (``per``, by config), every code
+    of the ratio gets its ``retention_ci95`` and ``within_uncertainty``
+    (:func:`~embcompress.report.uncertainty.uncertainty`), and the answer names the codes its lead
+    over is not significant (``within_uncertainty``): which of them is best can turn with the
+    queries drawn."""
+    out, notes = [], {}
     for ratio in sorted({r["ratio"] for r in rows if r.get("ratio")}):
         group = [r for r in rows if r.get("ratio") == ratio and r["retention"] is not None]
         if group:
             b = max(group, key=lambda r: (r["retention"], -r["bytes_per_vector"]))
-            add_uncertainty(group, per, ref_score, b["config"])
-            tied = [r["config"] for r in group if r["within_uncertainty"] and r is not b]
+            u = uncertainty(group, per, ref_score, b["config"])
+            notes.update(u)
+            tied = [r["config"] for r in group if u[r["config"]]["within_uncertainty"] and r is not b]
             out.append({"ratio": ratio, "config": b["config"], "bytes_per_vector": b["bytes_per_vector"],
-                        "retention": b["retention"], "retention_ci95": b["retention_ci95"],
+                        "retention": b["retention"], "retention_ci95": u[b["config"]]["retention_ci95"],
                         "retention_in_sample": b["retention_in_sample"], "within_uncertainty": tied or None,
                         "fit_seconds": b["fit_seconds"], "encode_rows_per_second": b["encode_rows_per_second"]})
-    return out
+    return out, notes
 
 
 def build_report(
@@ -264,8 +272,8 @@ def build_report(
                      proxy_sample=proxy_sample, geopres_params=geopres_params,
                      code_families=available_families(code_families) if code_families == CODE_FAMILIES else code_families,
                      reference=reference)
-    rows = run(setup, grid_items(setup), progress)
-    rep = summarize(setup, rows, np.ascontiguousarray(docs, dtype=np.float32))
+    items = grid_items(setup)
+    rep = summarize(setup, items, run(setup, items, progress), np.ascontiguousarray(docs, dtype=np.float32))
     rep["summary"]["sampled_from"] = dict(sampled) if sampled else None  # judged_subset's or the uniform sample's counts
     rep["summary"]["queries_note"] = queries_note(setup.task)
     return rep

@@ -34,6 +34,7 @@ from ..core.errors import InputError
 from ..core.registry import from_spec
 from ..evaluation.crossfit import check_folds, fold_pool_rows
 from ..evaluation.evaluate import paired_difference, parse_config, run_configs
+from ..evaluation.rows import ResultRow
 from ..search import Index
 from ..serving.plan import COPIES
 from ..serving.tiers import DiskCopy, copy_codec
@@ -78,15 +79,15 @@ def _paired_se(a: np.ndarray, b: np.ndarray, float_score: float) -> float:
     return 0.0 if n < 2 or float_score <= 0 else se / float_score
 
 
-def choose_count(sweep: list[dict[str, Any]], float_score: float, target: float | None) -> dict[str, Any]:
+def choose_count(sweep: list[ResultRow], float_score: float, target: float | None) -> ResultRow:
     """The row of ``sweep`` (one (code, copy) pair's rows, fewest candidates first) to serve: the first
     that reaches ``target``, or the last before the gain falls within its uncertainty."""
     if target is not None:
         for r in sweep:
-            if r["retention"] >= target:
+            if r.retention >= target:
                 return r
     for a, b in zip(sweep, sweep[1:]):
-        if b["retention"] - a["retention"] <= GAIN_Z * _paired_se(a["per_query"], b["per_query"], float_score):
+        if b.retention - a.retention <= GAIN_Z * _paired_se(a.per_query, b.per_query, float_score):
             return a
     return sweep[-1]
 
@@ -100,24 +101,24 @@ def _configs(cands: dict[str, str], copies: list[str]) -> list[str]:
     return out
 
 
-def _plans(rows: list[dict[str, Any]], cands: dict[str, str], dim: int, target: float | None) -> list[PlanRow]:
-    float_score = rows[0]["score"]
-    by_config = {r["config"]: r for r in rows[1:]}
+def _plans(rows: list[ResultRow], cands: dict[str, str], dim: int, target: float | None) -> list[PlanRow]:
+    float_score = rows[0].score
+    by_config = {r.config: r for r in rows[1:]}
     plans = []
     for cfg, label in cands.items():
         code = by_config[cfg]
         spec = parse_config(cfg).spec
-        own = "decoded" if code["rerank"] == "asymmetric" else "none"  # the codes rescored by themselves, or not
-        plans.append(PlanRow(cfg, spec, label, own, code["candidates"], code["bytes_per_vector"], 0,
-                             code["retention"], ((code["candidates"], code["retention"]),)))
+        own = "decoded" if code.rerank == "asymmetric" else "none"  # the codes rescored by themselves, or not
+        plans.append(PlanRow(cfg, spec, label, own, code.candidates, code.bytes_per_vector, 0,
+                             code.retention, ((code.candidates, code.retention),)))
         for copy in COPY_KINDS:
             sweep = [by_config[f"{spec}@{copy}x{m}"] for m in MULTIPLIERS if f"{spec}@{copy}x{m}" in by_config]
             if not sweep:
                 continue
             r = choose_count(sweep, float_score, target)
-            plans.append(PlanRow(r["config"], spec, label, copy, r["candidates"], r["bytes_per_vector"],
-                                 COPIES[copy] * dim, r["retention"],
-                                 tuple((s["candidates"], s["retention"]) for s in sweep)))
+            plans.append(PlanRow(r.config, spec, label, copy, r.candidates, r.bytes_per_vector,
+                                 COPIES[copy] * dim, r.retention,
+                                 tuple((s.candidates, s.retention) for s in sweep)))
     return plans
 
 
@@ -258,12 +259,12 @@ def rank_plans(setup, ram_budget: int, *, cands: dict[str, str] | None = None, d
         finally:
             bench.close()
     code_only = max((p for p in ranked if p.copy not in COPY_KINDS), key=lambda p: p.retention)
-    per = {r["config"]: r["per_query"] for r in rows[1:]}
-    tied = near_ties(winner, ranked, per, rows[0]["score"])
+    per = {r.config: r.per_query for r in rows[1:]}
+    tied = near_ties(winner, ranked, per, rows[0].score)
     return {"ram_budget": int(ram_budget), "disk_budget": disk_budget, "target": target,
             "max_latency_ms": max_latency_ms, "k": task.k, "metric": task.metric, "mode": task.mode,
-            "fitted": rows[1]["fitted"], "sample": len(docs), "fit_rows": fold_pool_rows(len(docs), folds),
-            "total_rows": total, "float_score": rows[0]["score"], "copies": copies,
+            "fitted": rows[1].fitted, "sample": len(docs), "fit_rows": fold_pool_rows(len(docs), folds),
+            "total_rows": total, "float_score": rows[0].score, "copies": copies,
             "ranking": [asdict(p) for p in ranked], "winner": asdict(winner), "code_only": asdict(code_only),
             "target_reached": None if target is None else winner.retention >= target,
             "within_uncertainty": [asdict(p) for p in tied],

@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..core.errors import InputError
 from ..evaluation.evaluate import IN_SAMPLE_QUERIES, parse_config, run_configs, trainable
+from ..evaluation.rows import ResultRow
 from ..evaluation.tasks import DEFAULT_REFERENCE, fewer_queries
 from ..evaluation.crossfit import check_folds, fold_pool_rows
 from ..io import count_rows
@@ -21,7 +23,7 @@ from ..search.ann import TARGETS, serve_targets
 from ..engines.local import fit_file
 from .candidates import candidates
 from .grid import load_task_files, queries_note, validate
-from .uncertainty import add_uncertainty
+from .uncertainty import uncertainty
 
 
 def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None, query_ids=None, qrels=None,
@@ -72,13 +74,12 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     race = target is None and max_fit_seconds is None and min_encode_rate is None and serve is None
     rows, screened = _two_rounds(setup, list(cands), folds, n_fit, screen, progress, race)
     ref, found = rows[0], rows[1:]
-    per = {r["config"]: r.pop("per_query") for r in rows}
-    ranked, eligible = _rank(found, cands, budget, max_fit_seconds, min_encode_rate, serve)
-    add_uncertainty(ranked, per, ref["score"], eligible[0]["config"])
+    ranked = _rank(found, cands, budget, max_fit_seconds, min_encode_rate, serve, screened, ref.score)
+    eligible = [r for r in ranked if _can_win(r)]
     winner, tied = choose_winner(eligible, setup.task.mode == "label-free", target)
     return {"budget_bytes": int(budget), "target": target, "metric": setup.task.metric, "mode": setup.task.mode,
-            "fitted": rows[1]["fitted"], "sample": len(setup.docs),
-            "sampled_from": dict(sampled) if sampled else None, "fit_rows": n_fit, "float_score": ref["score"],
+            "fitted": rows[1].fitted, "sample": len(setup.docs),
+            "sampled_from": dict(sampled) if sampled else None, "fit_rows": n_fit, "float_score": ref.score,
             "max_fit_seconds": max_fit_seconds, "min_encode_rate": min_encode_rate, "serve": serve,
             "ranking": ranked, "winner": winner, "target_reached": None if target is None else winner["retention"] >= target,
             "within_uncertainty": None if tied is None or len(tied) < 2 else [r["config"] for r in tied],
@@ -110,49 +111,56 @@ def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, p
     task = fewer_queries(setup.task, SCREEN_QUERIES)
     first = run_configs(setup.docs, task, ["float", *quick], doc_ids=setup.doc_ids, folds=folds, fit_rows=small,
                         progress=progress, per_query=True, in_sample=False)[1:]
-    first.sort(key=lambda r: (-r["retention"], r["bytes_per_vector"], r["config"]))
+    first.sort(key=lambda r: (-r.retention, r.bytes_per_vector, r.config))
     n_cut = min(len(first), len(cands) - keep)
-    cut = first[len(first) - n_cut:]
-    for r in cut:
-        r["per_query"] = None  # other queries than the second round's: no paired bootstrap with its leader
-        r["screened_out"] = f"cut after the first round ({100 * r['retention']:.1f}% fitted on {small:,} rows)"
-    second = [c for c in cands if c not in {r["config"] for r in cut}]
+    # the cut keep their first-round rows; their per-query figures are of other queries than the second
+    # round's, so no paired bootstrap with its leader
+    cut = [replace(r, per_query=None) for r in first[len(first) - n_cut:]]
+    second = [c for c in cands if c not in {r.config for r in cut}]
     rows = run_configs(setup.docs, setup.task, ["float", *second], doc_ids=setup.doc_ids, folds=folds,
                        progress=progress, per_query=True, race=race, in_sample=IN_SAMPLE_QUERIES)
     return rows + cut, {"first_round_fit_rows": small, "first_round_queries": None if task.queries is None else len(task.queries),
-                        "first_round": [r["config"] for r in first], "kept": second, "cut": [r["config"] for r in cut]}
+                        "first_round": [r.config for r in first], "kept": second, "cut": [r.config for r in cut]}
 
 
-def _stopped_note(r: Mapping[str, Any]) -> str:
+def _stopped_note(r: ResultRow) -> str:
     """Why run_configs' race stopped a code after its first model (evaluate._race)."""
-    race = r["race"]
+    race = r.race
     if race["test"] == "first fold":
         return (f"stopped after one of its models: on the documents that model had not seen, {100 * -race['difference']:.2f} "
                 f"points of the score below the leader then over {race['queries']:,} queries (standard error "
                 f"{100 * race['standard_error']:.2f})")
-    return (f"stopped after one of its models ({100 * r['retention']:.1f}% with half the documents in its fit, below the "
+    return (f"stopped after one of its models ({100 * r.retention:.1f}% with half the documents in its fit, below the "
             "leader then)")
 
 
-def _rank(found: list[dict], cands: Mapping[str, str], budget: int, max_fit_seconds, min_encode_rate, serve):
-    """The rows labelled and marked (too slow, not servable, stopped early), ranked by retention
-    (ties: fewer bytes first), and those that may win; an InputError when none may."""
-    for r in found:
-        r["label"] = cands[r["config"]]
-        r["too_slow"] = _too_slow(r, max_fit_seconds, min_encode_rate)
-        r["serves"] = list(serve_targets(from_spec(r["spec"]), r["kind"]))
-        r["not_servable"] = None if serve is None or serve in r["serves"] else f"{serve} cannot hold {r['label']} codes"
-        r.setdefault("screened_out", _stopped_note(r) if r["stopped_early"] else None)
-    over = [r for r in found if r["bytes_per_vector"] > budget]
+def _rank(found: list[ResultRow], cands: Mapping[str, str], budget: int, max_fit_seconds, min_encode_rate, serve,
+          screened: Mapping[str, Any] | None, ref_score: float) -> list[dict[str, Any]]:
+    """recommend's ranking: each result row with its label and marks (too slow, not servable, screened
+    out or stopped early) and its uncertainty against the leader among those that may win, ranked by
+    retention (ties: fewer bytes first); an InputError when none may win."""
+    over = [r.config for r in found if r.bytes_per_vector > budget]
     if over:  # candidates() sizes them to the budget; a mismatch is a bug, not user error
-        raise AssertionError(f"candidates over budget: {[r['config'] for r in over]}")
-    ranked = sorted(found, key=lambda r: (r["screened_out"] is not None, -r["retention"], r["bytes_per_vector"], r["config"]))
+        raise AssertionError(f"candidates over budget: {over}")
+    cut = {c: f"cut after the first round ({100 * r.retention:.1f}% fitted on {screened['first_round_fit_rows']:,} rows)"
+           for r in found if screened and (c := r.config) in screened["cut"]}
+    marked = []
+    for r in found:
+        label = cands[r.config]
+        serves = list(serve_targets(from_spec(r.spec), r.kind))
+        marked.append({**r.to_dict(), "label": label, "too_slow": _too_slow(r, max_fit_seconds, min_encode_rate),
+                       "serves": serves,
+                       "not_servable": None if serve is None or serve in serves else f"{serve} cannot hold {label} codes",
+                       "screened_out": cut.get(r.config) or (_stopped_note(r) if r.stopped_early else None)})
+    ranked = sorted(marked, key=lambda r: (r["screened_out"] is not None, -r["retention"], r["bytes_per_vector"], r["config"]))
     eligible = [r for r in ranked if _can_win(r)]
     if not eligible:
         raise InputError(f"no candidate within {budget} bytes per vector is fast enough{' and servable by ' + serve if serve else ''}: "
                          + "; ".join(f"{r['label']}: {r['too_slow'] or r['not_servable']}" for r in ranked)
                          + ". Allow more (--max-fit-seconds, --min-encode-rate), another --serve or a larger budget")
-    return ranked, eligible
+    per = {r.config: r.per_query for r in found}
+    notes = uncertainty(ranked, per, ref_score, eligible[0]["config"])
+    return [{**r, **notes[r["config"]]} for r in ranked]
 
 
 def _can_win(row: Mapping[str, Any]) -> bool:
@@ -194,12 +202,12 @@ def _candidates(dim: int, budget: int, configs: Sequence[str] | None, labels: bo
     return cands
 
 
-def _too_slow(row: dict[str, Any], max_fit_seconds: float | None, min_encode_rate: float | None) -> str | None:
+def _too_slow(row: ResultRow, max_fit_seconds: float | None, min_encode_rate: float | None) -> str | None:
     slow = []
-    if max_fit_seconds is not None and row["fit_seconds"] > max_fit_seconds:
-        slow.append(f"fit {row['fit_seconds']:.1f} s > {max_fit_seconds:g} s")
-    if min_encode_rate is not None and row["encode_rows_per_second"] < min_encode_rate:
-        slow.append(f"encodes {row['encode_rows_per_second']:,.0f} rows/s < {min_encode_rate:,.0f}")
+    if max_fit_seconds is not None and row.fit_seconds > max_fit_seconds:
+        slow.append(f"fit {row.fit_seconds:.1f} s > {max_fit_seconds:g} s")
+    if min_encode_rate is not None and row.encode_rows_per_second < min_encode_rate:
+        slow.append(f"encodes {row.encode_rows_per_second:,.0f} rows/s < {min_encode_rate:,.0f}")
     return "; ".join(slow) or None
 
 

@@ -4,7 +4,7 @@ the leader's uncertainty; the report does the same for the best code of each rat
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -16,26 +16,29 @@ BOOTSTRAP = 500
 TIE_PERCENTILE = 16.0
 
 
-def add_uncertainty(rows: list[dict[str, Any]], per: Mapping[str, np.ndarray | None], ref_score: float, leader: str,
-                    *, seed: int = 0, tie_percentile: float = TIE_PERCENTILE) -> None:
-    """Each row's ``retention_ci95`` (a bootstrap over queries: the 2.5th and 97.5th percentiles
-    of its retention when the queries are drawn again with replacement) and ``within_uncertainty``:
-    whether the ``leader``'s lead over it is not significant (the ``tie_percentile`` of the paired
-    difference, on the same resampled queries, reaches 0). Rows whose task has no per-query
-    figures (kNN accuracy) get None for both."""
+def uncertainty(rows: Sequence[Mapping[str, Any]], per: Mapping[str, np.ndarray | None], ref_score: float, leader: str,
+                *, seed: int = 0, tie_percentile: float = TIE_PERCENTILE) -> dict[str, dict[str, Any]]:
+    """Per row's config, its ``retention_ci95`` (a bootstrap over queries: the 2.5th and 97.5th
+    percentiles of its retention when the queries are drawn again with replacement) and
+    ``within_uncertainty``: whether the ``leader``'s lead over it is not significant (the
+    ``tie_percentile`` of the paired difference, on the same resampled queries, reaches 0). Rows
+    whose task has no per-query figures (kNN accuracy), or whose figures are of other queries than
+    the leader's (screened out), get None for both. The caller puts them in the rows it builds."""
+    none = {"retention_ci95": None, "within_uncertainty": None}
     lead = per.get(leader)
     if lead is None or not ref_score:
-        for r in rows:
-            r["retention_ci95"] = r["within_uncertainty"] = None
-        return
+        return {r["config"]: dict(none) for r in rows}
     valid = ~np.isnan(lead)
     draws = np.random.default_rng(seed).integers(0, int(valid.sum()), (BOOTSTRAP, int(valid.sum())))
     lead_means = lead[valid][draws].mean(axis=1)
+    out = {}
     for r in rows:
-        if per.get(r["config"]) is None or len(per[r["config"]]) != len(lead):  # scored on other queries (screened out)
-            r["retention_ci95"] = r["within_uncertainty"] = None
+        mine = per.get(r["config"])
+        if mine is None or len(mine) != len(lead):
+            out[r["config"]] = dict(none)
             continue
-        mine = per[r["config"]][valid][draws].mean(axis=1)
-        lo, hi = np.percentile(mine / ref_score, [2.5, 97.5])
-        r["retention_ci95"] = [float(lo), float(hi)]
-        r["within_uncertainty"] = bool(r["config"] == leader or np.percentile(lead_means - mine, tie_percentile) <= 0)
+        means = mine[valid][draws].mean(axis=1)
+        lo, hi = np.percentile(means / ref_score, [2.5, 97.5])
+        tied = r["config"] == leader or np.percentile(lead_means - means, tie_percentile) <= 0
+        out[r["config"]] = {"retention_ci95": [float(lo), float(hi)], "within_uncertainty": bool(tied)}
+    return out

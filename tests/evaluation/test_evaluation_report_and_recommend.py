@@ -574,19 +574,22 @@ def test_best_per_ratio_names_the_codes_within_the_queries_noise():
 
     def row(config, per, ratio=32):
         return {"config": config, "ratio": ratio, "retention": 0.9 if per is None else float(per.mean()) / 0.5, "bytes_per_vector": 48,
-                "retention_in_sample": None, "fit_seconds": 1.0, "encode_rows_per_second": 1e5, "per_query": per}
+                "retention_in_sample": None, "fit_seconds": 1.0, "encode_rows_per_second": 1e5}
 
     near = np.clip(lead + rng.normal(0, 0.05, 2000) - 0.001, 0, 1)
     far = lead * 0.8
-    rows = [{"config": "float32", "ratio": None, "retention": 1.0, "per_query": None},
-            row("a", lead), row("b", near), row("c", far), row("d", lead * 0.5, ratio=64)]
-    best = best_per_ratio(rows, 0.5)
+    per = {"float32": None, "a": lead, "b": near, "c": far, "d": lead * 0.5}
+    rows = [{"config": "float32", "ratio": None, "retention": 1.0}, *(row(c, per[c]) for c in "abc"),
+            row("d", per["d"], ratio=64)]
+    before = [dict(r) for r in rows]
+    best, notes = best_per_ratio(rows, per, 0.5)
     assert [(b["ratio"], b["config"], b["within_uncertainty"]) for b in best] == [(32, "a", ["b"]), (64, "d", None)]
-    assert all(len(r["retention_ci95"]) == 2 for r in rows[1:]) and not any("per_query" in r for r in rows)
-    assert rows[2]["within_uncertainty"] and not rows[3]["within_uncertainty"]
+    assert all(len(notes[c]["retention_ci95"]) == 2 for c in "abcd") and "float32" not in notes
+    assert notes["b"]["within_uncertainty"] and not notes["c"]["within_uncertainty"]
+    assert rows == before  # the rows it read are left as they were
     assert "as good within the queries' noise" in _answer({"best_per_ratio": best})
     knn = [row("a", None), row("b", None)]
-    assert best_per_ratio(knn, 0.5)[0]["within_uncertainty"] is None
+    assert best_per_ratio(knn, {}, 0.5)[0][0]["within_uncertainty"] is None
 
 
 def test_recommend_screens_in_two_rounds_and_only_the_second_can_win(monkeypatch):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from types import SimpleNamespace
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -252,7 +254,7 @@ def test_the_candidate_count_stops_where_the_gain_is_within_its_uncertainty():
     from embcompress.report.plans import choose_count
 
     noise = np.random.default_rng(0).normal(0, 0.3, (4, 400))  # each count's own per-query noise
-    sweep = [{"retention": r, "per_query": 0.5 * r + e} for r, e in zip((0.80, 0.90, 0.9001, 0.99), noise)]
+    sweep = [SimpleNamespace(retention=r, per_query=0.5 * r + e) for r, e in zip((0.80, 0.90, 0.9001, 0.99), noise)]
     assert choose_count(sweep, 0.5, None) is sweep[1]  # 0.90 -> 0.9001 is noise
     assert choose_count(sweep, 0.5, 0.85) is sweep[1]  # the first to reach the target
     assert choose_count(sweep, 0.5, 0.995) is sweep[1]  # none reaches it: where the gain stops
@@ -376,9 +378,9 @@ def test_the_candidate_count_rule_skips_queries_without_judgments():
     from embcompress.report.plans import choose_count
 
     noise = np.random.default_rng(0).normal(0, 0.3, (4, 400))
-    sweep = [{"retention": r, "per_query": 0.5 * r + e} for r, e in zip((0.80, 0.90, 0.9001, 0.99), noise)]
+    sweep = [SimpleNamespace(retention=r, per_query=0.5 * r + e) for r, e in zip((0.80, 0.90, 0.9001, 0.99), noise)]
     for s in sweep:  # a judged task leaves its unjudged queries NaN
-        s["per_query"][::7] = np.nan
+        s.per_query[::7] = np.nan
     assert choose_count(sweep, 0.5, None) is sweep[1]
 
 
