@@ -44,7 +44,8 @@ class BothTask:
     def __init__(self, Q, qids, qrels, k: int = 10):
         self.judged = QrelsTask(Q, qids, qrels, k)
         self.free = {ref: LabelFreeTask(Q, k, reference=ref, source="queries") for ref in REFERENCES}
-        self.metric, self.mode = self.judged.metric, "qrels"
+        self.metric, self.mode, self.source = self.judged.metric, "qrels", "queries"
+        self.queries, self.query_ids, self.k = self.judged.queries, self.judged.query_ids, k
         self.side: dict[str, dict[str, np.ndarray]] = {}
 
     def check(self, docs, doc_ids):

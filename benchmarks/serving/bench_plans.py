@@ -41,10 +41,11 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _util and the other groups' modules
 from _util import DEBIAN  # noqa: E402
 from codes.bench_codes_debian import faiss_row, load_set  # noqa: E402
+from choosing.bench_label_free import BothTask  # noqa: E402
 
 from embcompress.evaluation.crossfit import CrossFit, fold_pool_rows  # noqa: E402
 from embcompress.evaluation.evaluate import run_configs  # noqa: E402
-from embcompress.report.plans import rank_plans  # noqa: E402
+from embcompress.report.plans import COPY_KINDS, PlanGrid, measure_grid, near_ties, rank_plans  # noqa: E402
 
 
 def _vm_hwm_mib() -> float:
@@ -263,6 +264,38 @@ def faiss_latency(D, budget: int, k_factor: int, refine: str, rows: int, n: int,
     return {"p50_ms": 1e3 * float(np.percentile(times, 50)), "p99_ms": 1e3 * float(np.percentile(times, 99))}
 
 
+#: the label-free reading compared with the judged one: recommend's default reference
+LABEL_FREE_REFERENCE = "top1"
+
+
+def label_free_agreement(grid: PlanGrid, task: BothTask, ref: str = LABEL_FREE_REFERENCE) -> dict:
+    """The plans picked from the judged ranking and from the label-free one (the same searches, each
+    query scored against float search's ranking of it as ``ref`` reads it), per copy and overall, with
+    the judged retention of each pick: how much a user without judgments gives up. The label-free
+    winner's near ties (plans within its uncertainty, named by recommend) are listed with it."""
+    from dataclasses import replace
+
+    free_rows = [replace(r, score=r.metrics[f"free_{ref}"], per_query=task.side[r.config][ref]) for r in grid.rows]
+    free_rows = [r.with_retention(free_rows[0].score) for r in free_rows]
+    free_grid = PlanGrid(tuple(free_rows), grid.cands, grid.copies, grid.dim)
+    judged_plans, free_plans = grid.plans(None), free_grid.plans(None)
+    judged_of = {r.config: r.retention for r in grid.rows}
+    per_free = {r.config: r.per_query for r in free_rows[1:]}
+    out = {"reference": ref}
+    groups = {"codes only": lambda p: p.copy not in COPY_KINDS, **{f"{c} on disk": (lambda c: lambda p: p.copy == c)(c)
+                                                                  for c in grid.copies}, "any": lambda p: True}
+    for name, keep in groups.items():
+        j = max((p for p in judged_plans if keep(p)), key=lambda p: p.retention)
+        f = max((p for p in free_plans if keep(p)), key=lambda p: p.retention)
+        ties = near_ties(f, [p for p in free_plans if keep(p)], per_free, free_rows[0].score)
+        out[name] = {"judged_pick": j.config, "judged": j.retention, "label_free_pick": f.config,
+                     "label_free_pick_judged": judged_of[f.config], "label_free_retention": f.retention,
+                     "gap_points": 100 * (judged_of[f.config] - j.retention),
+                     "label_free_near_ties": [t.config for t in ties],
+                     "near_ties_judged": {t.config: judged_of[t.config] for t in ties}}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--emb", default="bench-data/debian-ir")
@@ -279,7 +312,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.reserve:
         return reserve(args)
-    D, dids, task, _ = load_set(args.emb, args.qrels, queries=args.queries)
+    D, dids, judged_task, _ = load_set(args.emb, args.qrels, queries=args.queries)
+    task = BothTask(judged_task.queries, judged_task.query_ids, judged_task.qrels)
     docs_path = Path(args.emb) / "corpus.parquet"
     fits = CrossFit(D, 2, fit_rows=args.fit_rows)
     float_score = run_configs(D, task, ["float"], doc_ids=dids)[0]["score"]
@@ -297,6 +331,13 @@ def main() -> None:
         "machine": f"{os.cpu_count()} cores",
         "budgets": {},
     }
+    if args.json and Path(args.json).is_file():  # another budget of the same set and sample joins the earlier ones
+        before = json.loads(Path(args.json).read_text())
+        same = ("set", "model", "documents", "queries", "fit_rows", "rows_served")
+        if any(before.get(k) != results[k] for k in same):
+            raise SystemExit(f"{args.json} holds another set or sample ({', '.join(same)}); give another --json")
+        dates = before["date"] if results["date"] in before["date"] else f"{before['date']}, {results['date']}"
+        results = {**before, "date": dates, "budgets": dict(before["budgets"])}
     print(
         f"{args.name} ({args.model}): {len(D):,} documents x {D.shape[1]}, {len(task.queries):,} queries, float nDCG@10 "
         f"{float_score:.4f}; retention out-of-sample (2 folds); served over {args.rows:,} tiled rows",
@@ -306,14 +347,21 @@ def main() -> None:
         np.save(Path(scratch) / "q.npy", task.queries[: args.serve_queries])
         for budget in (int(b) for b in args.budgets.split(",")):
             t0 = time.perf_counter()
-            res = rank_plans(setup, budget, total_rows=args.rows, folds=2)
+            grid = measure_grid(setup, budget, folds=2)
+            res = rank_plans(setup, budget, total_rows=args.rows, folds=2, grid=grid)
+            agreement = label_free_agreement(grid, task)
+            for name, a in agreement.items():
+                if name != "reference":
+                    print(f"  {budget:3d} B label-free {name:16s} judged pick {a['judged_pick']} {100 * a['judged']:.2f}%, "
+                          f"label-free pick {a['label_free_pick']} {100 * a['label_free_pick_judged']:.2f}% judged "
+                          f"({a['gap_points']:+.2f} points; {len(a['label_free_near_ties'])} near ties)", flush=True)
             ranking = res["ranking"]
             picks = {
                 "codes only": res["code_only"],
                 "int8 on disk": max((p for p in ranking if p["copy"] == "int8"), key=lambda p: p["retention"]),
                 "float32 on disk": max((p for p in ranking if p["copy"] == "float32"), key=lambda p: p["retention"]),
             }
-            out = {"rank_seconds": time.perf_counter() - t0, "ranking": ranking, "picks": {}}
+            out = {"rank_seconds": time.perf_counter() - t0, "ranking": ranking, "picks": {}, "label_free": agreement}
             for name, p in picks.items():
                 served = measure_pick(
                     p, 10, docs_path, Path(scratch), args.rows, Path(scratch) / "q.npy", args.serve_queries
@@ -328,7 +376,7 @@ def main() -> None:
                 )
             k_factor = max(1, picks["int8 on disk"]["candidates"] // 10)
             out["faiss"] = [
-                faiss_refine(D, dids, task, fits, float_score, budget, k_factor, refine, args.rows, args.serve_queries)
+                faiss_refine(D, dids, judged_task, fits, float_score, budget, k_factor, refine, args.rows, args.serve_queries)
                 for refine in ("sq8", "flat")
             ]
             for f in out["faiss"]:
@@ -337,7 +385,7 @@ def main() -> None:
                     f"p99 {f['p99_ms']:7.2f} (RAM {f['ram_bytes_per_vector']} B/vector)",
                     flush=True,
                 )
-            results["budgets"][budget] = out
+            results["budgets"][str(budget)] = out
             if args.json:
                 Path(args.json).parent.mkdir(parents=True, exist_ok=True)
                 Path(args.json).write_text(json.dumps(results, indent=1, default=float))

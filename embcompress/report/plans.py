@@ -235,21 +235,51 @@ def plan_setup(data: dict[str, Any], reference: str, k: int = 10):
                     query_ids=data.get("query_ids"), qrels=data.get("qrels"), reference=reference, k=k)
 
 
-def rank_plans(setup, ram_budget: int, *, cands: dict[str, str] | None = None, disk_budget: int | None = None,
-               target: float | None = None, max_latency_ms: float | None = None, total_rows: int | None = None,
-               folds: int = 2, progress=None) -> dict[str, Any]:
-    """Rank serving plans on the validated request ``setup`` (:func:`plan_setup`) over the first-stage
-    candidates ``cands`` (config -> label, each within ``ram_budget``; None: ``recommend --budget``'s)."""
+@dataclass(frozen=True)
+class PlanGrid:
+    """Every (code, copy, candidate count) of a ranking measured: the result rows (float's first), the
+    first-stage candidates (config -> label) and the copies tried."""
+
+    rows: tuple[ResultRow, ...]
+    cands: dict[str, str]
+    copies: tuple[str, ...]
+    dim: int
+
+    def plans(self, target: float | None) -> list[PlanRow]:
+        """One plan per (code, copy), its candidate count chosen by :func:`choose_count`."""
+        return _plans(list(self.rows), self.cands, self.dim, target)
+
+
+def measure_grid(setup, ram_budget: int, *, cands: dict[str, str] | None = None, disk_budget: int | None = None,
+                 folds: int = 2, progress=None) -> PlanGrid:
+    """Measure every plan a ranking chooses from, on the validated request ``setup`` (:func:`plan_setup`):
+    each first-stage candidate of ``cands`` (config -> label, each within ``ram_budget``; None:
+    ``recommend --budget``'s) alone and with each copy within ``disk_budget`` at every candidate
+    count of :data:`MULTIPLIERS`, out-of-sample over ``folds``."""
     docs, task = setup.docs, setup.task
     folds = check_folds(folds, len(docs))
     if cands is None:  # recommend --budget's candidates within the RAM budget
         cands = _candidates(docs.shape[1], int(ram_budget), None, False, fold_pool_rows(len(docs), folds),
                             by_quality=True)
     dim = docs.shape[1]
-    copies = [c for c in COPY_KINDS if disk_budget is None or COPIES[c] * dim <= disk_budget]
-    rows = run_configs(docs, task, ["float", *_configs(cands, copies)], doc_ids=setup.doc_ids, folds=folds,
+    copies = tuple(c for c in COPY_KINDS if disk_budget is None or COPIES[c] * dim <= disk_budget)
+    rows = run_configs(docs, task, ["float", *_configs(cands, list(copies))], doc_ids=setup.doc_ids, folds=folds,
                        progress=progress, per_query=True, in_sample=False)
-    plans = _plans(rows, cands, dim, target)
+    return PlanGrid(tuple(rows), dict(cands), copies, dim)
+
+
+def rank_plans(setup, ram_budget: int, *, cands: dict[str, str] | None = None, disk_budget: int | None = None,
+               target: float | None = None, max_latency_ms: float | None = None, total_rows: int | None = None,
+               folds: int = 2, progress=None, grid: PlanGrid | None = None) -> dict[str, Any]:
+    """Rank serving plans on the validated request ``setup`` (:func:`plan_setup`) over the first-stage
+    candidates ``cands`` (config -> label, each within ``ram_budget``; None: ``recommend --budget``'s),
+    measured by :func:`measure_grid` (or given as ``grid``, measured so already)."""
+    docs, task = setup.docs, setup.task
+    folds = check_folds(folds, len(docs))
+    if grid is None:
+        grid = measure_grid(setup, ram_budget, cands=cands, disk_budget=disk_budget, folds=folds, progress=progress)
+    rows, copies = list(grid.rows), list(grid.copies)
+    plans = grid.plans(target)
     queries = task.queries
     total = total_rows or len(docs)
     with tempfile.TemporaryDirectory(prefix="embcompress-plans-") as scratch:
