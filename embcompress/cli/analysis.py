@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from embcompress.core.capabilities import code_families, grid_families
+from embcompress.report.candidates import code_families, grid_families
 
 from ._common import Bars, BatchOpt, ColumnOpt, JsonOpt, OverwriteOpt, emit, guarded, kv_table, out, progress_bar, split_list
 

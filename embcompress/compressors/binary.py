@@ -11,7 +11,7 @@ from ..core._parallel import map_rows
 from ..core.base import Compressor
 from ..core.checks import NonFiniteChunk, values_ok
 from ..core.specs import OutputSpec
-from ..core.capabilities import BudgetCodes, RerankTables, pca_prefix
+from ..core.capabilities import RerankTables
 from ..core.registry import register
 from ._sample import MeanStats, stream_mean
 
@@ -75,7 +75,7 @@ CENTRED = 0.1
 
 
 @register
-class Binary(MeanStats, BudgetCodes, RerankTables, Compressor):
+class Binary(MeanStats, RerankTables, Compressor):
     """One bit per dimension: 1 where the value is above the threshold, compared by Hamming
     distance (Dinu et al., 2025, section 4). ``threshold="zero"`` is the plain sign; ``"mean"`` fits a
     per-dimension threshold (the data's mean), which balances bits on uncentered embeddings.
@@ -109,23 +109,6 @@ class Binary(MeanStats, BudgetCodes, RerankTables, Compressor):
         return replace(super().fit_tags, learns=self.threshold != "zero" or self.decoder != "sign",
                        first_rows=LEVEL_ROWS if self.threshold == "zero" else None,
                        block_stats=self.threshold == "mean" or self.decoder != "sign")
-
-    @classmethod
-    def budget_configs(cls, dim: int, budget: int, *, full: bool) -> list[tuple[str, str]]:
-        """Sign bits of centred, randomly rotated vectors (after PCA when the budget is below
-        ``dim`` bits; PCA centres already), or ITQ-rotated, scored asymmetrically with the fitted
-        1-bit levels."""
-        w = min(8 * budget, dim)
-        if w < 8:
-            return []
-        p = pca_prefix(w, dim)
-        rot = "rotate" if p else "rotate:center=true"
-        out = [(f"{p}{rot}+binary, asym", f"{p}{rot}+binary@asym")]
-        if full:
-            out.append((f"{p}itq+binary, asym", f"{p}itq+binary@asym"))
-            if not p:
-                out.append(("binary, asym", "binary@asym"))
-        return out
 
     def _state_shapes(self):
         d = self.n_features_in_

@@ -10,7 +10,7 @@ import numpy as np
 from ..core._util import check_positive_int, faiss_blas_distances, require, sample_rows
 from ..core.specs import OutputSpec
 from ..core.checks import make_rng
-from ..core.capabilities import BudgetCodes, FaissExport, TableScan
+from ..core.capabilities import FaissExport, TableScan
 from ..core.errors import InputError
 from ..core.specs import FitTags
 from ..core.registry import register
@@ -26,7 +26,7 @@ def _divisors(d: int) -> list[int]:
 
 
 @register
-class PQ(FaissExport, TableScan, BudgetCodes, FaissBacked):
+class PQ(FaissExport, TableScan, FaissBacked):
     """``m`` sub-quantizers of ``2**nbits`` centroids each: the vector is cut into ``m`` equal
     slices and each slice is coded by its nearest centroid (one byte per slice at ``nbits=8``,
     two slices per byte at ``nbits=4``, the first in the low half as faiss packs them).
@@ -37,14 +37,6 @@ class PQ(FaissExport, TableScan, BudgetCodes, FaissBacked):
     name = "pq"
     _positional = "m"
     _state_arrays = ("centroids_",)
-    requires = "faiss"
-    in_grid = False  # the report shows opq, which keeps more for the same bytes
-
-    @classmethod
-    def budget_configs(cls, dim: int, budget: int, *, full: bool) -> list[tuple[str, str]]:
-        """One byte per slice, as many slices as fit and divide ``dim``."""
-        m = max((m for m in range(1, min(dim, budget) + 1) if dim % m == 0), default=None)
-        return [] if m is None else [(f"{cls.name}:{m}", f"{cls.name}:{m}")]
 
     @property
     def fit_tags(self) -> FitTags:  # a uniform sample of max_rows rows
@@ -163,7 +155,6 @@ class OPQ(PQ):
 
     name = "opq"
     _state_arrays = ("centroids_", "rotation_")
-    in_grid = True
 
     def to_faiss(self, codes: np.ndarray):
         """PQ's index behind the fitted rotation (``IndexPreTransform``)."""

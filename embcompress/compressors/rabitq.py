@@ -10,7 +10,7 @@ from ..core._parallel import map_rows
 from ..core.base import Compressor
 from ..core.specs import OutputSpec
 from ..core.checks import make_rng
-from ..core.capabilities import BudgetCodes, PlaneScan, pca_prefix
+from ..core.capabilities import PlaneScan
 from ..core.errors import InputError
 from ..core.registry import register
 from ._codes import byte_tables, pack_planes, unpack_planes
@@ -79,7 +79,7 @@ def grid_levels_numpy(U: np.ndarray, bits: int, block: int = 512) -> tuple[np.nd
 
 
 @register
-class RaBitQ(MeanStats, PlaneScan, BudgetCodes, Compressor):
+class RaBitQ(MeanStats, PlaneScan, Compressor):
     """``bits`` (1 to 4) per dimension plus one float32 per vector.
 
     Fitting takes the centroid ``c`` (the mean) and a seeded random rotation ``P``. A vector
@@ -104,17 +104,6 @@ class RaBitQ(MeanStats, PlaneScan, BudgetCodes, Compressor):
         self.bits = bits
         self.seed = seed
         self.rotation = rotation
-
-    @classmethod
-    def budget_configs(cls, dim: int, budget: int, *, full: bool) -> list[tuple[str, str]]:
-        """1, 2 or 4 bits per dimension plus the float32 factor, after PCA to the width that fits."""
-        out = []
-        for b in ((1, 2, 4) if full else (1,)):
-            w = min(dim, (8 * (budget - FACTOR_BYTES) // b) // 8 * 8)
-            if w >= 8:
-                config = f"{pca_prefix(w, dim)}rabitq:{b}"
-                out.append((config, config))
-        return out
 
     def _validate_params(self, n_features: int) -> None:
         if isinstance(self.bits, bool) or self.bits not in BITS:

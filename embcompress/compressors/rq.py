@@ -21,7 +21,7 @@ import numpy as np
 from ..core._util import check_positive_int, faiss_blas_distances, require
 from ..core.specs import OutputSpec
 from ..core.checks import make_rng
-from ..core.capabilities import BudgetCodes, TableScan
+from ..core.capabilities import TableScan
 from ..core.errors import InputError
 from ..core.specs import FitTags
 from ..core.registry import register
@@ -120,7 +120,7 @@ class Additive(TableScan, FaissBacked):
 
 
 @register
-class RQ(BudgetCodes, Additive):
+class RQ(Additive):
     """``x ~ mean + C_1[c_1] + ... + C_m[c_m]``: ``m`` codebooks of ``2**nbits`` full-width codewords,
     trained greedily on the centred sample (up to ``max_rows`` rows; each stage is k-means on the
     residuals the previous stages leave; ``beam`` > 1 keeps several partial codes while encoding,
@@ -135,23 +135,6 @@ class RQ(BudgetCodes, Additive):
     documents outside the fit sample. docs/reference/results.md has the measured figures."""
 
     name = "rq"
-    requires = "faiss"
-    in_grid = False  # slow to fit: the report's grid offers it when asked (--codes rq)
-
-    @classmethod
-    def budget_configs(cls, dim: int, budget: int, *, full: bool) -> list[tuple[str, str]]:
-        """One byte per codebook; with a beam of 4 it keeps less on the rows it was fitted on and
-        more on new ones (docs/reference/results.md): recommend's cross-fit decides between them."""
-        out = [(f"rq:{budget}", f"rq:{budget}")]
-        return out + [(f"rq:{budget}:beam=4", f"rq:{budget}:beam=4")] if full else out
-
-    @classmethod
-    def outclassed(cls, configs) -> set[str]:
-        """``rq:M`` beside ``rq:M:beam=4``: the beam kept 0.39-4.16 points more on new documents on
-        each of 5 sets (2 models; docs/decisions/0005); without a beam
-        it only fits and encodes faster."""
-        return {c.removesuffix(":beam=4") for c in configs if c.endswith(":beam=4")} & set(configs)
-
     #: each codebook's k-means runs at this many growing widths (faiss's progressive-dimension
     #: clustering, whose own default is 10). A setting of the training, not a parameter: codes are
     #: read the same whatever it was (docs/decisions/0005)

@@ -11,7 +11,7 @@ from ..core._util import check_positive_int
 from ..core.base import Compressor
 from ..core.specs import OutputSpec
 from ..core.checks import make_rng
-from ..core.capabilities import BudgetCodes, DenseScan
+from ..core.capabilities import DenseScan
 from ..core.errors import InputError
 from ..core.specs import FitTags
 from ..core.registry import register
@@ -54,7 +54,7 @@ def assign(X: np.ndarray, levels: np.ndarray) -> np.ndarray:
 
 
 @register
-class SQ(DenseScan, BudgetCodes, Compressor):
+class SQ(DenseScan, Compressor):
     """``bits`` (1, 2 or 4) per dimension. Each dimension gets ``2**bits`` levels: Lloyd-Max
     quantizer levels (1-D k-means from the quantiles) fitted on a sample of up to ``max_rows``
     rows; a value is coded by its nearest level. Codes are packed most significant first,
@@ -68,21 +68,6 @@ class SQ(DenseScan, BudgetCodes, Compressor):
     @property
     def fit_tags(self) -> FitTags:  # a uniform sample of max_rows rows
         return replace(super().fit_tags, min_rows=2 ** int(self.bits), sample=self.max_rows)
-
-    @classmethod
-    def budget_configs(cls, dim: int, budget: int, *, full: bool) -> list[tuple[str, str]]:
-        """Full width at the most bits that fit (after a centred random rotation, which evens out
-        the variance over the dimensions, and without), or PCA then 4 or 2 bits; the report's grid
-        shows PCA with 2 bits (4 where 2 would keep every dimension), which kept more than 4 at 32x
-        and 64x on every set and model measured (docs/decisions/0004)."""
-        bits, out = 8 * budget, []
-        for b in (4, 2, 1):
-            if b * dim <= bits:
-                specs = [f"rotate:center=true+sq:{b}", f"sq:{b}"] if b == 1 else [f"sq:{b}", f"rotate:center=true+sq:{b}"]
-                out += [(sp, sp) for sp in (specs if full else specs[:1])]
-                break
-        pca = [(f"pca:{bits // b}+sq:{b}",) * 2 for b in (2, 4) if 8 <= bits // b < dim]
-        return out + (pca[::-1] if full else pca[:1])
 
     def __init__(self, bits: int = 4, iters: int = 20, max_rows: int = 100_000, seed: int = 0):
         self.bits = bits

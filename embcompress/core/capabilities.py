@@ -1,7 +1,8 @@
 """What a compressor family can do, declared by the mixins it inherits, the way scikit-learn's
 mixins and tags declare an estimator's kind. Search, streaming, the Ray engine, ``recommend``
-and the report ask ``isinstance(stage, ...)`` and use the methods listed here; nothing outside a
-family's module names the family.
+and the report ask ``isinstance(stage, ...)`` and use the methods listed here; nothing in the
+layers below the report names a family. Which codes ``recommend`` and the report offer for a byte
+budget is their policy, not the family's (:mod:`embcompress.report.candidates`).
 
 - :class:`TableScan`: ``"codes"`` outputs scored against a float query by summing one table
   entry per code byte (PQ, RQ, SQ, RaBitQ).
@@ -9,8 +10,6 @@ family's module names the family.
   block by block and score with multiply-adds (SQ and RaBitQ at 2+ bits).
 - :class:`BlockStats`: a fit from statistics computed on any block of rows and merged in any
   order (PCA, binary thresholds, int8 ranges, means), so that a cluster fits it in one pass.
-- :class:`BudgetCodes`: a code family that ``recommend`` and the report offer for a byte budget;
-  it names its own candidate configurations and the extra it needs.
 - :class:`Affine`: a float map ``z = A x + b`` with an offset, whose linear part queries take
   before meeting decoded codes (PCA, centred rotations).
 - :class:`FaissExport`: codes a faiss index of the family's own type holds as they are.
@@ -18,13 +17,13 @@ family's module names the family.
   candidates instead of decoding them (binary).
 
 A new family is then its module (a ``Compressor`` subclass with the mixins that apply), its
-tests and one import in ``embcompress/compressors/__init__.py``, which registers it.
+tests and one import in ``embcompress/compressors/__init__.py``, which registers it; to be offered
+for a byte budget, one :func:`embcompress.report.candidates.offer` call.
 """
 
 from __future__ import annotations
 
-import importlib.util
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, Iterator
 
 import numpy as np
 
@@ -174,52 +173,3 @@ class FaissExport:
     def to_faiss(self, codes: "np.ndarray"):
         """A faiss index holding ``codes`` (documents x bytes) in row order, scored by inner product."""
         raise NotImplementedError
-
-
-class BudgetCodes:
-    """A code family offered for a byte budget by ``recommend`` (every variant) and by the
-    report's grid (one headline configuration per family). Its name is the registered name."""
-
-    #: the module of the extra the family needs (``"faiss"``), None when it needs none
-    requires: ClassVar[str | None] = None
-    #: shown in the report's grid by default (False: slow to fit, offered there only when asked)
-    in_grid: ClassVar[bool] = True
-
-    @classmethod
-    def budget_configs(cls, dim: int, budget: int, *, full: bool) -> list[tuple[str, str]]:
-        """(label, evaluate configuration) of the family's codes of at most ``budget`` bytes per
-        ``dim``-wide vector, headline first; with ``full`` false only the headline ones."""
-        raise NotImplementedError
-
-    @classmethod
-    def outclassed(cls, configs: Sequence[str]) -> set[str]:
-        """Those of ``configs`` (the family's own, as :meth:`budget_configs` offers them) that
-        another of them beat on quality on every set measured, and that can only win on cost (fit
-        time, encoding rate): ``recommend`` leaves them out when no cost limit is set. None here."""
-        return set()
-
-    @classmethod
-    def installed(cls) -> bool:
-        if cls.requires is None:
-            return True
-        try:
-            return importlib.util.find_spec(cls.requires) is not None
-        except (ImportError, ValueError):
-            return False
-
-
-def pca_prefix(width: int, dim: int) -> str:
-    """``"pca:W+"`` in front of a code that quantizes ``width`` of ``dim`` dimensions, else ``""``."""
-    return "" if width >= dim else f"pca:{width}+"
-
-
-def code_families() -> list[type[BudgetCodes]]:
-    """The registered code families (:class:`BudgetCodes`), in the order they are registered."""
-    from .registry import registered
-
-    return [cls for cls in registered() if issubclass(cls, BudgetCodes)]
-
-
-def grid_families() -> tuple[str, ...]:
-    """The families the report's grid shows by default (quick to fit)."""
-    return tuple(cls.name for cls in code_families() if cls.in_grid)

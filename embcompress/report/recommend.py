@@ -47,7 +47,7 @@ def rank_candidates(docs: np.ndarray, budget: int, *, doc_ids=None, queries=None
     Every row carries what the candidate cost: ``fit_seconds`` (one model, on ``fit_rows`` rows) and
     ``encode_rows_per_second``. Candidates slower than ``max_fit_seconds`` or ``min_encode_rate``
     stay in the ranking, marked ``too_slow``, and cannot win. Without either limit, variants that can
-    win only on cost are not ranked (``rq:M`` beside ``rq:M:beam=4``; ``BudgetCodes.outclassed``).
+    win only on cost are not ranked (``rq:M`` beside ``rq:M:beam=4``; ``BudgetPolicy.outclassed`` in :mod:`.candidates`).
 
     Every row carries ``retention_ci95``, a bootstrap over queries. Without judgments (the user's
     ``queries`` scored against float search as ``reference`` says, or documents as queries) the

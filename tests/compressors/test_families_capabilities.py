@@ -11,14 +11,14 @@ import pytest
 from embcompress import InputError, from_spec, load
 from embcompress.core.base import Compressor
 from embcompress.core.specs import OutputSpec
-from embcompress.core.capabilities import BlockStats, BudgetCodes, DenseScan, pca_prefix
+from embcompress.core.capabilities import BlockStats, DenseScan
 from embcompress.compressors._codes import byte_tables, pack_codes, unpack_codes
 from embcompress.core.registry import _REGISTRY, register
 
 from conftest import make_vectors
 
 
-class Uniform4(BlockStats, DenseScan, BudgetCodes, Compressor):
+class Uniform4(BlockStats, DenseScan, Compressor):
     """4 bits per dimension on 16 evenly spaced levels between each dimension's fitted minimum and
     maximum: fitted from merged block statistics (min and max), scanned by tables or decoded."""
 
@@ -28,11 +28,6 @@ class Uniform4(BlockStats, DenseScan, BudgetCodes, Compressor):
 
     def __init__(self, seed: int = 0):
         self.seed = seed
-
-    @classmethod
-    def budget_configs(cls, dim, budget, *, full):
-        w = min(dim, 2 * budget)
-        return [(f"{pca_prefix(w, dim)}uniform4", f"{pca_prefix(w, dim)}uniform4")] if w >= 2 else []
 
     def _fit(self, batches, n_features):
         blocks = (self._block_stats(b) for b in batches())
@@ -91,12 +86,24 @@ class Opaque(Compressor):
 
 @pytest.fixture
 def families():
-    """Register the test families for one test, then forget them (the registry is global)."""
+    """Register the test families for one test, and offer Uniform4 for byte budgets (recommend's policy,
+    one call), then forget them (the registry and the policies are global)."""
+    from embcompress.report import candidates as cand
+
     for cls in (Uniform4, Opaque):
         register(cls)
+    cand.offer(Uniform4, cand.BudgetPolicy(_uniform4_configs))
     yield
+    cand._POLICIES.pop(Uniform4, None)
     for cls in (Uniform4, Opaque):
         _REGISTRY.pop(cls.name, None)
+
+
+def _uniform4_configs(dim, budget, full):
+    from embcompress.report.candidates import pca_prefix
+
+    w = min(dim, 2 * budget)
+    return [(f"{pca_prefix(w, dim)}uniform4", f"{pca_prefix(w, dim)}uniform4")] if w >= 2 else []
 
 
 def test_a_family_from_one_module_is_searched_saved_and_streamed(families, tmp_path):
