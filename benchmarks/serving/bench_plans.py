@@ -140,15 +140,22 @@ def measure_pick(pick: dict, k: int, docs_path: Path, scratch: Path, rows: int, 
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, refine: str, rows: int, n: int) -> dict:
+def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, refine: str, rows: int, n: int,
+                 timed: bool = True) -> dict:
     """faiss IndexRefine(IndexPQ(budget bytes), refine) at ``k_factor``: retention under the same folds and
-    single-query time over ``rows`` tiled rows (the refine copy in RAM, as faiss holds it)."""
+    single-query time over ``rows`` tiled rows (the refine copy in RAM, as faiss holds it).
+
+    The folds are searched one by one (each by the index trained on the other's pool) and their top 10
+    merged, so each fold's index refines ``k_factor / folds`` times k candidates: the same number in all
+    as our plan takes from the whole corpus. (Until 2026-11-28 each fold refined ``k_factor`` times k,
+    twice our count with two folds; the results of that day before this change are marked so.)"""
     import faiss
 
     d = D.shape[1]
     ip = faiss.METRIC_INNER_PRODUCT
+    per_fold = k_factor / len(fits.pools)
 
-    def build():
+    def build(factor: float = per_fold):
         base = faiss.IndexPQ(d, budget, 8, ip)
         ref = (
             faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_8bit, ip)
@@ -156,7 +163,7 @@ def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, r
             else faiss.IndexFlatIP(d)
         )
         index = faiss.IndexRefine(base, ref)
-        index.k_factor = float(k_factor)
+        index.k_factor = float(factor)
         return index
 
     Dn = D / np.linalg.norm(D, axis=1, keepdims=True)  # faiss scores inner products: cosine on unit rows
@@ -172,7 +179,10 @@ def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, r
         float_score,
         fits,
     )
-    index = build()
+    row["k_factor_per_fold"] = per_fold
+    if not timed:  # retention only; --reserve times it
+        return {**row, "ram_bytes_per_vector": budget + (d if refine == "sq8" else 4 * d)}
+    index = build(float(k_factor))  # one index over every row: the whole candidate count
     index.train(Dn[fits.pools[0]].astype(np.float32))
     reps = -(-rows // len(D))
     index.add(np.tile(Dn.astype(np.float32), (reps, 1))[:rows])
@@ -192,6 +202,27 @@ def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, r
     return row
 
 
+def faiss_again(args) -> None:
+    """faiss's retentions of a results JSON measured again, at the same candidate count in all as ours
+    (see :func:`faiss_refine`); the single-query times and everything else are kept."""
+    results = json.loads(Path(args.json).read_text())
+    D, dids, task, _ = load_set(args.emb, args.qrels, queries=results["queries"])
+    fits = CrossFit(D, 2, fit_rows=args.fit_rows)
+    float_score = results["float_ndcg"]
+    for budget, b in results["budgets"].items():
+        if budget not in set(args.budgets.split(",")):
+            continue
+        for f in b.get("faiss", []):
+            k_factor = int(f["config"].split(" x")[-1])
+            refine = "sq8" if "sq8" in f["config"] else "flat"
+            new = faiss_refine(D, dids, task, fits, float_score, int(budget), k_factor, refine, 0, 0, timed=False)
+            print(f"  {budget:>3} B {f['config']:49s} {100 * f['retention']:6.2f}% -> {100 * new['retention']:6.2f}%",
+                  flush=True)
+            f.update({k: v for k, v in new.items() if k not in ("p50_ms", "p99_ms")})
+        results["faiss_again"] = time.strftime("%Y-%m-%d %H:%M")
+        Path(args.json).write_text(json.dumps(results, indent=1, default=float))
+
+
 def reserve(args) -> None:
     """Measure the serving figures again for every pick of a results JSON, on a quiet machine: each pick
     fitted, applied, tiled and served by a fresh process as in the main run; faiss's single-query times
@@ -202,7 +233,10 @@ def reserve(args) -> None:
     D, dids, task, _ = load_set(args.emb, args.qrels, queries=results["queries"])
     with tempfile.TemporaryDirectory(prefix="bench-plans-", dir=Path(args.emb)) as scratch:
         np.save(Path(scratch) / "q.npy", task.queries[: args.serve_queries])
+        wanted = set(args.budgets.split(","))
         for budget, b in results["budgets"].items():
+            if budget not in wanted:
+                continue
             for name, p in b["picks"].items():
                 p["served"] = measure_pick(
                     p,
@@ -309,9 +343,15 @@ def main() -> None:
     ap.add_argument("--serve-queries", type=int, default=300)
     ap.add_argument("--json", default=None)
     ap.add_argument("--reserve", action="store_true", help="only measure the serving figures of --json's picks again")
+    ap.add_argument("--faiss-again", action="store_true", help="only measure faiss's retention again for --json's "
+                    "budgets (its single-query times are kept)")
+    ap.add_argument("--no-serve", action="store_true", help="rank and compare with the label-free ranking only; "
+                    "measure the serving figures later, on a quiet machine, with --reserve")
     args = ap.parse_args()
     if args.reserve:
         return reserve(args)
+    if args.faiss_again:
+        return faiss_again(args)
     D, dids, judged_task, _ = load_set(args.emb, args.qrels, queries=args.queries)
     task = BothTask(judged_task.queries, judged_task.query_ids, judged_task.qrels)
     docs_path = Path(args.emb) / "corpus.parquet"
@@ -363,6 +403,11 @@ def main() -> None:
             }
             out = {"rank_seconds": time.perf_counter() - t0, "ranking": ranking, "picks": {}, "label_free": agreement}
             for name, p in picks.items():
+                if args.no_serve:
+                    out["picks"][name] = p
+                    print(f"  {budget:3d} B {name:16s} {p['label']:32s} {p['copy']:8s} x{p['candidates']:4d} "
+                          f"{100 * p['retention']:6.2f}%", flush=True)
+                    continue
                 served = measure_pick(
                     p, 10, docs_path, Path(scratch), args.rows, Path(scratch) / "q.npy", args.serve_queries
                 )
@@ -376,15 +421,14 @@ def main() -> None:
                 )
             k_factor = max(1, picks["int8 on disk"]["candidates"] // 10)
             out["faiss"] = [
-                faiss_refine(D, dids, judged_task, fits, float_score, budget, k_factor, refine, args.rows, args.serve_queries)
+                faiss_refine(D, dids, judged_task, fits, float_score, budget, k_factor, refine, args.rows, args.serve_queries,
+                             timed=not args.no_serve)
                 for refine in ("sq8", "flat")
             ]
             for f in out["faiss"]:
-                print(
-                    f"  {budget:3d} B {f['config']:49s} {100 * f['retention']:6.2f}%  p50 {f['p50_ms']:7.2f} ms "
-                    f"p99 {f['p99_ms']:7.2f} (RAM {f['ram_bytes_per_vector']} B/vector)",
-                    flush=True,
-                )
+                timing = "" if args.no_serve else f"p50 {f['p50_ms']:7.2f} ms p99 {f['p99_ms']:7.2f} "
+                print(f"  {budget:3d} B {f['config']:49s} {100 * f['retention']:6.2f}%  {timing}"
+                      f"(RAM {f['ram_bytes_per_vector']} B/vector)", flush=True)
             results["budgets"][str(budget)] = out
             if args.json:
                 Path(args.json).parent.mkdir(parents=True, exist_ok=True)
