@@ -66,3 +66,26 @@ def s3_objects(fs, prefix: str = "bkt") -> list[str]:
     from pyarrow import fs as pafs
 
     return sorted(i.path for i in fs.get_file_info(pafs.FileSelector(prefix, recursive=True)) if i.type == pafs.FileType.File)
+
+
+def clustered_unit(n: int = 3000, d: int = 48, seed: int = 0) -> np.ndarray:
+    """Unit vectors in 30 clusters with a decaying spectrum and an offset, like real embeddings."""
+    rng = np.random.default_rng(seed)
+    spectrum = np.linspace(1, 0.1, d)
+    centers = rng.standard_normal((30, d)) * spectrum
+    X = centers[rng.integers(0, 30, n)] + rng.standard_normal((n, d)) * 0.6 * spectrum + 0.1
+    return (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def code_data():
+    """The code families' tests' set: documents, and queries that are noisy copies of some of them."""
+    D = clustered_unit()[200:]
+    rng = np.random.default_rng(5)
+    Q = D[rng.choice(len(D), 200, replace=False)] + 0.02 * rng.standard_normal((200, 48)).astype(np.float32)
+    return D, Q
+
+
+def code_recall(found, exact) -> float:
+    """The share of each query's exact top rows that were found, averaged over the queries."""
+    return float(np.mean([len(set(a) & set(b)) / len(b) for a, b in zip(found, exact)]))
