@@ -5,8 +5,11 @@ single-query latency (p50) warm and cold over the tiled rows; faiss IndexRefine 
 
     python benchmarks/tools/plans_table.py benchmarks/results/plans-*.json                      # prints it
     python benchmarks/tools/plans_table.py benchmarks/results/plans-*.json --readme README.md   # rewrites it there
+    python benchmarks/tools/plans_table.py benchmarks/results/plans-*.json --label-free [--readme FILE]
 
-In a Markdown file the table sits between ``<!-- plans-table -->`` and ``<!-- /plans-table -->``.
+In a Markdown file the table sits between ``<!-- plans-table -->`` and ``<!-- /plans-table -->``;
+with ``--label-free`` the agreement of the label-free plan pick with the judged one (the same
+searches scored both ways), between ``<!-- plans-label-free-table -->`` and its end marker.
 """
 
 from __future__ import annotations
@@ -20,16 +23,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _ut
 from _util import write_between  # noqa: E402
 
 START, END = "<!-- plans-table -->", "<!-- /plans-table -->"
+LF_START, LF_END = "<!-- plans-label-free-table -->", "<!-- /plans-label-free-table -->"
 PICKS = ("codes only", "int8 on disk", "float32 on disk")
 
 
 def _cell(p: dict) -> str:
-    s = p["served"]
     copy = "" if p["copy"] in ("none", "decoded") else f" + {p['copy']} x{p['candidates']}"
+    s = p.get("served")
+    if s is None:  # ranked; not served yet (bench_plans.py --no-serve, then --reserve)
+        return f"`{p['spec']}`{copy}: **{100 * p['retention']:.2f}%**, not served yet"
     alone = p.get("served_first_stage_alone")
     ratio = "" if alone is None else f" ({s['warm']['p50_ms'] / alone['warm']['p50_ms']:.1f}x the first stage alone)"
     return (
-        f"`{p['spec']}`{copy}: **{100 * p['retention']:.1f}%**, {s['peak_rss_mib']:.0f} MiB, "
+        f"`{p['spec']}`{copy}: **{100 * p['retention']:.2f}%**, {s['peak_rss_mib']:.0f} MiB, "
         f"{s['warm']['p50_ms']:.1f} / {s['cold']['p50_ms']:.1f} ms{ratio}"
     )
 
@@ -40,16 +46,15 @@ def table(results: list[dict]) -> str:
     for res in results:
         for budget, b in sorted(res["budgets"].items(), key=lambda kv: -int(kv[0])):
             f = next((x for x in b.get("faiss", []) if "sq8" in x["config"]), None)
-            faiss = (
-                "-"
-                if f is None
-                else f"{100 * f['retention']:.1f}%, {f['p50_ms']:.1f} ms ({f['ram_bytes_per_vector']} B in RAM)"
+            timed = f is not None and "p50_ms" in f
+            faiss = "-" if f is None else (
+                f"{100 * f['retention']:.2f}%, " + (f"{f['p50_ms']:.1f} ms " if timed else "not timed yet ")
+                + f"({f['ram_bytes_per_vector']} B in RAM)"
             )
             ours = b["picks"].get("int8 on disk")
-            versus = "-" if f is None or ours is None else (
-                f"{100 * (ours['retention'] - f['retention']):+.2f} points, "
-                f"{f['p50_ms'] / ours['served']['warm']['p50_ms']:.2f}x its queries/s (aim: >= 0, >= 1.2x)"
-            )
+            versus = "-" if f is None or ours is None else f"{100 * (ours['retention'] - f['retention']):+.2f} points"
+            if timed and ours is not None and "served" in ours:
+                versus += f", {f['p50_ms'] / ours['served']['warm']['p50_ms']:.2f}x its queries/s (aim: >= 0, >= 1.2x)"
             out.append(
                 f"| {budget} B | {res['set']}, {res['model']} | "
                 + " | ".join(_cell(b["picks"][k]) if k in b["picks"] else "-" for k in PICKS)
@@ -60,8 +65,40 @@ def table(results: list[dict]) -> str:
     out.append(
         f"Retention of nDCG@10, out-of-sample (2 folds, {first['queries']:,} queries); peak RSS of the serving "
         f"process; single-query p50 warm / cold (copy dropped from the page cache) over "
-        f"{first['rows_served']:,} tiled rows, one thread; {first['machine']}, {first['date']}."
+        f"{first['rows_served']:,} tiled rows, one thread; {first['machine']}; "
+        + "; ".join(f"{r['set']}, {r['model']}: {r['date']}" for r in results) + ". faiss refines the same number "
+        "of candidates in all as the int8 plan (each of the two folds' indexes half of them)."
     )
+    return "\n".join(out)
+
+
+def label_free_table(results: list[dict]) -> str:
+    """Per set and budget, for the best plan overall and the best with int8 on disk: the judged pick and
+    the label-free one (each query scored against float search's ranking of it), with the judged
+    retention of each and how many cheaper plans the label-free winner names as near ties."""
+    head = ["RAM / vector", "set, model", "plans", "judged pick", "label-free pick (judged retention)",
+            "gap, points", "near ties named"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    gaps = []
+    for res in results:
+        for budget, b in sorted(res["budgets"].items(), key=lambda kv: -int(kv[0])):
+            lf = b.get("label_free")
+            if lf is None:
+                continue
+            for group in ("any", "int8 on disk", "codes only"):
+                a = lf.get(group)
+                if a is None:
+                    continue
+                gaps.append(a["gap_points"])
+                out.append(f"| {budget} B | {res['set']}, {res['model']} | {group} | `{a['judged_pick']}` "
+                           f"{100 * a['judged']:.2f}% | `{a['label_free_pick']}` {100 * a['label_free_pick_judged']:.2f}% "
+                           f"| {a['gap_points']:+.2f} | {len(a['label_free_near_ties'])} |")
+    refs = sorted({b["label_free"]["reference"] for r in results for b in r["budgets"].values() if "label_free" in b})
+    if gaps:
+        within = sum(g >= -0.3 for g in gaps)
+        out += ["", f"{within} of {len(gaps)} label-free picks within 0.3 point of the judged pick's retention "
+                    f"(largest gap {min(gaps):+.2f}). The same searches scored judged and label-free (each query "
+                    f"against float search's ranking of it, reference {', '.join(refs)}); out-of-sample, 2 folds."]
     return "\n".join(out)
 
 
@@ -69,10 +106,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("files", nargs="+")
     ap.add_argument("--readme", default=None)
+    ap.add_argument("--label-free", action="store_true", help="the label-free agreement table instead")
     args = ap.parse_args()
-    text = table([json.loads(Path(f).read_text()) for f in args.files])
+    results = [json.loads(Path(f).read_text()) for f in args.files]
+    text = label_free_table(results) if args.label_free else table(results)
     if args.readme:
-        write_between(args.readme, START, END, text)
+        start, end = (LF_START, LF_END) if args.label_free else (START, END)
+        write_between(args.readme, start, end, text)
     else:
         print(text)
 
