@@ -2,14 +2,18 @@
 
 * ``<!-- generated: cli -->``: every command of the ``embcompress`` Typer app, with its arguments and
   options, read from the app itself (so the page cannot drift from the command line);
-* ``<!-- generated: budget-table -->`` and ``<!-- generated: plans-table -->``: the benchmark tables,
-  from the JSON in ``benchmarks/results`` (the same generators that write the README's table);
+* ``<!-- generated: budget-table -->``, ``plans-table``, ``plans-label-free-table``, ``plan-10m`` and
+  ``10m-table``: the benchmark tables, from the JSON in ``benchmarks/results`` (the same generators
+  that write the READMEs' tables);
 * ``<!-- generated: results-index -->``: every benchmark folder with its question and its results files.
+
+A marker with no generator fails the build (it would otherwise stay an invisible HTML comment).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -103,6 +107,19 @@ def plan_10m_table() -> str:
     return "\n".join(out)
 
 
+def plans_label_free_table() -> str:
+    files = sorted(RESULTS.glob("plans-*.json"))
+    results = [json.loads(p.read_text()) for p in files]
+    if not any("label_free" in b for r in results for b in r["budgets"].values()):
+        return "*(no label-free plan comparison yet: run `benchmarks/serving/bench_plans.py`)*"
+    return _tool("plans_table").label_free_table(results)
+
+
+def ten_million_table() -> str:
+    files = sorted(RESULTS.glob("10m-*.json"))
+    return _tool("ten_million_table").table(files) if files else "*(no 10M results yet)*"
+
+
 def results_index() -> str:
     return _tool("results_index").index(links=False)
 
@@ -111,6 +128,9 @@ GENERATED = {
     "cli": cli_reference,
     "budget-table": budget_table,
     "plans-table": plans_table,
+    "plans-label-free-table": plans_label_free_table,
+    "plan-10m": plan_10m_table,
+    "10m-table": ten_million_table,
     "results-index": results_index,
 }
 
@@ -120,4 +140,7 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         marker = f"<!-- generated: {key} -->"
         if marker in markdown:
             markdown = markdown.replace(marker, make())
+    unknown = re.findall(r"<!-- generated: ([^ ]+) -->", markdown)
+    if unknown:
+        raise ValueError(f"{page.file.src_path}: no generator for {', '.join(unknown)}; known: {', '.join(GENERATED)}")
     return markdown
