@@ -5,6 +5,8 @@ only schedules plus the nodes, each its own raylet and worker processes), for an
 byte for byte against the local engine's.
 
     python benchmarks/ray/bench_ray.py [--shards 12] [--rows 60000] [--dim 384] [--codes rq:24,binary] [--nodes 1,2,3]
+        [--json benchmarks/results/ray.json]
+    python benchmarks/ray/bench_ray.py --table benchmarks/results/ray.json [--readme benchmarks/ray/README.md]
 
 Printed per run: wall seconds, rows/s, the ratio to the local engine (every core of this machine,
 2 here), the bytes the driver received from the workers against the output's bytes, and the Ray
@@ -16,13 +18,15 @@ node only shares the cores of the first two.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _util and the other groups' modules
-from _util import make_parquet  # noqa: E402
+from _util import make_parquet, write_between  # noqa: E402
 
 from embcompress import from_spec  # noqa: E402
 from embcompress.engines.ray import ray_compress  # noqa: E402
@@ -32,6 +36,26 @@ from embcompress.engines.local import compress_file, fit_file  # noqa: E402
 def _identical(a: Path, b: Path) -> bool:
     rels = sorted(p.relative_to(a) for p in a.rglob("*.parquet"))
     return bool(rels) and all((a / r).read_bytes() == (b / r).read_bytes() for r in rels)
+
+
+START, END = "<!-- ray-table -->", "<!-- /ray-table -->"
+
+
+def table(run: dict) -> str:
+    """Per code: the local engine's rows/s and each cluster size's, with its ratio to the local engine."""
+    out = ["| code | engine | wall | rows/s | against local | overhead per shard | output identical |",
+           "|---|---|---|---|---|---|---|"]
+    for r in run["rows"]:
+        if r["nodes"] == 0:
+            engine, ratio, overhead, same = "local (every core)", "1.00x", "", ""
+        else:
+            engine, ratio = f"ray, {r['nodes']} node(s)", f"{r['ratio']:.2f}x"
+            overhead, same = f"{r['overhead']:.2f} s", str(r["identical"])
+        out.append(f"| `{r['code']}` | {engine} | {r['wall_seconds']:.1f} s | {r['rows_per_second']:,.0f} | {ratio} "
+                   f"| {overhead} | {same} |")
+    out += ["", f"{run['shards']} shards x {run['rows_per_shard']:,} rows x {run['dim']} float32; worker nodes of one CPU "
+                f"each on this machine ({run['machine']}), a head that only schedules; {run['date']}."]
+    return "\n".join(out)
 
 
 def main() -> None:
@@ -44,7 +68,19 @@ def main() -> None:
     ap.add_argument("--codes", default="rq:24,binary")
     ap.add_argument("--nodes", default="1,2,3")
     ap.add_argument("--dir", default="bench-data")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--table", default=None, help="a run's JSON: print its table (or write it into --readme)")
+    ap.add_argument("--readme", default=None)
     args = ap.parse_args()
+    if args.table:
+        text = table(json.loads(Path(args.table).read_text()))
+        if args.readme:
+            write_between(args.readme, START, END, text)
+        else:
+            print(text)
+        return
+    run = {"shards": args.shards, "rows_per_shard": args.rows, "dim": args.dim, "machine": f"{os.cpu_count()} cores",
+           "date": time.strftime("%Y-%m-%d %H:%M"), "rows": []}
     import ray
     from ray.cluster_utils import Cluster
 
@@ -65,6 +101,7 @@ def main() -> None:
         compress_file(comp, root, local)
         t_local = time.perf_counter() - t
         print(f"\n{spec}: local engine (2 threads)     {t_local:7.2f} s {rows / t_local:10,.0f} rows/s")
+        run["rows"].append({"code": spec, "nodes": 0, "wall_seconds": t_local, "rows_per_second": rows / t_local})
         for n in (int(x) for x in args.nodes.split(",")):
             cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
             for _ in range(n):
@@ -83,6 +120,11 @@ def main() -> None:
                       f"{t_local / wall:5.2f}x local;  driver received {got['bytes']:,} B for {size:,} B of output "
                       f"({100 * got['bytes'] / size:.4f}%);  overhead {overhead:5.2f} s per shard;  "
                       f"identical: {_identical(local, dst)}", flush=True)
+                run["rows"].append({"code": spec, "nodes": n, "wall_seconds": wall, "rows_per_second": rows / wall,
+                                    "ratio": t_local / wall, "overhead": overhead, "identical": _identical(local, dst),
+                                    "driver_bytes": got["bytes"], "output_bytes": size})
+                if args.json:
+                    Path(args.json).write_text(json.dumps(run, indent=1))
             finally:
                 ray.shutdown()
                 cluster.shutdown()
