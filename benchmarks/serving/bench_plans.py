@@ -62,7 +62,7 @@ def serve(args) -> None:
     from embcompress.serving.tiers import COPY_FILE, drop_cache, open_tiers
 
     t0 = time.perf_counter()
-    served = open_tiers(args.tiers, args.plan, threads=1)
+    served = open_tiers(args.tiers, args.plan, threads=args.threads)
     opened = time.perf_counter() - t0
     Q = np.load(args.queries)[: args.n]
     copy = Path(args.tiers) / COPY_FILE
@@ -70,12 +70,12 @@ def serve(args) -> None:
     found = []
     for mode in ("warm", "cold") if args.mode == "both" else (args.mode,):
         times = []
-        served.search(Q[:1], threads=1)  # the scan's first call
+        served.search(Q[:1], threads=args.threads)  # the scan's first call
         for q in Q:
             if mode == "cold" and copy.exists():
                 drop_cache(copy)
             t = time.perf_counter()
-            res = served.search(q[None], threads=1)
+            res = served.search(q[None], threads=args.threads)
             times.append(time.perf_counter() - t)
             found.append(res.rows[0])
         out[mode] = {"p50_ms": 1e3 * float(np.percentile(times, 50)), "p99_ms": 1e3 * float(np.percentile(times, 99))}
@@ -113,9 +113,10 @@ def tile_tiers(src: Path, dst: Path, rows: int) -> None:
     (dst / "tiers.json").write_text(json.dumps({**tiers, "rows": rows}))
 
 
-def measure_pick(pick: dict, k: int, docs_path: Path, scratch: Path, rows: int, queries_npy: Path, n: int) -> dict:
+def measure_pick(pick: dict, k: int, docs_path: Path, scratch: Path, rows: int, queries_npy: Path, n: int,
+                 threads: int = 1) -> dict:
     """Fit the pick's first stage (and int8 calibration) on the set, write its tiers with ``apply``, tile them
-    to ``rows`` and serve them from a fresh process."""
+    to ``rows`` and serve them from a fresh process, each query on ``threads`` threads."""
     import embcompress
     from embcompress.engines.local import fit_file
     from embcompress.serving.plan import Plan, save_plan
@@ -127,13 +128,15 @@ def measure_pick(pick: dict, k: int, docs_path: Path, scratch: Path, rows: int, 
     copy_model = fit_file(embcompress.Int8(), docs_path) if pick["copy"] == "int8" else None
     cands = pick["candidates"] if pick["copy"] != "none" else k
     save_plan(Plan(copy=pick["copy"], candidates=cands, k=k), first, plan_dir, copy_model=copy_model, overwrite=True)
-    apply_plan(plan_dir, docs_path, tiers, overwrite=True)
-    tile_tiers(tiers, tiled, rows)
+    if not (tiled / "tiers.json").is_file():  # the same pick served again (other threads): its tiers are kept
+        apply_plan(plan_dir, docs_path, tiers, overwrite=True)
+        tile_tiers(tiers, tiled, rows)
     r = subprocess.run(
-        [sys.executable, __file__, "serve", str(tiled), str(plan_dir), str(queries_npy), "--n", str(n)],
+        [sys.executable, __file__, "serve", str(tiled), str(plan_dir), str(queries_npy), "--n", str(n),
+         "--threads", str(threads)],
         capture_output=True,
         text=True,
-        env={**os.environ, "EMBCOMPRESS_NUM_THREADS": "1"},
+        env={**os.environ, "EMBCOMPRESS_NUM_THREADS": str(threads)},
     )
     if r.returncode:
         raise RuntimeError(r.stderr)
@@ -247,6 +250,10 @@ def reserve(args) -> None:
                     Path(scratch) / "q.npy",
                     args.serve_queries,
                 )
+                if name == "int8 on disk" and (os.cpu_count() or 1) > 1:  # one query on every core, against faiss's
+                    p["served_all_threads"] = measure_pick(
+                        p, 10, Path(args.emb) / "corpus.parquet", Path(scratch), results["rows_served"],
+                        Path(scratch) / "q.npy", args.serve_queries, threads=os.cpu_count())
                 if p["copy"] in ("int8", "float16", "float32"):  # the same first stage alone, for the latency ratio
                     p["served_first_stage_alone"] = measure_pick(
                         {**p, "copy": "none"}, 10, Path(args.emb) / "corpus.parquet", Path(scratch),
@@ -258,25 +265,20 @@ def reserve(args) -> None:
                     flush=True,
                 )
             for f in b.get("faiss", []):
-                f.update(
-                    faiss_latency(
-                        D,
-                        int(budget),
-                        int(f["config"].split(" x")[-1]),
-                        "sq8" if "sq8" in f["config"] else "flat",
-                        results["rows_served"],
-                        args.serve_queries,
-                        task.queries,
-                    )
-                )
+                for threads, suffix in ((1, ""), (os.cpu_count() or 1, "_all_threads")):
+                    t = faiss_latency(D, int(budget), int(f["config"].split(" x")[-1]),
+                                      "sq8" if "sq8" in f["config"] else "flat", results["rows_served"],
+                                      args.serve_queries, task.queries, threads=threads)
+                    f.update({f"{key}{suffix}": v for key, v in t.items()})
                 print(f"  {budget:>3} B {f['config']:49s} p50 {f['p50_ms']:7.2f} ms p99 {f['p99_ms']:7.2f}", flush=True)
             results["remeasured"] = time.strftime("%Y-%m-%d %H:%M")
             Path(args.json).write_text(json.dumps(results, indent=1, default=float))
     faiss.omp_set_num_threads(os.cpu_count())
 
 
-def faiss_latency(D, budget: int, k_factor: int, refine: str, rows: int, n: int, Q) -> dict:
-    """faiss IndexRefine's single-query time over ``rows`` tiled rows, trained on half of ``D``."""
+def faiss_latency(D, budget: int, k_factor: int, refine: str, rows: int, n: int, Q, threads: int = 1) -> dict:
+    """faiss IndexRefine's single-query time over ``rows`` tiled rows, trained on half of ``D``, on ``threads``
+    OpenMP threads."""
     import faiss
 
     d = D.shape[1]
@@ -288,7 +290,7 @@ def faiss_latency(D, budget: int, k_factor: int, refine: str, rows: int, n: int,
     index.k_factor = float(k_factor)
     index.train(Dn[: len(Dn) // 2])
     index.add(np.tile(Dn, (-(-rows // len(D)), 1))[:rows])
-    faiss.omp_set_num_threads(1)
+    faiss.omp_set_num_threads(threads)
     Qn = (Q / np.linalg.norm(Q, axis=1, keepdims=True)).astype(np.float32)
     times = []
     for q in Qn[:n]:
@@ -443,6 +445,7 @@ if __name__ == "__main__":
         sp.add_argument("plan")
         sp.add_argument("queries")
         sp.add_argument("--n", type=int, default=300)
+        sp.add_argument("--threads", type=int, default=1)
         sp.add_argument("--mode", choices=("warm", "cold", "both"), default="both")
         sp.add_argument("--rows-out", default=None, help="save the first mode's result rows (.npy)")
         serve(sp.parse_args())
