@@ -1,5 +1,6 @@
-"""Build the optional C kernels (four extensions: the Hamming scan, the lookup-table and dense code scans,
-parquet level and dictionary decoding, binarization and RaBitQ grid codes); everything else is in pyproject.toml.
+"""Build the optional C kernels (five extensions: the Hamming scan, the lookup-table and dense code scans,
+parquet level and dictionary decoding, binarization and RaBitQ grid codes, and positioned reads of a
+rescoring copy's rows); everything else is in pyproject.toml.
 
 The extensions are optional: where no C compiler is available the install still succeeds and
 embcompress falls back to numpy implementations (slower, same results)."""
@@ -21,6 +22,8 @@ setup(ext_modules=[
               extra_compile_args=["-O3", "-ffp-contract=off"], optional=True),
     # parquet RLE/bit-packed levels and dictionary indices, for the direct decoder of float vector pages
     Extension("embcompress.io._rle", ["embcompress/io/_rle.c"], extra_compile_args=["-O3"], optional=True),
+    # the rescoring copy's rows read by pread, one call per run of neighbouring rows, without the GIL
+    Extension("embcompress.io._pread", ["embcompress/io/_pread.c"], extra_compile_args=["-O3"], optional=True),
     # fused threshold-and-pack for binarization (its AVX2 path is chosen at run time, not at build),
     # and the exact best grid code of multi-bit RaBitQ
     # (no errno from sqrt, so RaBitQ's cosines vectorize; IEEE sqrt is exactly rounded either way)

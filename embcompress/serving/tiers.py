@@ -29,6 +29,11 @@ from ..search import Index
 from ..search.files import load_index
 from .plan import SavedPlan, load_plan
 
+try:
+    from ..io import _pread
+except ImportError:  # built without a C compiler: the same reads, a system call per run from Python
+    _pread = None
+
 TIERS_FILE = "tiers.json"
 TIERS_FORMAT = "embcompress-serving-tiers"
 FIRST_FILE = "first.parquet"
@@ -170,13 +175,22 @@ class DiskCopy:
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
         uniq, back = np.unique(rows, return_inverse=True)  # sorted by offset
         buf = np.empty((len(uniq), self.row_bytes), dtype=np.uint8)
-        cut = np.flatnonzero(np.diff(uniq) != 1) + 1  # runs of neighbouring rows: one read each
+        short = self._read(uniq, buf)
+        if short >= 0:
+            raise FormatError(f"{self.path}: short read at row {short} (the file changed or was truncated)")
+        return self._decode(buf.view(self.dtype).reshape(len(uniq), self.dim))[back]
+
+    def _read(self, uniq: np.ndarray, buf: np.ndarray) -> int:
+        """Read the sorted, unique rows ``uniq`` into ``buf``, one positioned read per run of neighbouring
+        rows (in C without the GIL where the extension is built); -1, or the row where the file ended."""
+        if _pread is not None:
+            return _pread.read_rows(self._fd, uniq, self.row_bytes, self.offset, buf)
+        cut = np.flatnonzero(np.diff(uniq) != 1) + 1
         for s, e in zip(np.r_[0, cut], np.r_[cut, len(uniq)]):
             want = int(e - s) * self.row_bytes
-            got = os.preadv(self._fd, [memoryview(buf[s:e]).cast("B")], self.offset + int(uniq[s]) * self.row_bytes)
-            if got != want:
-                raise FormatError(f"{self.path}: short read at row {int(uniq[s])} (the file changed or was truncated)")
-        return self._decode(buf.view(self.dtype).reshape(len(uniq), self.dim))[back]
+            if os.preadv(self._fd, [memoryview(buf[s:e]).cast("B")], self.offset + int(uniq[s]) * self.row_bytes) != want:
+                return int(uniq[s])
+        return -1
 
     def close(self) -> None:
         if self._fd is not None:

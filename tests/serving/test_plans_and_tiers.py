@@ -134,16 +134,47 @@ def test_the_copy_on_disk_reads_only_the_candidates_rows_sorted_and_merged(tmp_p
     X, _ = _data(1000, 16)
     np.save(tmp_path / "c.npy", X)
     store = DiskCopy(tmp_path / "c.npy", lambda r: np.asarray(r, np.float32), rows=1000, dim=16, kind="float32")
+    rows = np.array([[7, 3, 900], [4, 7, 5]])
+    if tiers_mod._pread is not None:  # the C reader: given the distinct rows once, sorted, and the same vectors
+        asked = []
+        real_c = tiers_mod._pread
+
+        class Spy:
+            @staticmethod
+            def read_rows(fd, uniq, row_bytes, base, buf):
+                asked.append(uniq.tolist())
+                return real_c.read_rows(fd, uniq, row_bytes, base, buf)
+
+        monkeypatch.setattr(tiers_mod, "_pread", Spy)
+        assert np.array_equal(store.get(rows.reshape(-1)), X[rows.reshape(-1)])
+        assert asked == [[3, 4, 5, 7, 900]]
+    monkeypatch.setattr(tiers_mod, "_pread", None)  # the reads from Python, one positioned read per run
     reads = []
     real = tiers_mod.os.preadv
     monkeypatch.setattr(
         tiers_mod.os, "preadv", lambda fd, bufs, off: reads.append((off, len(bufs[0]))) or real(fd, bufs, off)
     )
-    rows = np.array([[7, 3, 900], [4, 7, 5]])
     assert np.array_equal(store.get(rows.reshape(-1)), X[rows.reshape(-1)])
     assert [o for o, _ in reads] == sorted(o for o, _ in reads)  # by offset
     assert sum(n for _, n in reads) == 5 * 64  # the five distinct rows, once each
     assert len(reads) == 3  # one read per run of neighbouring rows: 3-5, 7 and 900
+    store.close()
+
+
+@pytest.mark.parametrize("reader", ["c", "python"])
+def test_a_copy_truncated_while_served_is_a_short_read_not_garbage(tmp_path, monkeypatch, reader):
+    if reader == "c" and tiers_mod._pread is None:
+        pytest.skip("the C reader is not built here")
+    if reader == "python":
+        monkeypatch.setattr(tiers_mod, "_pread", None)
+    X, _ = _data(1000, 16)
+    np.save(tmp_path / "c.npy", X)
+    store = DiskCopy(tmp_path / "c.npy", lambda r: np.asarray(r, np.float32), rows=1000, dim=16, kind="float32")
+    with open(tmp_path / "c.npy", "r+b") as f:  # another process cuts the file after it was opened and checked
+        f.truncate(store.offset + 500 * 64)
+    assert np.array_equal(store.get(np.array([1, 499])), X[[1, 499]])
+    with pytest.raises(FormatError, match="short read at row 998"):
+        store.get(np.array([2, 998, 999]))
     store.close()
 
 
