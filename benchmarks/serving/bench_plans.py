@@ -332,6 +332,14 @@ def label_free_agreement(grid: PlanGrid, task: BothTask, ref: str = LABEL_FREE_R
     return out
 
 
+def _print_agreement(budget: int, agreement: dict) -> None:
+    for name, a in agreement.items():
+        if name != "reference":
+            print(f"  {budget:3d} B label-free {name:16s} judged pick {a['judged_pick']} {100 * a['judged']:.2f}%, "
+                  f"label-free pick {a['label_free_pick']} {100 * a['label_free_pick_judged']:.2f}% judged "
+                  f"({a['gap_points']:+.2f} points; {len(a['label_free_near_ties'])} near ties)", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--emb", default="bench-data/debian-ir")
@@ -347,6 +355,8 @@ def main() -> None:
     ap.add_argument("--reserve", action="store_true", help="only measure the serving figures of --json's picks again")
     ap.add_argument("--faiss-again", action="store_true", help="only measure faiss's retention again for --json's "
                     "budgets (its single-query times are kept)")
+    ap.add_argument("--label-free-only", action="store_true", help="only rank again and add the label-free comparison "
+                    "to --json's budgets (what else they hold is kept)")
     ap.add_argument("--no-serve", action="store_true", help="rank and compare with the label-free ranking only; "
                     "measure the serving figures later, on a quiet machine, with --reserve")
     args = ap.parse_args()
@@ -385,6 +395,17 @@ def main() -> None:
         f"{float_score:.4f}; retention out-of-sample (2 folds); served over {args.rows:,} tiled rows",
         flush=True,
     )
+    if args.label_free_only:
+        for budget in args.budgets.split(","):
+            if budget not in results["budgets"]:
+                raise SystemExit(f"{args.json} has no {budget} B budget to add the label-free comparison to")
+            t0 = time.perf_counter()
+            grid = measure_grid(setup, int(budget), folds=2)
+            results["budgets"][budget]["label_free"] = agreement = label_free_agreement(grid, task)
+            _print_agreement(int(budget), agreement)
+            print(f"  [{time.perf_counter() - t0:.0f} s]", flush=True)
+            Path(args.json).write_text(json.dumps(results, indent=1, default=float))
+        return
     with tempfile.TemporaryDirectory(prefix="bench-plans-", dir=Path(args.emb)) as scratch:
         np.save(Path(scratch) / "q.npy", task.queries[: args.serve_queries])
         for budget in (int(b) for b in args.budgets.split(",")):
@@ -392,11 +413,7 @@ def main() -> None:
             grid = measure_grid(setup, budget, folds=2)
             res = rank_plans(setup, budget, total_rows=args.rows, folds=2, grid=grid)
             agreement = label_free_agreement(grid, task)
-            for name, a in agreement.items():
-                if name != "reference":
-                    print(f"  {budget:3d} B label-free {name:16s} judged pick {a['judged_pick']} {100 * a['judged']:.2f}%, "
-                          f"label-free pick {a['label_free_pick']} {100 * a['label_free_pick_judged']:.2f}% judged "
-                          f"({a['gap_points']:+.2f} points; {len(a['label_free_near_ties'])} near ties)", flush=True)
+            _print_agreement(budget, agreement)
             ranking = res["ranking"]
             picks = {
                 "codes only": res["code_only"],
