@@ -8,7 +8,6 @@ import math
 import time
 from typing import Any, Sequence
 
-from dataclasses import replace
 
 import numpy as np
 
@@ -17,7 +16,7 @@ from ..core._util import check_positive_int, pick_device, require
 from ..core.base import Compressor, check_fit
 from ..core.checks import check_array, check_dim, make_rng
 from ..core.errors import InputError
-from ..core.specs import FitTags
+from ..core.specs import Traits
 from ._sample import reservoir
 
 MIN_ROWS = 20
@@ -30,8 +29,8 @@ class LearnedMap(Compressor):
     _state_scalars = ("history_", "best_step_", "device_used_")
 
     @property
-    def fit_tags(self) -> FitTags:  # a uniform sample of max_rows rows
-        return replace(super().fit_tags, min_rows=MIN_ROWS, sample=self.max_rows)
+    def traits(self) -> Traits:  # a uniform sample of max_rows rows
+        return super().traits.with_fit(min_rows=MIN_ROWS, sample=self.max_rows)
 
     def _validate_common(self, n_features: int) -> None:
         check_dim("dim", self.dim, n_features, allow_equal=False)

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from dataclasses import replace
 
 import numpy as np
 
-from ..core.specs import FitTags
+from ..core.specs import Traits
 from ..core.capabilities import BlockStats
 from ..core.errors import InputError
 
@@ -50,7 +49,9 @@ class MeanStats(BlockStats):
     """Block statistics (:class:`~embcompress.core.capabilities.BlockStats`) of a fit that needs only the
     per-dimension mean: sums and the count, merged by adding."""
 
-    stats_per_batch = True
+    @property
+    def traits(self) -> Traits:  # sums and a count: cheap enough for every batch
+        return super().traits.with_fit(stats_per_batch=True)
 
     def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
         return {"total": X.sum(axis=0, dtype=np.float64), "n": np.array([len(X)], np.int64)}
@@ -71,8 +72,8 @@ class OptionalCentering(MeanStats):
     center: bool
 
     @property
-    def fit_tags(self) -> FitTags:  # the mean, from per-block sums, only when centring
-        return replace(super().fit_tags, learns=bool(self.center), block_stats=bool(self.center))
+    def traits(self) -> Traits:  # the mean, from per-block sums, only when centring
+        return super().traits.with_fit(learns=bool(self.center), block_stats=bool(self.center))
 
     def _check_center(self) -> None:
         if not isinstance(self.center, bool):

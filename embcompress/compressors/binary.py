@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 
-from ..core.specs import FitTags
+from ..core.specs import Traits
 from ..core._parallel import map_rows
 from ..core.base import Compressor
 from ..core.checks import NonFiniteChunk, values_ok
@@ -91,11 +90,9 @@ class Binary(MeanStats, RerankTables, Compressor):
     sentence-transformers ``quantize_embeddings(x, "ubinary")``."""
 
     name = "binary"
-    _state_in_file = True
     _positional = "threshold"
     _state_arrays = ("thresholds_", "levels_")
     _state_scalars = ("decoder_",)
-    _fused_finite_check = True
     _choices = {"threshold": THRESHOLDS, "decoder": DECODERS}
 
     def __init__(self, threshold: str = "zero", decoder: str = "auto"):
@@ -103,12 +100,15 @@ class Binary(MeanStats, RerankTables, Compressor):
         self.decoder = decoder
 
     @property
-    def fit_tags(self) -> FitTags:
+    def traits(self) -> Traits:
         """It learns the mean threshold or the decoding levels (those of the first LEVEL_ROWS rows
-        with the zero threshold), each from block statistics."""
-        return replace(super().fit_tags, learns=self.threshold != "zero" or self.decoder != "sign",
-                       first_rows=LEVEL_ROWS if self.threshold == "zero" else None,
-                       block_stats=self.threshold == "mean" or self.decoder != "sign")
+        with the zero threshold), each from block statistics; its state is per dimension (code files
+        carry it) and its packing tests each chunk for NaN/inf itself."""
+        return super().traits.with_fit(
+            learns=self.threshold != "zero" or self.decoder != "sign",
+            first_rows=LEVEL_ROWS if self.threshold == "zero" else None,
+            block_stats=self.threshold == "mean" or self.decoder != "sign",
+        ).but(state_in_file=True, fused_finite_check=True)
 
     def _state_shapes(self):
         d = self.n_features_in_

@@ -8,7 +8,7 @@ from ..core._parallel import map_rows
 from ..core.capabilities import BlockStats
 from ..core.base import Compressor
 from ..core.checks import NonFiniteChunk, values_ok
-from ..core.specs import OutputSpec
+from ..core.specs import OutputSpec, Traits
 from ..core.registry import register
 
 _CHUNK = 512
@@ -23,12 +23,16 @@ class Int8(BlockStats, Compressor):
     Compare codes after :meth:`decode` (dequantized float vectors) by cosine."""
 
     name = "int8"
-    _state_in_file = True
     _state_arrays = ("ranges_",)
-    _fused_finite_check = True
 
     def __init__(self):
         pass
+
+    @property
+    def traits(self) -> Traits:
+        """Its ranges are per dimension (code files carry them), min/max are cheap for every batch, and
+        its transform tests each chunk for NaN/inf itself."""
+        return super().traits.with_fit(stats_per_batch=True).but(state_in_file=True, fused_finite_check=True)
 
     def _fit(self, batches, n_features: int) -> None:
         lo = np.full(n_features, np.inf, dtype=np.float32)
@@ -39,8 +43,6 @@ class Int8(BlockStats, Compressor):
         self.ranges_ = np.vstack([lo, hi])  # (2, d): row 0 min, row 1 max
 
     # ---- statistics combined from blocks (a cluster's row groups, or the reader's batches) -------
-    stats_per_batch = True
-
     def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
         return {"lo": X.min(axis=0), "hi": X.max(axis=0)}
 

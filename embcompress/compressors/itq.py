@@ -3,13 +3,12 @@ learned so that the sign code loses as little as possible."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 
 from ..core._util import check_positive_int
 from ..core.checks import check_matrix_fits, make_rng
-from ..core.specs import FitTags
+from ..core.specs import Traits
 from ..core.registry import register
 from ._sample import reservoir, stream_mean
 from .rotate import OrthogonalMap, random_orthogonal
@@ -32,8 +31,8 @@ class ITQ(OrthogonalMap):
     _state_arrays = ("rotation_", "mean_", "loss_")  # the loss per iteration is kept with the model
 
     @property
-    def fit_tags(self) -> FitTags:  # a uniform sample of max_rows rows
-        return replace(super().fit_tags, min_rows=MIN_ROWS, sample=self.max_rows)
+    def traits(self) -> Traits:  # a uniform sample of max_rows rows
+        return super().traits.with_fit(min_rows=MIN_ROWS, sample=self.max_rows)
 
     def __init__(self, iters: int = 50, max_rows: int = 25_000, seed: int = 0):
         self.iters = iters

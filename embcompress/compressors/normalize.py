@@ -6,7 +6,7 @@ import numpy as np
 
 from ..core._util import normalize_rows
 from ..core.base import Compressor
-from ..core.specs import OutputSpec, float_spec
+from ..core.specs import OutputSpec, Traits, float_spec
 from ..core.registry import register
 from ._sample import OptionalCentering
 
@@ -20,10 +20,13 @@ class Normalize(OptionalCentering, Compressor):
 
     name = "normalize"
     _state_arrays = ("mean_",)
-    _state_in_file = True
 
     def __init__(self, center: bool = False):
         self.center = center
+
+    @property
+    def traits(self) -> Traits:  # the mean is per dimension: code files carry it
+        return super().traits.but(state_in_file=True)
 
     def _validate_params(self, n_features: int) -> None:
         self._check_center()

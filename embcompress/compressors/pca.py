@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ..core.base import Compressor
-from ..core.specs import FitTags, OutputSpec, float_spec
+from ..core.specs import OutputSpec, Traits, float_spec
 from ..core.checks import check_dim, check_matrix_fits
 from ..core.capabilities import Affine, BlockStats
 from ..core.errors import InputError
@@ -36,8 +35,8 @@ class PCA(BlockStats, Affine, Compressor):
     _state_scalars = ("n_samples_seen_",)
 
     @property
-    def fit_tags(self) -> FitTags:
-        return replace(super().fit_tags, min_rows=2)
+    def traits(self) -> Traits:
+        return super().traits.with_fit(min_rows=2)
 
     def __init__(self, dim: int | None = None, variance: float | None = None):
         self.dim = dim

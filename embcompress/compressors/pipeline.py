@@ -7,7 +7,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..core.base import Compressor
-from ..core.specs import FitTags, OutputSpec, QuerySpace
+from ..core.specs import FitTags, OutputSpec, QuerySpace, Traits
 from ..core.errors import InputError
 from ..core.registry import register
 
@@ -27,13 +27,14 @@ class Pipeline(Compressor):
         self.stages = stages
 
     @property
-    def fit_tags(self) -> FitTags:
-        """The stages' tags combined: it learns when a stage does, needs the most rows any stage
-        needs, and reads the first rows only when every learning stage does."""
-        tags = [s.fit_tags for s in self.stages or []]
+    def traits(self) -> Traits:
+        """The stages' fit tags combined: it learns when a stage does, needs the most rows any stage
+        needs, and reads the first rows only when every learning stage does. The rest is the stages'
+        own (search reads the last stage's through the query space)."""
+        tags = [s.traits.fit for s in self.stages or []]
         rows = [t.first_rows for t in tags if t.learns]
-        return FitTags(learns=bool(rows), min_rows=max([t.min_rows for t in tags], default=1),
-                       first_rows=None if not rows or None in rows else max(rows))
+        return Traits(fit=FitTags(learns=bool(rows), min_rows=max([t.min_rows for t in tags], default=1),
+                                  first_rows=None if not rows or None in rows else max(rows)))
 
     @classmethod
     def from_fitted(cls, stages: list[Compressor]) -> "Pipeline":

@@ -3,7 +3,6 @@ trained and encoded with faiss, scored with asymmetric lookup tables."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 
@@ -12,7 +11,7 @@ from ..core.specs import OutputSpec
 from ..core.checks import make_rng
 from ..core.capabilities import FaissExport, TableScan
 from ..core.errors import InputError
-from ..core.specs import FitTags
+from ..core.specs import Traits
 from ..core.registry import register
 from ._codes import nibble_indices, nibble_tables
 from ._faiss import FaissBacked
@@ -39,8 +38,8 @@ class PQ(FaissExport, TableScan, FaissBacked):
     _state_arrays = ("centroids_",)
 
     @property
-    def fit_tags(self) -> FitTags:  # a uniform sample of max_rows rows
-        return replace(super().fit_tags, min_rows=2 ** int(self.nbits), sample=self.max_rows)
+    def traits(self) -> Traits:  # a uniform sample of max_rows rows
+        return super().traits.with_fit(min_rows=2 ** int(self.nbits), sample=self.max_rows)
 
     def __init__(self, m: int = 16, nbits: int = 8, max_rows: int = 100_000, seed: int = 0):
         self.m = m

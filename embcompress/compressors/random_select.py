@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 
-from ..core.specs import FitTags
+from ..core.specs import Traits
 from ..core.base import Compressor
 from ..core.specs import OutputSpec, float_spec
 from ..core.checks import check_dim, make_rng
@@ -26,8 +25,8 @@ class RandomSelect(Compressor):
         self.seed = seed
 
     @property
-    def fit_tags(self) -> FitTags:
-        return replace(super().fit_tags, learns=False)
+    def traits(self) -> Traits:
+        return super().traits.with_fit(learns=False)
 
     def _validate_params(self, n_features: int) -> None:
         check_dim("dim", self.dim, n_features)

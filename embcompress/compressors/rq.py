@@ -14,7 +14,6 @@ each time (6 rows/s). Its quality and cost: docs/reference/results.md."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 
@@ -23,7 +22,7 @@ from ..core.specs import OutputSpec
 from ..core.checks import make_rng
 from ..core.capabilities import TableScan
 from ..core.errors import InputError
-from ..core.specs import FitTags
+from ..core.specs import Traits
 from ..core.registry import register
 from ._codes import nibble_indices, nibble_tables
 from ._faiss import FaissBacked
@@ -47,8 +46,8 @@ class Additive(TableScan, FaissBacked):
     _what = "additive quantization"
 
     @property
-    def fit_tags(self) -> FitTags:  # a uniform sample of max_rows rows
-        return replace(super().fit_tags, min_rows=2 ** int(self.nbits), sample=self.max_rows)
+    def traits(self) -> Traits:  # a uniform sample of max_rows rows
+        return super().traits.with_fit(min_rows=2 ** int(self.nbits), sample=self.max_rows)
 
     def _validate_params(self, n_features: int) -> None:
         check_positive_int("m", self.m)

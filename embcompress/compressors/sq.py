@@ -3,7 +3,6 @@ the data, packed codes, and float queries scored against the decoded levels thro
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 
@@ -13,7 +12,7 @@ from ..core.specs import OutputSpec
 from ..core.checks import make_rng
 from ..core.capabilities import DenseScan
 from ..core.errors import InputError
-from ..core.specs import FitTags
+from ..core.specs import Traits
 from ..core.registry import register
 from ._codes import byte_tables, pack_codes, unpack_codes
 from ._sample import reservoir
@@ -66,8 +65,8 @@ class SQ(DenseScan, Compressor):
     _state_arrays = ("levels_",)
 
     @property
-    def fit_tags(self) -> FitTags:  # a uniform sample of max_rows rows
-        return replace(super().fit_tags, min_rows=2 ** int(self.bits), sample=self.max_rows)
+    def traits(self) -> Traits:  # a uniform sample of max_rows rows
+        return super().traits.with_fit(min_rows=2 ** int(self.bits), sample=self.max_rows)
 
     def __init__(self, bits: int = 4, iters: int = 20, max_rows: int = 100_000, seed: int = 0):
         self.bits = bits

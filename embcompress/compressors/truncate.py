@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 
-from ..core.specs import FitTags
+from ..core.specs import Traits
 from ..core._util import normalize_rows
 from ..core.base import Compressor
 from ..core.specs import OutputSpec, float_spec
@@ -22,7 +21,6 @@ class Truncate(Compressor):
     """
 
     name = "truncate"
-    _state_in_file = True
     _positional = "dim"
 
     def __init__(self, dim: int = 256, renormalize: bool = False):
@@ -30,8 +28,8 @@ class Truncate(Compressor):
         self.renormalize = renormalize
 
     @property
-    def fit_tags(self) -> FitTags:
-        return replace(super().fit_tags, learns=False)
+    def traits(self) -> Traits:
+        return super().traits.with_fit(learns=False).but(state_in_file=True)
 
     def _validate_params(self, n_features: int) -> None:
         check_dim("dim", self.dim, n_features)

@@ -10,7 +10,8 @@ A compressor follows the scikit-learn conventions:
 
 Every fitted compressor declares its output in :attr:`Compressor.output_spec` (dtype, width,
 bytes per vector and how two outputs are compared) so that search and reports read it instead of
-guessing, and how its fit reads data in :attr:`Compressor.fit_tags` (per instance, as
+guessing, and what it declares (how its fit reads data, how search scans it, where it can be
+served) in :attr:`Compressor.traits` (per instance, as
 scikit-learn's tags), which the fit recipe (:mod:`embcompress.core.fitting`) and the fit frame read.
 ``save``/``load`` live in :mod:`embcompress.core.persist` and never use pickle.
 
@@ -35,11 +36,10 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, Union
 import numpy as np
 
 from . import persist
-from .capabilities import BlockStats
 from .checks import (NonFiniteChunk, check_array, check_values)
 from .errors import InputError, NotFittedError
 from .registry import param_names
-from .specs import FitTags, OutputSpec, QuerySpace
+from .specs import OutputSpec, QuerySpace, Traits
 
 #: How two compressed vectors are compared.
 METRICS = ("cosine", "inner_product", "hamming", "adc")
@@ -86,13 +86,6 @@ class Compressor:
     _state_scalars: ClassVar[tuple[str, ...]] = ()
     #: other attributes a fit makes (a chain's fitted stages, a faiss object), dropped by a refit
     _fit_made: ClassVar[tuple[str, ...]] = ()
-    #: True when ``_transform`` tests each chunk for NaN/inf itself (raising NonFiniteChunk),
-    #: which saves a separate pass over the input
-    _fused_finite_check: ClassVar[bool] = False
-
-    #: True when the fitted state is per-dimension only (a few vectors of the input width): code
-    #: files then carry it, and search rebuilds the compressor from the file alone
-    _state_in_file: ClassVar[bool] = False
 
     #: parameter set by a bare value in a spec string, e.g. ``dim`` for ``"truncate:256"``
     _positional: ClassVar[str | None] = None
@@ -175,9 +168,13 @@ class Compressor:
                     input_tags=InputTags(allow_nan=False))
 
     @property
-    def fit_tags(self) -> FitTags:
-        """How this compressor's fit reads data (see :class:`FitTags`)."""
-        return FitTags(block_stats=isinstance(self, BlockStats))
+    def traits(self) -> Traits:
+        """What this compressor declares (see :class:`~embcompress.core.specs.Traits`): these defaults,
+        changed by each capability mixin and by the family, each from its parent's."""
+        return Traits()
+
+    #: read-only: the fit tags of :attr:`traits` (``traits.fit``), for code that reads them by this name
+    fit_tags = property(lambda self: self.traits.fit, doc="How this compressor's fit reads data: ``traits.fit``.")
 
     def joint_fit_key(self):
         """Compressors with equal keys (not None) fitted on the same rows train faster together,
@@ -298,7 +295,7 @@ class Compressor:
     def transform(self, X: Any, *, row_offset: int = 0) -> np.ndarray:
         """Compress rows of ``X``; returns an array of ``output_spec.dtype``."""
         self._check_fitted()
-        arr = check_array(X, what="input", row_offset=row_offset, finite=not self._fused_finite_check)
+        arr = check_array(X, what="input", row_offset=row_offset, finite=not self.traits.fused_finite_check)
         if arr.shape[1] != self.n_features_in_:
             raise InputError(
                 f"input has {arr.shape[1]} dimensions but this {self.name} compressor was fitted on "
@@ -387,7 +384,7 @@ def check_fit(comp: Compressor, n_features: int, rows: Callable[[int], int] | No
     :attr:`FitTags.min_rows` rows (``rows(need)``: the rows there are, counted up to ``need``)."""
     comp._check_params()
     comp._validate_params(n_features)
-    tags = comp.fit_tags
+    tags = comp.traits.fit
     if tags.sample is not None and tags.sample < tags.min_rows:
         raise InputError(f"{comp.name} max_rows={tags.sample} is below the {tags.min_rows} rows its fit needs")
     got = None if rows is None else rows(tags.min_rows)

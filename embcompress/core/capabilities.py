@@ -1,6 +1,7 @@
 """What a compressor family can do, declared by the mixins it inherits, the way scikit-learn's
-mixins and tags declare an estimator's kind. Search, streaming, the Ray engine, ``recommend``
-and the report ask ``isinstance(stage, ...)`` and use the methods listed here; nothing in the
+mixins and tags declare an estimator's kind. Each mixin adds itself to the compressor's
+:class:`~embcompress.core.specs.Traits`; search, streaming, the Ray engine, ``recommend`` and the
+report read ``stage.traits`` and use the methods listed here; nothing in the
 layers below the report names a family. Which codes ``recommend`` and the report offer for a byte
 budget is their policy, not the family's (:mod:`embcompress.report.candidates`).
 
@@ -23,16 +24,21 @@ for a byte budget, one :func:`embcompress.report.candidates.offer` call.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import numpy as np
 
 if TYPE_CHECKING:
     from .base import Compressor
+    from .specs import Traits
 
 
 class RerankTables:
     """Candidates rescored against a float query by tables over their code bytes (search.scorers)."""
+
+    @property
+    def traits(self) -> "Traits":
+        return super().traits.but(scans={"rerank_tables"})  # type: ignore[misc]
 
     def rerank_tables(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(tables, offsets)``: (queries, code bytes, 256) float32 tables and (queries,) offsets such
@@ -42,6 +48,10 @@ class RerankTables:
 
 class TableScan:
     """Codes searched through lookup tables (``search.adc.scan_adc``)."""
+
+    @property
+    def traits(self) -> "Traits":
+        return super().traits.but(scans={"tables"})  # type: ignore[misc]
 
     def lookup_tables(self, Q: np.ndarray) -> np.ndarray:
         """(queries, code bytes, 256) float32 tables such that a code's score for a query (the
@@ -78,6 +88,10 @@ class DenseScan(TableScan):
     """Codes holding one small integer ``u_j`` per dimension, which search can also scan decoded
     (``search.adc.scan_dense``): cheaper than tables when a batch brings many queries."""
 
+    @property
+    def traits(self) -> "Traits":
+        return super().traits.but(scans={"dense"})  # type: ignore[misc]
+
     def dense_codes(self) -> tuple[str, int, np.ndarray]:
         """``(layout, bits, levels)``: the layout of ``search.adc.unpack_dense`` ("planes" or
         "packed") and the (d, 2**bits) float32 values the codes decode to, such that the table sum
@@ -94,6 +108,10 @@ class PlaneScan(DenseScan):
     to 8 bits (``search.adc.scan_planes``): an exact integer inner product per document, a few
     vector instructions per 32 dimensions, where tables take a lookup per byte of every plane."""
 
+    @property
+    def traits(self) -> "Traits":
+        return super().traits.but(scans={"planes"})  # type: ignore[misc]
+
     def plane_layout(self) -> tuple[int, int]:
         """``(bits, plane bytes)``: the planes, most significant first, open each stored row."""
         raise NotImplementedError
@@ -107,11 +125,12 @@ class PlaneScan(DenseScan):
 
 
 class BlockStats:
-    """A fit from per-block statistics computed anywhere and merged in any order."""
+    """A fit from per-block statistics computed anywhere and merged in any order (a family whose
+    statistics are cheap enough to compute for every batch says so: ``with_fit(stats_per_batch=True)``)."""
 
-    #: statistics cheap enough to compute for every batch on the reader's workers and merge in
-    #: file order (the local engine's fit); PCA's d x d merges are not, it fits on one thread
-    stats_per_batch: ClassVar[bool] = False
+    @property
+    def traits(self) -> "Traits":
+        return super().traits.with_fit(block_stats=True)  # type: ignore[misc]
 
     def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
         raise NotImplementedError
@@ -157,6 +176,10 @@ class Affine:
     """A float map ``z = A x + b`` whose offset ``b`` queries leave out before an inner product
     with decoded codes (see :meth:`embcompress.core.specs.QuerySpace.linear`)."""
 
+    @property
+    def traits(self) -> "Traits":
+        return super().traits.but(affine=True)  # type: ignore[misc]
+
     def linear_part(self, X: np.ndarray) -> np.ndarray:
         """``A x``: the map without its offset."""
         raise NotImplementedError
@@ -167,8 +190,9 @@ class FaissExport:
     the same behind its rotation), so ``export --to faiss`` writes them without re-encoding.
     Declared by the family; an index of bits, float vectors or int8 needs no declaration."""
 
-    #: the serving targets that hold this family's codes (when the family is the whole compressor)
-    exports: ClassVar[tuple[str, ...]] = ("faiss",)
+    @property
+    def traits(self) -> "Traits":  # faiss holds its codes (when the family is the whole compressor)
+        return super().traits.but(exports=("faiss",))  # type: ignore[misc]
 
     def to_faiss(self, codes: "np.ndarray"):
         """A faiss index holding ``codes`` (documents x bytes) in row order, scored by inner product."""

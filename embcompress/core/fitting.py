@@ -58,14 +58,14 @@ Recipe = Union[WidthOnly, StatsPass, Sample, FirstRows, Stream]
 
 def fit_recipe(comp, max_rows: int | None = None) -> Recipe:
     """The recipe of one compressor (a chain's stage, or a chain as a whole with ``max_rows``), from
-    its :attr:`~embcompress.core.base.Compressor.fit_tags` alone. ``max_rows``: the user's cap, the
+    its :attr:`~embcompress.core.base.Compressor.traits` alone (their ``fit``). ``max_rows``: the user's cap, the
     first rows only."""
-    tags = comp.fit_tags
+    tags = comp.traits.fit
     if not tags.learns:
         return WidthOnly()
     if tags.block_stats:
         limit = min((n for n in (max_rows, tags.first_rows) if n is not None), default=None)
-        return StatsPass(limit, comp.rows_after_stats, bool(comp.stats_per_batch))
+        return StatsPass(limit, comp.rows_after_stats, tags.stats_per_batch)
     if max_rows is not None:
         return FirstRows(int(max_rows))
     if tags.sample is not None:

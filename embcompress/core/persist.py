@@ -189,7 +189,7 @@ def codes_file_config(comp: "Compressor") -> dict[str, Any]:
     arrays when the compressor keeps only per-dimension state (sign bits and their decoding
     levels, int8 ranges, truncation), so that search can rebuild it from the file alone."""
     doc = describe(comp)
-    if all(s._state_in_file for s in comp.query_space.stages):
+    if all(s.traits.state_in_file for s in comp.query_space.stages):
         doc["arrays"] = arrays_to_json(comp._get_state()[1])
     return doc
 

@@ -4,12 +4,11 @@ its fit reads data (:class:`FitTags`) and where a float query meets its output
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .capabilities import Affine
 from .checks import check_array
 
 if TYPE_CHECKING:
@@ -49,9 +48,9 @@ class OutputSpec:
 
 @dataclass(frozen=True)
 class FitTags:
-    """How a compressor's fit reads data, computed per instance (a parameter can change it):
-    the fit recipe (:func:`embcompress.core.fitting.fit_recipe`) and the fit frame read these and nothing
-    else. A family overrides :attr:`Compressor.fit_tags` with ``dataclasses.replace``."""
+    """How a compressor's fit reads data, computed per instance (a parameter can change it): the
+    ``fit`` of its :class:`Traits`. The fit recipe (:func:`embcompress.core.fitting.fit_recipe`)
+    and the fit frame read these and nothing else."""
 
     #: False when fitting needs only the input width (one peek at the first batch)
     learns: bool = True
@@ -64,6 +63,51 @@ class FitTags:
     #: fitted from statistics of blocks merged in any order (a :class:`BlockStats` family, for
     #: the parameters it has)
     block_stats: bool = False
+    #: those statistics are cheap enough to compute for every batch on the reader's workers and
+    #: merge in file order (the local engine's fit); PCA's d x d merges are not, it fits on one thread
+    stats_per_batch: bool = False
+
+
+#: how search can score a family's codes against float queries (:attr:`Traits.scans`)
+SCANS = ("tables", "dense", "planes", "rerank_tables")
+
+
+@dataclass(frozen=True)
+class Traits:
+    """What a compressor declares, in one frozen value read through :attr:`Compressor.traits`, the way
+    scikit-learn's ``Tags`` work: the base class makes the defaults, and each capability mixin of
+    :mod:`embcompress.core.capabilities` and each family returns its parent's traits with its own
+    changes (``super().traits.with_fit(...)`` or ``.but(...)``). Nothing probes a family for a
+    capability any other way. What depends on fitted state (the output, the query space) is
+    :attr:`Compressor.output_spec` and :attr:`Compressor.query_space`."""
+
+    #: how its fit reads data
+    fit: FitTags = FitTags()
+    #: how search scores its codes against a float query: "tables" (a lookup table per code byte),
+    #: "dense" (per-dimension codes, decoded block by block), "planes" (bit-planes against 8-bit
+    #: queries), "rerank_tables" (an asymmetric rerank by tables over code bytes)
+    scans: frozenset[str] = frozenset()
+    #: a float map ``A x + b`` whose offset queries leave out before meeting decoded codes
+    affine: bool = False
+    #: serving targets that hold its codes as they are (when it is the whole compressor)
+    exports: tuple[str, ...] = ()
+    #: its fitted state is per-dimension only: code files carry it, search rebuilds it from the file
+    state_in_file: bool = False
+    #: its transform tests each chunk for NaN/inf itself (raising NonFiniteChunk), saving a pass
+    fused_finite_check: bool = False
+
+    def with_fit(self, **changes: Any) -> "Traits":
+        """These traits with the fit tags changed."""
+        return replace(self, fit=replace(self.fit, **changes))
+
+    def but(self, **changes: Any) -> "Traits":
+        """These traits with ``changes``; ``scans`` given as names are added to the ones held."""
+        if "scans" in changes:
+            unknown = set(changes["scans"]) - set(SCANS)
+            if unknown:
+                raise ValueError(f"unknown scans {sorted(unknown)}; known: {', '.join(SCANS)}")
+            changes["scans"] = self.scans | frozenset(changes["scans"])
+        return replace(self, **changes)
 
 
 @dataclass(frozen=True)
@@ -99,7 +143,7 @@ class QuerySpace:
         ``-<b, z>``.)"""
         X = check_array(X, what="queries")
         for s in self.prefix:
-            X = s.linear_part(X) if isinstance(s, Affine) else s._transform(X)
+            X = s.linear_part(X) if s.traits.affine else s._transform(X)
         return X
 
     def back(self, Z: Any) -> np.ndarray:

@@ -281,7 +281,7 @@ def fit_and_compress(
         check_model_path(save_model, overwrite=overwrite)
     rows = open_vectors(src_path, column=column).num_rows
     stage = stage or (lambda description, total: None)
-    tags = comp.fit_tags
+    tags = comp.traits.fit
     if fit and tags.learns:
         run.fit_file(comp, src_path, column=column, batch_size=batch_size, max_rows=tags.first_rows,
                  progress=stage(f"fitting {comp.name}", min(rows, tags.first_rows or rows)), threads=threads)

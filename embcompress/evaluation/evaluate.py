@@ -82,7 +82,7 @@ def parse_config(text: str | Config) -> Config:
 
 def trainable(spec: str | None, rows: int) -> bool:
     """Whether the compressor of ``spec`` (None: float) can be fitted on ``rows`` rows."""
-    return spec is None or from_spec(spec).fit_tags.min_rows <= rows
+    return spec is None or from_spec(spec).traits.fit.min_rows <= rows
 
 
 def default_configs(dim: int, rows: int = 2) -> tuple[list[str], list[str]]:

@@ -30,7 +30,6 @@ from typing import Any, Callable
 import numpy as np
 
 from ..core._util import normalize_rows, require
-from ..core.capabilities import FaissExport
 from ..core.errors import InputError
 
 STRUCTURES = ("flat", "hnsw")
@@ -89,7 +88,7 @@ class _Serving:
 
     def faiss_flat(self, faiss) -> Any:
         comp = self.index.compressor
-        if isinstance(comp, FaissExport):
+        if "faiss" in comp.traits.exports:
             return comp.to_faiss(self.index.data)
         raise InputError(f"{comp.name} codes have no faiss index type here; faiss indexes take bits, float "
                          "vectors, int8 and the codes of a family that declares one (unchained pq, opq)")
@@ -185,7 +184,7 @@ def serve_targets(comp, kind: str) -> tuple[str, ...]:
     """Where codes of output ``kind`` made by ``comp`` (None: float vectors) can be exported and
     served: what the kind allows, plus what a whole-compressor family declares
     (:class:`~embcompress.core.capabilities.FaissExport`)."""
-    declared = comp.exports if isinstance(comp, FaissExport) else ()
+    declared = comp.traits.exports
     return tuple(t for t in TARGETS if t in SERVING[kind].targets or t in declared)
 
 

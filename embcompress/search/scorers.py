@@ -13,7 +13,6 @@ import numpy as np
 
 from ..core._parallel import one_blas_thread
 from ..core._util import normalize_rows
-from ..core.capabilities import DenseScan, PlaneScan, RerankTables, TableScan
 from ..core.errors import InputError
 from .adc import book_vectors, dense_vectors, rows_table_sums, scan_adc, scan_decoded, scan_dense, scan_planes
 from .exact import scan_blocks
@@ -84,7 +83,7 @@ class _Scorer:
         space = comp.query_space
         qf = space.linear(Q)  # (q, d') the space the codes quantize, linear part
         nq, nc = rows.shape
-        if isinstance(space.last, RerankTables):  # one table entry per code byte instead of decoding (binary)
+        if "rerank_tables" in space.last.traits.scans:  # one table entry per code byte instead of decoding (binary)
             tables, offsets = space.last.rerank_tables(qf)
             dots = rows_table_sums(tables, self.index.data, rows) + offsets[:, None]
         else:
@@ -161,14 +160,14 @@ class CodesScorer(_Scorer):
     def __init__(self, index: "Index"):
         super().__init__(index)
         last = index.compressor.query_space.last
-        if not isinstance(last, TableScan):
+        if "tables" not in last.traits.scans:
             raise InputError(f"{last.name} codes cannot be searched: the family does not score them by lookup tables "
                              "(embcompress.core.capabilities.TableScan)")
         codes, scale = last.adc_codes(index.data)
         self.codes = np.ascontiguousarray(codes, dtype=np.uint8)  # the bytes the lookup tables index
         self.scale = None if scale is None else np.ascontiguousarray(scale, dtype=np.float32)  # per document
-        self.planes = isinstance(last, PlaneScan)  # scanned against 8-bit queries, whatever the batch
-        form = last.dense_codes() if isinstance(last, DenseScan) else None
+        self.planes = "planes" in last.traits.scans  # scanned against 8-bit queries, whatever the batch
+        form = last.dense_codes() if "dense" in last.traits.scans else None
         self.dense = form if form is not None and form[1] >= DENSE_MIN_BITS else None
         self._scale_inv: np.ndarray | None = None  # scale times the inverse reconstruction norm, made once
         self.decoder = None if self.planes else _decoder(last, form)

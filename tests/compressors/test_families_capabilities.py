@@ -24,7 +24,10 @@ class Uniform4(BlockStats, DenseScan, Compressor):
 
     name = "uniform4"
     _state_arrays = ("lo_", "hi_")
-    stats_per_batch = True
+
+    @property
+    def traits(self):  # min and max: cheap enough for every batch
+        return super().traits.with_fit(stats_per_batch=True)
 
     def __init__(self, seed: int = 0):
         self.seed = seed
@@ -129,7 +132,8 @@ def test_a_family_from_one_module_is_searched_saved_and_streamed(families, tmp_p
     # a fit from merged block statistics equals the fit on all rows
     parts = from_spec("uniform4").fit_from_block_stats([Uniform4()._block_stats(b) for b in np.array_split(X, 5)], 32)
     whole = from_spec("uniform4").fit(X)
-    assert parts.fit_tags.block_stats
+    assert parts.traits.fit.block_stats and parts.traits.fit.stats_per_batch
+    assert parts.traits.scans == {"tables", "dense"}  # DenseScan codes are scanned by tables too
     np.testing.assert_array_equal(parts.lo_, whole.lo_)
     np.testing.assert_array_equal(parts.hi_, whole.hi_)
 

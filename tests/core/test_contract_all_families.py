@@ -352,3 +352,28 @@ def test_every_registered_family_has_contract_examples_and_an_sklearn_spec():
     names = {cls.name for cls in registered()}
     assert names <= {n for n, specs in EXAMPLES.items() if specs}, names - set(EXAMPLES)
     assert names <= {n for n, s in SKLEARN_SPECS.items() if s}, names - set(SKLEARN_SPECS)
+
+
+def test_each_family_declares_its_capabilities_in_one_frozen_traits_value():
+    """What search, streaming and export read of a family is its traits: the scans, the serving targets,
+    where its state lives; each mixin adds its part to its parent's (as scikit-learn's tags)."""
+    import dataclasses
+
+    from embcompress.core.specs import Traits
+
+    t = {name: from_spec(spec).traits for name, spec in
+         {"sq": "sq:2", "rabitq": "rabitq:2", "binary": "binary", "pq": "pq:4", "int8": "int8", "pca": "pca:4",
+          "truncate": "truncate:4", "chain": "pca:4+binary"}.items()}
+    assert all(isinstance(v, Traits) for v in t.values())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t["sq"].affine = True
+    assert t["sq"].scans == {"tables", "dense"} and t["rabitq"].scans == {"tables", "dense", "planes"}
+    assert t["binary"].scans == {"rerank_tables"} and t["pca"].scans == frozenset()
+    assert t["pq"].exports == ("faiss",) and t["sq"].exports == ()
+    assert t["int8"].state_in_file and t["int8"].fused_finite_check and t["int8"].fit.stats_per_batch
+    assert t["pca"].affine and t["pca"].fit.block_stats and not t["pca"].fit.stats_per_batch
+    assert t["truncate"].state_in_file and not t["truncate"].fit.learns
+    assert from_spec("binary").fit_tags == t["binary"].fit  # the old name reads the same tags
+    assert t["chain"].fit.learns and t["chain"].scans == frozenset()  # a chain's scans are its last stage's
+    with pytest.raises(ValueError, match="unknown scans"):
+        t["sq"].but(scans={"graph"})

@@ -143,7 +143,7 @@ def test_ray_fit_state_equals_the_local_fit(shards, local_ray, spec):
     (itq+binary) streams the rows to the driver in order: exactly equal."""
     a = fit_file(from_spec(spec), shards)
     b = local_ray.fit_file(from_spec(spec), shards)
-    assert from_spec(spec).fit_tags.block_stats == (spec != "itq+binary")
+    assert from_spec(spec).traits.fit.block_stats == (spec != "itq+binary")
     (sa, xa), (sb, xb) = a._get_state(), b._get_state()
     assert sa == sb and xa.keys() == xb.keys()
     for k in xa:
