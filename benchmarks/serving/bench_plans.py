@@ -143,6 +143,12 @@ def measure_pick(pick: dict, k: int, docs_path: Path, scratch: Path, rows: int, 
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def pq_slices(d: int, budget: int) -> int:
+    """faiss's IndexPQ slices of one byte within ``budget`` bytes: the most that divide ``d`` (faiss needs
+    equal slices; 48 B of 256 dimensions is PQ32)."""
+    return max(m for m in range(1, min(d, budget) + 1) if d % m == 0)
+
+
 def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, refine: str, rows: int, n: int,
                  timed: bool = True) -> dict:
     """faiss IndexRefine(IndexPQ(budget bytes), refine) at ``k_factor``: retention under the same folds and
@@ -157,9 +163,10 @@ def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, r
     d = D.shape[1]
     ip = faiss.METRIC_INNER_PRODUCT
     per_fold = k_factor / len(fits.pools)
+    m = pq_slices(d, budget)
 
     def build(factor: float = per_fold):
-        base = faiss.IndexPQ(d, budget, 8, ip)
+        base = faiss.IndexPQ(d, m, 8, ip)
         ref = (
             faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_8bit, ip)
             if refine == "sq8"
@@ -172,7 +179,7 @@ def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, r
     Dn = D / np.linalg.norm(D, axis=1, keepdims=True)  # faiss scores inner products: cosine on unit rows
     Qn = task.queries / np.linalg.norm(task.queries, axis=1, keepdims=True)
     row = faiss_row(
-        f"faiss IndexRefine(PQ{budget}, {refine}) x{k_factor}",
+        f"faiss IndexRefine(PQ{m}, {refine}) x{k_factor}",
         build,
         Dn.astype(np.float32),
         Qn.astype(np.float32),
@@ -184,7 +191,7 @@ def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, r
     )
     row["k_factor_per_fold"] = per_fold
     if not timed:  # retention only; --reserve times it
-        return {**row, "ram_bytes_per_vector": budget + (d if refine == "sq8" else 4 * d)}
+        return {**row, "ram_bytes_per_vector": m + (d if refine == "sq8" else 4 * d)}
     index = build(float(k_factor))  # one index over every row: the whole candidate count
     index.train(Dn[fits.pools[0]].astype(np.float32))
     reps = -(-rows // len(D))
@@ -199,7 +206,7 @@ def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, r
         {
             "p50_ms": 1e3 * float(np.percentile(times, 50)),
             "p99_ms": 1e3 * float(np.percentile(times, 99)),
-            "ram_bytes_per_vector": budget + (d if refine == "sq8" else 4 * d),
+            "ram_bytes_per_vector": m + (d if refine == "sq8" else 4 * d),
         }
     )
     return row
@@ -284,7 +291,7 @@ def faiss_latency(D, budget: int, k_factor: int, refine: str, rows: int, n: int,
     d = D.shape[1]
     ip = faiss.METRIC_INNER_PRODUCT
     Dn = (D / np.linalg.norm(D, axis=1, keepdims=True)).astype(np.float32)
-    base = faiss.IndexPQ(d, budget, 8, ip)
+    base = faiss.IndexPQ(d, pq_slices(d, budget), 8, ip)
     ref = faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_8bit, ip) if refine == "sq8" else faiss.IndexFlatIP(d)
     index = faiss.IndexRefine(base, ref)
     index.k_factor = float(k_factor)
@@ -438,6 +445,10 @@ def main() -> None:
                     f"{served['peak_rss_mib']:7.0f} MiB (codes {served['first_stage_mib']:.0f} MiB)",
                     flush=True,
                 )
+            results["budgets"][str(budget)] = out
+            if args.json:  # the ranking kept before faiss's figures are added
+                Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+                Path(args.json).write_text(json.dumps(results, indent=1, default=float))
             k_factor = max(1, picks["int8 on disk"]["candidates"] // 10)
             out["faiss"] = [
                 faiss_refine(D, dids, judged_task, fits, float_score, budget, k_factor, refine, args.rows, args.serve_queries,
