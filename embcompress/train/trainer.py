@@ -15,6 +15,7 @@ loss, as one.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -256,6 +257,11 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
     if trainer.is_world_process_zero():
         model.eval()
         _save_model(trainer, out, {**summary, "history": history})
+    # the trainer, its distributed wrapper and the loss hold the process group: they go while every
+    # process is still here. Left to this frame's end, their destructors ran after the other process
+    # had left, and now and then one waited on it for ever (a hang of `train --nproc 2` under load)
+    del trainer, loss, model
+    gc.collect()
     _leave_process_group(world)
     return summary
 
