@@ -49,7 +49,16 @@ def _relaunch(nproc: int, pairs, cfg, out_dir: Path, overwrite: bool) -> int:
     check_output_dir(out_dir, overwrite=overwrite)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "-m", "embcompress.cli",
            *_without_nproc(sys.argv[1:])]
-    return subprocess.call(cmd)
+    proc = subprocess.Popen(cmd)
+    try:
+        return proc.wait()
+    except BaseException:  # Ctrl-C or SIGTERM: asked (not killed), torchrun stops its workers before it exits
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
 
 
 app = typer.Typer()

@@ -332,6 +332,33 @@ def _pairs_file(path, n=32, sources=2):
     return path
 
 
+def test_sigterm_to_train_nproc_stops_torchrun_and_its_workers(tmp_path):
+    """A supervisor's SIGTERM to `train --nproc 2` reaches torchrun and its workers: exit 143, no process
+    left behind (killing torchrun outright would leave its workers running)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    psutil = pytest.importorskip("psutil")
+    data = _pairs_file(tmp_path / "pairs.jsonl")
+    proc = subprocess.Popen([sys.executable, "-m", "embcompress.cli", "train", str(data), str(tmp_path / "out"),
+                             "--model", str(tiny_model_dir(tmp_path)), "--steps", "100000", "--batch-size", "8",
+                             "--nproc", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 120
+    while len([c for c in parent.children(recursive=True) if "embcompress.cli" in " ".join(c.cmdline())]) < 2:
+        assert time.monotonic() < deadline and proc.poll() is None, "the workers did not start"
+        time.sleep(0.2)
+    family = parent.children(recursive=True)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err[-2000:]
+    gone, alive = psutil.wait_procs(family, timeout=30)
+    assert not alive, [p.cmdline() for p in alive]
+
+
 def test_two_processes_train_like_one(tmp_path):
     """torchrun with 2 CPU processes (gloo), through `train --nproc 2`: the same global batches, the
     loss over the gathered embeddings; the weights match the 1-process run, with and without
