@@ -4,8 +4,8 @@ max_seq_length 128: the hand-written loop that `train` used before (random homog
 layer trained) as the reference, the same settings on SentenceTransformerTrainer, then each lever
 added. All in one process, one after the other.
 
-    python benchmarks/training/bench_train_speed.py [--steps 24] [--skip 4] [--json benchmarks/results/train-speed.json]
-    python benchmarks/training/bench_train_speed.py --table benchmarks/results/train-speed.json [--readme FILE]
+    python benchmarks/training/bench_train_speed.py [--steps 24] [--skip 4] [--json benchmarks/results/training-speed.json]
+    python benchmarks/training/bench_train_speed.py --table benchmarks/results/training-speed.json [--readme FILE]
 
 FLOPs per pair are counted from the tokens actually run through the encoder (padded batches):
 forward 2 x (non-embedding parameters) per token plus the attention products (4 x T^2 x d per
