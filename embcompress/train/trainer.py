@@ -257,11 +257,7 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
     if trainer.is_world_process_zero():
         model.eval()
         _save_model(trainer, out, {**summary, "history": history})
-    # the trainer, its distributed wrapper and the loss hold the process group: they go while every
-    # process is still here. Left to this frame's end, their destructors ran after the other process
-    # had left, and now and then one waited on it for ever (a hang of `train --nproc 2` under load)
-    del trainer, loss, model
-    gc.collect()
+    del trainer, loss, model  # before the process group goes: see _leave_process_group
     _leave_process_group(world)
     return summary
 
@@ -269,9 +265,15 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
 def _leave_process_group(world: int) -> None:
     """Under torchrun: wait for the first process's save, then take the process group down before the
     process exits; left to the interpreter's exit, gloo's threads now and then aborted a process
-    ("terminate called without an active exception", SIGABRT) and torchrun failed the run."""
+    ("terminate called without an active exception", SIGABRT) and torchrun failed the run.
+
+    The caller drops the trainer, its distributed wrapper and the loss first, and they are collected
+    here, while every process is still here: freed when ``train`` returned, after the other process
+    had left, one of their destructors now and then waited on it for ever (a hang of ``train
+    --nproc 2`` under load)."""
     import torch.distributed as dist
 
+    gc.collect()
     if world > 1 and dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
