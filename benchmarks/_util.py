@@ -118,6 +118,14 @@ def load_bench_model(model: str | None, max_seq_length: int, backend: str = "tor
     return m
 
 
+def show_table(text: str, readme: str | None, start: str, end: str) -> None:
+    """A generated table: printed, or with ``readme`` written there between its markers."""
+    if readme:
+        write_between(readme, start, end, text)
+    else:
+        print(text)
+
+
 def write_between(path: str | Path, start: str, end: str, text: str) -> None:
     """Replace what lies between the marker lines ``start`` and ``end`` of a text file (README's
     generated tables), through a temporary file; nothing else of the file is touched."""

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _util and the other groups' modules
-from _util import make_parquet, write_between  # noqa: E402
+from _util import make_parquet, show_table  # noqa: E402
 
 from embcompress import from_spec  # noqa: E402
 from embcompress.engines.ray import ray_compress  # noqa: E402
@@ -73,12 +73,7 @@ def main() -> None:
     ap.add_argument("--readme", default=None)
     args = ap.parse_args()
     if args.table:
-        text = table(json.loads(Path(args.table).read_text()))
-        if args.readme:
-            write_between(args.readme, START, END, text)
-        else:
-            print(text)
-        return
+        return show_table(table(json.loads(Path(args.table).read_text())), args.readme, START, END)
     run = {"shards": args.shards, "rows_per_shard": args.rows, "dim": args.dim, "machine": f"{os.cpu_count()} cores",
            "date": time.strftime("%Y-%m-%d %H:%M"), "rows": []}
     import ray

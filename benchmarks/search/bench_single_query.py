@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _util and the other groups' modules
 from codes.bench_codes_speed import correlated  # noqa: E402
-from _util import write_between  # noqa: E402
+from _util import show_table  # noqa: E402
 
 from embcompress import from_spec  # noqa: E402
 from embcompress.core._parallel import num_threads  # noqa: E402
@@ -102,12 +102,7 @@ def main() -> None:
     ap.add_argument("--readme", default=None)
     args = ap.parse_args()
     if args.table:
-        text = table(json.loads(Path(args.table).read_text()))
-        if args.readme:
-            write_between(args.readme, START, END, text)
-        else:
-            print(text)
-        return
+        return show_table(table(json.loads(Path(args.table).read_text())), args.readme, START, END)
     rng = np.random.default_rng(0)
     d, n = 384, args.docs
     threads = num_threads()

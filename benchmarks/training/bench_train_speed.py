@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _util and the other groups' modules
 from training._handwritten_loop import handwritten_pairs_per_second  # noqa: E402
-from _util import DEBIAN, debian_training_split, write_between  # noqa: E402
+from _util import DEBIAN, debian_training_split, show_table  # noqa: E402
 
 from embcompress.embedding.embed import load_model  # noqa: E402
 from embcompress.train import LossConfig, TrainConfig, train  # noqa: E402
@@ -104,12 +104,7 @@ def main() -> None:
     ap.add_argument("--readme", default=None)
     args = ap.parse_args()
     if args.table:
-        text = table(json.loads(Path(args.table).read_text()))
-        if args.readme:
-            write_between(args.readme, START, END, text)
-        else:
-            print(text)
-        return
+        return show_table(table(json.loads(Path(args.table).read_text())), args.readme, START, END)
     pairs, *_ = debian_training_split(args.data)
     peak, shape = matmul_flops()
     print(f"{len(pairs):,} Debian training pairs; {torch.get_num_threads()} torch threads")
