@@ -135,7 +135,10 @@ def test_maps_fitted_together_are_the_maps_fitted_alone(X, loss):
     for a, b in zip(alone, joint):
         np.testing.assert_array_equal(b.components_, a.components_)
         assert b.best_step_ == a.best_step_ and b.n_features_in_ == a.n_features_in_
-        assert [h["val_loss"] for h in b.history_] == [h["val_loss"] for h in a.history_]
+        # the maps are equal to the last bit (above); their validation losses are float32 sums, which
+        # once in four CI runs differed in the 7th digit (1.4386481 against 1.4386483): compared to
+        # float32's precision, so that a real difference in the history still fails
+        assert [h["val_loss"] for h in b.history_] == pytest.approx([h["val_loss"] for h in a.history_], rel=1e-6)
     if loss == "positional":
         assert len({len(a.history_) for a in alone}) > 1  # they did stop at different steps
 
