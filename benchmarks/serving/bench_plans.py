@@ -149,6 +149,18 @@ def pq_slices(d: int, budget: int) -> int:
     return max(m for m in range(1, min(d, budget) + 1) if d % m == 0)
 
 
+def refine_index(d: int, budget: int, refine: str, k_factor: float):
+    """faiss IndexRefine over an IndexPQ of (at most) ``budget`` one-byte slices, refined by SQ8 (``refine``
+    "sq8") or flat float32 vectors, at ``k_factor``; untrained, inner product."""
+    import faiss
+
+    ip = faiss.METRIC_INNER_PRODUCT
+    ref = faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_8bit, ip) if refine == "sq8" else faiss.IndexFlatIP(d)
+    index = faiss.IndexRefine(faiss.IndexPQ(d, pq_slices(d, budget), 8, ip), ref)
+    index.k_factor = float(k_factor)
+    return index
+
+
 def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, refine: str, rows: int, n: int,
                  timed: bool = True) -> dict:
     """faiss IndexRefine(IndexPQ(budget bytes), refine) at ``k_factor``: retention under the same folds and
@@ -158,23 +170,12 @@ def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, r
     merged, so each fold's index refines ``k_factor / folds`` times k candidates: the same number in all
     as our plan takes from the whole corpus. (Until 2026-11-28 each fold refined ``k_factor`` times k,
     twice our count with two folds; the results of that day before this change are marked so.)"""
-    import faiss
-
     d = D.shape[1]
-    ip = faiss.METRIC_INNER_PRODUCT
     per_fold = k_factor / len(fits.pools)
     m = pq_slices(d, budget)
 
-    def build(factor: float = per_fold):
-        base = faiss.IndexPQ(d, m, 8, ip)
-        ref = (
-            faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_8bit, ip)
-            if refine == "sq8"
-            else faiss.IndexFlatIP(d)
-        )
-        index = faiss.IndexRefine(base, ref)
-        index.k_factor = float(factor)
-        return index
+    def build():
+        return refine_index(d, budget, refine, per_fold)
 
     Dn = D / np.linalg.norm(D, axis=1, keepdims=True)  # faiss scores inner products: cosine on unit rows
     Qn = task.queries / np.linalg.norm(task.queries, axis=1, keepdims=True)
@@ -189,26 +190,9 @@ def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, r
         float_score,
         fits,
     )
-    row["k_factor_per_fold"] = per_fold
-    if not timed:  # retention only; --reserve times it
-        return {**row, "ram_bytes_per_vector": m + (d if refine == "sq8" else 4 * d)}
-    index = build(float(k_factor))  # one index over every row: the whole candidate count
-    index.train(Dn[fits.pools[0]].astype(np.float32))
-    reps = -(-rows // len(D))
-    index.add(np.tile(Dn.astype(np.float32), (reps, 1))[:rows])
-    faiss.omp_set_num_threads(1)
-    times = []
-    for q in Qn[:n].astype(np.float32):
-        t = time.perf_counter()
-        index.search(q[None], 10)
-        times.append(time.perf_counter() - t)
-    row.update(
-        {
-            "p50_ms": 1e3 * float(np.percentile(times, 50)),
-            "p99_ms": 1e3 * float(np.percentile(times, 99)),
-            "ram_bytes_per_vector": m + (d if refine == "sq8" else 4 * d),
-        }
-    )
+    row.update(k_factor_per_fold=per_fold, ram_bytes_per_vector=m + (d if refine == "sq8" else 4 * d))
+    if timed:  # one index over every row, refining the whole count (without: --reserve times it)
+        row.update(faiss_latency(D, budget, k_factor, refine, rows, n, task.queries))
     return row
 
 
@@ -288,13 +272,8 @@ def faiss_latency(D, budget: int, k_factor: int, refine: str, rows: int, n: int,
     OpenMP threads."""
     import faiss
 
-    d = D.shape[1]
-    ip = faiss.METRIC_INNER_PRODUCT
     Dn = (D / np.linalg.norm(D, axis=1, keepdims=True)).astype(np.float32)
-    base = faiss.IndexPQ(d, pq_slices(d, budget), 8, ip)
-    ref = faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_8bit, ip) if refine == "sq8" else faiss.IndexFlatIP(d)
-    index = faiss.IndexRefine(base, ref)
-    index.k_factor = float(k_factor)
+    index = refine_index(D.shape[1], budget, refine, k_factor)
     index.train(Dn[: len(Dn) // 2])
     index.add(np.tile(Dn, (-(-rows // len(D)), 1))[:rows])
     faiss.omp_set_num_threads(threads)
