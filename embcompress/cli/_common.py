@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import json
+import typing
 import signal
 import sys
 import threading
@@ -115,6 +118,26 @@ def guarded(fn: Callable) -> Callable:
             fail("terminated (SIGTERM); no output was written", code=143)
 
     return wrapper
+
+
+def takes(request: type) -> Callable[[Callable], Callable]:
+    """A command whose options are the fields of the dataclass ``request``, declared there with their
+    ``typer.Option``/``typer.Argument`` and in that order. Typer reads them from the signature made
+    here; the command's body gets one ``request`` value with the parsed values."""
+    hints = typing.get_type_hints(request, include_extras=True)
+    params = [inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default,
+                                annotation=hints[f.name]) for f in dataclasses.fields(request)]
+
+    def command_of(body: Callable) -> Callable:
+        @functools.wraps(body)
+        def command(**values: Any) -> Any:
+            return body(request(**values))
+
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+
+    return command_of
 
 
 @contextmanager

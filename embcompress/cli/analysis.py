@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import time
 from pathlib import Path
 from typing import Optional
@@ -11,7 +12,7 @@ from rich.table import Table
 
 from embcompress.report.candidates import code_families, grid_families
 
-from ._common import Bars, BatchOpt, ColumnOpt, JsonOpt, OverwriteOpt, emit, guarded, kv_table, out, progress_bar, split_list
+from ._common import Bars, BatchOpt, ColumnOpt, JsonOpt, OverwriteOpt, emit, guarded, kv_table, out, progress_bar, split_list, takes
 
 app = typer.Typer()
 
@@ -55,35 +56,43 @@ def _report_table(rep: dict) -> Table:
     return t
 
 
+@dataclass(frozen=True)
+class ReportRequest:
+    """The options of ``report``."""
+
+    input: Path = typer.Argument(..., help="Float document embeddings (.parquet with ids, or .npy).")
+    out_dir: Path = typer.Argument(..., help="Directory for report.json and report.html.")
+    queries: Optional[Path] = typer.Option(None, "--queries", help="Float query embeddings (same model): with --qrels, nDCG@10; without, scored against float search (--reference).")
+    qrels: Optional[Path] = typer.Option(None, "--qrels", help="BEIR qrels.tsv[.gz]: task retention as nDCG@10.")
+    labels: Optional[str] = typer.Option(None, "--labels", help="Column of class labels in INPUT: task retention as kNN accuracy.")
+    widths: Optional[str] = typer.Option(None, "--widths", help="Comma-separated target widths (default: d/2, d/4, d/8).")
+    methods: Optional[str] = typer.Option(None, "--methods", help="Comma-separated: truncate, random_select, random_projection, pca, geopres, autoencoder.")
+    codes: Optional[str] = typer.Option(None, "--codes", help=f"Code families at 16x-128x, comma-separated: {', '.join(c.name for c in code_families())} (default: {','.join(grid_families())}; 'none' for none).")
+    budget: Optional[int] = typer.Option(None, "--budget", min=1, help="Bytes per vector you can afford: the best configuration within it is highlighted.")
+    ram_budgets: Optional[str] = typer.Option(None, "--ram-budgets", help="Comma-separated RAM budgets (bytes per vector, e.g. 48,24,12): the report opens with the best serving plan at each (codes in RAM, a copy on disk), the code-only answer beside it.")
+    sample: Optional[int] = typer.Option(None, "--sample", min=50, help="N documents: a seeded uniform sample across the whole file (default 50,000); with --qrels all by default, or the judged documents of a seeded sample of queries plus random others, N in all.")
+    reference: str = typer.Option("top1", "--reference", help="Without --qrels, how your queries are scored against float search: top1 (its top result as the relevant one), graded (its top 10, graded), recall (recall@10).")
+    geopres: str = typer.Option("", "--geopres-params", help="Extra GeoPres parameters, e.g. 'min_steps=100,batch_size=1024'.")
+    column: Optional[str] = ColumnOpt
+    overwrite: bool = OverwriteOpt
+    json: bool = JsonOpt
+
+
 @app.command()
 @guarded
-def report(
-    input: Path = typer.Argument(..., help="Float document embeddings (.parquet with ids, or .npy)."),
-    out_dir: Path = typer.Argument(..., help="Directory for report.json and report.html."),
-    queries: Optional[Path] = typer.Option(None, "--queries", help="Float query embeddings (same model): with --qrels, nDCG@10; without, scored against float search (--reference)."),
-    qrels: Optional[Path] = typer.Option(None, "--qrels", help="BEIR qrels.tsv[.gz]: task retention as nDCG@10."),
-    labels: Optional[str] = typer.Option(None, "--labels", help="Column of class labels in INPUT: task retention as kNN accuracy."),
-    widths: Optional[str] = typer.Option(None, "--widths", help="Comma-separated target widths (default: d/2, d/4, d/8)."),
-    methods: Optional[str] = typer.Option(None, "--methods", help="Comma-separated: truncate, random_select, random_projection, pca, geopres, autoencoder."),
-    codes: Optional[str] = typer.Option(None, "--codes", help=f"Code families at 16x-128x, comma-separated: {', '.join(c.name for c in code_families())} (default: {','.join(grid_families())}; 'none' for none)."),
-    budget: Optional[int] = typer.Option(None, "--budget", min=1, help="Bytes per vector you can afford: the best configuration within it is highlighted."),
-    ram_budgets: Optional[str] = typer.Option(None, "--ram-budgets", help="Comma-separated RAM budgets (bytes per vector, e.g. 48,24,12): the report opens with the best serving plan at each (codes in RAM, a copy on disk), the code-only answer beside it."),
-    sample: Optional[int] = typer.Option(None, "--sample", min=50, help="N documents: a seeded uniform sample across the whole file (default 50,000); with --qrels all by default, or the judged documents of a seeded sample of queries plus random others, N in all."),
-    reference: str = typer.Option("top1", "--reference", help="Without --qrels, how your queries are scored against float search: top1 (its top result as the relevant one), graded (its top 10, graded), recall (recall@10)."),
-    geopres: str = typer.Option("", "--geopres-params", help="Extra GeoPres parameters, e.g. 'min_steps=100,batch_size=1024'."),
-    column: Optional[str] = ColumnOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
-) -> None:
+@takes(ReportRequest)
+def report(req: ReportRequest) -> None:
     """Run a grid of compressions and write a retention report (JSON + self-contained HTML)."""
     from embcompress.report import report_files
 
     t0 = time.perf_counter()
     with Bars() as bars:
-        rep = report_files(input, out_dir, queries=queries, qrels=qrels, labels=labels, widths=split_list(widths, int, "--widths"),
-                           methods=split_list(methods, str, "--methods"), budget=budget, sample=sample, geopres_params=geopres,
-                           codes=[] if codes == "none" else split_list(codes, str, "--codes"),
-                           column=column, overwrite=overwrite, reference=reference, progress=bars.step,
-                           ram_budgets=split_list(ram_budgets, int, "--ram-budgets"))
-    if json:
+        rep = report_files(req.input, req.out_dir, queries=req.queries, qrels=req.qrels, labels=req.labels, widths=split_list(req.widths, int, "--widths"),
+                           methods=split_list(req.methods, str, "--methods"), budget=req.budget, sample=req.sample, geopres_params=req.geopres,
+                           codes=[] if req.codes == "none" else split_list(req.codes, str, "--codes"),
+                           column=req.column, overwrite=req.overwrite, reference=req.reference, progress=bars.step,
+                           ram_budgets=split_list(req.ram_budgets, int, "--ram-budgets"))
+    if req.json:
         emit(rep, True)
         return
     s = rep["summary"]
@@ -100,7 +109,7 @@ def report(
         tied = b.get("within_uncertainty")
         out.print(f"best at {b['ratio']}x: {b['config']} {100 * b['retention']:.1f}% on unseen documents"
                   + (f"; as good within the queries' noise: {', '.join(tied)}" if tied else ""))
-    out.print(f"wrote {out_dir / 'report.html'} and {out_dir / 'report.json'} in {time.perf_counter() - t0:,.1f} s")
+    out.print(f"wrote {req.out_dir / 'report.html'} and {req.out_dir / 'report.json'} in {time.perf_counter() - t0:,.1f} s")
 
 
 def _ranking_table(res: dict) -> Table:
@@ -144,45 +153,52 @@ def _recommend_notes(res: dict) -> None:
                   f"{', '.join(res['within_uncertainty'])}; judge a few queries to tell them apart")
 
 
+@dataclass(frozen=True)
+class RecommendRequest:
+    """The options of ``recommend``."""
+
+    input: Path = typer.Argument(..., help="Float embeddings (.parquet/.npy): the candidates are ranked on a sample, the winner is fitted on all.")
+    model_dir: Path = typer.Argument(..., help="Directory to save the winning compressor in, ready for 'embcompress apply'.")
+    budget: Optional[int] = typer.Option(None, "--budget", min=1, help="Bytes per vector you can afford (codes only, no original vectors).")
+    ram_budget: Optional[int] = typer.Option(None, "--ram-budget", min=1, help="Rank serving plans instead: bytes per vector of the first stage's codes in RAM. MODEL_DIR then receives the plan, ready for 'apply PLAN IN OUT' and 'search --plan'.")
+    disk_budget: Optional[int] = typer.Option(None, "--disk-budget", min=0, help="With --ram-budget: bytes per vector of the rescoring copy on disk (int8 = dims, float16 = 2 x dims, float32 = 4 x dims); 0: no copy. Default: any.")
+    max_latency_ms: Optional[float] = typer.Option(None, "--max-latency-ms", min=0.0, help="With --ram-budget: only plans answering one query within this many milliseconds on this machine (scaled to INPUT's rows) can win.")
+    k: int = typer.Option(10, "--k", min=1, help="With --ram-budget: results per query the plan serves (and scores, nDCG@k or recall@k).")
+    target: Optional[float] = typer.Option(None, "--target", min=0.0, max=1.0, help="Retention to reach, e.g. 0.95: the smallest candidate that reaches it wins.")
+    queries: Optional[Path] = typer.Option(None, "--queries", help="Float query embeddings (same model): with --qrels, rank by nDCG@10; without, against float search (--reference).")
+    qrels: Optional[Path] = typer.Option(None, "--qrels", help="BEIR qrels.tsv[.gz].")
+    labels: Optional[str] = typer.Option(None, "--labels", help="Column of class labels in INPUT: rank by kNN accuracy.")
+    sample: Optional[int] = typer.Option(None, "--sample", min=50, help="Rank on N documents: a seeded uniform sample across the whole file (default 20,000); with --qrels all by default, or the judged documents of a seeded sample of queries plus random others, N in all.")
+    reference: str = typer.Option("top1", "--reference", help="Without --qrels, how your queries are scored against float search: top1 (its top result as the relevant one), graded (its top 10, graded), recall (recall@10).")
+    folds: int = typer.Option(2, "--folds", min=1, help="Fit each candidate on all folds but one and score the one left out; 1: in-sample.")
+    max_fit_seconds: Optional[float] = typer.Option(None, "--max-fit-seconds", min=0.001, help="Only candidates whose fit on the sample took at most this long can win.")
+    min_encode_rate: Optional[float] = typer.Option(None, "--min-encode-rate", min=1.0, help="Only candidates that encode at least this many rows/s can win.")
+    serve: Optional[str] = typer.Option(None, "--serve", help="faiss, usearch or lancedb: only codes that target can hold (embcompress export --to) can win.")
+    screen: bool = typer.Option(False, "--screen/--no-screen", help="Two rounds (1.8x faster at 48 B on Debian): every candidate fitted on a quarter of the fit rows and scored on 1,000 queries, the best third on all. Not the default: it can cut a residual code that wins on all the rows.")
+    column: Optional[str] = ColumnOpt
+    overwrite: bool = OverwriteOpt
+    json: bool = JsonOpt
+
+
 @app.command()
 @guarded
-def recommend(
-    input: Path = typer.Argument(..., help="Float embeddings (.parquet/.npy): the candidates are ranked on a sample, the winner is fitted on all."),
-    model_dir: Path = typer.Argument(..., help="Directory to save the winning compressor in, ready for 'embcompress apply'."),
-    budget: Optional[int] = typer.Option(None, "--budget", min=1, help="Bytes per vector you can afford (codes only, no original vectors)."),
-    ram_budget: Optional[int] = typer.Option(None, "--ram-budget", min=1, help="Rank serving plans instead: bytes per vector of the first stage's codes in RAM. MODEL_DIR then receives the plan, ready for 'apply PLAN IN OUT' and 'search --plan'."),
-    disk_budget: Optional[int] = typer.Option(None, "--disk-budget", min=0, help="With --ram-budget: bytes per vector of the rescoring copy on disk (int8 = dims, float16 = 2 x dims, float32 = 4 x dims); 0: no copy. Default: any."),
-    max_latency_ms: Optional[float] = typer.Option(None, "--max-latency-ms", min=0.0, help="With --ram-budget: only plans answering one query within this many milliseconds on this machine (scaled to INPUT's rows) can win."),
-    k: int = typer.Option(10, "--k", min=1, help="With --ram-budget: results per query the plan serves (and scores, nDCG@k or recall@k)."),
-    target: Optional[float] = typer.Option(None, "--target", min=0.0, max=1.0, help="Retention to reach, e.g. 0.95: the smallest candidate that reaches it wins."),
-    queries: Optional[Path] = typer.Option(None, "--queries", help="Float query embeddings (same model): with --qrels, rank by nDCG@10; without, against float search (--reference)."),
-    qrels: Optional[Path] = typer.Option(None, "--qrels", help="BEIR qrels.tsv[.gz]."),
-    labels: Optional[str] = typer.Option(None, "--labels", help="Column of class labels in INPUT: rank by kNN accuracy."),
-    sample: Optional[int] = typer.Option(None, "--sample", min=50, help="Rank on N documents: a seeded uniform sample across the whole file (default 20,000); with --qrels all by default, or the judged documents of a seeded sample of queries plus random others, N in all."),
-    reference: str = typer.Option("top1", "--reference", help="Without --qrels, how your queries are scored against float search: top1 (its top result as the relevant one), graded (its top 10, graded), recall (recall@10)."),
-    folds: int = typer.Option(2, "--folds", min=1, help="Fit each candidate on all folds but one and score the one left out; 1: in-sample."),
-    max_fit_seconds: Optional[float] = typer.Option(None, "--max-fit-seconds", min=0.001, help="Only candidates whose fit on the sample took at most this long can win."),
-    min_encode_rate: Optional[float] = typer.Option(None, "--min-encode-rate", min=1.0, help="Only candidates that encode at least this many rows/s can win."),
-    serve: Optional[str] = typer.Option(None, "--serve", help="faiss, usearch or lancedb: only codes that target can hold (embcompress export --to) can win."),
-    screen: bool = typer.Option(False, "--screen/--no-screen", help="Two rounds (1.8x faster at 48 B on Debian): every candidate fitted on a quarter of the fit rows and scored on 1,000 queries, the best third on all. Not the default: it can cut a residual code that wins on all the rows."),
-    column: Optional[str] = ColumnOpt, overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
-) -> None:
+@takes(RecommendRequest)
+def recommend(req: RecommendRequest) -> None:
     """Pick the code that keeps the most quality within a byte budget, on documents its fit did not
     see, on your own data, and save it; with --ram-budget, the serving plan (codes in RAM, a copy on disk)."""
     from embcompress.report.recommend import recommend_files
 
-    if (budget is None) == (ram_budget is None):
+    if (req.budget is None) == (req.ram_budget is None):
         raise typer.BadParameter("give --budget (codes only) or --ram-budget (a serving plan), one of them", param_hint="--budget")
-    if ram_budget is not None:
-        return _recommend_plan(input, model_dir, ram_budget, disk_budget, target, max_latency_ms, k, queries, qrels, sample,
-                               column, reference, folds, overwrite, json)
+    if req.ram_budget is not None:
+        return _recommend_plan(req)
 
     with Bars() as bars:
-        res = recommend_files(input, model_dir, budget, target=target, queries=queries, qrels=qrels, labels=labels,
-                              sample=sample, column=column, reference=reference, folds=folds, max_fit_seconds=max_fit_seconds,
-                              min_encode_rate=min_encode_rate, serve=serve, screen=screen, overwrite=overwrite, progress=bars.step,
+        res = recommend_files(req.input, req.model_dir, req.budget, target=req.target, queries=req.queries, qrels=req.qrels, labels=req.labels,
+                              sample=req.sample, column=req.column, reference=req.reference, folds=req.folds, max_fit_seconds=req.max_fit_seconds,
+                              min_encode_rate=req.min_encode_rate, serve=req.serve, screen=req.screen, overwrite=req.overwrite, progress=bars.step,
                               fit_progress=bars.stage("fitting the winner on all rows", None))
-    _show_recommend(res, input, model_dir, target, json)
+    _show_recommend(res, req.input, req.model_dir, req.target, req.json)
 
 
 def _show_recommend(res: dict, input, model_dir, target, as_json: bool) -> None:
@@ -220,16 +236,15 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 6000 else f"{seconds / 3600:.1f} h"
 
 
-def _recommend_plan(input, plan_dir, ram_budget, disk_budget, target, max_latency_ms, k, queries, qrels, sample, column,
-                    reference, folds, overwrite, as_json) -> None:
+def _recommend_plan(req: RecommendRequest) -> None:
     from embcompress.report.plans import recommend_plan_files
 
     with Bars() as bars:
-        res = recommend_plan_files(input, plan_dir, ram_budget, disk_budget=disk_budget, target=target,
-                                   max_latency_ms=max_latency_ms, k=k, queries=queries, qrels=qrels, sample=sample,
-                                   column=column, reference=reference, folds=folds, overwrite=overwrite,
+        res = recommend_plan_files(req.input, req.model_dir, req.ram_budget, disk_budget=req.disk_budget, target=req.target,
+                                   max_latency_ms=req.max_latency_ms, k=req.k, queries=req.queries, qrels=req.qrels, sample=req.sample,
+                                   column=req.column, reference=req.reference, folds=req.folds, overwrite=req.overwrite,
                                    progress=bars.step, fit_progress=bars.stage("fitting the winner on all rows", None))
-    if as_json:
+    if req.json:
         emit(res, True)
         return
     out.print(plans_table(res))
@@ -242,8 +257,8 @@ def _recommend_plan(input, plan_dir, ram_budget, disk_budget, target, max_latenc
         out.print("as good within the queries' noise, and cheaper: " + "; ".join(
             f"{p['label']} -> {p['copy']} x{p['candidates']} ({100 * p['retention']:.1f}%)" for p in res["within_uncertainty"]))
     out.print(res["latency_note"])
-    out.print(f"saved to {plan_dir}; write its tiers with: embcompress apply {plan_dir} {input} TIERS_DIR, "
-              f"and serve them with: embcompress search TIERS_DIR QUERIES RESULTS --plan {plan_dir}")
+    out.print(f"saved to {req.model_dir}; write its tiers with: embcompress apply {req.model_dir} {req.input} TIERS_DIR, "
+              f"and serve them with: embcompress search TIERS_DIR QUERIES RESULTS --plan {req.model_dir}")
 
 
 def plans_table(res: dict) -> Table:

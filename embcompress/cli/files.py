@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -10,7 +11,7 @@ from rich.table import Table
 
 from embcompress.io import describe_path
 
-from ._common import Bars, JsonOpt, OverwriteOpt, emit, guarded, human_bytes, kv_table, out
+from ._common import Bars, JsonOpt, OverwriteOpt, emit, guarded, human_bytes, kv_table, out, takes
 
 app = typer.Typer()
 
@@ -51,28 +52,34 @@ def info(
     emit(d, json, kv_table(str(path), _info_rows(d)))
 
 
+@dataclass(frozen=True)
+class EmbedRequest:
+    """The options of ``embed``."""
+
+    texts: Path = typer.Argument(..., help="Texts: .txt (one per line), .jsonl[.gz] or .parquet with a text field.")
+    output: Path = typer.Argument(..., help="Output parquet vector dump (id, embedding).")
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Local sentence-transformers model directory (default: packaged all-MiniLM-L6-v2).")
+    text_field: Optional[str] = typer.Option(None, "--text-field", help="Field/column holding the text.")
+    id_field: Optional[str] = typer.Option(None, "--id-field", help="Field/column holding the id.")
+    batch_size: int = typer.Option(64, "--batch-size", "-b", min=1, help="Texts per model batch.")
+    normalize: bool = typer.Option(True, "--normalize/--no-normalize", help="Unit-length embeddings.")
+    device: Optional[str] = typer.Option(None, "--device", help="torch device, e.g. cpu or cuda (default: best available).")
+    backend: str = typer.Option("torch", "--backend", help="torch (default); onnx: ONNX Runtime on the CPU, same embeddings; " "onnx-int8: int8 weights, faster, mean cosine ~0.99 to torch's. Exported once from the local weights and cached.")
+    overwrite: bool = OverwriteOpt
+    json: bool = JsonOpt
+
+
 @app.command()
 @guarded
-def embed(
-    texts: Path = typer.Argument(..., help="Texts: .txt (one per line), .jsonl[.gz] or .parquet with a text field."),
-    output: Path = typer.Argument(..., help="Output parquet vector dump (id, embedding)."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Local sentence-transformers model directory (default: packaged all-MiniLM-L6-v2)."),
-    text_field: Optional[str] = typer.Option(None, "--text-field", help="Field/column holding the text."),
-    id_field: Optional[str] = typer.Option(None, "--id-field", help="Field/column holding the id."),
-    batch_size: int = typer.Option(64, "--batch-size", "-b", min=1, help="Texts per model batch."),
-    normalize: bool = typer.Option(True, "--normalize/--no-normalize", help="Unit-length embeddings."),
-    device: Optional[str] = typer.Option(None, "--device", help="torch device, e.g. cpu or cuda (default: best available)."),
-    backend: str = typer.Option("torch", "--backend", help="torch (default); onnx: ONNX Runtime on the CPU, same embeddings; "
-                                "onnx-int8: int8 weights, faster, mean cosine ~0.99 to torch's. Exported once from the local weights and cached."),
-    overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
-) -> None:
+@takes(EmbedRequest)
+def embed(req: EmbedRequest) -> None:
     """Embed texts with a sentence-transformers model into a parquet vector dump (offline)."""
     from embcompress.embedding.embed import embed_file
 
     with Bars() as bars:
-        res = embed_file(texts, output, model=model, text_field=text_field, id_field=id_field, batch_size=batch_size,
-                         normalize=normalize, overwrite=overwrite, device=device, backend=backend, stage=bars.stage)
-    emit(res, json, kv_table(f"wrote {output}", {"rows": f"{res['rows']:,}", "width": res["width"], "model": res["model"],
+        res = embed_file(req.texts, req.output, model=req.model, text_field=req.text_field, id_field=req.id_field, batch_size=req.batch_size,
+                         normalize=req.normalize, overwrite=req.overwrite, device=req.device, backend=req.backend, stage=bars.stage)
+    emit(res, req.json, kv_table(f"wrote {req.output}", {"rows": f"{res['rows']:,}", "width": res["width"], "model": res["model"],
                                                  "backend": res["backend"]}))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from ._common import JsonOpt, OverwriteOpt, emit, err, guarded, kv_table, out, progress_bar, split_list
+from ._common import JsonOpt, OverwriteOpt, emit, err, guarded, kv_table, out, progress_bar, split_list, takes
 
 
 def _floats(text: Optional[str], what: str) -> Optional[list[float]]:
@@ -65,59 +66,67 @@ app = typer.Typer()
 ModelOpt = typer.Option(None, "--model", "-m", help="Local sentence-transformers model directory (default: packaged all-MiniLM-L6-v2).")
 
 
+@dataclass(frozen=True)
+class TrainRequest:
+    """The options of ``train``."""
+
+    data: Path = typer.Argument(..., help="Pairs (.jsonl/.parquet with anchor, positive[, negative, source]) or, with --self-supervised, raw texts.")
+    out_dir: Path = typer.Argument(..., help="Output directory; the model is saved in OUT_DIR/model.")
+    model: Optional[str] = ModelOpt
+    loss: str = typer.Option("infonce", "--loss", help="infonce, tempagg, mrl, tempaggmrl or tempspecmrl.")
+    tau: float = typer.Option(0.05, "--tau", help="InfoNCE temperature (infonce, mrl).")
+    taus: Optional[str] = typer.Option(None, "--taus", help="Temperatures for tempagg/tempaggmrl (default 0.03,0.06,0.1).")
+    dims: Optional[str] = typer.Option(None, "--dims", help="Matryoshka widths for mrl/tempaggmrl (default d/4,d/2,d).")
+    tau_by_dim: Optional[str] = typer.Option(None, "--tau-by-dim", help="TempSpecMRL widths and temperatures, e.g. 96:0.03,192:0.06,384:0.1.")
+    negative_weight_beta: float = typer.Option(0.0, "--negative-weight-beta", help="Similarity-based weights on negatives (0: off).")
+    self_supervised: Optional[str] = typer.Option(None, "--self-supervised", help="Make pairs from raw texts: crop (two chunks of one document) or dropout (the same text twice).")
+    text_field: Optional[str] = typer.Option(None, "--text-field", help="Text field of raw texts (with --self-supervised).")
+    steps: int = typer.Option(300, "--steps", min=1)
+    batch_size: int = typer.Option(32, "--batch-size", min=2, help="Global batch (split over the processes).")
+    mini_batch_size: Optional[int] = typer.Option(None, "--mini-batch-size", min=1, help="Gradient caching: embed in mini-batches of this size, so a large --batch-size fits in memory.")
+    lr: float = typer.Option(2e-5, "--lr")
+    freeze_layers: int = typer.Option(0, "--freeze-layers", min=0, help="Freeze the embeddings and the first N transformer layers (faster; the top layers still train).")
+    max_seq_length: int = typer.Option(128, "--max-seq-length", min=8)
+    no_homogeneous: bool = typer.Option(False, "--no-homogeneous", help="Mix sources within a batch.")
+    small_sources: str = typer.Option("error", "--small-sources", help="Sources with fewer pairs than a batch: error, mix (pool them into one source) or drop.")
+    group_by_length: bool = typer.Option(False, "--group-by-length", help="Batches of similar text length within a source (less padding, faster on CPU).")
+    checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0, help="Save a resumable checkpoint every N steps.")
+    resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in OUT_DIR/checkpoints.")
+    nproc: int = typer.Option(1, "--nproc", min=1, help="Data-parallel processes on this machine (runs this command under torchrun).")
+    device: Optional[str] = typer.Option(None, "--device")
+    seed: int = typer.Option(0, "--seed")
+    overwrite: bool = OverwriteOpt
+    json: bool = JsonOpt
+
+
 @app.command()
 @guarded
-def train(
-    data: Path = typer.Argument(..., help="Pairs (.jsonl/.parquet with anchor, positive[, negative, source]) or, with --self-supervised, raw texts."),
-    out_dir: Path = typer.Argument(..., help="Output directory; the model is saved in OUT_DIR/model."),
-    model: Optional[str] = ModelOpt,
-    loss: str = typer.Option("infonce", "--loss", help="infonce, tempagg, mrl, tempaggmrl or tempspecmrl."),
-    tau: float = typer.Option(0.05, "--tau", help="InfoNCE temperature (infonce, mrl)."),
-    taus: Optional[str] = typer.Option(None, "--taus", help="Temperatures for tempagg/tempaggmrl (default 0.03,0.06,0.1)."),
-    dims: Optional[str] = typer.Option(None, "--dims", help="Matryoshka widths for mrl/tempaggmrl (default d/4,d/2,d)."),
-    tau_by_dim: Optional[str] = typer.Option(None, "--tau-by-dim", help="TempSpecMRL widths and temperatures, e.g. 96:0.03,192:0.06,384:0.1."),
-    negative_weight_beta: float = typer.Option(0.0, "--negative-weight-beta", help="Similarity-based weights on negatives (0: off)."),
-    self_supervised: Optional[str] = typer.Option(None, "--self-supervised", help="Make pairs from raw texts: crop (two chunks of one document) or dropout (the same text twice)."),
-    text_field: Optional[str] = typer.Option(None, "--text-field", help="Text field of raw texts (with --self-supervised)."),
-    steps: int = typer.Option(300, "--steps", min=1),
-    batch_size: int = typer.Option(32, "--batch-size", min=2, help="Global batch (split over the processes)."),
-    mini_batch_size: Optional[int] = typer.Option(None, "--mini-batch-size", min=1, help="Gradient caching: embed in mini-batches of this size, so a large --batch-size fits in memory."),
-    lr: float = typer.Option(2e-5, "--lr"),
-    freeze_layers: int = typer.Option(0, "--freeze-layers", min=0, help="Freeze the embeddings and the first N transformer layers (faster; the top layers still train)."),
-    max_seq_length: int = typer.Option(128, "--max-seq-length", min=8),
-    no_homogeneous: bool = typer.Option(False, "--no-homogeneous", help="Mix sources within a batch."),
-    small_sources: str = typer.Option("error", "--small-sources", help="Sources with fewer pairs than a batch: error, mix (pool them into one source) or drop."),
-    group_by_length: bool = typer.Option(False, "--group-by-length", help="Batches of similar text length within a source (less padding, faster on CPU)."),
-    checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0, help="Save a resumable checkpoint every N steps."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in OUT_DIR/checkpoints."),
-    nproc: int = typer.Option(1, "--nproc", min=1, help="Data-parallel processes on this machine (runs this command under torchrun)."),
-    device: Optional[str] = typer.Option(None, "--device"), seed: int = typer.Option(0, "--seed"),
-    overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
-) -> None:
+@takes(TrainRequest)
+def train(req: TrainRequest) -> None:
     """Fine-tune a sentence-transformers model with temperature-controlled contrastive losses, on
     sentence-transformers' trainer. Multi-process: --nproc N, or torchrun --nproc_per_node N."""
     from embcompress.train import LossConfig, TrainConfig, load_pairs
     from embcompress.train import train as run_train
     from embcompress.train.trainer import process_world
 
-    lc = LossConfig(kind=loss, tau=tau, taus=tuple(_floats(taus, "--taus") or (0.03, 0.06, 0.1)),
-                    dims=[int(d) for d in _floats(dims, "--dims")] if dims else None,
-                    tau_by_dim=_tau_by_dim(tau_by_dim), negative_weight_beta=negative_weight_beta)
-    cfg = TrainConfig(model=model, loss=lc, steps=steps, batch_size=batch_size, lr=lr, freeze_layers=freeze_layers,
-                      max_seq_length=max_seq_length, homogeneous=not no_homogeneous, small_sources=small_sources,
-                      group_by_length=group_by_length, mini_batch_size=mini_batch_size, checkpoint_every=checkpoint_every,
-                      seed=seed, device=device)
+    lc = LossConfig(kind=req.loss, tau=req.tau, taus=tuple(_floats(req.taus, "--taus") or (0.03, 0.06, 0.1)),
+                    dims=[int(d) for d in _floats(req.dims, "--dims")] if req.dims else None,
+                    tau_by_dim=_tau_by_dim(req.tau_by_dim), negative_weight_beta=req.negative_weight_beta)
+    cfg = TrainConfig(model=req.model, loss=lc, steps=req.steps, batch_size=req.batch_size, lr=req.lr, freeze_layers=req.freeze_layers,
+                      max_seq_length=req.max_seq_length, homogeneous=not req.no_homogeneous, small_sources=req.small_sources,
+                      group_by_length=req.group_by_length, mini_batch_size=req.mini_batch_size, checkpoint_every=req.checkpoint_every,
+                      seed=req.seed, device=req.device)
     cfg.validate()
     world, rank, _ = process_world()
-    pairs = load_pairs(data, self_supervised=self_supervised, text_field=text_field, seed=seed)
-    if nproc > 1 and world == 1:
-        raise typer.Exit(_relaunch(nproc, pairs, cfg, out_dir, overwrite or resume))
-    with progress_bar("training", steps, disable=rank != 0) as advance:
-        res = run_train(pairs, out_dir, cfg, resume=resume, overwrite=overwrite, progress=lambda step, loss_: advance(1))
+    pairs = load_pairs(req.data, self_supervised=req.self_supervised, text_field=req.text_field, seed=req.seed)
+    if req.nproc > 1 and world == 1:
+        raise typer.Exit(_relaunch(req.nproc, pairs, cfg, req.out_dir, req.overwrite or req.resume))
+    with progress_bar("training", req.steps, disable=rank != 0) as advance:
+        res = run_train(pairs, req.out_dir, cfg, resume=req.resume, overwrite=req.overwrite, progress=lambda step, loss_: advance(1))
     if rank != 0:
         return
     res.pop("config", None)
-    emit(res, json, kv_table(f"trained {res['loss']} -> {res['output']}", {
+    emit(res, req.json, kv_table(f"trained {res['loss']} -> {res['output']}", {
         "pairs": f"{len(pairs):,}", "steps": res["steps"],
         "device": f"{res['device']}{' (bf16)' if res['bf16'] else ''}{f' x {world} processes' if world > 1 else ''}",
         "loss": f"{res['first_loss']:.4f} -> {res['last_loss']:.4f}",
@@ -138,40 +147,50 @@ def _study_table(res: dict) -> Table:
     return t
 
 
+@dataclass(frozen=True)
+class TemperatureStudyRequest:
+    """The options of ``temperature_study``."""
+
+    data: Path = typer.Argument(..., help="Training pairs (.jsonl/.parquet); must not contain the evaluation queries.")
+    eval_dir: Path = typer.Argument(..., help="Held-out retrieval set, BEIR layout (corpus.jsonl, queries.jsonl, qrels.tsv).")
+    out_dir: Path = typer.Argument(..., help="Directory for the trained models and study.json.")
+    model: Optional[str] = ModelOpt
+    taus: str = typer.Option("0.02,0.05,0.1,0.3", "--taus", help="One InfoNCE model per temperature.")
+    tempagg: bool = typer.Option(True, "--tempagg/--no-tempagg", help="Also TempAgg over 0.03,0.06,0.1.")
+    tempaggmrl: bool = typer.Option(False, "--tempaggmrl", help="Also TempAggMRL.")
+    tempspecmrl: bool = typer.Option(False, "--tempspecmrl", help="Also TempSpecMRL.")
+    steps: int = typer.Option(300, "--steps", min=1)
+    batch_size: int = typer.Option(32, "--batch-size", min=2)
+    mini_batch_size: Optional[int] = typer.Option(None, "--mini-batch-size", min=1, help="Gradient caching for large batches.")
+    lr: float = typer.Option(2e-5, "--lr")
+    max_seq_length: int = typer.Option(128, "--max-seq-length", min=8)
+    freeze_layers: int = typer.Option(0, "--freeze-layers", min=0, help="Freeze the embeddings and the first N layers.")
+    group_by_length: bool = typer.Option(False, "--group-by-length", help="Batches of similar text length (faster on CPU).")
+    small_sources: str = typer.Option("error", "--small-sources", help="Sources with fewer pairs than a batch: error, mix or drop.")
+    device: Optional[str] = typer.Option(None, "--device")
+    seed: int = typer.Option(0, "--seed")
+    overwrite: bool = OverwriteOpt
+    json: bool = JsonOpt
+
+
 @app.command("temperature-study")
 @guarded
-def temperature_study(
-    data: Path = typer.Argument(..., help="Training pairs (.jsonl/.parquet); must not contain the evaluation queries."),
-    eval_dir: Path = typer.Argument(..., help="Held-out retrieval set, BEIR layout (corpus.jsonl, queries.jsonl, qrels.tsv)."),
-    out_dir: Path = typer.Argument(..., help="Directory for the trained models and study.json."),
-    model: Optional[str] = ModelOpt,
-    taus: str = typer.Option("0.02,0.05,0.1,0.3", "--taus", help="One InfoNCE model per temperature."),
-    tempagg: bool = typer.Option(True, "--tempagg/--no-tempagg", help="Also TempAgg over 0.03,0.06,0.1."),
-    tempaggmrl: bool = typer.Option(False, "--tempaggmrl", help="Also TempAggMRL."),
-    tempspecmrl: bool = typer.Option(False, "--tempspecmrl", help="Also TempSpecMRL."),
-    steps: int = typer.Option(300, "--steps", min=1), batch_size: int = typer.Option(32, "--batch-size", min=2),
-    mini_batch_size: Optional[int] = typer.Option(None, "--mini-batch-size", min=1, help="Gradient caching for large batches."),
-    lr: float = typer.Option(2e-5, "--lr"), max_seq_length: int = typer.Option(128, "--max-seq-length", min=8),
-    freeze_layers: int = typer.Option(0, "--freeze-layers", min=0, help="Freeze the embeddings and the first N layers."),
-    group_by_length: bool = typer.Option(False, "--group-by-length", help="Batches of similar text length (faster on CPU)."),
-    small_sources: str = typer.Option("error", "--small-sources", help="Sources with fewer pairs than a batch: error, mix or drop."),
-    device: Optional[str] = typer.Option(None, "--device"), seed: int = typer.Option(0, "--seed"),
-    overwrite: bool = OverwriteOpt, json: bool = JsonOpt,
-) -> None:
+@takes(TemperatureStudyRequest)
+def temperature_study(req: TemperatureStudyRequest) -> None:
     """Train one model per temperature (and aggregations) and compare quality and compressibility;
     writes OUT_DIR/study.json and the plot OUT_DIR/study.svg."""
     from embcompress.train import LossConfig, TrainConfig
     from embcompress.train.study import study_files
 
-    losses = [LossConfig("infonce", tau=t) for t in _floats(taus, "--taus") or []]
-    losses += [LossConfig(kind) for kind, on in (("tempagg", tempagg), ("tempaggmrl", tempaggmrl), ("tempspecmrl", tempspecmrl)) if on]
-    base = TrainConfig(model=model, steps=steps, batch_size=batch_size, lr=lr, max_seq_length=max_seq_length,
-                       mini_batch_size=mini_batch_size, freeze_layers=freeze_layers, group_by_length=group_by_length,
-                       small_sources=small_sources, seed=seed, device=device)
-    res = study_files(data, eval_dir, out_dir, losses=losses, base=base, overwrite=overwrite,
+    losses = [LossConfig("infonce", tau=t) for t in _floats(req.taus, "--taus") or []]
+    losses += [LossConfig(kind) for kind, on in (("tempagg", req.tempagg), ("tempaggmrl", req.tempaggmrl), ("tempspecmrl", req.tempspecmrl)) if on]
+    base = TrainConfig(model=req.model, steps=req.steps, batch_size=req.batch_size, lr=req.lr, max_seq_length=req.max_seq_length,
+                       mini_batch_size=req.mini_batch_size, freeze_layers=req.freeze_layers, group_by_length=req.group_by_length,
+                       small_sources=req.small_sources, seed=req.seed, device=req.device)
+    res = study_files(req.data, req.eval_dir, req.out_dir, losses=losses, base=base, overwrite=req.overwrite,
                       progress=lambda msg: err.print(f"[dim]{msg}[/dim]"))
-    if json:
+    if req.json:
         emit(res, True)
         return
     out.print(_study_table(res))
-    out.print(f"plot: {out_dir / 'study.svg'}")
+    out.print(f"plot: {req.out_dir / 'study.svg'}")
