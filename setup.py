@@ -13,20 +13,37 @@ flags = ["-O3"]
 if platform.machine().lower() in ("x86_64", "amd64"):
     flags.append("-mpopcnt")  # hardware popcount, present on every x86-64 CPU since 2008
 
-setup(ext_modules=[
-    Extension("embcompress.search._hamming", ["embcompress/search/_hamming.c"], depends=["embcompress/_cext.h"],
-              extra_compile_args=flags, optional=True),
-    # top-k over byte codes scored with lookup tables (PQ, RQ) or decoded per dimension (SQ, RaBitQ);
-    # no fused multiply-adds, so its AVX2 path (chosen at run time) and the portable one agree exactly
-    Extension("embcompress.search._adc", ["embcompress/search/_adc.c"], depends=["embcompress/_cext.h"],
-              extra_compile_args=["-O3", "-ffp-contract=off"], optional=True),
-    # parquet RLE/bit-packed levels and dictionary indices, for the direct decoder of float vector pages
-    Extension("embcompress.io._rle", ["embcompress/io/_rle.c"], extra_compile_args=["-O3"], optional=True),
-    # the rescoring copy's rows read by pread, one call per run of neighbouring rows, without the GIL
-    Extension("embcompress.io._pread", ["embcompress/io/_pread.c"], extra_compile_args=["-O3"], optional=True),
-    # fused threshold-and-pack for binarization (its AVX2 path is chosen at run time, not at build),
-    # and the exact best grid code of multi-bit RaBitQ
-    # (no errno from sqrt, so RaBitQ's cosines vectorize; IEEE sqrt is exactly rounded either way)
-    Extension("embcompress.compressors._pack", ["embcompress/compressors/_pack.c"], depends=["embcompress/_cext.h"],
-              extra_compile_args=["-O3", "-fno-math-errno"], optional=True),
-])
+setup(
+    ext_modules=[
+        Extension(
+            "embcompress.search._hamming",
+            ["embcompress/search/_hamming.c"],
+            depends=["embcompress/_cext.h"],
+            extra_compile_args=flags,
+            optional=True,
+        ),
+        # top-k over byte codes scored with lookup tables (PQ, RQ) or decoded per dimension (SQ, RaBitQ);
+        # no fused multiply-adds, so its AVX2 path (chosen at run time) and the portable one agree exactly
+        Extension(
+            "embcompress.search._adc",
+            ["embcompress/search/_adc.c"],
+            depends=["embcompress/_cext.h"],
+            extra_compile_args=["-O3", "-ffp-contract=off"],
+            optional=True,
+        ),
+        # parquet RLE/bit-packed levels and dictionary indices, for the direct decoder of float vector pages
+        Extension("embcompress.io._rle", ["embcompress/io/_rle.c"], extra_compile_args=["-O3"], optional=True),
+        # the rescoring copy's rows read by pread, one call per run of neighbouring rows, without the GIL
+        Extension("embcompress.io._pread", ["embcompress/io/_pread.c"], extra_compile_args=["-O3"], optional=True),
+        # fused threshold-and-pack for binarization (its AVX2 path is chosen at run time, not at build),
+        # and the exact best grid code of multi-bit RaBitQ
+        # (no errno from sqrt, so RaBitQ's cosines vectorize; IEEE sqrt is exactly rounded either way)
+        Extension(
+            "embcompress.compressors._pack",
+            ["embcompress/compressors/_pack.c"],
+            depends=["embcompress/_cext.h"],
+            extra_compile_args=["-O3", "-fno-math-errno"],
+            optional=True,
+        ),
+    ]
+)

@@ -25,7 +25,11 @@ def cli_path() -> str:
     """The ``embcompress`` command of the running interpreter's environment (else the PATH's)."""
     import shutil
 
-    return shutil.which("embcompress", path=str(Path(sys.executable).parent)) or shutil.which("embcompress") or "embcompress"
+    return (
+        shutil.which("embcompress", path=str(Path(sys.executable).parent))
+        or shutil.which("embcompress")
+        or "embcompress"
+    )
 
 
 def run_measured(cmd: list[str]) -> dict:
@@ -37,7 +41,9 @@ def run_measured(cmd: list[str]) -> dict:
     return res
 
 
-def make_parquet(path: Path, rows: int, dim: int, *, seed: int = 0, chunk: int = 32768, one_group: bool = False) -> Path:
+def make_parquet(
+    path: Path, rows: int, dim: int, *, seed: int = 0, chunk: int = 32768, one_group: bool = False
+) -> Path:
     """Random unit-norm float32 vectors as fixed_size_list<float32>[dim] plus an int64 id column,
     written in row groups of ``chunk`` rows (``one_group``: a single row group of all the rows);
     reused if it already exists with the right shape."""
@@ -56,8 +62,15 @@ def make_parquet(path: Path, rows: int, dim: int, *, seed: int = 0, chunk: int =
             n = min(chunk, rows - start)
             X = rng.standard_normal((n, dim), dtype=np.float32)
             X /= np.linalg.norm(X, axis=1, keepdims=True)
-            parts.append(pa.table({"id": np.arange(start, start + n),
-                                   "embedding": pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), dim)}, schema=schema))
+            parts.append(
+                pa.table(
+                    {
+                        "id": np.arange(start, start + n),
+                        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), dim),
+                    },
+                    schema=schema,
+                )
+            )
             if not one_group:
                 w.write_table(parts.pop())
         if one_group:
@@ -99,8 +112,13 @@ def debian_training_split(data_dir: str | Path, eval_queries: int = 1000, extra_
         for line in fh:
             rec = json.loads(line)
             sections[rec["_id"]] = rec.get("section")
-    pairs = [Pair(data.queries[q], data.corpus[d], source=sections.get(d)) for q in qids if q not in eval_q
-             for d, g in data.qrels[q].items() if g > 0 and d in data.corpus]
+    pairs = [
+        Pair(data.queries[q], data.corpus[d], source=sections.get(d))
+        for q in qids
+        if q not in eval_q
+        for d, g in data.qrels[q].items()
+        if g > 0 and d in data.corpus
+    ]
     return pairs, corpus, queries, qrels
 
 

@@ -88,22 +88,32 @@ def plan_10m_table() -> str:
     files = sorted(RESULTS.glob("plan-10m-*.json"), key=lambda p: json.loads(p.read_text())["candidates"])
     if not files:
         return "*(no 10M results yet: run `benchmarks/serving/bench_plan_10m.py`)*"
-    out = ["| first stage | candidates | recall@10 vs exact float | warm p50 / p99 | cold p50 / p99 | peak RSS (codes) |",
-           "|---|---|---|---|---|---|"]
+    out = [
+        "| first stage | candidates | recall@10 vs exact float | warm p50 / p99 | cold p50 / p99 | peak RSS (codes) |",
+        "|---|---|---|---|---|---|",
+    ]
     for f in files:
         r = json.loads(f.read_text())
         warm = r["serve"]["warm"]
         cold = r["serve"].get("cold", {}).get("cold")
         cold_text = "-" if cold is None else f"{cold['p50_ms']:.0f} / {cold['p99_ms']:.0f} ms"
-        out.append(f"| `{r['spec']}` + int8 on disk | {r['candidates']} | {r['recall_at_10']:.3f} | "
-                   f"{warm['warm']['p50_ms']:.0f} / {warm['warm']['p99_ms']:.0f} ms | {cold_text} | "
-                   f"{warm['peak_rss_mib']:.0f} MiB ({warm['first_stage_mib']:.0f} MiB) |")
-    notes = [f"{json.loads(f.read_text())['candidates']} candidates: {json.loads(f.read_text())['note']}" for f in files
-             if json.loads(f.read_text()).get("note")]
+        out.append(
+            f"| `{r['spec']}` + int8 on disk | {r['candidates']} | {r['recall_at_10']:.3f} | "
+            f"{warm['warm']['p50_ms']:.0f} / {warm['warm']['p99_ms']:.0f} ms | {cold_text} | "
+            f"{warm['peak_rss_mib']:.0f} MiB ({warm['first_stage_mib']:.0f} MiB) |"
+        )
+    notes = [
+        f"{json.loads(f.read_text())['candidates']} candidates: {json.loads(f.read_text())['note']}"
+        for f in files
+        if json.loads(f.read_text()).get("note")
+    ]
     a = json.loads(files[0].read_text())["apply"]
-    out += ["", f"`apply` of the plan: {a['rows']:,} rows in {a['seconds']:.0f} s ({a['rows_per_second']:,.0f} rows/s), "
-            f"peak RSS {a['peak_rss_mib']:.0f} MiB. One thread per query; {r['machine']}, {r['date']}."
-            + "".join(f" ({n})" for n in notes)]
+    out += [
+        "",
+        f"`apply` of the plan: {a['rows']:,} rows in {a['seconds']:.0f} s ({a['rows_per_second']:,.0f} rows/s), "
+        f"peak RSS {a['peak_rss_mib']:.0f} MiB. One thread per query; {r['machine']}, {r['date']}."
+        + "".join(f" ({n})" for n in notes),
+    ]
     return "\n".join(out)
 
 

@@ -14,7 +14,14 @@ from .core.base import Compressor
 from .core.specs import OutputSpec
 from . import compressors  # noqa: E402  (registers every family)
 from .compressors import *  # noqa: E402,F401,F403  (every family's class: compressors.__all__)
-from .core.errors import EmbcompressError, FormatError, InputError, MissingDependency, NotFittedError, OutputExistsError  # noqa: E402
+from .core.errors import (  # noqa: E402
+    EmbcompressError,
+    FormatError,
+    InputError,
+    MissingDependency,
+    NotFittedError,
+    OutputExistsError,
+)
 from .core.persist import describe, load, save  # noqa: E402
 from .core.registry import available, from_spec, get, register  # noqa: E402
 from . import _moved  # noqa: E402
@@ -23,11 +30,37 @@ _moved.install()  # the import paths of modules that moved into the layers keep 
 
 #: the layers, lowest first: a module imports from its own layer or lower ones, never higher
 #: (tests/package/test_layers.py checks every import against this order and that no layer is missing)
-LAYERS = ("core", "io", "compressors", "engines", "search", "serving", "analysis", "embedding", "evaluation",
-          "report", "train", "cli")
+LAYERS = (
+    "core",
+    "io",
+    "compressors",
+    "engines",
+    "search",
+    "serving",
+    "analysis",
+    "embedding",
+    "evaluation",
+    "report",
+    "train",
+    "cli",
+)
 
 __all__ = [
-    "Compressor", "EmbcompressError", "FormatError", "InputError", "MissingDependency", "NotFittedError", "OutputExistsError",
+    "Compressor",
+    "EmbcompressError",
+    "FormatError",
+    "InputError",
+    "MissingDependency",
+    "NotFittedError",
+    "OutputExistsError",
     "OutputSpec",
-    "available", "describe", "from_spec", "get", "load", "register", "save", "__version__", *compressors.__all__,
+    "available",
+    "describe",
+    "from_spec",
+    "get",
+    "load",
+    "register",
+    "save",
+    "__version__",
+    *compressors.__all__,
 ]

@@ -41,7 +41,7 @@ def new_path(name: str) -> str | None:
     """The current path of a module asked for by its old path, or None if it did not move."""
     for old, new in MOVED.items():
         if name == old or name.startswith(old + "."):
-            return new + name[len(old):]
+            return new + name[len(old) :]
     return None
 
 

@@ -20,7 +20,11 @@ def write_parquet(path, X, *, kind: str = "fixed", dtype=pa.float32(), ids=True,
     if kind == "fixed":
         col = pa.FixedSizeListArray.from_arrays(flat, X.shape[1])
     elif kind == "list":
-        col = pa.array([list(map(float, r)) for r in X], type=pa.list_(dtype)) if not isinstance(X, np.ndarray) else pa.ListArray.from_arrays(pa.array(np.arange(0, X.size + 1, X.shape[1], dtype=np.int32)), flat)
+        col = (
+            pa.array([list(map(float, r)) for r in X], type=pa.list_(dtype))
+            if not isinstance(X, np.ndarray)
+            else pa.ListArray.from_arrays(pa.array(np.arange(0, X.size + 1, X.shape[1], dtype=np.int32)), flat)
+        )
     else:
         raise ValueError(kind)
     cols = {}
@@ -54,8 +58,14 @@ def s3():
     srv.start()
     host, port = srv.get_host_and_port()
     opts = f"endpoint_override={host}:{port}&scheme=http&region=us-east-1"
-    fs = pafs.S3FileSystem(access_key="test", secret_key="test", endpoint_override=f"{host}:{port}", scheme="http",
-                           region="us-east-1", allow_bucket_creation=True)
+    fs = pafs.S3FileSystem(
+        access_key="test",
+        secret_key="test",
+        endpoint_override=f"{host}:{port}",
+        scheme="http",
+        region="us-east-1",
+        allow_bucket_creation=True,
+    )
     fs.create_dir("bkt")
     yield (lambda path: f"s3://test:test@bkt/{path}?{opts}"), fs
     srv.stop()
@@ -65,7 +75,9 @@ def s3_objects(fs, prefix: str = "bkt") -> list[str]:
     """The objects (files) under ``prefix`` on the test S3 server, sorted."""
     from pyarrow import fs as pafs
 
-    return sorted(i.path for i in fs.get_file_info(pafs.FileSelector(prefix, recursive=True)) if i.type == pafs.FileType.File)
+    return sorted(
+        i.path for i in fs.get_file_info(pafs.FileSelector(prefix, recursive=True)) if i.type == pafs.FileType.File
+    )
 
 
 def clustered_unit(n: int = 3000, d: int = 48, seed: int = 0) -> np.ndarray:

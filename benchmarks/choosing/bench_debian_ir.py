@@ -19,11 +19,22 @@ from embcompress.io.datasets import read_qrels
 from embcompress.evaluation.evaluate import evaluate
 from embcompress.io import read_all
 from embcompress.search import NpyStore
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _util and the other groups' modules
 from _util import DEBIAN  # noqa: E402  (the benchmarks' folder is on the path when they run)
 
-CONFIGS = ["float", "binary", "binary@asym", "binary@floatx1", "binary@floatx4", "binary@floatx10", "int8",
-           "int8@floatx10", "truncate:192", "truncate:192:renormalize=true"]
+CONFIGS = [
+    "float",
+    "binary",
+    "binary@asym",
+    "binary@floatx1",
+    "binary@floatx4",
+    "binary@floatx10",
+    "int8",
+    "int8@floatx10",
+    "truncate:192",
+    "truncate:192:renormalize=true",
+]
 
 
 def main() -> None:
@@ -41,12 +52,20 @@ def main() -> None:
         np.save(npy, D)
     res = evaluate(D, Q, doc_ids=dids, query_ids=qids, qrels=qrels, configs=CONFIGS, k=10, originals=NpyStore(npy))
     s = res["summary"]
-    print(f"Debian IR: {s['documents']:,} documents, {s['queries']:,} queries ({s['evaluated_queries']:,} judged), "
-          f"all-MiniLM-L6-v2 ({s['dim']} dims); float rerank reads originals from a memory-mapped .npy")
-    print(f"{'configuration':32s} {'bytes':>6s} {'nDCG@10':>8s} {'R@10':>7s} {'MRR@10':>7s} {'retention':>9s} {'search s':>9s} {'q/s':>8s}")
+    print(
+        f"Debian IR: {s['documents']:,} documents, {s['queries']:,} queries ({s['evaluated_queries']:,} judged), "
+        f"all-MiniLM-L6-v2 ({s['dim']} dims); float rerank reads originals from a memory-mapped .npy"
+    )
+    print(
+        f"{'configuration':32s} {'bytes':>6s} {'nDCG@10':>8s} {'R@10':>7s} {'MRR@10':>7s} {'retention':>9s} "
+        f"{'search s':>9s} {'q/s':>8s}"
+    )
     for r in res["rows"]:
-        print(f"{r['config']:32s} {r['bytes_per_vector']:6d} {r['ndcg@10']:8.4f} {r['recall@10']:7.4f} {r['mrr@10']:7.4f} "
-              f"{100 * r['retention']:8.1f}% {r['search_seconds']:9.2f} {r['queries_per_second']:8.0f}")
+        print(
+            f"{r['config']:32s} {r['bytes_per_vector']:6d} {r['ndcg@10']:8.4f} {r['recall@10']:7.4f} "
+            f"{r['mrr@10']:7.4f} "
+            f"{100 * r['retention']:8.1f}% {r['search_seconds']:9.2f} {r['queries_per_second']:8.0f}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))
 

@@ -2,11 +2,14 @@
 scored out-of-sample (every document encoded by a model fitted on other documents) on one set
 per run, and a table over every set run so far, with the mean that chooses.
 
-    python benchmarks/choosing/bench_defaults.py run --emb bench-data/debian-ir --qrels ../shared/data/debian-ir/qrels.tsv.gz \\
+    python benchmarks/choosing/bench_defaults.py run --emb bench-data/debian-ir --qrels
+    ../shared/data/debian-ir/qrels.tsv.gz \\
         --name Debian --model MiniLM --queries 5000 --json benchmarks/results/defaults-debian-minilm.json
     python benchmarks/choosing/bench_defaults.py run --emb bench-data/big/minilm --qrels bench-data/big/qrels.tsv \\
-        --name big-corpus --model MiniLM --fit-rows 50000 --queries 2000 --json benchmarks/results/defaults-big-minilm.json
-    python benchmarks/choosing/bench_defaults.py table benchmarks/results/defaults-*.json [--readme benchmarks/README.md]
+        --name big-corpus --model MiniLM --fit-rows 50000 --queries 2000 --json
+        benchmarks/results/defaults-big-minilm.json
+    python benchmarks/choosing/bench_defaults.py table benchmarks/results/defaults-*.json [--readme
+    benchmarks/README.md]
 
 The defaults (``questions``; at ratios of the float32 size, so that models of other widths compare):
 - binary's decoder (``levels``, the per-dimension means of each sign, or ``sign``, +-1), on plain
@@ -49,22 +52,42 @@ def abstract(config: str) -> str:
 
 def questions(dim: int) -> list[tuple[str, str, dict[str, tuple[str, float]]]]:
     """(question, current default, {alternative: (config at ``dim``, norm power)}) for one model's width."""
+
     def decoders(prefix: str) -> dict[str, tuple[str, float]]:
-        return {"auto": (f"{prefix}binary@asym", 1.0), "levels": (f"{prefix}binary:decoder=levels@asym", 1.0),
-                "sign": (f"{prefix}binary:decoder=sign@asym", 1.0)}
+        return {
+            "auto": (f"{prefix}binary@asym", 1.0),
+            "levels": (f"{prefix}binary:decoder=levels@asym", 1.0),
+            "sign": (f"{prefix}binary:decoder=sign@asym", 1.0),
+        }
 
     qs = [
         ("binary's decoder, plain bits (32x)", "auto", decoders("")),
         ("binary's decoder after a centred rotation (32x)", "auto", decoders("rotate:center=true+")),
-        ("binary's decoder after PCA to half the width and a rotation (64x)", "auto", decoders(f"pca:{dim // 2}+rotate+")),
-        ("rotation centring before bits (32x)", "centred",
-         {"centred": ("rotate:center=true+binary@asym", 1.0), "not centred": ("rotate+binary@asym", 1.0)}),
-        ("rotation centring before 1-bit SQ (32x)", "centred",
-         {"centred": ("rotate:center=true+sq:1", 1.0), "not centred": ("rotate+sq:1", 1.0)}),
-        ("norm power P in <q, x_hat> / |x_hat|^P, pq at 64x", "1",
-         {p: (f"pq:{dim // 16}", float(p)) for p in ("0.5", "1", "1.5")}),
-        ("norm power P, PCA to a quarter and 2-bit SQ (64x)", "1",
-         {p: (f"pca:{dim // 4}+sq:2", float(p)) for p in ("0.5", "1", "1.5")}),
+        (
+            "binary's decoder after PCA to half the width and a rotation (64x)",
+            "auto",
+            decoders(f"pca:{dim // 2}+rotate+"),
+        ),
+        (
+            "rotation centring before bits (32x)",
+            "centred",
+            {"centred": ("rotate:center=true+binary@asym", 1.0), "not centred": ("rotate+binary@asym", 1.0)},
+        ),
+        (
+            "rotation centring before 1-bit SQ (32x)",
+            "centred",
+            {"centred": ("rotate:center=true+sq:1", 1.0), "not centred": ("rotate+sq:1", 1.0)},
+        ),
+        (
+            "norm power P in <q, x_hat> / |x_hat|^P, pq at 64x",
+            "1",
+            {p: (f"pq:{dim // 16}", float(p)) for p in ("0.5", "1", "1.5")},
+        ),
+        (
+            "norm power P, PCA to a quarter and 2-bit SQ (64x)",
+            "1",
+            {p: (f"pca:{dim // 4}+sq:2", float(p)) for p in ("0.5", "1", "1.5")},
+        ),
     ]
     for ratio in RATIOS:
         budget = 4 * dim // ratio
@@ -94,8 +117,12 @@ def as_measured(result: dict) -> dict:
     if result.get("binary_default", "levels") != "levels":
         return result
     rows = [{**r, "config": re.sub(r"binary(@|$)", r"binary:decoder=levels\1", r["config"])} for r in result["rows"]]
-    return {**result, "rows": rows, "binary_default": "auto",
-            "note": "binary rows measured when levels was the default decoder, named so"}
+    return {
+        **result,
+        "rows": rows,
+        "binary_default": "auto",
+        "note": "binary rows measured when levels was the default decoder, named so",
+    }
 
 
 def run(args) -> None:
@@ -108,16 +135,33 @@ def run(args) -> None:
     D, dids, task, _ = load_set(args.emb, args.qrels, queries=args.queries)
     ref = run_configs(D, task, ["float"], doc_ids=dids)[0]
     fits = CrossFit(D, 2, fit_rows=args.fit_rows)
-    print(f"{args.name} ({args.model}), {len(D):,} documents x {D.shape[1]}, {len(task.queries):,} queries; float32 "
-          f"nDCG@10 {ref['score']:.4f}; retention of nDCG@10 {fits.protocol}, each model fitted on "
-          f"{fits.fit_rows:,} rows\n{HEADER}", flush=True)
-    out = {"set": args.name, "model": args.model, "documents": len(D), "queries": len(task.queries),
-           "dim": int(D.shape[1]), "fit_rows": fits.fit_rows, "float": ref["score"], "protocol": fits.protocol,
-           "date": time.strftime("%Y-%m-%d"), "binary_default": Binary().decoder, "rows": []}
+    print(
+        f"{args.name} ({args.model}), {len(D):,} documents x {D.shape[1]}, {len(task.queries):,} queries; float32 "
+        f"nDCG@10 {ref['score']:.4f}; retention of nDCG@10 {fits.protocol}, each model fitted on "
+        f"{fits.fit_rows:,} rows\n{HEADER}",
+        flush=True,
+    )
+    out = {
+        "set": args.name,
+        "model": args.model,
+        "documents": len(D),
+        "queries": len(task.queries),
+        "dim": int(D.shape[1]),
+        "fit_rows": fits.fit_rows,
+        "float": ref["score"],
+        "protocol": fits.protocol,
+        "date": time.strftime("%Y-%m-%d"),
+        "binary_default": Binary().decoder,
+        "rows": [],
+    }
     if args.json and Path(args.json).is_file():  # resume: what an earlier run of the same set measured is kept
         before = as_measured(json.loads(Path(args.json).read_text()))
         if (before["set"], before["model"], before["documents"], before["queries"]) != (
-                out["set"], out["model"], out["documents"], out["queries"]):
+            out["set"],
+            out["model"],
+            out["documents"],
+            out["queries"],
+        ):
             raise SystemExit(f"{args.json} holds another set or sample; give another --json")
         dates = before["date"] if out["date"] in before["date"] else f"{before['date']}, {out['date']}"
         out = {**before, "binary_default": out["binary_default"], "date": dates}
@@ -127,9 +171,21 @@ def run(args) -> None:
         r = our_rows(D, dids, task, ["float", config], fits, power)[0]
         r["norm_power"] = power
         print_row(r)
-        out["rows"].append({k: r[k] for k in ("config", "norm_power", "bytes_per_vector", "retention",
-                                              "retention_in_sample", "retention_half_new", "fit_seconds",
-                                              "encode_rows_per_second")})
+        out["rows"].append(
+            {
+                k: r[k]
+                for k in (
+                    "config",
+                    "norm_power",
+                    "bytes_per_vector",
+                    "retention",
+                    "retention_in_sample",
+                    "retention_half_new",
+                    "fit_seconds",
+                    "encode_rows_per_second",
+                )
+            }
+        )
         if args.json:  # after every row, so a stopped run keeps what it measured
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(json.dumps(out, indent=1, default=float))
@@ -148,20 +204,30 @@ def table(results: list[dict]) -> str:
     per_set = [{q: alts for q, _, alts in questions(r["dim"])} for r in results]
     lines = ["| default | alternative | " + " | ".join(cols) + " | mean |", "|---|---|" + "---|" * (len(cols) + 1)]
     for question, default, alts in questions(384):
-        vals = {alt: [m.get(qs[question][alt]) if alt in qs.get(question, {}) else None for m, qs in zip(lookup, per_set)]
-                for alt in alts}
+        vals = {
+            alt: [m.get(qs[question][alt]) if alt in qs.get(question, {}) else None for m, qs in zip(lookup, per_set)]
+            for alt in alts
+        }
         means = {alt: sum(v) / len(v) if v and None not in v else None for alt, v in vals.items()}
-        best = max((a for a in means if means[a] is not None),  # a tie goes to the default
-                   key=lambda a: (round(means[a], 4), a in default.split(" and ")), default=None)
+        best = max(
+            (a for a in means if means[a] is not None),  # a tie goes to the default
+            key=lambda a: (round(means[a], 4), a in default.split(" and ")),
+            default=None,
+        )
         for k, alt in enumerate(alts):
             mark = (" (default)" if alt in default.split(" and ") else "") + (" **best**" if alt == best else "")
             cells = ["–" if v is None else f"{100 * v:.2f}" for v in vals[alt]]
             mean = "–" if means[alt] is None else f"{100 * means[alt]:.2f}"
             lines.append(f"| {question if k == 0 else ''} | `{alt}`{mark} | " + " | ".join(cells) + f" | {mean} |")
-    sets = "; ".join(f"{r['set']} ({r['model']}, {r['dim']} dims): {r['documents']:,} documents, {r['queries']:,} "
-                     f"queries, each model fitted on {r['fit_rows']:,} rows, {r['date']}" for r in results)
-    return (f"Retention of nDCG@10 in %, out-of-sample (every document encoded by a model fitted on other "
-            f"documents). Sets: {sets}.\n\n" + "\n".join(lines))
+    sets = "; ".join(
+        f"{r['set']} ({r['model']}, {r['dim']} dims): {r['documents']:,} documents, {r['queries']:,} "
+        f"queries, each model fitted on {r['fit_rows']:,} rows, {r['date']}"
+        for r in results
+    )
+    return (
+        f"Retention of nDCG@10 in %, out-of-sample (every document encoded by a model fitted on other "
+        f"documents). Sets: {sets}.\n\n" + "\n".join(lines)
+    )
 
 
 def main() -> None:
@@ -173,7 +239,9 @@ def main() -> None:
     r.add_argument("--name", required=True)
     r.add_argument("--model", required=True)
     r.add_argument("--queries", type=int, default=None, help="a seeded sample of N queries (default: all)")
-    r.add_argument("--fit-rows", type=int, default=None, help="fit on a seeded sample of N rows of each half (default: the half)")
+    r.add_argument(
+        "--fit-rows", type=int, default=None, help="fit on a seeded sample of N rows of each half (default: the half)"
+    )
     r.add_argument("--json", default=None)
     t = sub.add_parser("table", help="the table over the sets measured")
     t.add_argument("results", nargs="+")

@@ -7,9 +7,11 @@ one ``recommend`` makes without judgments (the label-free leader). Printed per r
 budget, both picks and the judged nDCG@10 retention of each, and the Spearman correlation of
 each reference's retentions with the judged ones across the candidates.
 
-    python benchmarks/choosing/bench_label_free.py --emb bench-data/debian-ir --qrels ../shared/data/debian-ir/qrels.tsv.gz \\
+    python benchmarks/choosing/bench_label_free.py --emb bench-data/debian-ir --qrels
+    ../shared/data/debian-ir/qrels.tsv.gz \\
         --name Debian --budgets 48,24,12 [--sample 20000] [--queries 2000] [--model MiniLM] [--json out.json]
-    python benchmarks/choosing/bench_label_free.py --table benchmarks/results/label-free-*.json [--readme benchmarks/README.md]
+    python benchmarks/choosing/bench_label_free.py --table benchmarks/results/label-free-*.json [--readme
+    benchmarks/README.md]
 
 ``--table`` prints the agreement table of the runs' JSON (set, model, budget, the judged pick, the
 label-free pick with the default reference, both judged nDCG@10 retentions), or writes it into
@@ -71,7 +73,10 @@ def picks(rows, free_ref: dict, ref_scores: dict, label_free_ref: str | None, ti
         for r in ranked:
             r["retention"] = r[key]
     ranked.sort(key=lambda r: (-r["retention"], r["bytes_per_vector"], r["config"]))
-    per = {r["config"]: (r["per_query"] if label_free_ref is None else free_ref[r["config"]][label_free_ref]) for r in ranked}
+    per = {
+        r["config"]: (r["per_query"] if label_free_ref is None else free_ref[r["config"]][label_free_ref])
+        for r in ranked
+    }
     notes = uncertainty(ranked, per, ref_scores[label_free_ref], ranked[0]["config"], tie_percentile=tie)
     ranked = [{**r, "too_slow": None, **notes[r["config"]]} for r in ranked]
     winner, _ = choose_winner(ranked, label_free_ref is not None, None)
@@ -87,11 +92,17 @@ def main() -> None:
     ap.add_argument("--name")
     ap.add_argument("--model", default="MiniLM", help="the embedding model's name, for the JSON and the table")
     ap.add_argument("--budgets", default="48,24,12")
-    ap.add_argument("--sample", type=int, default=20000, help="documents: the judged ones of sampled queries and others")
+    ap.add_argument(
+        "--sample", type=int, default=20000, help="documents: the judged ones of sampled queries and others"
+    )
     ap.add_argument("--queries", type=int, default=2000, help="a seeded sample of the queries")
     ap.add_argument("--configs", default=None, help="only these candidates, comma-separated")
-    ap.add_argument("--exclude", default="", help="leave out candidates with a stage of these families, comma-separated "
-                    "(e.g. rq,opq: their faiss fits take minutes, far longer on a shared machine)")
+    ap.add_argument(
+        "--exclude",
+        default="",
+        help="leave out candidates with a stage of these families, comma-separated "
+        "(e.g. rq,opq: their faiss fits take minutes, far longer on a shared machine)",
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if args.table:
@@ -117,8 +128,10 @@ def main() -> None:
         drop = {f for f in args.exclude.split(",") if f}
         configs = [c for c in configs if not {st.split(":")[0] for st in c.split("@")[0].split("+")} & drop]
         task = BothTask(Q, qids, qrels)
-        rows = [r.to_dict(per_query=True) for r in run_configs(D, task, ["float", *configs], doc_ids=dids, folds=2,
-                                                               per_query=True)]
+        rows = [
+            r.to_dict(per_query=True)
+            for r in run_configs(D, task, ["float", *configs], doc_ids=dids, folds=2, per_query=True)
+        ]
         ref, found = rows[0], rows[1:]
         ref_scores = {None: ref["score"], **{r: ref[f"free_{r}"] for r in REFERENCES}}
         for r in found:
@@ -126,17 +139,35 @@ def main() -> None:
                 r[f"free_{name}_retention"] = r[f"free_{name}"] / ref_scores[name]
         judged_pick = picks(found, task.side, ref_scores, None)
         by = {r["config"]: r for r in found}
-        line = {"set": args.name, "model": args.model, "documents": len(D), "queries": len(Q),
-                "date": time.strftime("%Y-%m-%d"), "budget": budget, "judged_pick": judged_pick, "judged": by[judged_pick]["retention"],
-                "seconds": round(time.perf_counter() - t0)}
+        line = {
+            "set": args.name,
+            "model": args.model,
+            "documents": len(D),
+            "queries": len(Q),
+            "date": time.strftime("%Y-%m-%d"),
+            "budget": budget,
+            "judged_pick": judged_pick,
+            "judged": by[judged_pick]["retention"],
+            "seconds": round(time.perf_counter() - t0),
+        }
         for name in REFERENCES:
             p = picks(found, task.side, ref_scores, name)
-            rho = spearman(np.array([r["retention"] for r in found]), np.array([r[f"free_{name}_retention"] for r in found]))
+            rho = spearman(
+                np.array([r["retention"] for r in found]), np.array([r[f"free_{name}_retention"] for r in found])
+            )
             line.update({f"{name}_pick": p, f"{name}_judged": by[p]["retention"], f"{name}_spearman": float(rho)})
         out.append({**line, "rows": [{k: v for k, v in r.items() if k != "per_query"} for r in found]})
-        print(f"  {budget:3d} B  judged pick {judged_pick} {100 * line['judged']:.2f}%  |  " + "  |  ".join(
-            f"{n}: {line[n + '_pick']} {100 * line[n + '_judged']:.2f}% ({100 * (line[n + '_judged'] - line['judged']):+.2f}), "
-            f"rho {line[n + '_spearman']:.2f}" for n in REFERENCES) + f"  [{line['seconds']} s]", flush=True)
+        print(
+            f"  {budget:3d} B  judged pick {judged_pick} {100 * line['judged']:.2f}%  |  "
+            + "  |  ".join(
+                f"{n}: {line[n + '_pick']} {100 * line[n + '_judged']:.2f}% "
+                f"({100 * (line[n + '_judged'] - line['judged']):+.2f}), "
+                f"rho {line[n + '_spearman']:.2f}"
+                for n in REFERENCES
+            )
+            + f"  [{line['seconds']} s]",
+            flush=True,
+        )
         if args.json:  # after every budget, so a stopped run keeps what it measured
             Path(args.json).write_text(json.dumps(out, indent=1, default=float))
 
@@ -150,14 +181,19 @@ def agreement(paths: list[str], readme: str | None) -> None:
     from embcompress.evaluation.tasks import DEFAULT_REFERENCE
 
     ref = DEFAULT_REFERENCE
-    lines = ["| set | model | budget | documents / queries | judged pick | label-free pick (float top-1) | difference |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| set | model | budget | documents / queries | judged pick | label-free pick (float top-1) | difference |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for p in paths:
         for b in json.loads(Path(p).read_text()):
             diff = 100 * (b[f"{ref}_judged"] - b["judged"])
-            lines.append(f"| {b['set']} | {b.get('model', 'MiniLM')} | {b['budget']} B | {b.get('documents', 0):,} / "
-                         f"{b.get('queries', 0):,} | `{b['judged_pick']}` {100 * b['judged']:.2f}% | `{b[ref + '_pick']}` "
-                         f"{100 * b[ref + '_judged']:.2f}% | {diff:+.2f}{'' if diff >= -0.3 else ' (misses 0.3 by ' + f'{-diff - 0.3:.2f})'} |")
+            lines.append(
+                f"| {b['set']} | {b.get('model', 'MiniLM')} | {b['budget']} B | {b.get('documents', 0):,} / "
+                f"{b.get('queries', 0):,} | `{b['judged_pick']}` {100 * b['judged']:.2f}% | `{b[ref + '_pick']}` "
+                f"{100 * b[ref + '_judged']:.2f}% | "
+                f"{diff:+.2f}{'' if diff >= -0.3 else ' (misses 0.3 by ' + f'{-diff - 0.3:.2f})'} |"
+            )
     text = "\n".join(lines)
     if readme:
         write_between(readme, "<!-- label-free-table -->", "<!-- /label-free-table -->", text)

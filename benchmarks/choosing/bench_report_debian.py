@@ -10,7 +10,8 @@ benchmarks/data/embed_debian_ir.py first.
 Another set (the proxy's correlation on data it was not designed on), e.g. the docstrings set of
 benchmarks/data/embed_docstrings.py:
 
-    python benchmarks/choosing/bench_report_debian.py --emb bench-data/docstrings --qrels bench-data/docstrings/qrels.tsv --out bench-data/docstrings-report
+    python benchmarks/choosing/bench_report_debian.py --emb bench-data/docstrings --qrels
+    bench-data/docstrings/qrels.tsv --out bench-data/docstrings-report
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from embcompress.io.datasets import read_qrels
 from embcompress.io import read_all
 from embcompress.report import DEFAULT_METHODS, build_report, write_report
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _util and the other groups' modules
 from _util import DEBIAN  # noqa: E402  (the benchmarks' folder is on the path when they run)
 
@@ -40,17 +42,31 @@ def main() -> None:
     Q, qids = read_all(Path(args.emb) / "queries.parquet")
     qrels = read_qrels(args.qrels or Path(args.data) / "qrels.tsv.gz")
     t0 = time.perf_counter()
-    rep = build_report(D, doc_ids=dids, queries=Q, query_ids=qids, qrels=qrels,
-                       widths=[int(w) for w in args.widths.split(",")], methods=DEFAULT_METHODS,
-                       chain_methods=DEFAULT_METHODS,
-                       progress=lambda label, i, n: print(f"  [{i}/{n}] {label} ({time.perf_counter() - t0:.0f} s)", flush=True))
+    rep = build_report(
+        D,
+        doc_ids=dids,
+        queries=Q,
+        query_ids=qids,
+        qrels=qrels,
+        widths=[int(w) for w in args.widths.split(",")],
+        methods=DEFAULT_METHODS,
+        chain_methods=DEFAULT_METHODS,
+        progress=lambda label, i, n: print(f"  [{i}/{n}] {label} ({time.perf_counter() - t0:.0f} s)", flush=True),
+    )
     write_report(rep, args.out, overwrite=True)
     s = rep["summary"]
-    print(f"\n{args.emb}, {s['vectors']:,} documents x {s['dim']} dims, {s['queries']:,} queries; float32 nDCG@10 {s['float_score']:.4f}; "
-          f"intrinsic dimensionality (95%) {s['intrinsic_dimensionality']}; uniformity {s['uniformity']:.4f}")
+    print(
+        f"\n{args.emb}, {s['vectors']:,} documents x {s['dim']} dims, {s['queries']:,} queries; float32 nDCG@10 "
+        f"{s['float_score']:.4f}; "
+        f"intrinsic dimensionality (95%) {s['intrinsic_dimensionality']}; uniformity {s['uniformity']:.4f}"
+    )
     rows = {r["config"]: r for r in rep["rows"]}
     widths = s["widths"]
-    print(f"{'method':18s}" + "".join(f"{f'{w} dims':>22s}" for w in widths) + "".join(f"{f'{w} + binary':>22s}" for w in widths))
+    print(
+        f"{'method':18s}"
+        + "".join(f"{f'{w} dims':>22s}" for w in widths)
+        + "".join(f"{f'{w} + binary':>22s}" for w in widths)
+    )
     print(f"{'':18s}" + "".join(f"{'retention  proxy':>22s}" for _ in range(2 * len(widths))))
     for m in s["methods"]:
         cells = []
@@ -61,19 +77,28 @@ def main() -> None:
         print(f"{m:18s}" + "".join(f"{c:>22s}" for c in cells))
     for name in ("binary", "binary + asymmetric rerank", "binary + float rerank", "int8"):
         r = rows[name]
-        print(f"{name:30s} {r['bytes_per_vector']:4d} B  retention {100 * r['retention']:5.1f}%  proxy {r['rank_proxy']:.3f}")
+        print(
+            f"{name:30s} {r['bytes_per_vector']:4d} B  retention {100 * r['retention']:5.1f}%  proxy "
+            f"{r['rank_proxy']:.3f}"
+        )
     print("code families (codes and model only):")
     for r in rep["rows"]:
         if r["method"].startswith("codes: "):
-            print(f"  {r['config']:42s} {r['bytes_per_vector']:4d} B  retention {100 * r['retention']:5.1f}%  proxy {r['rank_proxy']:.3f}")
+            print(
+                f"  {r['config']:42s} {r['bytes_per_vector']:4d} B  retention {100 * r['retention']:5.1f}%  proxy "
+                f"{r['rank_proxy']:.3f}"
+            )
     scored = rep["rows"][1:]
     from embcompress.analysis import spearman
 
     fam = {}
     for r in scored:
         fam.setdefault("codes" if r["method"].startswith("codes") else "reductions and bits", []).append(r)
-    print(f"\nSpearman correlation of rank proxy and nDCG@10 retention over {s['proxy_retention_configs']} configurations "
-          f"(each row's own search, reranks included): {s['proxy_retention_spearman']:.3f} (target 0.95)")
+    print(
+        f"\nSpearman correlation of rank proxy and nDCG@10 retention over {s['proxy_retention_configs']} "
+        "configurations "
+        f"(each row's own search, reranks included): {s['proxy_retention_spearman']:.3f} (target 0.95)"
+    )
     for k, rs in fam.items():
         print(f"  within {k} ({len(rs)}): {spearman([r['rank_proxy'] for r in rs], [r['retention'] for r in rs]):.3f}")
     print(f"report: {Path(args.out) / 'report.html'}  ({time.perf_counter() - t0:.0f} s in all)")

@@ -66,8 +66,12 @@ def fit_once(who: str, spec: str, emb: str, rows: int) -> float:
 
 
 def measure(who: str, spec: str, args) -> float:
-    out = subprocess.run([sys.executable, __file__, "--one", who, spec, "--emb", args.emb, "--rows", str(args.rows)],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, __file__, "--one", who, spec, "--emb", args.emb, "--rows", str(args.rows)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])["seconds"]
 
 
@@ -82,8 +86,11 @@ def main() -> None:
         print(json.dumps({"seconds": fit_once(*args.one, args.emb, args.rows)}))
         return
     codes = args.codes.split(",")
-    print(f"fits on {args.rows:,} rows of {args.emb}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}; "
-          "each in a fresh process; shared = one core kept busy by another process", flush=True)
+    print(
+        f"fits on {args.rows:,} rows of {args.emb}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}; "
+        "each in a fresh process; shared = one core kept busy by another process",
+        flush=True,
+    )
     res: dict = {}
     for cond in ("alone", "shared"):
         busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if cond == "shared" else None
@@ -98,11 +105,18 @@ def main() -> None:
             if busy:
                 busy.kill()
                 busy.wait()
-    print(f"{'code':8s} {'ours alone':>10s} {'faiss alone':>11s} {'ours shared':>11s} {'faiss shared':>12s} "
-          f"{'ours shared/alone':>17s} {'faiss shared/alone':>18s} {'faiss/ours shared':>17s}")
+    print(
+        f"{'code':8s} {'ours alone':>10s} {'faiss alone':>11s} {'ours shared':>11s} {'faiss shared':>12s} "
+        f"{'ours shared/alone':>17s} {'faiss shared/alone':>18s} {'faiss/ours shared':>17s}"
+    )
     for spec in codes:
-        oa, fa, os_, fs = (res[c, spec, w] for c, w in (("alone", "ours"), ("alone", "faiss"), ("shared", "ours"), ("shared", "faiss")))
-        print(f"{spec:8s} {oa:9.1f}s {fa:10.1f}s {os_:10.1f}s {fs:11.1f}s {os_ / oa:16.2f}x {fs / fa:17.2f}x {fs / os_:16.2f}x")
+        oa, fa, os_, fs = (
+            res[c, spec, w] for c, w in (("alone", "ours"), ("alone", "faiss"), ("shared", "ours"), ("shared", "faiss"))
+        )
+        print(
+            f"{spec:8s} {oa:9.1f}s {fa:10.1f}s {os_:10.1f}s {fs:11.1f}s {os_ / oa:16.2f}x {fs / fa:17.2f}x "
+            f"{fs / os_:16.2f}x"
+        )
 
 
 if __name__ == "__main__":

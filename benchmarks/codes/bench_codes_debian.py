@@ -5,8 +5,10 @@ float32 for MiniLM's 384 dims), and, fitted on the same vectors in the same run,
 whole Debian set (33,253 documents and queries); retention = nDCG@10 / float32 nDCG@10.
 
     python benchmarks/data/embed_debian_ir.py        # once: caches the embeddings
-    python benchmarks/codes/bench_codes_debian.py [--queries N] [--budgets 96,48,24,12] [--configs rq:24,...] [--faiss opq,rq,lsq] [--json out.json]
-    python benchmarks/codes/bench_codes_debian.py --emb bench-data/big/minilm --qrels bench-data/big/qrels.tsv --name "big corpus" \
+    python benchmarks/codes/bench_codes_debian.py [--queries N] [--budgets 96,48,24,12] [--configs rq:24,...] [--faiss
+    opq,rq,lsq] [--json out.json]
+    python benchmarks/codes/bench_codes_debian.py --emb bench-data/big/minilm --qrels bench-data/big/qrels.tsv --name
+    "big corpus" \
         --fit-rows 50000 --queries 2000 --json benchmarks/results/big-minilm.json     # the users' regime
 
 With ``--fit-rows N`` every model (ours and faiss's) is fitted on a seeded uniform sample of N
@@ -41,6 +43,7 @@ from embcompress.evaluation.evaluate import run_configs
 from embcompress.evaluation.tasks import QrelsTask
 from embcompress.io import read_all
 from embcompress.report.candidates import candidates
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _util and the other groups' modules
 from _util import DEBIAN  # noqa: E402  (the benchmarks' folder is on the path when they run)
 
@@ -54,8 +57,10 @@ def faiss_builders(d: int, budget: int, only: tuple[str, ...] | None = None):
     ip = faiss.METRIC_INNER_PRODUCT
     builds = []
     if d % budget == 0:
+
         def opq(m=budget):
             return faiss.IndexPreTransform(faiss.OPQMatrix(d, m), faiss.IndexPQ(d, m, 8, ip))
+
         builds.append(("opq", f"faiss OPQ{budget}+PQ{budget}", opq))
     builds.append(("rq", f"faiss RQ{budget}x8", lambda: faiss.IndexResidualQuantizer(d, budget, 8, ip)))
     builds.append(("lsq", f"faiss LSQ{budget}x8", lambda: faiss.IndexLocalSearchQuantizer(d, budget, 8, ip)))
@@ -115,9 +120,17 @@ def faiss_row(label, build, D, Q, qids, dids, qrels, float_ndcg, fits) -> dict:
     inside, _, _ = ndcg([(p, models[(i + 1) % k]) for i, p in enumerate(fits.parts)])
     half, _, _ = ndcg([(np.arange(len(D)), models[0])])
     size = models[0].sa_code_size() if hasattr(models[0], "sa_code_size") else models[0].code_size
-    return {"config": label, "bytes_per_vector": int(size), "score": out, "retention": out / float_ndcg,
-            "retention_in_sample": inside / float_ndcg, "retention_half_new": half / float_ndcg,
-            "fit_seconds": fit, "encode_rows_per_second": len(D) / enc, "queries_per_second": nq / secs}
+    return {
+        "config": label,
+        "bytes_per_vector": int(size),
+        "score": out,
+        "retention": out / float_ndcg,
+        "retention_in_sample": inside / float_ndcg,
+        "retention_half_new": half / float_ndcg,
+        "fit_seconds": fit,
+        "encode_rows_per_second": len(D) / enc,
+        "queries_per_second": nq / secs,
+    }
 
 
 def _plain(value):
@@ -165,8 +178,9 @@ def our_rows(D, dids, task, configs, fits, norm_power):
     ref = None
     for text in configs:
         cfg = parse_config(text)
-        r = evaluate_config(D, cfg, task, doc_ids=dids, fits=fits, originals=ArrayStore(D),
-                            norm_power=norm_power).to_dict()
+        r = evaluate_config(
+            D, cfg, task, doc_ids=dids, fits=fits, originals=ArrayStore(D), norm_power=norm_power
+        ).to_dict()
         if cfg.spec is None:
             ref = r["score"]
             continue
@@ -179,14 +193,20 @@ def our_rows(D, dids, task, configs, fits, norm_power):
     return rows
 
 
-HEADER = (f"  {'configuration':34s} {'bytes':>5s} {'unseen':>7s} {'half-new':>8s} {'in-smpl':>7s} {'fit s':>7s} "
-          f"{'enc rows/s':>10s} {'q/s':>7s}")
+HEADER = (
+    f"  {'configuration':34s} {'bytes':>5s} {'unseen':>7s} {'half-new':>8s} {'in-smpl':>7s} {'fit s':>7s} "
+    f"{'enc rows/s':>10s} {'q/s':>7s}"
+)
 
 
 def print_row(r) -> None:
-    print(f"  {r['config']:34s} {r['bytes_per_vector']:5d} {100 * r['retention']:6.2f}% {100 * r['retention_half_new']:7.2f}% "
-          f"{100 * r['retention_in_sample']:6.2f}% {r['fit_seconds']:7.1f} {r['encode_rows_per_second']:10,.0f} "
-          f"{r['queries_per_second']:7,.0f}", flush=True)
+    print(
+        f"  {r['config']:34s} {r['bytes_per_vector']:5d} {100 * r['retention']:6.2f}% "
+        f"{100 * r['retention_half_new']:7.2f}% "
+        f"{100 * r['retention_in_sample']:6.2f}% {r['fit_seconds']:7.1f} {r['encode_rows_per_second']:10,.0f} "
+        f"{r['queries_per_second']:7,.0f}",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -200,34 +220,63 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=None, help="a seeded sample of N queries (default: all)")
     ap.add_argument("--budgets", default="96,48,24,12")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--configs", default=None, help="only these configurations, comma-separated (default: recommend's candidates; 'none': faiss's rows only)")
-    ap.add_argument("--faiss", default="opq,rq,lsq,rabitq", help="faiss rows: any of opq, rq, lsq, rabitq ('none': none)")
+    ap.add_argument(
+        "--configs",
+        default=None,
+        help="only these configurations, comma-separated (default: recommend's candidates; 'none': faiss's rows only)",
+    )
+    ap.add_argument(
+        "--faiss", default="opq,rq,lsq,rabitq", help="faiss rows: any of opq, rq, lsq, rabitq ('none': none)"
+    )
     ap.add_argument("--folds", type=int, default=2)
-    ap.add_argument("--fit-rows", type=int, default=None, help="fit every model on a seeded uniform sample of N rows of its pool")
+    ap.add_argument(
+        "--fit-rows", type=int, default=None, help="fit every model on a seeded uniform sample of N rows of its pool"
+    )
     ap.add_argument("--model", default="MiniLM", help="the embedding model's name, for the JSON and the README table")
-    ap.add_argument("--norm-power", type=float, default=1.0,
-                    help="score codes by <q, x_hat> / |x_hat|^P (default 1: the cosine with the reconstruction)")
+    ap.add_argument(
+        "--norm-power",
+        type=float,
+        default=1.0,
+        help="score codes by <q, x_hat> / |x_hat|^P (default 1: the cosine with the reconstruction)",
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     D, dids, task, _ = load_set(args.emb, args.qrels or Path(args.data) / "qrels.tsv.gz", queries=args.queries)
     Q, qids, qrels = task.queries, task.query_ids, task.qrels
     ref = run_configs(D, task, ["float"], doc_ids=dids)[0]
     fits = CrossFit(D, args.folds, fit_rows=args.fit_rows)
-    print(f"{args.name}, {len(D):,} documents x {D.shape[1]} dims, {len(Q):,} queries; float32 nDCG@10 {ref['score']:.4f} "
-          f"({ref['queries_per_second']:,.0f} q/s); codes and fitted models only, no original vectors; retention of "
-          f"nDCG@10 {fits.protocol}: 'unseen', every document encoded by a model fitted on the other "
-          f"{'half' if args.folds == 2 else 'folds'} ({fits.fit_rows:,} rows); 'half-new', one model fitted on "
-          f"{len(fits.pools[0]):,} documents encodes all of them; 'in-smpl', each document encoded by "
-          + ("a model fitted on it" if args.fit_rows is None else
-             f"the model whose {fits.fit_rows:,}-row sample was drawn from its half (that many of the half's documents seen)")
-          + f"; codes scored by <q, x_hat> / |x_hat|^{args.norm_power:g}", flush=True)
+    print(
+        f"{args.name}, {len(D):,} documents x {D.shape[1]} dims, {len(Q):,} queries; float32 nDCG@10 "
+        f"{ref['score']:.4f} "
+        f"({ref['queries_per_second']:,.0f} q/s); codes and fitted models only, no original vectors; retention of "
+        f"nDCG@10 {fits.protocol}: 'unseen', every document encoded by a model fitted on the other "
+        f"{'half' if args.folds == 2 else 'folds'} ({fits.fit_rows:,} rows); 'half-new', one model fitted on "
+        f"{len(fits.pools[0]):,} documents encodes all of them; 'in-smpl', each document encoded by "
+        + (
+            "a model fitted on it"
+            if args.fit_rows is None
+            else f"the model whose {fits.fit_rows:,}-row sample was drawn from its half (that many of the half's "
+            "documents seen)"
+        )
+        + f"; codes scored by <q, x_hat> / |x_hat|^{args.norm_power:g}",
+        flush=True,
+    )
     import faiss
 
     faiss.omp_set_num_threads(args.threads)
     only = None if args.faiss == "all" else tuple(x for x in args.faiss.split(",") if x != "none")
-    results = {"set": args.name, "model": args.model, "documents": len(D), "queries": len(Q), "dim": int(D.shape[1]),
-               "fit_rows": fits.fit_rows, "float": ref, "protocol": fits.protocol,
-               "date": time.strftime("%Y-%m-%d"), "budgets": {}}
+    results = {
+        "set": args.name,
+        "model": args.model,
+        "documents": len(D),
+        "queries": len(Q),
+        "dim": int(D.shape[1]),
+        "fit_rows": fits.fit_rows,
+        "float": ref,
+        "protocol": fits.protocol,
+        "date": time.strftime("%Y-%m-%d"),
+        "budgets": {},
+    }
     for budget in (int(b) for b in args.budgets.split(",")):
         configs = args.configs.split(",") if args.configs else [c.config for c in candidates(D.shape[1], budget)]
         configs = [c for c in configs if c != "none"]  # --configs none: faiss's rows only

@@ -11,7 +11,8 @@
 * RaBitQ encoding at 1, 2 and 4 bits against faiss ``IndexRaBitQ.sa_encode`` on the same vectors,
   alone and behind faiss's random rotation.
 
-    python benchmarks/codes/bench_codes_speed.py [--docs 1000000] [--dense-docs 200000] [--repeat 3] [--only dense|encode]
+    python benchmarks/codes/bench_codes_speed.py [--docs 1000000] [--dense-docs 200000] [--repeat 3] [--only
+    dense|encode]
 """
 
 from __future__ import annotations
@@ -46,8 +47,12 @@ def main() -> None:
     ap.add_argument("--m", type=int, default=48)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dense-docs", type=int, default=200_000)
-    ap.add_argument("--only", choices=("dense", "encode"), default=None,
-                    help="run one section: the per-dimension code scans, or RaBitQ encoding")
+    ap.add_argument(
+        "--only",
+        choices=("dense", "encode"),
+        default=None,
+        help="run one section: the per-dimension code scans, or RaBitQ encoding",
+    )
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     threads = num_threads()
@@ -75,11 +80,17 @@ def main() -> None:
         t_tab = best_of(lambda: pq.lookup_tables(q), args.repeat)
         fi = index.search(q, 10)[1]
         oi = scan_adc(tables, codes, 10)[1]
-        print(f"  {nq:8d} {nq / t_f:18,.1f} {nq / (t_o + t_tab):10,.1f} {t_f / (t_o + t_tab):6.2f}x   {(fi == oi).mean():.3f}"
-              f"   (tables {1000 * t_tab:.1f} ms included)")
+        print(
+            f"  {nq:8d} {nq / t_f:18,.1f} {nq / (t_o + t_tab):10,.1f} {t_f / (t_o + t_tab):6.2f}x   "
+            f"{(fi == oi).mean():.3f}"
+            f"   (tables {1000 * t_tab:.1f} ms included)"
+        )
 
     X = correlated(200_000, d, rng)
-    print(f"\nHamming first stage, {args.docs:,} documents x {d} bits (codes tiled from 200k real-like vectors), 1000 queries, top-100")
+    print(
+        f"\nHamming first stage, {args.docs:,} documents x {d} bits (codes tiled from 200k real-like vectors), 1000 "
+        "queries, top-100"
+    )
     tile = -(-args.docs // len(X))
     base_s = None
     for spec in ("binary", "rotate:center=true+binary", "itq+binary"):
@@ -98,16 +109,23 @@ def main() -> None:
         for _ in range(args.repeat):
             info = idx.search(Q, 10, rerank="asymmetric").info
             shares.append(info["rerank_seconds"] / info["first_stage_seconds"])
-        print(f"  {spec:28s} {1000 / t:8,.0f} q/s ({t / base_s:4.2f}x the time of plain sign bits); "
-              f"top-10 from 100 with the asymmetric rerank: {1000 / t_r:7,.0f} q/s, rerank adds {100 * np.median(shares):4.1f}% "
-              f"to the first stage of the same searches (after {t_prep:.1f} s once per index for the reconstructions' norms)")
+        print(
+            f"  {spec:28s} {1000 / t:8,.0f} q/s ({t / base_s:4.2f}x the time of plain sign bits); "
+            f"top-10 from 100 with the asymmetric rerank: {1000 / t_r:7,.0f} q/s, rerank adds "
+            f"{100 * np.median(shares):4.1f}% "
+            f"to the first stage of the same searches (after {t_prep:.1f} s once per index for the reconstructions' "
+            "norms)"
+        )
 
     Xi = correlated(100_000, d, rng)
     t0 = time.perf_counter()
     itq = from_spec("itq").fit(Xi)
     t_itq = time.perf_counter() - t0
-    print(f"\nitq fitted on 100,000 x {d}: {t_itq:.1f} s ({len(itq.loss_) - 1} iterations on a {itq.max_rows:,}-row sample; "
-          f"loss {itq.loss_[0]:.4f} -> {itq.loss_[-1]:.4f}); target < 10 s")
+    print(
+        f"\nitq fitted on 100,000 x {d}: {t_itq:.1f} s ({len(itq.loss_) - 1} iterations on a {itq.max_rows:,}-row "
+        "sample; "
+        f"loss {itq.loss_[0]:.4f} -> {itq.loss_[-1]:.4f}); target < 10 s"
+    )
     dense_section(args, d, threads, rng)
     encode_section(args, d, threads, rng)
 
@@ -119,15 +137,19 @@ def encode_section(args, d: int, threads: int, rng) -> None:
     The three are timed in turn, ``--repeat`` rounds, best of each."""
     X = correlated(args.dense_docs, d, rng)
     print(f"\nRaBitQ encoding, {len(X):,} vectors x {d} dims, {threads} threads, interleaved, best of {args.repeat}")
-    print(f"  {'bits':>4s} {'faiss rows/s':>13s} {'faiss+rotation':>15s} {'ours rows/s':>12s} {'vs faiss':>9s} "
-          f"{'vs faiss+rot':>13s} {'our rotation alone':>19s}   mean cos(g, u) of our codes   "
-          f"{'hadamard rows/s':>15s} {'vs faiss':>9s}  its cos(g, u)")
+    print(
+        f"  {'bits':>4s} {'faiss rows/s':>13s} {'faiss+rotation':>15s} {'ours rows/s':>12s} {'vs faiss':>9s} "
+        f"{'vs faiss+rot':>13s} {'our rotation alone':>19s}   mean cos(g, u) of our codes   "
+        f"{'hadamard rows/s':>15s} {'vs faiss':>9s}  its cos(g, u)"
+    )
     for bits in (1, 2, 4):
         ours = from_spec(f"rabitq:{bits}").fit(X[:50_000])
         fast = from_spec(f"rabitq:{bits}:rotation=hadamard").fit(X[:50_000])  # rotate's structured rotation
         index = faiss.IndexRaBitQ(d, faiss.METRIC_INNER_PRODUCT, bits)
         index.train(X[:50_000])
-        rotated = faiss.IndexPreTransform(faiss.RandomRotationMatrix(d, d), faiss.IndexRaBitQ(d, faiss.METRIC_INNER_PRODUCT, bits))
+        rotated = faiss.IndexPreTransform(
+            faiss.RandomRotationMatrix(d, d), faiss.IndexRaBitQ(d, faiss.METRIC_INNER_PRODUCT, bits)
+        )
         rotated.train(X[:50_000])
         t_f = t_r = t_o = t_rot = t_h = float("inf")
         rot_out = np.empty_like(X)
@@ -138,11 +160,16 @@ def encode_section(args, d: int, threads: int, rng) -> None:
             t_h = min(t_h, best_of(lambda: fast.transform(X), 1))
             # the step the codes require, alone: the centred rows times the rotation, in the
             # encoder's blocks on the same threads (what is left for everything else is the rest)
-            t_rot = min(t_rot, best_of(lambda: map_rows(lambda part: rotate_only(ours, part), X, rot_out, blas=True), 1))
+            t_rot = min(
+                t_rot, best_of(lambda: map_rows(lambda part: rotate_only(ours, part), X, rot_out, blas=True), 1)
+            )
         cos, cos_h = grid_cosine(ours, X[:20_000]), grid_cosine(fast, X[:20_000])
-        print(f"  {bits:4d} {len(X) / t_f:13,.0f} {len(X) / t_r:15,.0f} {len(X) / t_o:12,.0f} {t_f / t_o:8.2f}x "
-              f"{t_r / t_o:12.2f}x {len(X) / t_rot:19,.0f}   {cos:.4f}{'':23s}{len(X) / t_h:15,.0f} {t_f / t_h:8.2f}x  "
-              f"{cos_h:.4f}", flush=True)
+        print(
+            f"  {bits:4d} {len(X) / t_f:13,.0f} {len(X) / t_r:15,.0f} {len(X) / t_o:12,.0f} {t_f / t_o:8.2f}x "
+            f"{t_r / t_o:12.2f}x {len(X) / t_rot:19,.0f}   {cos:.4f}{'':23s}{len(X) / t_h:15,.0f} {t_f / t_h:8.2f}x  "
+            f"{cos_h:.4f}",
+            flush=True,
+        )
 
 
 def grid_cosine(comp, sample: np.ndarray) -> float:
@@ -158,7 +185,7 @@ def rotate_only(comp, X: np.ndarray) -> np.ndarray:
     grid: the rotated rows."""
     out = np.empty_like(X)
     for s, RP, _ in comp._rotated_blocks(X):
-        out[s:s + len(RP)] = RP
+        out[s : s + len(RP)] = RP
     return out
 
 
@@ -166,10 +193,15 @@ def dense_section(args, d: int, threads: int, rng) -> None:
     """Tables against the dense scan for per-dimension codes, and faiss IndexRaBitQ (4 bits)."""
     X = correlated(args.dense_docs, d, rng)
     Q = correlated(1000, d, rng)
-    print(f"\nper-dimension codes, {args.dense_docs:,} documents x {d} dims, top-10, {threads} threads, best of {args.repeat} "
-          "(query preparation included: tables, or the rotated queries)")
-    print(f"  {'code':10s} {'bytes':>5s} {'queries':>8s} {'tables q/s':>11s} {'dense q/s':>10s} {'dense/tables':>13s} "
-          f"{'faiss q/s':>10s} {'dense/faiss':>12s}  same top-10")
+    print(
+        f"\nper-dimension codes, {args.dense_docs:,} documents x {d} dims, top-10, {threads} threads, best of "
+        f"{args.repeat} "
+        "(query preparation included: tables, or the rotated queries)"
+    )
+    print(
+        f"  {'code':10s} {'bytes':>5s} {'queries':>8s} {'tables q/s':>11s} {'dense q/s':>10s} {'dense/tables':>13s} "
+        f"{'faiss q/s':>10s} {'dense/faiss':>12s}  same top-10"
+    )
     for spec in ("rabitq:4", "rabitq:2", "rabitq:1", "sq:4", "sq:2"):
         c = from_spec(spec).fit(X[:50_000])
         codes, scale = c.adc_codes(c.transform(X))
@@ -196,8 +228,11 @@ def dense_section(args, d: int, threads: int, rng) -> None:
             if fi_index is not None:
                 t_f = best_of(lambda: fi_index.search(q, 10), args.repeat)
                 faiss_cols = f"{nq / t_f:10,.0f} {t_f / t_d:11.2f}x"
-            print(f"  {spec:10s} {codes.shape[1] + (4 if scale is not None else 0):5d} {nq:8d} {nq / t_t:11,.0f} "
-                  f"{nq / t_d:10,.0f} {t_t / t_d:12.2f}x {faiss_cols}  {same:.3f}", flush=True)
+            print(
+                f"  {spec:10s} {codes.shape[1] + (4 if scale is not None else 0):5d} {nq:8d} {nq / t_t:11,.0f} "
+                f"{nq / t_d:10,.0f} {t_t / t_d:12.2f}x {faiss_cols}  {same:.3f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

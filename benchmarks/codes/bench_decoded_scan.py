@@ -68,15 +68,17 @@ def main() -> None:
     if args.emb:
         X = vectors(args.emb)
         Qall = vectors(args.queries_file)
-        fitX, base = X[: args.fit], X[args.fit:]
+        fitX, base = X[: args.fit], X[args.fit :]
     else:
         fitX, base, Qall = correlated(args.fit, 384, rng), correlated(200_000, 384, rng), correlated(4096, 384, rng)
     docs = np.tile(base, (-(-args.docs // len(base)), 1))[: args.docs]
     batches = [int(b) for b in args.batches.split(",")]
     if args.float:
         return float_section(docs, Qall, batches, args.repeat, rng)
-    print(f"{len(docs):,} documents x {docs.shape[1]}, {'real' if args.emb else 'correlated'} vectors; "
-          f"top-10, best of {args.repeat}; {time.strftime('%Y-%m-%d %H:%M')}")
+    print(
+        f"{len(docs):,} documents x {docs.shape[1]}, {'real' if args.emb else 'correlated'} vectors; "
+        f"top-10, best of {args.repeat}; {time.strftime('%Y-%m-%d %H:%M')}"
+    )
     print(f"{'code':8s} {'queries':>7s} {'tables s':>9s} {'decoded s':>9s} {'ratio':>6s}  same rows  default")
     out = []
     for spec in args.codes.split(","):
@@ -93,10 +95,21 @@ def main() -> None:
                     best[decoded] = min(best[decoded], t)
             same = float(np.mean(rows[False] == rows[True]))
             default = "decoded" if default_from is not None and nq >= default_from else "tables"
-            print(f"{spec:8s} {nq:7d} {best[False]:9.3f} {best[True]:9.3f} {best[False] / best[True]:5.2f}x  {same:9.4f}  {default}",
-                  flush=True)
-            out.append({"code": spec, "queries": nq, "tables_s": best[False], "decoded_s": best[True], "same_rows": same,
-                        "default": default})
+            print(
+                f"{spec:8s} {nq:7d} {best[False]:9.3f} {best[True]:9.3f} {best[False] / best[True]:5.2f}x  {same:9.4f} "
+                f" {default}",
+                flush=True,
+            )
+            out.append(
+                {
+                    "code": spec,
+                    "queries": nq,
+                    "tables_s": best[False],
+                    "decoded_s": best[True],
+                    "same_rows": same,
+                    "default": default,
+                }
+            )
     if args.json:
         Path(args.json).write_text(json.dumps({"docs": len(docs), "rows": out}, indent=1))
 
@@ -113,8 +126,14 @@ def float_section(docs: np.ndarray, Qall: np.ndarray, batches: list[int], repeat
     flat.add(unit)
     index = Index(docs)
     kernel = exact._adc
-    print(f"exact float search over {len(docs):,} x {docs.shape[1]}, top-10, best of {repeat}; {time.strftime('%Y-%m-%d %H:%M')}")
-    print(f"{'queries':>7s} {'ours s':>8s} {'numpy top-k s':>13s} {'faiss s':>8s}  ours vs numpy  ours vs faiss  same rows as numpy")
+    print(
+        f"exact float search over {len(docs):,} x {docs.shape[1]}, top-10, best of {repeat}; "
+        f"{time.strftime('%Y-%m-%d %H:%M')}"
+    )
+    print(
+        f"{'queries':>7s} {'ours s':>8s} {'numpy top-k s':>13s} {'faiss s':>8s}  ours vs numpy  ours vs faiss  same "
+        "rows as numpy"
+    )
     for nq in batches:
         Q = Qall[rng.choice(len(Qall), nq, replace=nq > len(Qall))]
         Qu = Q / np.linalg.norm(Q, axis=1, keepdims=True)
@@ -130,8 +149,11 @@ def float_section(docs: np.ndarray, Qall: np.ndarray, batches: list[int], repeat
                     rows[j] = res.rows
         exact._adc = kernel
         same = float(np.mean(rows[0] == rows[1]))
-        print(f"{nq:7d} {best[0]:8.3f} {best[1]:13.3f} {best[2]:8.3f}  {best[1] / best[0]:12.2f}x  {best[2] / best[0]:12.2f}x  {same:9.4f}",
-              flush=True)
+        print(
+            f"{nq:7d} {best[0]:8.3f} {best[1]:13.3f} {best[2]:8.3f}  {best[1] / best[0]:12.2f}x  "
+            f"{best[2] / best[0]:12.2f}x  {same:9.4f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

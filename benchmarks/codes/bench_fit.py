@@ -29,8 +29,14 @@ def main() -> None:
     X = rng.standard_normal((n_max, args.dim), dtype=np.float32) * np.geomspace(1, 0.02, args.dim, dtype=np.float32)
     X = X @ np.linalg.qr(rng.standard_normal((args.dim, args.dim)))[0].astype(np.float32)
     X /= np.linalg.norm(X, axis=1, keepdims=True)
-    print(f"GeoPres {args.dim} -> {args.to} (positional loss, CPU defaults: batch 2048, 10 epochs, min 300 steps, early stopping)")
-    print(f"{'rows':>8s} {'GeoPres s':>10s} {'steps':>6s} {'s/step':>7s} {'PCA s':>7s} {'ratio':>7s} {'proxy GeoPres':>14s} {'proxy PCA':>10s}")
+    print(
+        f"GeoPres {args.dim} -> {args.to} (positional loss, CPU defaults: batch 2048, 10 epochs, min 300 steps, early "
+        "stopping)"
+    )
+    print(
+        f"{'rows':>8s} {'GeoPres s':>10s} {'steps':>6s} {'s/step':>7s} {'PCA s':>7s} {'ratio':>7s} "
+        f"{'proxy GeoPres':>14s} {'proxy PCA':>10s}"
+    )
     for n in sizes:
         t0 = time.perf_counter()
         g = GeoPres(dim=args.to).fit(X[:n])
@@ -40,8 +46,11 @@ def main() -> None:
         tp = time.perf_counter() - t0
         steps = g.history_[-1]["step"]
         sample = X[:2000]
-        print(f"{n:8d} {tg:10.1f} {steps:6d} {tg / steps:7.3f} {tp:7.2f} {tg / tp:6.0f}x "
-              f"{preservation(sample, g.transform(sample)).spearman:14.3f} {preservation(sample, p.transform(sample)).spearman:10.3f}")
+        print(
+            f"{n:8d} {tg:10.1f} {steps:6d} {tg / steps:7.3f} {tp:7.2f} {tg / tp:6.0f}x "
+            f"{preservation(sample, g.transform(sample)).spearman:14.3f} "
+            f"{preservation(sample, p.transform(sample)).spearman:10.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -26,13 +26,18 @@ def main() -> None:
     from embcompress.compressors.geopres import _distances_, distance_matrix, mean_offdiagonal_sq, positional_loss
 
     n, k = (int(x) for x in args.dims.split(","))
-    print(f"GeoPres step, {n} -> {k} dimensions, {args.steps} steps per timing, best of {args.repeat}, "
-          f"{time.strftime('%Y-%m-%d %H:%M')}")
-    print(f"  {'batch':>6s} {'threads':>7s} {'autograd s':>10s} {'library s':>9s} {'speed-up':>8s} {'max rel. grad diff':>18s}")
+    print(
+        f"GeoPres step, {n} -> {k} dimensions, {args.steps} steps per timing, best of {args.repeat}, "
+        f"{time.strftime('%Y-%m-%d %H:%M')}"
+    )
+    print(
+        f"  {'batch':>6s} {'threads':>7s} {'autograd s':>10s} {'library s':>9s} {'speed-up':>8s} "
+        f"{'max rel. grad diff':>18s}"
+    )
     for m in [int(b) for b in args.batches.split(",")]:
         g = torch.Generator().manual_seed(0)
         Y = torch.nn.functional.normalize(torch.randn(m, n, generator=g), dim=1)
-        W0 = torch.randn(k, n, generator=g) / n ** 0.5
+        W0 = torch.randn(k, n, generator=g) / n**0.5
 
         def plain(W):
             with torch.no_grad():
@@ -65,8 +70,12 @@ def main() -> None:
                         best[name] = min(best[name], (time.perf_counter() - t) / args.steps)
             finally:
                 torch.set_num_threads(before)
-            print(f"  {m:6d} {threads:7d} {best['plain']:10.4f} {best['library']:9.4f} {best['plain'] / best['library']:7.2f}x "
-                  f"{diff:18.2e}", flush=True)
+            print(
+                f"  {m:6d} {threads:7d} {best['plain']:10.4f} {best['library']:9.4f} "
+                f"{best['plain'] / best['library']:7.2f}x "
+                f"{diff:18.2e}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

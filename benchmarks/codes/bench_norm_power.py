@@ -44,8 +44,11 @@ def main() -> None:
     proxy = RankProxy(D, sample_rows(len(D), 2000, 0))
     powers = [float(p) for p in args.powers.split(",")]
     ref = evaluate_config(D, parse_config("float"), task, doc_ids=dids, fits=fits)["score"]
-    print(f"{args.emb}: {len(D):,} documents, {len(task.queries):,} queries, float nDCG@10 {ref:.4f}; codes fitted on "
-          f"{'all documents' if fit_on is None else f'{len(fit_on):,} sampled documents'}", flush=True)
+    print(
+        f"{args.emb}: {len(D):,} documents, {len(task.queries):,} queries, float nDCG@10 {ref:.4f}; codes fitted on "
+        f"{'all documents' if fit_on is None else f'{len(fit_on):,} sampled documents'}",
+        flush=True,
+    )
     print(f"  {'configuration':22s} {'':9s} " + " ".join(f"{'P=' + format(p, 'g'):>8s}" for p in powers))
     for spec in args.specs:
         cfg = parse_config(spec)
@@ -56,10 +59,15 @@ def main() -> None:
         ret = [r["score"] / ref for r in rows]
         best = powers[int(np.argmax(ret))]
         best_proxy = powers[int(np.argmax([r["rank_proxy"] for r in rows]))]
-        print(f"  {spec:22s} retention " + " ".join(f"{100 * v:7.2f}%" for v in ret)
-              + f"   best P {best:g} (fit {fit_s:.0f} s)")
-        print(f"  {'':22s} proxy     " + " ".join(f"{r['rank_proxy']:8.4f}" for r in rows)
-              + f"   best P {best_proxy:g}", flush=True)
+        print(
+            f"  {spec:22s} retention "
+            + " ".join(f"{100 * v:7.2f}%" for v in ret)
+            + f"   best P {best:g} (fit {fit_s:.0f} s)"
+        )
+        print(
+            f"  {'':22s} proxy     " + " ".join(f"{r['rank_proxy']:8.4f}" for r in rows) + f"   best P {best_proxy:g}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

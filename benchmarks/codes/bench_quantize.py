@@ -39,19 +39,25 @@ def main() -> None:
     assert np.array_equal(b.transform(X), quantize_embeddings(X, precision="ubinary"))
     t_st = best_of(lambda: quantize_embeddings(X, precision="ubinary"))
     t_ours = best_of(lambda: b.transform(X))
-    print(f"binary  sentence-transformers {t_st:6.3f} s ({gb / t_st:5.2f} GB/s) | embcompress {t_ours:6.3f} s "
-          f"({gb / t_ours:5.2f} GB/s) | speed-up {t_st / t_ours:.2f}x (aim >= 1x)")
+    print(
+        f"binary  sentence-transformers {t_st:6.3f} s ({gb / t_st:5.2f} GB/s) | embcompress {t_ours:6.3f} s "
+        f"({gb / t_ours:5.2f} GB/s) | speed-up {t_st / t_ours:.2f}x (aim >= 1x)"
+    )
 
     q = Int8().fit(X)
     assert np.array_equal(q.transform(X), quantize_embeddings(X, precision="int8", ranges=q.ranges_))
     t_st = best_of(lambda: quantize_embeddings(X, precision="int8", ranges=q.ranges_))
     t_ours = best_of(lambda: q.transform(X))
-    print(f"int8    sentence-transformers {t_st:6.3f} s ({gb / t_st:5.2f} GB/s) | embcompress {t_ours:6.3f} s "
-          f"({gb / t_ours:5.2f} GB/s) | speed-up {t_st / t_ours:.2f}x (aim >= 2x); codes identical")
+    print(
+        f"int8    sentence-transformers {t_st:6.3f} s ({gb / t_st:5.2f} GB/s) | embcompress {t_ours:6.3f} s "
+        f"({gb / t_ours:5.2f} GB/s) | speed-up {t_st / t_ours:.2f}x (aim >= 2x); codes identical"
+    )
     t_st_cal = best_of(lambda: quantize_embeddings(X, precision="int8"), 1)
     t_ours_cal = best_of(lambda: Int8().fit(X).transform(X), 1)
-    print(f"int8 incl. calibration on X     {t_st_cal:6.3f} s                 | embcompress {t_ours_cal:6.3f} s"
-          f"                 | speed-up {t_st_cal / t_ours_cal:.2f}x")
+    print(
+        f"int8 incl. calibration on X     {t_st_cal:6.3f} s                 | embcompress {t_ours_cal:6.3f} s"
+        f"                 | speed-up {t_st_cal / t_ours_cal:.2f}x"
+    )
     X = None  # frees the array (the timed closures above are not called again)
 
     P = rng.standard_normal((args.pca_rows, args.dim), dtype=np.float32)
@@ -65,15 +71,19 @@ def main() -> None:
     # variance captured by each 256-d subspace (ours is the exact top-k; randomized is approximate)
     cap_ours = float(ours.explained_variance_ratio_[: args.pca_dim].sum())
     cap_sk = float(ref.explained_variance_ratio_.sum())
-    print(f"PCA fit {args.pca_rows:,} x {args.dim} -> {args.pca_dim}: embcompress {t_ours:6.2f} s | "
-          f"sklearn PCA(n_components={args.pca_dim}) [solver {ref._fit_svd_solver}] {t_sk:6.2f} s | "
-          f"speed-up {t_sk / t_ours:.1f}x (aim >= 5x); variance captured {cap_ours:.4f} vs {cap_sk:.4f}")
+    print(
+        f"PCA fit {args.pca_rows:,} x {args.dim} -> {args.pca_dim}: embcompress {t_ours:6.2f} s | "
+        f"sklearn PCA(n_components={args.pca_dim}) [solver {ref._fit_svd_solver}] {t_sk:6.2f} s | "
+        f"speed-up {t_sk / t_ours:.1f}x (aim >= 5x); variance captured {cap_ours:.4f} vs {cap_sk:.4f}"
+    )
     if not args.skip_full_pca:
         t0 = time.perf_counter()
         full = SkPCA().fit(P)
         t_full = time.perf_counter() - t0
-        print(f"PCA fit, sklearn default PCA() (all components) [solver {full._fit_svd_solver}] {t_full:6.2f} s | "
-              f"speed-up {t_full / t_ours:.1f}x")
+        print(
+            f"PCA fit, sklearn default PCA() (all components) [solver {full._fit_svd_solver}] {t_full:6.2f} s | "
+            f"speed-up {t_full / t_ours:.1f}x"
+        )
 
 
 if __name__ == "__main__":

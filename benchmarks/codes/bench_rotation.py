@@ -27,7 +27,9 @@ from embcompress.core._parallel import num_threads  # noqa: E402
 def correlated(n: int, d: int, rng) -> np.ndarray:
     """Rows with a decaying spectrum and a shared offset, unit length, like sentence embeddings."""
     basis = np.linalg.qr(rng.standard_normal((d, d)))[0].astype(np.float32)
-    X = (rng.standard_normal((n, d)).astype(np.float32) * np.linspace(1.0, 0.05, d, dtype=np.float32)) @ basis + 0.3 / np.sqrt(d)
+    X = (
+        rng.standard_normal((n, d)).astype(np.float32) * np.linspace(1.0, 0.05, d, dtype=np.float32)
+    ) @ basis + 0.3 / np.sqrt(d)
     return X / np.linalg.norm(X, axis=1, keepdims=True)
 
 

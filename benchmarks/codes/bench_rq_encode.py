@@ -3,7 +3,8 @@
 beam, ``rq`` encodes through faiss's table-based beam search (precomputed codeword inner
 products); the script prints both speeds, their ratio and how many rows get the same codes.
 
-    python benchmarks/codes/bench_rq_encode.py [--emb corpus.parquet] [--rows 20000] [--fit-rows 15000] [--specs rq:24,rq:24:beam=4]
+    python benchmarks/codes/bench_rq_encode.py [--emb corpus.parquet] [--rows 20000] [--fit-rows 15000] [--specs
+    rq:24,rq:24:beam=4]
 
 Without ``--emb`` the vectors are synthetic (a decaying spectrum, unit norm, 384 dims).
 """
@@ -39,10 +40,15 @@ def main() -> None:
         X = read_all(args.emb)[0].astype(np.float32)[: args.fit_rows + args.rows]
     else:
         X = correlated(args.fit_rows + args.rows, 384, np.random.default_rng(0))
-    fit, enc = X[: args.fit_rows], np.ascontiguousarray(X[args.fit_rows:])
-    print(f"rq encoding: {len(enc):,} rows x {X.shape[1]} dims ({args.emb or 'synthetic'}), codebooks fitted on "
-          f"{len(fit):,} other rows, {threads} threads")
-    print(f"  {'spec':18s} {'faiss plain rows/s':>19s} {'ours rows/s':>12s} {'ratio':>7s}   same codes   error ours / plain")
+    fit, enc = X[: args.fit_rows], np.ascontiguousarray(X[args.fit_rows :])
+    print(
+        f"rq encoding: {len(enc):,} rows x {X.shape[1]} dims ({args.emb or 'synthetic'}), codebooks fitted on "
+        f"{len(fit):,} other rows, {threads} threads"
+    )
+    print(
+        f"  {'spec':18s} {'faiss plain rows/s':>19s} {'ours rows/s':>12s} {'ratio':>7s}   same codes   error ours / "
+        "plain"
+    )
     for spec in args.specs.split(","):
         c = from_spec(spec).fit(fit)
         m, k, d = c.codebooks_.shape
@@ -58,8 +64,11 @@ def main() -> None:
         t_ours = time.perf_counter() - t0
         same = float((ours == theirs).all(axis=1).mean())
         err = [float(((c.decode(x) - enc) ** 2).sum(axis=1).mean()) for x in (ours, theirs)]
-        print(f"  {spec:18s} {len(enc) / t_ref:19,.0f} {len(enc) / t_ours:12,.0f} {t_ref / t_ours:6.2f}x   {same:10.4f}"
-              f"   {err[0]:.5f} / {err[1]:.5f}", flush=True)
+        print(
+            f"  {spec:18s} {len(enc) / t_ref:19,.0f} {len(enc) / t_ours:12,.0f} {t_ref / t_ours:6.2f}x   {same:10.4f}"
+            f"   {err[0]:.5f} / {err[1]:.5f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

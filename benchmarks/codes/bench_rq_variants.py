@@ -47,7 +47,7 @@ def icm_sweeps(R: np.ndarray, codes: np.ndarray, C: np.ndarray, sweeps: int):
     """Improve additive codes in place of a copy: for each codebook in turn, the codeword nearest
     to what the other codebooks leave. ``R`` is the residual of ``codes``. Returns (codes, R)."""
     R, codes = R.copy(), codes.copy()
-    norms = (C ** 2).sum(-1)
+    norms = (C**2).sum(-1)
     for _ in range(sweeps):
         for j in range(C.shape[0]):
             Rj = R + C[j][codes[:, j]]
@@ -133,8 +133,11 @@ def main() -> None:
 
     ref = ndcg(D)
     mean = D[pool].mean(0)
-    print(f"{args.emb}: {len(D):,} documents, {len(Q):,} queries, float nDCG@10 {ref:.4f}; rq:{args.m} fitted on "
-          f"{len(pool):,} documents, encoding all (half-new)", flush=True)
+    print(
+        f"{args.emb}: {len(D):,} documents, {len(Q):,} queries, float nDCG@10 {ref:.4f}; rq:{args.m} fitted on "
+        f"{len(pool):,} documents, encoding all (half-new)",
+        flush=True,
+    )
     print(f"  {'variant':14s} {'half-new':>8s} {'mse unseen':>10s} {'mse seen':>9s} {'fit s':>6s} {'enc rows/s':>10s}")
     plain = None
     for v in args.variants:
@@ -149,7 +152,7 @@ def main() -> None:
         elif kind == "weighted":
             lam, V = np.linalg.eigh((D[pool].T @ D[pool]).astype(np.float64) / len(pool))
             lam = np.maximum(lam, lam.max() * 1e-6) ** (float(arg) / 2)
-            S = ((V * lam) @ V.T / np.sqrt(np.mean(lam ** 2))).astype(np.float32)
+            S = ((V * lam) @ V.T / np.sqrt(np.mean(lam**2))).astype(np.float32)
             C = (faiss_rq((D[pool] - mean) @ S, args.m, False) @ np.linalg.inv(S)).astype(np.float32)
         else:
             C = faiss_rq(D[pool] - mean, args.m, True)
@@ -166,8 +169,11 @@ def main() -> None:
         rate = len(D) / (time.perf_counter() - t0)
         X = decode(mean, C, codes)
         err = ((X - D) ** 2).sum(1)
-        print(f"  {v:14s} {100 * ndcg(X) / ref:7.2f}% {err[unseen].mean():10.5f} {err[pool].mean():9.5f} {fit:6.1f} "
-              f"{rate:10,.0f}", flush=True)
+        print(
+            f"  {v:14s} {100 * ndcg(X) / ref:7.2f}% {err[unseen].mean():10.5f} {err[pool].mean():9.5f} {fit:6.1f} "
+            f"{rate:10,.0f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ alternates codebook training and rotation updates ``OPQ.rotation_iterations`` ti
 nDCG@10 retention out-of-sample (2-fold; every document encoded by a model fitted on the other
 half) and the fit's seconds, one set per run, and a table over every set run so far.
 
-    python benchmarks/codes/bench_train_settings.py run --emb bench-data/debian-ir --qrels ../shared/data/debian-ir/qrels.tsv.gz \\
-        --name Debian --model MiniLM --fit-rows 10000 --queries 2000 --json benchmarks/results/train-settings-debian-minilm.json
+    python benchmarks/codes/bench_train_settings.py run --emb bench-data/debian-ir --qrels
+    ../shared/data/debian-ir/qrels.tsv.gz \\
+        --name Debian --model MiniLM --fit-rows 10000 --queries 2000 --json
+        benchmarks/results/train-settings-debian-minilm.json
     python benchmarks/codes/bench_train_settings.py table benchmarks/results/train-settings-*.json
 
 ``--only ATTRIBUTE`` measures one of them (``--only beam_kmeans_iterations``: ``rq:M:beam=4`` alone).
@@ -34,10 +36,14 @@ import numpy as np
 
 #: (family, class attribute, values; the first is the default the setting was first measured against:
 #: faiss's own, for the ones since changed)
-SETTINGS = (("rq", "progressive_steps", (10, 3)), ("rq", "kmeans_iterations", (10, 5, 3)),
-            ("rq", "beam_kmeans_iterations", (10, 5, 3)), ("opq", "rotation_iterations", (50, 20, 10)),
-            ("rq", "beam_kmeans_max_points_per_centroid", (256, 64)),
-            ("opq", "rotation_max_rows", (65_536, 10_000, 5_000)))
+SETTINGS = (
+    ("rq", "progressive_steps", (10, 3)),
+    ("rq", "kmeans_iterations", (10, 5, 3)),
+    ("rq", "beam_kmeans_iterations", (10, 5, 3)),
+    ("opq", "rotation_iterations", (50, 20, 10)),
+    ("rq", "beam_kmeans_max_points_per_centroid", (256, 64)),
+    ("opq", "rotation_max_rows", (65_536, 10_000, 5_000)),
+)
 #: (family, spec parameter, values; the first is today's default): settings given in the spec,
 #: measured at two widths (a half and a quarter of the dimensions, as the report's grid has them)
 SPEC_SETTINGS = (("geopres", "min_steps", (300, 150)), ("geopres", "batch_size", (2048, 1024, 512)))
@@ -54,9 +60,11 @@ def configs(dim: int, ratio: int, only: str | None = None) -> list[tuple[str, st
         if family == "opq":
             specs = [f"opq:{b}"]
         else:  # the beam's iterations apply to rq:M:beam=4 alone, the plain ones to rq:M alone
-            specs = {"beam_kmeans_iterations": [f"rq:{b}:beam=4"], "beam_kmeans_max_points_per_centroid": [f"rq:{b}:beam=4"],
-                     "kmeans_iterations": [f"rq:{b}"]}.get(
-                attr, [f"rq:{b}:beam=4", f"rq:{b}"])
+            specs = {
+                "beam_kmeans_iterations": [f"rq:{b}:beam=4"],
+                "beam_kmeans_max_points_per_centroid": [f"rq:{b}:beam=4"],
+                "kmeans_iterations": [f"rq:{b}"],
+            }.get(attr, [f"rq:{b}:beam=4", f"rq:{b}"])
         out += [(spec, family.upper(), attr, v) for spec in specs for v in values]
     for family, param, values in SPEC_SETTINGS:
         if only and param != only:
@@ -76,10 +84,25 @@ def run(args) -> None:
     D, dids, task, _ = load_set(args.emb, args.qrels, queries=args.queries)
     ref = run_configs(D, task, ["float"], doc_ids=dids)[0]
     fit_rows = CrossFit(D, 2, fit_rows=args.fit_rows).fit_rows
-    print(f"{args.name} ({args.model}), {len(D):,} documents x {D.shape[1]}, {len(task.queries):,} queries; float32 nDCG@10 "
-          f"{ref['score']:.4f}; each model fitted on {fit_rows:,} rows; {time.strftime('%Y-%m-%d %H:%M')}\n{HEADER}", flush=True)
-    out = {"set": args.name, "model": args.model, "documents": len(D), "queries": len(task.queries), "dim": int(D.shape[1]),
-           "fit_rows": fit_rows, "ratio": args.ratio, "seed": args.seed or 0, "float": ref["score"], "date": time.strftime("%Y-%m-%d"), "rows": []}
+    print(
+        f"{args.name} ({args.model}), {len(D):,} documents x {D.shape[1]}, {len(task.queries):,} queries; float32 "
+        "nDCG@10 "
+        f"{ref['score']:.4f}; each model fitted on {fit_rows:,} rows; {time.strftime('%Y-%m-%d %H:%M')}\n{HEADER}",
+        flush=True,
+    )
+    out = {
+        "set": args.name,
+        "model": args.model,
+        "documents": len(D),
+        "queries": len(task.queries),
+        "dim": int(D.shape[1]),
+        "fit_rows": fit_rows,
+        "ratio": args.ratio,
+        "seed": args.seed or 0,
+        "float": ref["score"],
+        "date": time.strftime("%Y-%m-%d"),
+        "rows": [],
+    }
     if args.json and Path(args.json).is_file():  # resume
         out["rows"] = json.loads(Path(args.json).read_text())["rows"]
     done = {(r["config"], r["setting"]) for r in out["rows"]}
@@ -93,7 +116,9 @@ def run(args) -> None:
         if (spec, setting) in done:
             continue
         if cls_name is None:  # a parameter of the spec
-            r = our_rows(D, dids, task, ["float", f"{spec}:{attr}={value}"], CrossFit(D, 2, fit_rows=args.fit_rows), 1.0)[0]
+            r = our_rows(
+                D, dids, task, ["float", f"{spec}:{attr}={value}"], CrossFit(D, 2, fit_rows=args.fit_rows), 1.0
+            )[0]
         else:
             cls = getattr(comps, cls_name)
             before = getattr(cls, attr)
@@ -103,8 +128,23 @@ def run(args) -> None:
             finally:
                 setattr(cls, attr, before)
         print_row({**r, "config": f"{spec} {setting}"})
-        out["rows"].append({"config": spec, "setting": setting, **{k: r[k] for k in (
-            "bytes_per_vector", "retention", "retention_in_sample", "retention_half_new", "fit_seconds", "encode_rows_per_second")}})
+        out["rows"].append(
+            {
+                "config": spec,
+                "setting": setting,
+                **{
+                    k: r[k]
+                    for k in (
+                        "bytes_per_vector",
+                        "retention",
+                        "retention_in_sample",
+                        "retention_half_new",
+                        "fit_seconds",
+                        "encode_rows_per_second",
+                    )
+                },
+            }
+        )
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(json.dumps(out, indent=1, default=float))
@@ -127,8 +167,14 @@ def table(paths: list[str]) -> None:
         ratio = res.get("ratio") or (4 * res["dim"] // res["rows"][0]["bytes_per_vector"] if res["rows"] else 0)
         groups.setdefault(f"{res['set']}/{res['model']} {ratio}x", []).append(res)
     heads = [name if len(g) == 1 else f"{name} x{len(g)}" for name, g in groups.items()]
-    print(f"{'code':16s} {'setting':26s} " + " ".join(f"{s[-22:]:>22s}" for s in heads) + f" {'mean':>7s} {'fit s (mean)':>12s}")
-    keys = list(dict.fromkeys((code_of(r["config"]), r["setting"]) for g in groups.values() for res in g for r in res["rows"]))
+    print(
+        f"{'code':16s} {'setting':26s} "
+        + " ".join(f"{s[-22:]:>22s}" for s in heads)
+        + f" {'mean':>7s} {'fit s (mean)':>12s}"
+    )
+    keys = list(
+        dict.fromkeys((code_of(r["config"]), r["setting"]) for g in groups.values() for res in g for r in res["rows"])
+    )
     for code, setting in keys:
         cells, fits = [], []
         for g in groups.values():
@@ -154,9 +200,13 @@ def main() -> None:
     r.add_argument("--json", default=None)
     r.add_argument("--only", default=None, help="one setting's attribute (e.g. kmeans_iterations)")
     r.add_argument("--values", default=None, help="with --only, these of its values alone (comma-separated)")
-    r.add_argument("--seed", type=int, default=None,
-                   help="the codes' seed (spec parameter seed=K; default: the spec's own, 0): a setting's gain measured "
-                        "again with other samples and initial codebooks")
+    r.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="the codes' seed (spec parameter seed=K; default: the spec's own, 0): a setting's gain measured "
+        "again with other samples and initial codebooks",
+    )
     t = sub.add_parser("table")
     t.add_argument("results", nargs="+")
     args = ap.parse_args()

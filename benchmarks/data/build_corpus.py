@@ -3,7 +3,8 @@
 Each function or class docstring with a summary line and a body of at least 80 characters gives a
 document (the body) and a natural query shorter than it (the summary line); the query's one
 relevant document is its own body. Repeated queries and documents are dropped across the whole
-set (the first kept, in the order of corpus_packages.txt; at most 4,000 from one package). The packages are fetched as wheels by ``pip
+set (the first kept, in the order of corpus_packages.txt; at most 4,000 from one package). The packages are fetched as
+wheels by ``pip
 download`` (a package registry, the only network this needs) and read as zip archives: nothing is
 installed, imported or executed. torch is read from the installed copy pinned by constraints.txt.
 
@@ -95,10 +96,15 @@ def build_pairs(cache: Path, min_docs: int):
             yield from pool.imap(_wheel_pairs, fetch_wheels(cache), chunksize=4)
         torch_dir = installed_torch()
         if torch_dir is not None:
-            yield [p for module, source in _sources_under(torch_dir) for p in _pairs_from_source(source, f"torch.{module}", 80)]
+            yield [
+                p
+                for module, source in _sources_under(torch_dir)
+                for p in _pairs_from_source(source, f"torch.{module}", 80)
+            ]
 
-    pairs = unique_pairs(p for group in per_package() for p in unique_pairs(group, PER_PACKAGE)
-                         if len(p.query) < len(p.document))
+    pairs = unique_pairs(
+        p for group in per_package() for p in unique_pairs(group, PER_PACKAGE) if len(p.query) < len(p.document)
+    )
     if len(pairs) < min_docs:
         raise SystemExit(f"only {len(pairs)} documents from the pinned packages; at least {min_docs} were asked for")
     return pairs
@@ -134,7 +140,9 @@ def write_beir(out: Path, pairs, picked: list[int], kept: list[int]) -> None:
             for i in rows:
                 f.write(json.dumps({"_id": pairs[i].id, "text": getattr(pairs[i], field)}, ensure_ascii=False) + "\n")
         os.replace(tmp, out / f"{name}.jsonl.gz")
-    (out / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{pairs[i].id}\t{pairs[i].id}\t1\n" for i in picked))
+    (out / "qrels.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{pairs[i].id}\t{pairs[i].id}\t1\n" for i in picked)
+    )
 
 
 def embed_resumable(model, texts: list[str], parts: Path, label: str) -> np.ndarray:
@@ -159,7 +167,9 @@ def embed_resumable(model, texts: list[str], parts: Path, label: str) -> np.ndar
             done += len(rows)
             rate = done / (time.perf_counter() - t0)
             left = (len(texts) - start - len(rows)) / rate
-            print(f"  {label}: {start + len(rows):,}/{len(texts):,}  {rate:.0f}/s  ~{left / 60:.0f} min left", flush=True)
+            print(
+                f"  {label}: {start + len(rows):,}/{len(texts):,}  {rate:.0f}/s  ~{left / 60:.0f} min left", flush=True
+            )
         if out is None:
             out = np.empty((len(texts), X.shape[1]), np.float32)
         out[rows] = X
@@ -172,9 +182,15 @@ def main() -> None:
     ap.add_argument("--wheels", default="bench-data/wheels", help="where the pinned wheels are kept")
     ap.add_argument("--queries", type=int, default=20000, help="a seeded sample of this many queries is judged")
     ap.add_argument("--min-docs", type=int, default=200000)
-    ap.add_argument("--max-docs", type=int, default=250000,
-                    help="documents kept: every judged one and a seeded sample of the others (0: all of them)")
-    ap.add_argument("--model", default=None, help="a local sentence-transformers directory (default: the packaged MiniLM)")
+    ap.add_argument(
+        "--max-docs",
+        type=int,
+        default=250000,
+        help="documents kept: every judged one and a seeded sample of the others (0: all of them)",
+    )
+    ap.add_argument(
+        "--model", default=None, help="a local sentence-transformers directory (default: the packaged MiniLM)"
+    )
     ap.add_argument("--model-label", default="minilm", help="the folder under OUT for this model's embeddings")
     ap.add_argument("--max-seq-length", type=int, default=256, help="tokens per text (MiniLM's own setting: 256)")
     ap.add_argument("--seed", type=int, default=0)
@@ -192,15 +208,21 @@ def main() -> None:
     write_beir(out, pairs, picked, kept)
     lengths = np.array([len(pairs[i].document) for i in kept])
     qlen = np.array([len(pairs[i].query) for i in picked])
-    print(f"{len(kept):,} documents of {len(pairs):,} pairs (median {np.median(lengths):.0f} chars), {len(picked):,} judged "
-          f"queries (median {np.median(qlen):.0f} chars) from {len(pinned())} pinned packages and torch in "
-          f"{time.perf_counter() - t0:.0f} s", flush=True)
+    print(
+        f"{len(kept):,} documents of {len(pairs):,} pairs (median {np.median(lengths):.0f} chars), {len(picked):,} "
+        "judged "
+        f"queries (median {np.median(qlen):.0f} chars) from {len(pinned())} pinned packages and torch in "
+        f"{time.perf_counter() - t0:.0f} s",
+        flush=True,
+    )
 
     emb = out / args.model_label
     model = load_bench_model(args.model, args.max_seq_length)
     name = args.model or DEFAULT_MODEL
-    for label, ids, texts in (("queries", [pairs[i].id for i in picked], [pairs[i].query for i in picked]),
-                              ("corpus", [pairs[i].id for i in kept], [pairs[i].document for i in kept])):
+    for label, ids, texts in (
+        ("queries", [pairs[i].id for i in picked], [pairs[i].query for i in picked]),
+        ("corpus", [pairs[i].id for i in kept], [pairs[i].document for i in kept]),
+    ):
         path = emb / f"{label}.parquet"
         if path.exists():
             print(f"{path} exists, kept")

@@ -1,9 +1,11 @@
 """Embed the Debian package-description retrieval set (../shared/data/debian-ir, BEIR layout) with
-the packaged all-MiniLM-L6-v2 (or ``--model DIR``, any local sentence-transformers model) and cache corpus and query embeddings as parquet vector dumps.
+the packaged all-MiniLM-L6-v2 (or ``--model DIR``, any local sentence-transformers model) and cache corpus and query
+embeddings as parquet vector dumps.
 Slow on a CPU (about 30 documents/s on 2 cores); run once, later benchmarks read the cache.
 
     python benchmarks/data/embed_debian_ir.py [--data ../shared/data/debian-ir] [--out bench-data/debian-ir]
-    python benchmarks/data/embed_debian_ir.py --model bench-data/models/mpnet-static-256 --out bench-data/debian-ir/mpnet-static
+    python benchmarks/data/embed_debian_ir.py --model bench-data/models/mpnet-static-256 --out
+    bench-data/debian-ir/mpnet-static
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ def main() -> None:
     ap.add_argument("--data", default=str(DEBIAN))
     ap.add_argument("--out", default="bench-data/debian-ir")
     ap.add_argument("--limit", type=int, default=None, help="first N documents and their queries only")
-    ap.add_argument("--model", default=None, help="a local sentence-transformers directory (default: the packaged MiniLM)")
+    ap.add_argument(
+        "--model", default=None, help="a local sentence-transformers directory (default: the packaged MiniLM)"
+    )
     ap.add_argument("--backend", default="torch", help="torch, onnx or onnx-int8 (as embed --backend)")
     ap.add_argument("--max-seq-length", type=int, default=256, help="tokens per text (MiniLM's own setting: 256)")
     args = ap.parse_args()
@@ -36,7 +40,11 @@ def main() -> None:
     model = load_bench_model(args.model, args.max_seq_length, args.backend)  # long descriptions are cut there
     doc_ids = list(data.corpus)[: args.limit]
     for name, ids, texts in (
-        ("queries", [q for q in data.queries if args.limit is None or any(d in set(doc_ids) for d in data.qrels.get(q, {}))], data.queries),
+        (
+            "queries",
+            [q for q in data.queries if args.limit is None or any(d in set(doc_ids) for d in data.qrels.get(q, {}))],
+            data.queries,
+        ),
         ("corpus", doc_ids, data.corpus),
     ):
         path = out / f"{name}.parquet"

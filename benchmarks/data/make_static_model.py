@@ -42,10 +42,12 @@ def token_vectors(model, batch: int = 512) -> np.ndarray:
     out = np.empty((len(ids), auto.config.hidden_size), dtype=np.float32)
     with torch.inference_mode():
         for s in range(0, len(ids), batch):
-            part = torch.from_numpy(ids[s: s + batch])
-            framed = torch.stack([torch.full_like(part, tok.cls_token_id), part, torch.full_like(part, tok.sep_token_id)], 1)
+            part = torch.from_numpy(ids[s : s + batch])
+            framed = torch.stack(
+                [torch.full_like(part, tok.cls_token_id), part, torch.full_like(part, tok.sep_token_id)], 1
+            )
             hidden = auto(input_ids=framed, attention_mask=torch.ones_like(framed)).last_hidden_state
-            out[s: s + len(part)] = hidden.mean(1).numpy()
+            out[s : s + len(part)] = hidden.mean(1).numpy()
     return out
 
 
@@ -84,8 +86,10 @@ def main() -> None:
     tmp = out.with_name(out.name + ".tmp")
     SentenceTransformer(modules=[static], device="cpu").save(str(tmp))
     tmp.rename(out)
-    print(f"{weights.shape[0]} tokens x {weights.shape[1]} dims distilled from {args.teacher} in "
-          f"{time.perf_counter() - t0:.0f} s -> {out}")
+    print(
+        f"{weights.shape[0]} tokens x {weights.shape[1]} dims distilled from {args.teacher} in "
+        f"{time.perf_counter() - t0:.0f} s -> {out}"
+    )
 
 
 if __name__ == "__main__":

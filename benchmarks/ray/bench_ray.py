@@ -43,18 +43,25 @@ START, END = "<!-- ray-table -->", "<!-- /ray-table -->"
 
 def table(run: dict) -> str:
     """Per code: the local engine's rows/s and each cluster size's, with its ratio to the local engine."""
-    out = ["| code | engine | wall | rows/s | against local | overhead per shard | output identical |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        "| code | engine | wall | rows/s | against local | overhead per shard | output identical |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in run["rows"]:
         if r["nodes"] == 0:
             engine, ratio, overhead, same = "local (every core)", "1.00x", "", ""
         else:
             engine, ratio = f"ray, {r['nodes']} node(s)", f"{r['ratio']:.2f}x"
             overhead, same = f"{r['overhead']:.2f} s", str(r["identical"])
-        out.append(f"| `{r['code']}` | {engine} | {r['wall_seconds']:.1f} s | {r['rows_per_second']:,.0f} | {ratio} "
-                   f"| {overhead} | {same} |")
-    out += ["", f"{run['shards']} shards x {run['rows_per_shard']:,} rows x {run['dim']} float32; worker nodes of one CPU "
-                f"each on this machine ({run['machine']}), a head that only schedules; {run['date']}."]
+        out.append(
+            f"| `{r['code']}` | {engine} | {r['wall_seconds']:.1f} s | {r['rows_per_second']:,.0f} | {ratio} "
+            f"| {overhead} | {same} |"
+        )
+    out += [
+        "",
+        f"{run['shards']} shards x {run['rows_per_shard']:,} rows x {run['dim']} float32; worker nodes of one CPU "
+        f"each on this machine ({run['machine']}), a head that only schedules; {run['date']}.",
+    ]
     return "\n".join(out)
 
 
@@ -74,8 +81,14 @@ def main() -> None:
     args = ap.parse_args()
     if args.table:
         return show_table(table(json.loads(Path(args.table).read_text())), args.readme, START, END)
-    run = {"shards": args.shards, "rows_per_shard": args.rows, "dim": args.dim, "machine": f"{os.cpu_count()} cores",
-           "date": time.strftime("%Y-%m-%d %H:%M"), "rows": []}
+    run = {
+        "shards": args.shards,
+        "rows_per_shard": args.rows,
+        "dim": args.dim,
+        "machine": f"{os.cpu_count()} cores",
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "rows": [],
+    }
     import ray
     from ray.cluster_utils import Cluster
 
@@ -111,13 +124,26 @@ def main() -> None:
                 wall = time.perf_counter() - t
                 size = sum(p.stat().st_size for p in dst.rglob("*.parquet"))
                 overhead = (wall * n - got["task_seconds"]) / args.shards
-                print(f"{spec}: ray, {n} worker node(s)       {wall:7.2f} s {rows / wall:10,.0f} rows/s  "
-                      f"{t_local / wall:5.2f}x local;  driver received {got['bytes']:,} B for {size:,} B of output "
-                      f"({100 * got['bytes'] / size:.4f}%);  overhead {overhead:5.2f} s per shard;  "
-                      f"identical: {_identical(local, dst)}", flush=True)
-                run["rows"].append({"code": spec, "nodes": n, "wall_seconds": wall, "rows_per_second": rows / wall,
-                                    "ratio": t_local / wall, "overhead": overhead, "identical": _identical(local, dst),
-                                    "driver_bytes": got["bytes"], "output_bytes": size})
+                print(
+                    f"{spec}: ray, {n} worker node(s)       {wall:7.2f} s {rows / wall:10,.0f} rows/s  "
+                    f"{t_local / wall:5.2f}x local;  driver received {got['bytes']:,} B for {size:,} B of output "
+                    f"({100 * got['bytes'] / size:.4f}%);  overhead {overhead:5.2f} s per shard;  "
+                    f"identical: {_identical(local, dst)}",
+                    flush=True,
+                )
+                run["rows"].append(
+                    {
+                        "code": spec,
+                        "nodes": n,
+                        "wall_seconds": wall,
+                        "rows_per_second": rows / wall,
+                        "ratio": t_local / wall,
+                        "overhead": overhead,
+                        "identical": _identical(local, dst),
+                        "driver_bytes": got["bytes"],
+                        "output_bytes": size,
+                    }
+                )
                 if args.json:
                     Path(args.json).write_text(json.dumps(run, indent=1))
             finally:

@@ -78,12 +78,19 @@ def main() -> None:
     ap.add_argument("--bits", default=None, help="a bits file written by binarize (its first --n rows)")
     ap.add_argument("--query-file", default=None, help="float queries for --bits")
     ap.add_argument("--no-usearch", action="store_true")
-    ap.add_argument("--add-rows", default=str(ann.GRAPH_ADD_ROWS), help="documents per faiss add call, comma-separated; all: one call")
+    ap.add_argument(
+        "--add-rows",
+        default=str(ann.GRAPH_ADD_ROWS),
+        help="documents per faiss add call, comma-separated; all: one call",
+    )
     args = ap.parse_args()
     exact, Q, qcodes = data(args)
     codes, width = exact.data, exact.width
-    print(f"{len(codes):,} codes of {width} bits ({codes.nbytes / 1e6:.0f} MB{', ' + args.bits if args.bits else ', synthetic'}), "
-          f"{len(Q):,} queries, k=10; {time.strftime('%Y-%m-%d %H:%M')}")
+    print(
+        f"{len(codes):,} codes of {width} bits ({codes.nbytes / 1e6:.0f} "
+        f"MB{', ' + args.bits if args.bits else ', synthetic'}), "
+        f"{len(Q):,} queries, k=10; {time.strftime('%Y-%m-%d %H:%M')}"
+    )
     t = time.perf_counter()
     ex = exact.search(Q, 10)
     t_exact = time.perf_counter() - t
@@ -104,8 +111,12 @@ def main() -> None:
                 res = hnsw.search(Q, 10)
                 secs = time.perf_counter() - t
                 r = recall_with_ties(res.rows, exact_dist, codes, qcodes)
-                print(f"{f'faiss IndexBinaryHNSW M={m} efC={efc}{step}, ef={ef}':<44} build {t_build:5.0f} s ({cpu:5.0f} cpu-s) "
-                      f"{len(Q) / secs:9,.0f} q/s   recall {r:.3f}   {t_exact / secs:5.1f}x the exact scan", flush=True)
+                print(
+                    f"{f'faiss IndexBinaryHNSW M={m} efC={efc}{step}, ef={ef}':<44} build {t_build:5.0f} s ({cpu:5.0f} "
+                    "cpu-s) "
+                    f"{len(Q) / secs:9,.0f} q/s   recall {r:.3f}   {t_exact / secs:5.1f}x the exact scan",
+                    flush=True,
+                )
             del hnsw
         ann.GRAPH_ADD_ROWS = GRAPH_ADD_ROWS
         if args.no_usearch:
@@ -124,8 +135,11 @@ def main() -> None:
             found = u.search(qcodes, 10)
             secs = time.perf_counter() - t
             r = recall_with_ties(np.asarray(found.keys, dtype=np.int64), exact_dist, codes, qcodes)
-            print(f"{f'usearch b1 hamming M={m} efC={efc}, ef={ef}':<44} build {t_ubuild:5.0f} s {'':14} "
-                  f"{len(Q) / secs:9,.0f} q/s   recall {r:.3f}   {t_exact / secs:5.1f}x the exact scan", flush=True)
+            print(
+                f"{f'usearch b1 hamming M={m} efC={efc}, ef={ef}':<44} build {t_ubuild:5.0f} s {'':14} "
+                f"{len(Q) / secs:9,.0f} q/s   recall {r:.3f}   {t_exact / secs:5.1f}x the exact scan",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -13,8 +13,10 @@ not care that rows repeat). References:
 * ``sq:2``: faiss ``IndexScalarQuantizer`` with 4 bits (faiss has no 2-bit scalar code; 192 B
   against our 96 B), its own codes.
 
-    python benchmarks/search/bench_single_query.py [--docs 1000000] [--repeat 5] [--json benchmarks/results/single-query.json]
-    python benchmarks/search/bench_single_query.py --table benchmarks/results/single-query.json [--readme benchmarks/search/README.md]
+    python benchmarks/search/bench_single_query.py [--docs 1000000] [--repeat 5] [--json
+    benchmarks/results/single-query.json]
+    python benchmarks/search/bench_single_query.py --table benchmarks/results/single-query.json [--readme
+    benchmarks/search/README.md]
 
 ``--table`` prints (or writes between ``<!-- single-query-table -->`` and its end marker) the table
 of a run's JSON: per code and number of queries, our queries/s and the ratio to faiss's.
@@ -84,11 +86,20 @@ def table(run: dict) -> str:
     for r in run["rows"]:
         by.setdefault((r["code"], r["bytes"], r["reference"]), {})[r["queries"]] = r
     for (code, nbytes, ref), cells in by.items():
-        out.append(f"| `{code}` | {nbytes} | {ref} | " + " | ".join(
-            "-" if n not in cells else f"{cells[n]['ours_qps']:,.0f} q/s (**{cells[n]['ratio']:.2f}x**)" for n in COUNTS) + " |")
-    out += ["", f"Ours over faiss's queries per second, in the same process; {run['docs']:,} codes ({run['vectors']:,} vectors "
-                f"tiled) x {run['dim']} dims, top 10, {run['threads']} threads, interleaved rounds, best of {run['repeat']} "
-                f"(1,000 queries: of 2); {run['machine']}, {run['date']}."]
+        out.append(
+            f"| `{code}` | {nbytes} | {ref} | "
+            + " | ".join(
+                "-" if n not in cells else f"{cells[n]['ours_qps']:,.0f} q/s (**{cells[n]['ratio']:.2f}x**)"
+                for n in COUNTS
+            )
+            + " |"
+        )
+    out += [
+        "",
+        f"Ours over faiss's queries per second, in the same process; {run['docs']:,} codes ({run['vectors']:,} vectors "
+        f"tiled) x {run['dim']} dims, top 10, {run['threads']} threads, interleaved rounds, best of {run['repeat']} "
+        f"(1,000 queries: of 2); {run['machine']}, {run['date']}.",
+    ]
     return "\n".join(out)
 
 
@@ -110,11 +121,24 @@ def main() -> None:
     X = correlated(200_000, d, rng)
     Q = correlated(1000, d, rng)
     tile = -(-n // len(X))
-    print(f"{n:,} codes (200,000 vectors tiled) x {d} dims, top-10, {threads} threads, "
-          f"{time.strftime('%Y-%m-%d %H:%M')}; interleaved rounds, best of {args.repeat} (1,000 queries: of 2)")
-    print(f"  {'code':9s} {'bytes':>5s} {'queries':>7s} {'ours q/s':>10s} {'faiss q/s':>10s} {'ours/faiss':>10s}   reference")
-    run = {"docs": n, "vectors": len(X), "dim": d, "threads": threads, "repeat": args.repeat,
-           "machine": f"{os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d %H:%M"), "rows": []}
+    print(
+        f"{n:,} codes (200,000 vectors tiled) x {d} dims, top-10, {threads} threads, "
+        f"{time.strftime('%Y-%m-%d %H:%M')}; interleaved rounds, best of {args.repeat} (1,000 queries: of 2)"
+    )
+    print(
+        f"  {'code':9s} {'bytes':>5s} {'queries':>7s} {'ours q/s':>10s} {'faiss q/s':>10s} {'ours/faiss':>10s}   "
+        "reference"
+    )
+    run = {
+        "docs": n,
+        "vectors": len(X),
+        "dim": d,
+        "threads": threads,
+        "repeat": args.repeat,
+        "machine": f"{os.cpu_count()} cores",
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "rows": [],
+    }
     for spec in args.codes.split(","):
         ours = from_spec(spec).fit(X[:20_000])  # a speed benchmark: the fit's size does not matter
         docs = np.tile(ours.transform(X), (tile, 1))[:n]
@@ -134,9 +158,22 @@ def main() -> None:
                 t = time.perf_counter()
                 ref.search(q, 10)
                 t_f = min(t_f, time.perf_counter() - t)
-            print(f"  {spec:9s} {docs.shape[1]:5d} {nq:7d} {nq / t_o:10,.1f} {nq / t_f:10,.1f} {t_f / t_o:9.2f}x   {label}", flush=True)
-            run["rows"].append({"code": spec, "bytes": int(docs.shape[1]), "queries": nq, "ours_qps": nq / t_o,
-                                "faiss_qps": nq / t_f, "ratio": t_f / t_o, "reference": label})
+            print(
+                f"  {spec:9s} {docs.shape[1]:5d} {nq:7d} {nq / t_o:10,.1f} {nq / t_f:10,.1f} {t_f / t_o:9.2f}x   "
+                f"{label}",
+                flush=True,
+            )
+            run["rows"].append(
+                {
+                    "code": spec,
+                    "bytes": int(docs.shape[1]),
+                    "queries": nq,
+                    "ours_qps": nq / t_o,
+                    "faiss_qps": nq / t_f,
+                    "ratio": t_f / t_o,
+                    "reference": label,
+                }
+            )
             if args.json:  # after every figure, so a stopped run keeps what it measured
                 Path(args.json).write_text(json.dumps(run, indent=1))
 

@@ -13,7 +13,8 @@ Steps, each timed:
 The exact first stage only: an HNSW first stage needs bits or floats (faiss), and a graph over ten
 million 384-bit codes takes over an hour to build here.
 
-    python benchmarks/serving/bench_plan_10m.py --dir bench-data/10m --queries-from bench-data/debian-ir/queries.parquet \
+    python benchmarks/serving/bench_plan_10m.py --dir bench-data/10m --queries-from
+    bench-data/debian-ir/queries.parquet \
         [--spec rotate:center=true+sq:1] [--candidates 100] [--json benchmarks/results/plan-10m.json]
 """
 
@@ -109,7 +110,17 @@ def main() -> None:
         )
         out["plan_seconds"] = time.perf_counter() - t
         wall, use = launched(
-            [sys.executable, "-m", "embcompress.cli", "apply", str(plan_dir), str(src), str(tiers), "--overwrite", "--json"]
+            [
+                sys.executable,
+                "-m",
+                "embcompress.cli",
+                "apply",
+                str(plan_dir),
+                str(src),
+                str(tiers),
+                "--overwrite",
+                "--json",
+            ]
         )
         res = json.loads(use["stdout"])
         out["apply"] = {
@@ -122,7 +133,8 @@ def main() -> None:
         }
         print(
             f"apply: {res['rows']:,} rows in {wall:.0f} s ({res['rows'] / wall:,.0f} rows/s), peak RSS "
-            f"{use['maxrss_kib'] / 1024:.0f} MiB; codes {res['first_bytes'] / 2**20:.0f} MiB, copy {res['copy_bytes'] / 2**30:.2f} GiB",
+            f"{use['maxrss_kib'] / 1024:.0f} MiB; codes {res['first_bytes'] / 2**20:.0f} MiB, copy "
+            f"{res['copy_bytes'] / 2**30:.2f} GiB",
             flush=True,
         )
     Q, _ = read_all(args.queries_from)
@@ -151,7 +163,8 @@ def main() -> None:
         served[mode] = json.loads(use["stdout"].strip().splitlines()[-1])
         s = served[mode][mode]
         print(
-            f"serve {mode}: p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms, peak RSS {served[mode]['peak_rss_mib']:.0f} MiB "
+            f"serve {mode}: p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms, peak RSS "
+            f"{served[mode]['peak_rss_mib']:.0f} MiB "
             f"(codes {served[mode]['first_stage_mib']:.0f} MiB)",
             flush=True,
         )
@@ -167,8 +180,10 @@ def main() -> None:
     recall = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got, exact)]))
     out["recall_at_10"] = recall
     out["exact_seconds"] = time.perf_counter() - t
-    print(f"recall@10 against exact float search over 10,000,000 rows, {args.candidates} candidates: {recall:.4f}",
-          flush=True)
+    print(
+        f"recall@10 against exact float search over 10,000,000 rows, {args.candidates} candidates: {recall:.4f}",
+        flush=True,
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
 

@@ -113,8 +113,9 @@ def tile_tiers(src: Path, dst: Path, rows: int) -> None:
     (dst / "tiers.json").write_text(json.dumps({**tiers, "rows": rows}))
 
 
-def measure_pick(pick: dict, k: int, docs_path: Path, scratch: Path, rows: int, queries_npy: Path, n: int,
-                 threads: int = 1) -> dict:
+def measure_pick(
+    pick: dict, k: int, docs_path: Path, scratch: Path, rows: int, queries_npy: Path, n: int, threads: int = 1
+) -> dict:
     """Fit the pick's first stage (and int8 calibration) on the set, write its tiers with ``apply``, tile them
     to ``rows`` and serve them from a fresh process, each query on ``threads`` threads."""
     import embcompress
@@ -132,8 +133,18 @@ def measure_pick(pick: dict, k: int, docs_path: Path, scratch: Path, rows: int, 
         apply_plan(plan_dir, docs_path, tiers, overwrite=True)
         tile_tiers(tiers, tiled, rows)
     r = subprocess.run(
-        [sys.executable, __file__, "serve", str(tiled), str(plan_dir), str(queries_npy), "--n", str(n),
-         "--threads", str(threads)],
+        [
+            sys.executable,
+            __file__,
+            "serve",
+            str(tiled),
+            str(plan_dir),
+            str(queries_npy),
+            "--n",
+            str(n),
+            "--threads",
+            str(threads),
+        ],
         capture_output=True,
         text=True,
         env={**os.environ, "EMBCOMPRESS_NUM_THREADS": str(threads)},
@@ -161,8 +172,9 @@ def refine_index(d: int, budget: int, refine: str, k_factor: float):
     return index
 
 
-def faiss_refine(D, dids, task, fits, float_score, budget: int, k_factor: int, refine: str, rows: int, n: int,
-                 timed: bool = True) -> dict:
+def faiss_refine(
+    D, dids, task, fits, float_score, budget: int, k_factor: int, refine: str, rows: int, n: int, timed: bool = True
+) -> dict:
     """faiss IndexRefine(IndexPQ(budget bytes), refine) at ``k_factor``: retention under the same folds and
     single-query time over ``rows`` tiled rows (the refine copy in RAM, as faiss holds it).
 
@@ -210,8 +222,10 @@ def faiss_again(args) -> None:
             k_factor = int(f["config"].split(" x")[-1])
             refine = "sq8" if "sq8" in f["config"] else "flat"
             new = faiss_refine(D, dids, task, fits, float_score, int(budget), k_factor, refine, 0, 0, timed=False)
-            print(f"  {budget:>3} B {f['config']:49s} {100 * f['retention']:6.2f}% -> {100 * new['retention']:6.2f}%",
-                  flush=True)
+            print(
+                f"  {budget:>3} B {f['config']:49s} {100 * f['retention']:6.2f}% -> {100 * new['retention']:6.2f}%",
+                flush=True,
+            )
             f.update({k: v for k, v in new.items() if k not in ("p50_ms", "p99_ms")})
         results["faiss_again"] = time.strftime("%Y-%m-%d %H:%M")
         Path(args.json).write_text(json.dumps(results, indent=1, default=float))
@@ -243,23 +257,44 @@ def reserve(args) -> None:
                 )
                 if name == "int8 on disk" and (os.cpu_count() or 1) > 1:  # one query on every core, against faiss's
                     p["served_all_threads"] = measure_pick(
-                        p, 10, Path(args.emb) / "corpus.parquet", Path(scratch), results["rows_served"],
-                        Path(scratch) / "q.npy", args.serve_queries, threads=os.cpu_count())
+                        p,
+                        10,
+                        Path(args.emb) / "corpus.parquet",
+                        Path(scratch),
+                        results["rows_served"],
+                        Path(scratch) / "q.npy",
+                        args.serve_queries,
+                        threads=os.cpu_count(),
+                    )
                 if p["copy"] in ("int8", "float16", "float32"):  # the same first stage alone, for the latency ratio
                     p["served_first_stage_alone"] = measure_pick(
-                        {**p, "copy": "none"}, 10, Path(args.emb) / "corpus.parquet", Path(scratch),
-                        results["rows_served"], Path(scratch) / "q.npy", args.serve_queries)
+                        {**p, "copy": "none"},
+                        10,
+                        Path(args.emb) / "corpus.parquet",
+                        Path(scratch),
+                        results["rows_served"],
+                        Path(scratch) / "q.npy",
+                        args.serve_queries,
+                    )
                 s = p["served"]
                 print(
-                    f"  {budget:>3} B {name:16s} warm p50 {s['warm']['p50_ms']:7.2f} ms p99 {s['warm']['p99_ms']:7.2f}  "
+                    f"  {budget:>3} B {name:16s} warm p50 {s['warm']['p50_ms']:7.2f} ms p99 {s['warm']['p99_ms']:7.2f} "
+                    " "
                     f"cold p50 {s['cold']['p50_ms']:7.2f} ms  peak RSS {s['peak_rss_mib']:.0f} MiB",
                     flush=True,
                 )
             for f in b.get("faiss", []):
                 for threads, suffix in ((1, ""), (os.cpu_count() or 1, "_all_threads")):
-                    t = faiss_latency(D, int(budget), int(f["config"].split(" x")[-1]),
-                                      "sq8" if "sq8" in f["config"] else "flat", results["rows_served"],
-                                      args.serve_queries, task.queries, threads=threads)
+                    t = faiss_latency(
+                        D,
+                        int(budget),
+                        int(f["config"].split(" x")[-1]),
+                        "sq8" if "sq8" in f["config"] else "flat",
+                        results["rows_served"],
+                        args.serve_queries,
+                        task.queries,
+                        threads=threads,
+                    )
                     f.update({f"{key}{suffix}": v for key, v in t.items()})
                 print(f"  {budget:>3} B {f['config']:49s} p50 {f['p50_ms']:7.2f} ms p99 {f['p99_ms']:7.2f}", flush=True)
             results["remeasured"] = time.strftime("%Y-%m-%d %H:%M")
@@ -304,26 +339,37 @@ def label_free_agreement(grid: PlanGrid, task: BothTask, ref: str = LABEL_FREE_R
     judged_of = {r.config: r.retention for r in grid.rows}
     per_free = {r.config: r.per_query for r in free_rows[1:]}
     out = {"reference": ref}
-    groups = {"codes only": lambda p: p.copy not in COPY_KINDS, **{f"{c} on disk": (lambda c: lambda p: p.copy == c)(c)
-                                                                  for c in grid.copies}, "any": lambda p: True}
+    groups = {
+        "codes only": lambda p: p.copy not in COPY_KINDS,
+        **{f"{c} on disk": (lambda c: lambda p: p.copy == c)(c) for c in grid.copies},
+        "any": lambda p: True,
+    }
     for name, keep in groups.items():
         j = max((p for p in judged_plans if keep(p)), key=lambda p: p.retention)
         f = max((p for p in free_plans if keep(p)), key=lambda p: p.retention)
         ties = near_ties(f, [p for p in free_plans if keep(p)], per_free, free_rows[0].score)
-        out[name] = {"judged_pick": j.config, "judged": j.retention, "label_free_pick": f.config,
-                     "label_free_pick_judged": judged_of[f.config], "label_free_retention": f.retention,
-                     "gap_points": 100 * (judged_of[f.config] - j.retention),
-                     "label_free_near_ties": [t.config for t in ties],
-                     "near_ties_judged": {t.config: judged_of[t.config] for t in ties}}
+        out[name] = {
+            "judged_pick": j.config,
+            "judged": j.retention,
+            "label_free_pick": f.config,
+            "label_free_pick_judged": judged_of[f.config],
+            "label_free_retention": f.retention,
+            "gap_points": 100 * (judged_of[f.config] - j.retention),
+            "label_free_near_ties": [t.config for t in ties],
+            "near_ties_judged": {t.config: judged_of[t.config] for t in ties},
+        }
     return out
 
 
 def _print_agreement(budget: int, agreement: dict) -> None:
     for name, a in agreement.items():
         if name != "reference":
-            print(f"  {budget:3d} B label-free {name:16s} judged pick {a['judged_pick']} {100 * a['judged']:.2f}%, "
-                  f"label-free pick {a['label_free_pick']} {100 * a['label_free_pick_judged']:.2f}% judged "
-                  f"({a['gap_points']:+.2f} points; {len(a['label_free_near_ties'])} near ties)", flush=True)
+            print(
+                f"  {budget:3d} B label-free {name:16s} judged pick {a['judged_pick']} {100 * a['judged']:.2f}%, "
+                f"label-free pick {a['label_free_pick']} {100 * a['label_free_pick_judged']:.2f}% judged "
+                f"({a['gap_points']:+.2f} points; {len(a['label_free_near_ties'])} near ties)",
+                flush=True,
+            )
 
 
 def main() -> None:
@@ -339,12 +385,22 @@ def main() -> None:
     ap.add_argument("--serve-queries", type=int, default=300)
     ap.add_argument("--json", default=None)
     ap.add_argument("--reserve", action="store_true", help="only measure the serving figures of --json's picks again")
-    ap.add_argument("--faiss-again", action="store_true", help="only measure faiss's retention again for --json's "
-                    "budgets (its single-query times are kept)")
-    ap.add_argument("--label-free-only", action="store_true", help="only rank again and add the label-free comparison "
-                    "to --json's budgets (what else they hold is kept)")
-    ap.add_argument("--no-serve", action="store_true", help="rank and compare with the label-free ranking only; "
-                    "measure the serving figures later, on a quiet machine, with --reserve")
+    ap.add_argument(
+        "--faiss-again",
+        action="store_true",
+        help="only measure faiss's retention again for --json's budgets (its single-query times are kept)",
+    )
+    ap.add_argument(
+        "--label-free-only",
+        action="store_true",
+        help="only rank again and add the label-free comparison to --json's budgets (what else they hold is kept)",
+    )
+    ap.add_argument(
+        "--no-serve",
+        action="store_true",
+        help="rank and compare with the label-free ranking only; "
+        "measure the serving figures later, on a quiet machine, with --reserve",
+    )
     args = ap.parse_args()
     if args.reserve:
         return reserve(args)
@@ -377,7 +433,8 @@ def main() -> None:
         dates = before["date"] if results["date"] in before["date"] else f"{before['date']}, {results['date']}"
         results = {**before, "date": dates, "budgets": dict(before["budgets"])}
     print(
-        f"{args.name} ({args.model}): {len(D):,} documents x {D.shape[1]}, {len(task.queries):,} queries, float nDCG@10 "
+        f"{args.name} ({args.model}): {len(D):,} documents x {D.shape[1]}, {len(task.queries):,} queries, float "
+        "nDCG@10 "
         f"{float_score:.4f}; retention out-of-sample (2 folds); served over {args.rows:,} tiled rows",
         flush=True,
     )
@@ -410,8 +467,11 @@ def main() -> None:
             for name, p in picks.items():
                 if args.no_serve:
                     out["picks"][name] = p
-                    print(f"  {budget:3d} B {name:16s} {p['label']:32s} {p['copy']:8s} x{p['candidates']:4d} "
-                          f"{100 * p['retention']:6.2f}%", flush=True)
+                    print(
+                        f"  {budget:3d} B {name:16s} {p['label']:32s} {p['copy']:8s} x{p['candidates']:4d} "
+                        f"{100 * p['retention']:6.2f}%",
+                        flush=True,
+                    )
                     continue
                 served = measure_pick(
                     p, 10, docs_path, Path(scratch), args.rows, Path(scratch) / "q.npy", args.serve_queries
@@ -430,14 +490,28 @@ def main() -> None:
                 Path(args.json).write_text(json.dumps(results, indent=1, default=float))
             k_factor = max(1, picks["int8 on disk"]["candidates"] // 10)
             out["faiss"] = [
-                faiss_refine(D, dids, judged_task, fits, float_score, budget, k_factor, refine, args.rows, args.serve_queries,
-                             timed=not args.no_serve)
+                faiss_refine(
+                    D,
+                    dids,
+                    judged_task,
+                    fits,
+                    float_score,
+                    budget,
+                    k_factor,
+                    refine,
+                    args.rows,
+                    args.serve_queries,
+                    timed=not args.no_serve,
+                )
                 for refine in ("sq8", "flat")
             ]
             for f in out["faiss"]:
                 timing = "" if args.no_serve else f"p50 {f['p50_ms']:7.2f} ms p99 {f['p99_ms']:7.2f} "
-                print(f"  {budget:3d} B {f['config']:49s} {100 * f['retention']:6.2f}%  {timing}"
-                      f"(RAM {f['ram_bytes_per_vector']} B/vector)", flush=True)
+                print(
+                    f"  {budget:3d} B {f['config']:49s} {100 * f['retention']:6.2f}%  {timing}"
+                    f"(RAM {f['ram_bytes_per_vector']} B/vector)",
+                    flush=True,
+                )
             results["budgets"][str(budget)] = out
             if args.json:
                 Path(args.json).parent.mkdir(parents=True, exist_ok=True)

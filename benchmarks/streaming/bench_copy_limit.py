@@ -48,7 +48,7 @@ def copy(src: np.ndarray, dst: np.ndarray, threads: int) -> None:
     bounds = np.linspace(0, len(src), threads + 1).astype(int)
 
     def part(i: int) -> None:
-        np.copyto(dst[bounds[i]:bounds[i + 1]], src[bounds[i]:bounds[i + 1]])
+        np.copyto(dst[bounds[i] : bounds[i + 1]], src[bounds[i] : bounds[i + 1]])
 
     workers = [threading.Thread(target=part, args=(i,)) for i in range(threads)]
     for w in workers:
@@ -110,8 +110,27 @@ def main() -> None:
     one_row = make_parquet(d / f"vec_1x{args.dim}.parquet", 1, args.dim, one_group=True)
     commands = {
         "binarize": lambda t, f=path: [exe, "binarize", str(f), str(out), "--overwrite", "--threads", str(t)],
-        "truncate": lambda t, f=path: [exe, "truncate", str(f), str(out), "--dim", "256", "--overwrite", "--threads", str(t)],
-        "apply int8": lambda t, f=path: [exe, "apply", str(model), str(f), str(out), "--overwrite", "--threads", str(t)],
+        "truncate": lambda t, f=path: [
+            exe,
+            "truncate",
+            str(f),
+            str(out),
+            "--dim",
+            "256",
+            "--overwrite",
+            "--threads",
+            str(t),
+        ],
+        "apply int8": lambda t, f=path: [
+            exe,
+            "apply",
+            str(model),
+            str(f),
+            str(out),
+            "--overwrite",
+            "--threads",
+            str(t),
+        ],
     }
     reader(2)  # the page cache holds the file from here on
     best: dict = {}
@@ -138,11 +157,16 @@ def main() -> None:
     out.unlink(missing_ok=True)
     start = best["start", 0]
     size_gb = path.stat().st_size / 1e9
-    print(f"{path.name}: {args.rows:,} x {args.dim} float32, {size_gb:.2f} GB; {time.strftime('%Y-%m-%d %H:%M')}; "
-          f"best of {args.repeat} interleaved rounds; process start (embcompress --version) {start:.2f} s, taken off the commands")
+    print(
+        f"{path.name}: {args.rows:,} x {args.dim} float32, {size_gb:.2f} GB; {time.strftime('%Y-%m-%d %H:%M')}; "
+        f"best of {args.repeat} interleaved rounds; process start (embcompress --version) {start:.2f} s, taken off the "
+        "commands"
+    )
     copy_gain = best["copy", 1] / best["copy", 2]
-    print(f"  {'':24s} {'1 thread s':>10s} {'2 threads s':>11s} {'speed-up':>9s} {'of copy':>8s}   "
-          f"{'command start s':>15s} {'speed-up':>9s} {'of copy':>8s} (less command start)")
+    print(
+        f"  {'':24s} {'1 thread s':>10s} {'2 threads s':>11s} {'speed-up':>9s} {'of copy':>8s}   "
+        f"{'command start s':>15s} {'speed-up':>9s} {'of copy':>8s} (less command start)"
+    )
 
     def scaling(one: float, two: float) -> tuple[float, float]:
         gain = one / two
@@ -159,8 +183,11 @@ def main() -> None:
             rest = f"   {s1:7.2f} {s2:7.2f} {g:8.2f}x {sh:8.2f}"
             one, two = one - start, two - start
         gain, share = scaling(one, two)
-        label = {"copy": f"memory copy ({nbytes / 1e9:.2f} GB)", "pread": "page cache read (pread)",
-                 "reader": "reader alone (decode)"}.get(key, key)
+        label = {
+            "copy": f"memory copy ({nbytes / 1e9:.2f} GB)",
+            "pread": "page cache read (pread)",
+            "reader": "reader alone (decode)",
+        }.get(key, key)
         print(f"  {label:24s} {one:10.2f} {two:11.2f} {gain:8.2f}x {share:8.2f}{rest}")
 
 

@@ -40,9 +40,17 @@ def main() -> None:
     ref = times["import numpy, pyarrow (reference)"]
     for label, t in times.items():
         print(f"{label:38s} {t:6.3f} s   {t / ref:5.2f}x the numpy+pyarrow import")
-    heavy = subprocess.run([py, "-c", "import sys, embcompress; print(','.join(sorted(m for m in "
-                            "('torch', 'sentence_transformers', 'sklearn', 'scipy', 'faiss', 'ray') if m in sys.modules)))"],
-                           capture_output=True, text=True, check=True).stdout.strip()
+    heavy = subprocess.run(
+        [
+            py,
+            "-c",
+            "import sys, embcompress; print(','.join(sorted(m for m in "
+            "('torch', 'sentence_transformers', 'sklearn', 'scipy', 'faiss', 'ray') if m in sys.modules)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     print(f"heavy packages imported by `import embcompress`: {heavy or 'none'}")
 
 

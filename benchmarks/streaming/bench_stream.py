@@ -39,7 +39,9 @@ from embcompress.engines.local import compress_file, fit_file  # noqa: E402
 def pyarrow_read(path: Path, tuned: bool) -> None:
     if tuned:
         pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
-        it = pf.iter_batches(batch_size=auto_batch_size(4 * pf.schema_arrow.field("embedding").type.list_size), columns=["embedding"])
+        it = pf.iter_batches(
+            batch_size=auto_batch_size(4 * pf.schema_arrow.field("embedding").type.list_size), columns=["embedding"]
+        )
     else:
         it = pq.ParquetFile(path).iter_batches(columns=["embedding"])
     for _ in it:
@@ -59,8 +61,10 @@ def main() -> None:
     size_gb = big.stat().st_size / 1e9
     n = reader_threads()
     groups = pq.ParquetFile(big).num_row_groups
-    print(f"file: {big} ({args.rows:,} x {args.dim} float32, {size_gb:.2f} GB on disk, {groups} row groups); "
-          f"{n} cores; best of {args.repeat}")
+    print(
+        f"file: {big} ({args.rows:,} x {args.dim} float32, {size_gb:.2f} GB on disk, {groups} row groups); "
+        f"{n} cores; best of {args.repeat}"
+    )
     exe = cli_path()
     out = d / "codes.parquet"
 
@@ -81,9 +85,16 @@ def main() -> None:
         "default": lambda: timed(lambda: pyarrow_read(big, False)),
         "ref": lambda: timed(lambda: pyarrow_read(big, True)),
         **{("decode", t): (lambda t=t: timed(lambda: decode_only(t))) for t in (1, n)},
-        **{("lib", t): (lambda t=t: timed(lambda: compress_file(comp, big, out, overwrite=True, threads=t))) for t in (1, n)},
-        **{("cli", t): (lambda t=t: run_measured([exe, "binarize", str(big), str(out), "--overwrite", "--threads", str(t)]))
-           for t in (1, n)},
+        **{
+            ("lib", t): (lambda t=t: timed(lambda: compress_file(comp, big, out, overwrite=True, threads=t)))
+            for t in (1, n)
+        },
+        **{
+            ("cli", t): (
+                lambda t=t: run_measured([exe, "binarize", str(big), str(out), "--overwrite", "--threads", str(t)])
+            )
+            for t in (1, n)
+        },
     }
     results: dict = {k: [] for k in jobs}
     for _ in range(args.repeat):
@@ -94,10 +105,14 @@ def main() -> None:
     t_lib = {t: best[("lib", t)] for t in (1, n)}
     t_decode = {t: best[("decode", t)] for t in (1, n)}
     runs = {t: best[("cli", t)] for t in (1, n)}
-    halves = {t: run_measured([exe, "binarize", str(small), str(out), "--overwrite", "--threads", str(t)]) for t in (1, n)}
+    halves = {
+        t: run_measured([exe, "binarize", str(small), str(out), "--overwrite", "--threads", str(t)]) for t in (1, n)
+    }
     t_fit = {t: best_of(lambda: fit_file(Int8(), big, threads=t), args.repeat) for t in (1, n)}
     # one row group of 137,500 rows (0.56 GB of values): the direct decoder splits it into spans
-    one = make_parquet(d / f"vec_{args.rows // 8}x{args.dim}_one_group.parquet", args.rows // 8, args.dim, seed=2, one_group=True)
+    one = make_parquet(
+        d / f"vec_{args.rows // 8}x{args.dim}_one_group.parquet", args.rows // 8, args.dim, seed=2, one_group=True
+    )
     one_gb = one.stat().st_size / 1e9
     pyarrow_read(one, True)
     t_one_ref = best_of(lambda: pyarrow_read(one, True), args.repeat)
@@ -105,7 +120,10 @@ def main() -> None:
     # a list-typed output (int8 codes, as wide as the input in values): pyarrow's nested writer sets the pace
     model = d / "int8_model"
     save(fit_file(Int8(), big, max_rows=65536), model, overwrite=True)
-    t_int8 = {t: run_measured([exe, "apply", str(model), str(big), str(out), "--overwrite", "--threads", str(t)]) for t in (1, n)}
+    t_int8 = {
+        t: run_measured([exe, "apply", str(model), str(big), str(out), "--overwrite", "--threads", str(t)])
+        for t in (1, n)
+    }
     int8_out = out.stat().st_size / 1e9
     os.remove(out)
 
@@ -120,21 +138,42 @@ def main() -> None:
     for t in (1, n):
         line(f"compress_file(Binary), {t} thread(s), in-process", t_lib[t])
     for t in (1, n):
-        line(f"embcompress binarize --threads {t} (CLI process)", runs[t]["seconds"], f"  peak RSS {runs[t]['peak_rss_mb']:.0f} MiB")
+        line(
+            f"embcompress binarize --threads {t} (CLI process)",
+            runs[t]["seconds"],
+            f"  peak RSS {runs[t]['peak_rss_mb']:.0f} MiB",
+        )
     for t in (1, n):
         line(f"fit_file(Int8) statistics, {t} thread(s)", t_fit[t])
     print(f"speed-up of {n} threads over 1, in-process       : {t_lib[1] / t_lib[n]:.2f}x")
-    print(f"all cores against pyarrow's one buffered reader    : {t_ref / t_lib[n]:.2f}x in-process, "
-          f"{t_ref / runs[n]['seconds']:.2f}x CLI (target >= 1.8x on 2 cores)")
-    print(f"reference read, slowest / fastest of its {args.repeat} runs  : "
-          f"{max(results['ref']):.2f} / {min(results['ref']):.2f} s")
-    print(f"one row group of {args.rows // 8:,} rows ({one_gb:.2f} GB): pyarrow's buffered read {t_one_ref:.2f} s; "
-          + ", ".join(f"compress_file(Binary) {t} thread(s) {t_one[t]:.2f} s ({t_one_ref / t_one[t]:.2f}x)" for t in (1, n)))
-    print(f"embcompress apply (int8, {int8_out:.2f} GB of list<int8> written), one run each: "
-          + ", ".join(f"{t} thread(s) {t_int8[t]['seconds']:.2f} s ({size_gb / t_int8[t]['seconds']:.2f} GB/s of input)" for t in (1, n)))
-    print(f"peak RSS on the half-size file ({small.stat().st_size / 1e9:.2f} GB)        : "
-          + ", ".join(f"{t} thread(s) {halves[t]['peak_rss_mb']:.0f} MiB (vs {runs[t]['peak_rss_mb']:.0f} on the big file)"
-                      for t in (1, n)))
+    print(
+        f"all cores against pyarrow's one buffered reader    : {t_ref / t_lib[n]:.2f}x in-process, "
+        f"{t_ref / runs[n]['seconds']:.2f}x CLI (target >= 1.8x on 2 cores)"
+    )
+    print(
+        f"reference read, slowest / fastest of its {args.repeat} runs  : "
+        f"{max(results['ref']):.2f} / {min(results['ref']):.2f} s"
+    )
+    print(
+        f"one row group of {args.rows // 8:,} rows ({one_gb:.2f} GB): pyarrow's buffered read {t_one_ref:.2f} s; "
+        + ", ".join(
+            f"compress_file(Binary) {t} thread(s) {t_one[t]:.2f} s ({t_one_ref / t_one[t]:.2f}x)" for t in (1, n)
+        )
+    )
+    print(
+        f"embcompress apply (int8, {int8_out:.2f} GB of list<int8> written), one run each: "
+        + ", ".join(
+            f"{t} thread(s) {t_int8[t]['seconds']:.2f} s ({size_gb / t_int8[t]['seconds']:.2f} GB/s of input)"
+            for t in (1, n)
+        )
+    )
+    print(
+        f"peak RSS on the half-size file ({small.stat().st_size / 1e9:.2f} GB)        : "
+        + ", ".join(
+            f"{t} thread(s) {halves[t]['peak_rss_mb']:.0f} MiB (vs {runs[t]['peak_rss_mb']:.0f} on the big file)"
+            for t in (1, n)
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -47,8 +47,12 @@ def main() -> None:
     # 1024-d input to DIM writes: batches of 4 MiB of the input (1,024 rows), the first 15 rows
     # short, as a stream's batches are after an input row group that is not a multiple of the batch
     wide = max(1, (4 << 20) // (4 * 1024))
-    outputs = {"float32": (float_spec(args.dim), X, batch, batch), "float32 truncated": (float_spec(args.dim), X, wide, wide - 15),
-               "int8": (int8.output_spec, int8.transform(X), batch, batch), "bits": (bits.output_spec, bits.transform(X), batch, batch)}
+    outputs = {
+        "float32": (float_spec(args.dim), X, batch, batch),
+        "float32 truncated": (float_spec(args.dim), X, wide, wide - 15),
+        "int8": (int8.output_spec, int8.transform(X), batch, batch),
+        "bits": (bits.output_spec, bits.transform(X), batch, batch),
+    }
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         out, raw = Path(tmp) / "out.parquet", Path(tmp) / "raw.bin"
 
@@ -57,7 +61,7 @@ def main() -> None:
             with VectorWriter(out, spec, overwrite=True) as w:
                 w.write(rows[:first])
                 for s in range(first, len(rows), step):
-                    w.write(rows[s:s + step])
+                    w.write(rows[s : s + step])
             return time.perf_counter() - t
 
         def plain(rows) -> float:
@@ -71,9 +75,15 @@ def main() -> None:
             for name, (spec, rows, step, first) in outputs.items():
                 best[name] = min(best.get(name, float("inf")), write(spec, rows, step, first))
                 best[name, "plain"] = min(best.get((name, "plain"), float("inf")), plain(rows))
-        print(f"{args.rows:,} rows x {args.dim} dims, batches of {batch:,} rows (truncated: {wide:,}); {os.path.dirname(embcompress.__file__)}; "
-              f"{time.strftime('%Y-%m-%d %H:%M')}; best of {args.repeat}, interleaved")
-        print(f"  {'output':17s} {'MB':>7s} {'writer s':>9s} {'plain write s':>14s} {'writer / plain':>15s} {'writer MB/s':>12s}")
+        print(
+            f"{args.rows:,} rows x {args.dim} dims, batches of {batch:,} rows (truncated: {wide:,}); "
+            f"{os.path.dirname(embcompress.__file__)}; "
+            f"{time.strftime('%Y-%m-%d %H:%M')}; best of {args.repeat}, interleaved"
+        )
+        print(
+            f"  {'output':17s} {'MB':>7s} {'writer s':>9s} {'plain write s':>14s} {'writer / plain':>15s} "
+            f"{'writer MB/s':>12s}"
+        )
         for name, (spec, rows, _, _) in outputs.items():
             mb = rows.nbytes / 1e6
             w, p = best[name], best[name, "plain"]

@@ -40,18 +40,42 @@ def rows_of(result: dict) -> list[list[str]]:
             continue
         best = ours[0]
         ratio = 4 * result["dim"] / int(budget)
-        faiss = (f"{theirs[0]['config'][6:]} {100 * theirs[0]['retention']:.1f}% "
-                 f"({100 * (best['retention'] - theirs[0]['retention']):+.1f})" if theirs else "not measured")
-        out.append([f"{budget} B ({ratio:.0f}x)", result["set"], result["model"],
-                    f"{100 * best['retention']:.1f}%", f"`{best['config']}`", f"{100 * best['retention_in_sample']:.1f}%",
-                    f"{best['fit_seconds']:.1f}", f"{best['encode_rows_per_second']:,.0f}", faiss,
-                    f"{result['documents']:,} / {fit} / {result['queries']:,}, {result.get('date', '?')}"])
+        faiss = (
+            f"{theirs[0]['config'][6:]} {100 * theirs[0]['retention']:.1f}% "
+            f"({100 * (best['retention'] - theirs[0]['retention']):+.1f})"
+            if theirs
+            else "not measured"
+        )
+        out.append(
+            [
+                f"{budget} B ({ratio:.0f}x)",
+                result["set"],
+                result["model"],
+                f"{100 * best['retention']:.1f}%",
+                f"`{best['config']}`",
+                f"{100 * best['retention_in_sample']:.1f}%",
+                f"{best['fit_seconds']:.1f}",
+                f"{best['encode_rows_per_second']:,.0f}",
+                faiss,
+                f"{result['documents']:,} / {fit} / {result['queries']:,}, {result.get('date', '?')}",
+            ]
+        )
     return out
 
 
 def table(results: list[dict]) -> str:
-    head = ["budget", "set", "model", "unseen retention", "best code", "in-sample", "fit s", "encode rows/s",
-            "faiss's best, unseen (ours ahead by)", "documents / fit rows / queries, date"]
+    head = [
+        "budget",
+        "set",
+        "model",
+        "unseen retention",
+        "best code",
+        "in-sample",
+        "fit s",
+        "encode rows/s",
+        "faiss's best, unseen (ours ahead by)",
+        "documents / fit rows / queries, date",
+    ]
     rows = [r for res in results for r in rows_of(res)]
     rows.sort(key=lambda r: (-int(r[0].split()[0]), r[1], r[2]))
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -21,7 +21,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-FITS = ["pca:128+binary", "int8", "sq:2", "pq:16", "rabitq:2", "rotate:center=true+binary", "pca:96+rabitq:1", "truncate:64"]
+FITS = [
+    "pca:128+binary",
+    "int8",
+    "sq:2",
+    "pq:16",
+    "rabitq:2",
+    "rotate:center=true+binary",
+    "pca:96+rabitq:1",
+    "truncate:64",
+]
 
 
 def synthetic(out: Path, n: int = 20000, d: int = 384, seed: int = 0) -> tuple[Path, Path]:
@@ -31,8 +40,12 @@ def synthetic(out: Path, n: int = 20000, d: int = 384, seed: int = 0) -> tuple[P
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     paths = []
     for name, part in (("vectors", X[:n]), ("queries", X[n:])):
-        t = pa.table({"id": [f"{name}-{i}" for i in range(len(part))],
-                      "embedding": pa.FixedSizeListArray.from_arrays(pa.array(part.reshape(-1)), d)})
+        t = pa.table(
+            {
+                "id": [f"{name}-{i}" for i in range(len(part))],
+                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(part.reshape(-1)), d),
+            }
+        )
         pq.write_table(t, out / f"{name}.parquet", row_group_size=5000)
         paths.append(out / f"{name}.parquet")
     return paths[0], paths[1]
@@ -61,9 +74,18 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     V, Q = (Path(args.vectors), Path(args.queries)) if args.vectors else synthetic(out)
     for t in ("1", "2"):
-        run(out, f"binarize threads={t}", ["binarize", str(V), str(out / "bin.parquet"), "--threads", t], out / "bin.parquet")
-        run(out, f"truncate 64 threads={t}", ["truncate", str(V), str(out / "tr.parquet"), "--dim", "64", "--threads", t],
-            out / "tr.parquet")
+        run(
+            out,
+            f"binarize threads={t}",
+            ["binarize", str(V), str(out / "bin.parquet"), "--threads", t],
+            out / "bin.parquet",
+        )
+        run(
+            out,
+            f"truncate 64 threads={t}",
+            ["truncate", str(V), str(out / "tr.parquet"), "--dim", "64", "--threads", t],
+            out / "tr.parquet",
+        )
         for spec in FITS:
             model = out / f"m-{spec.replace(':', '_').replace('+', '-')}"
             if t == "1":
@@ -71,11 +93,32 @@ def main() -> None:
             codes = out / "codes.parquet"
             run(out, f"apply {spec} threads={t}", ["apply", str(model), str(V), str(codes), "--threads", t], codes)
             res = out / "res.parquet"
-            run(out, f"search {spec} threads={t}", ["search", str(codes), str(Q), str(res), "--model", str(model), "--k", "10"], res)
+            run(
+                out,
+                f"search {spec} threads={t}",
+                ["search", str(codes), str(Q), str(res), "--model", str(model), "--k", "10"],
+                res,
+            )
             if spec in ("pca:128+binary", "rotate:center=true+binary", "sq:2"):
-                run(out, f"search {spec} rerank threads={t}",
-                    ["search", str(codes), str(Q), str(res), "--model", str(model), "--k", "10", "--rerank", "float",
-                     "--originals", str(V)], res)
+                run(
+                    out,
+                    f"search {spec} rerank threads={t}",
+                    [
+                        "search",
+                        str(codes),
+                        str(Q),
+                        str(res),
+                        "--model",
+                        str(model),
+                        "--k",
+                        "10",
+                        "--rerank",
+                        "float",
+                        "--originals",
+                        str(V),
+                    ],
+                    res,
+                )
 
 
 if __name__ == "__main__":

@@ -47,9 +47,14 @@ def table(results: list[dict]) -> str:
         for budget, b in sorted(res["budgets"].items(), key=lambda kv: -int(kv[0])):
             f = next((x for x in b.get("faiss", []) if "sq8" in x["config"]), None)
             timed = f is not None and "p50_ms" in f
-            faiss = "-" if f is None else (
-                f"{100 * f['retention']:.2f}%, " + (f"{f['p50_ms']:.1f} ms " if timed else "not timed yet ")
-                + f"({f['ram_bytes_per_vector']} B in RAM)"
+            faiss = (
+                "-"
+                if f is None
+                else (
+                    f"{100 * f['retention']:.2f}%, "
+                    + (f"{f['p50_ms']:.1f} ms " if timed else "not timed yet ")
+                    + f"({f['ram_bytes_per_vector']} B in RAM)"
+                )
             )
             ours = b["picks"].get("int8 on disk")
             versus = "-" if f is None or ours is None else f"{100 * (ours['retention'] - f['retention']):+.2f} points"
@@ -57,8 +62,10 @@ def table(results: list[dict]) -> str:
                 versus += f", {f['p50_ms'] / ours['served']['warm']['p50_ms']:.2f}x its queries/s on one thread"
                 every = ours.get("served_all_threads")
                 if every is not None and "p50_ms_all_threads" in f:
-                    versus += (f", {f['p50_ms_all_threads'] / every['warm']['p50_ms']:.2f}x with one query on every core "
-                               f"({every['warm']['p50_ms']:.1f} ms against {f['p50_ms_all_threads']:.1f})")
+                    versus += (
+                        f", {f['p50_ms_all_threads'] / every['warm']['p50_ms']:.2f}x with one query on every core "
+                        f"({every['warm']['p50_ms']:.1f} ms against {f['p50_ms_all_threads']:.1f})"
+                    )
                 versus += " (aim: >= 0 points, >= 1.2x)"
             out.append(
                 f"| {budget} B | {res['set']}, {res['model']} | "
@@ -71,7 +78,8 @@ def table(results: list[dict]) -> str:
         f"Retention of nDCG@10, out-of-sample (2 folds, {first['queries']:,} queries); peak RSS of the serving "
         f"process; single-query p50 warm / cold (copy dropped from the page cache) over "
         f"{first['rows_served']:,} tiled rows, one thread; {first['machine']}; "
-        + "; ".join(f"{r['set']}, {r['model']}: {r['date']}" for r in results) + ". faiss refines the same number "
+        + "; ".join(f"{r['set']}, {r['model']}: {r['date']}" for r in results)
+        + ". faiss refines the same number "
         "of candidates in all as the int8 plan (each of the two folds' indexes half of them)."
     )
     return "\n".join(out)
@@ -81,8 +89,15 @@ def label_free_table(results: list[dict]) -> str:
     """Per set and budget, for the best plan overall and the best with int8 on disk: the judged pick and
     the label-free one (each query scored against float search's ranking of it), with the judged
     retention of each and how many cheaper plans the label-free winner names as near ties."""
-    head = ["RAM / vector", "set, model", "plans", "judged pick", "label-free pick (judged retention)",
-            "gap, points", "near ties named"]
+    head = [
+        "RAM / vector",
+        "set, model",
+        "plans",
+        "judged pick",
+        "label-free pick (judged retention)",
+        "gap, points",
+        "near ties named",
+    ]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     gaps = []
     for res in results:
@@ -95,15 +110,20 @@ def label_free_table(results: list[dict]) -> str:
                 if a is None:
                     continue
                 gaps.append(a["gap_points"])
-                out.append(f"| {budget} B | {res['set']}, {res['model']} | {group} | `{a['judged_pick']}` "
-                           f"{100 * a['judged']:.2f}% | `{a['label_free_pick']}` {100 * a['label_free_pick_judged']:.2f}% "
-                           f"| {a['gap_points']:+.2f} | {len(a['label_free_near_ties'])} |")
+                out.append(
+                    f"| {budget} B | {res['set']}, {res['model']} | {group} | `{a['judged_pick']}` "
+                    f"{100 * a['judged']:.2f}% | `{a['label_free_pick']}` {100 * a['label_free_pick_judged']:.2f}% "
+                    f"| {a['gap_points']:+.2f} | {len(a['label_free_near_ties'])} |"
+                )
     refs = sorted({b["label_free"]["reference"] for r in results for b in r["budgets"].values() if "label_free" in b})
     if gaps:
         within = sum(g >= -0.3 for g in gaps)
-        out += ["", f"{within} of {len(gaps)} label-free picks within 0.3 point of the judged pick's retention "
-                    f"(largest gap {min(gaps):+.2f}). The same searches scored judged and label-free (each query "
-                    f"against float search's ranking of it, reference {', '.join(refs)}); out-of-sample, 2 folds."]
+        out += [
+            "",
+            f"{within} of {len(gaps)} label-free picks within 0.3 point of the judged pick's retention "
+            f"(largest gap {min(gaps):+.2f}). The same searches scored judged and label-free (each query "
+            f"against float search's ranking of it, reference {', '.join(refs)}); out-of-sample, 2 folds.",
+        ]
     return "\n".join(out)
 
 

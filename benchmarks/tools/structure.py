@@ -49,10 +49,16 @@ def string_comparisons(tree: ast.AST, attr: str, words: frozenset[str]) -> list[
         if not isinstance(node, ast.Compare):
             continue
         sides = [node.left, *node.comparators]
-        named = any(isinstance(s, ast.Attribute) and s.attr == attr or isinstance(s, ast.Name) and s.id == attr for s in sides)
-        literal = any(isinstance(s, ast.Constant) and s.value in words or
-                      isinstance(s, (ast.Tuple, ast.Set, ast.List)) and
-                      any(isinstance(e, ast.Constant) and e.value in words for e in s.elts) for s in sides)
+        named = any(
+            isinstance(s, ast.Attribute) and s.attr == attr or isinstance(s, ast.Name) and s.id == attr for s in sides
+        )
+        literal = any(
+            isinstance(s, ast.Constant)
+            and s.value in words
+            or isinstance(s, (ast.Tuple, ast.Set, ast.List))
+            and any(isinstance(e, ast.Constant) and e.value in words for e in s.elts)
+            for s in sides
+        )
         if named and literal:
             lines.append(node.lineno)
     return lines
@@ -76,8 +82,13 @@ def figures() -> dict:
         if rel not in NAME_MODULES:
             names += [f"{rel}:{ln}" for ln in string_comparisons(tree, "name", registered)]
         kinds += [f"{rel}:{ln}" for ln in string_comparisons(tree, "kind", KINDS)]
-    return {"functions": sorted(funcs, reverse=True), "modules": sorted(sizes, reverse=True), "names": names,
-            "kinds": kinds, "methods": compressor_methods()}
+    return {
+        "functions": sorted(funcs, reverse=True),
+        "modules": sorted(sizes, reverse=True),
+        "names": names,
+        "kinds": kinds,
+        "methods": compressor_methods(),
+    }
 
 
 def main() -> None:
@@ -95,17 +106,32 @@ def main() -> None:
     print(f"comparisons of a name with a compressor's name (outside registry and persist): {len(names)}")
     for where in names:
         print(f"  {where}")
-    print(f"comparisons of a kind with an output kind: {len(kinds)} (in search/: "
-          f"{sum(k.startswith('embcompress/search/') for k in kinds)})")
+    print(
+        f"comparisons of a kind with an output kind: {len(kinds)} (in search/: "
+        f"{sum(k.startswith('embcompress/search/') for k in kinds)})"
+    )
     for where in kinds:
         print(f"  {where}")
     print(f"Compressor methods: {compressor_methods()}")
-    long_lines = [(len(line), f"{path.relative_to(ROOT).as_posix()}:{i}") for path, _ in modules()
-                  for i, line in enumerate(path.read_text().splitlines(), 1) if len(line) > 120]
-    print(f"lines over 120 characters: {len(long_lines)} (longest {max(long_lines, default=(0, '-'))[0]}, "
-          f"{max(long_lines, default=(0, '-'))[1]})")
-    params = sorted(((_param_count(f), f"{path.relative_to(ROOT).as_posix()}:{f.lineno} {f.name}") for path, tree in modules()
-                     for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))), reverse=True)
+    long_lines = [
+        (len(line), f"{path.relative_to(ROOT).as_posix()}:{i}")
+        for path, _ in modules()
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if len(line) > 120
+    ]
+    print(
+        f"lines over 120 characters: {len(long_lines)} (longest {max(long_lines, default=(0, '-'))[0]}, "
+        f"{max(long_lines, default=(0, '-'))[1]})"
+    )
+    params = sorted(
+        (
+            (_param_count(f), f"{path.relative_to(ROOT).as_posix()}:{f.lineno} {f.name}")
+            for path, tree in modules()
+            for f in ast.walk(tree)
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+        ),
+        reverse=True,
+    )
     print(f"functions of more than 8 parameters: {sum(n > 8 for n, _ in params)}")
     for n, where in params[:5]:
         print(f"  {n:4d}  {where}")

@@ -28,9 +28,19 @@ def _order(path: Path, run: dict) -> tuple:
 
 
 #: the order the table shows the steps in: the first pattern a step's name matches
-ORDER = (r"binarize \(one", r"binarize \(dataset", "recommend", "apply", "search 1000 queries, 48 B",
-         r"search 1000 queries, bits \(exact\)", "export bits -> faiss$", "export bits -> faiss HNSW",
-         "exported HNSW graph|recall@10, ef", "export bits -> usearch", "HNSW M=16|hnsw recall@10$")
+ORDER = (
+    r"binarize \(one",
+    r"binarize \(dataset",
+    "recommend",
+    "apply",
+    "search 1000 queries, 48 B",
+    r"search 1000 queries, bits \(exact\)",
+    "export bits -> faiss$",
+    "export bits -> faiss HNSW",
+    "exported HNSW graph|recall@10, ef",
+    "export bits -> usearch",
+    "HNSW M=16|hnsw recall@10$",
+)
 
 
 def _place(name: str) -> tuple:
@@ -59,9 +69,14 @@ def table(paths: list[Path]) -> str:
             out.append(f"| {step['step']} | **{step['value']:.3f}**{ties} | | | {date} |")
             continue
         rate = "" if not step.get("rows_per_second") else f"{step['rows_per_second']:,.0f}"
-        out.append(f"| {step['step']} | {step['wall_seconds']:,.1f} s | {rate} | {step['peak_rss_mib']:,} MiB | {date} |")
-    out += ["", "Each step in its own process through the CLI, as a user runs it; 10,000,000 vectors of 384 "
-                "dimensions (15 GB of float32); 2 cores, no GPU. Recall@10 is against the exact search of the same codes."]
+        out.append(
+            f"| {step['step']} | {step['wall_seconds']:,.1f} s | {rate} | {step['peak_rss_mib']:,} MiB | {date} |"
+        )
+    out += [
+        "",
+        "Each step in its own process through the CLI, as a user runs it; 10,000,000 vectors of 384 "
+        "dimensions (15 GB of float32); 2 cores, no GPU. Recall@10 is against the exact search of the same codes.",
+    ]
     return "\n".join(out)
 
 

@@ -12,8 +12,9 @@ import torch
 from embcompress.train import info_nce
 
 
-def handwritten_pairs_per_second(model, pairs, *, steps: int, skip: int, batch_size: int = 32, tau: float = 0.05,
-                                 lr: float = 2e-5, seed: int = 0) -> float:
+def handwritten_pairs_per_second(
+    model, pairs, *, steps: int, skip: int, batch_size: int = 32, tau: float = 0.05, lr: float = 2e-5, seed: int = 0
+) -> float:
     """Homogeneous random batches by source, every layer trained, AdamW + clipping; pairs/s over the
     steps after the first ``skip``."""
     rng = np.random.default_rng(seed)

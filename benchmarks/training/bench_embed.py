@@ -29,8 +29,15 @@ from pathlib import Path
 import numpy as np
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
-CONFIGS = ("binary@asym", "rotate:center=true+binary@asym", "rotate:center=true+sq:1", "pca:192+rotate+binary@asym",
-           "pca:96+sq:2", "pq:48", "int8")
+CONFIGS = (
+    "binary@asym",
+    "rotate:center=true+binary@asym",
+    "rotate:center=true+sq:1",
+    "pca:192+rotate+binary@asym",
+    "pca:96+sq:2",
+    "pq:48",
+    "int8",
+)
 
 
 def speed(n: int, repeat: int, batch: int, threads: int | None) -> None:
@@ -38,8 +45,10 @@ def speed(n: int, repeat: int, batch: int, threads: int | None) -> None:
     from embcompress.embedding.embed import encode, load_model
 
     texts = [p.document for p in stdlib_docstring_pairs(n)]
-    print(f"{len(texts):,} texts (the demo's docstrings, mean {np.mean([len(t) for t in texts]):.0f} characters), "
-          f"batch {batch}, {os.cpu_count()} cores, best of {repeat}, interleaved")
+    print(
+        f"{len(texts):,} texts (the demo's docstrings, mean {np.mean([len(t) for t in texts]):.0f} characters), "
+        f"batch {batch}, {os.cpu_count()} cores, best of {repeat}, interleaved"
+    )
     t0 = time.perf_counter()
     models = {b: load_model(None, backend=b) for b in BACKENDS}
     print(f"models loaded (and exported where not cached) in {time.perf_counter() - t0:.1f} s")
@@ -59,7 +68,10 @@ def speed(n: int, repeat: int, batch: int, threads: int | None) -> None:
     print(f"{'backend':10s} {'seconds':>8s} {'texts/s':>8s} {'vs torch':>8s} {'mean cos':>9s} {'min cos':>8s}")
     for b in BACKENDS:
         cos = (vecs[b] * vecs["torch"]).sum(axis=1)
-        print(f"{b:10s} {best[b]:8.2f} {len(texts) / best[b]:8.0f} {best['torch'] / best[b]:7.2f}x {cos.mean():9.5f} {cos.min():8.4f}")
+        print(
+            f"{b:10s} {best[b]:8.2f} {len(texts) / best[b]:8.0f} {best['torch'] / best[b]:7.2f}x {cos.mean():9.5f} "
+            f"{cos.min():8.4f}"
+        )
     start(batch)
 
 
@@ -75,8 +87,11 @@ def start(batch: int) -> None:
             for i in range(3):
                 out = Path(tmp, f"{b}-{i}.parquet")
                 t = time.perf_counter()
-                subprocess.run([*exe, "embed", str(src), str(out), "--backend", b, "-b", str(batch)], check=True,
-                               stdout=subprocess.DEVNULL)
+                subprocess.run(
+                    [*exe, "embed", str(src), str(out), "--backend", b, "-b", str(batch)],
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                )
                 times.append(time.perf_counter() - t)
             line.append(f"{b} {min(times):.2f} s")
         print("process start + model load (embed of 20 texts, a CLI process): " + ", ".join(line))
@@ -93,8 +108,11 @@ def retention(a: str, b: str, qrels: str, queries: int | None) -> None:
         D, dids, task, _ = load_set(emb, qrels, queries=queries)
         rows = run_configs(D, task, ["float", *CONFIGS], doc_ids=dids)
         out[emb] = {r["config"]: r for r in rows}
-        print(f"{emb}: {len(D):,} documents, {len(task.queries):,} queries, "
-              f"float nDCG@10 {out[emb]['float']['score']:.4f}", flush=True)
+        print(
+            f"{emb}: {len(D):,} documents, {len(task.queries):,} queries, "
+            f"float nDCG@10 {out[emb]['float']['score']:.4f}",
+            flush=True,
+        )
     print(f"{'configuration':34s} {'retention A':>11s} {'retention B':>11s} {'B - A':>7s}   (out-of-sample, 2-fold)")
     for c in CONFIGS:
         ra, rb = out[a][c]["retention"], out[b][c]["retention"]

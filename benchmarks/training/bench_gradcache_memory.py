@@ -44,8 +44,15 @@ def one_step(batch: int, mini: int | None) -> dict:
     seconds = time.perf_counter() - t
     grad_norm = float(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters() if p.grad is not None)))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"batch": batch, "mini": mini, "loss": float(value.detach()), "grad_norm": grad_norm, "seconds": seconds,
-            "baseline_mb": base, "peak_mb": peak}
+    return {
+        "batch": batch,
+        "mini": mini,
+        "loss": float(value.detach()),
+        "grad_norm": grad_norm,
+        "seconds": seconds,
+        "baseline_mb": base,
+        "peak_mb": peak,
+    }
 
 
 def main() -> None:
@@ -67,8 +74,11 @@ def main() -> None:
                 print(f"{b:6d} {('mini ' + str(m)) if m else 'none':>10s}  failed: {r.stderr.strip().splitlines()[-1]}")
                 continue
             res = json.loads(r.stdout.strip().splitlines()[-1])
-            print(f"{b:6d} {('mini ' + str(m)) if m else 'none':>10s} {res['seconds']:8.1f} {res['peak_mb']:9.0f} "
-                  f"{res['peak_mb'] - res['baseline_mb']:15.0f} {res['loss']:8.4f}", flush=True)
+            print(
+                f"{b:6d} {('mini ' + str(m)) if m else 'none':>10s} {res['seconds']:8.1f} {res['peak_mb']:9.0f} "
+                f"{res['peak_mb'] - res['baseline_mb']:15.0f} {res['loss']:8.4f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -40,27 +40,57 @@ def main() -> None:
     args = ap.parse_args()
     t_start = time.perf_counter()
     pairs, corpus, queries, qrels = debian_training_split(args.data, args.eval_queries, args.extra_docs)
-    print(f"train pairs: {len(pairs):,} (homogeneous batches by Debian section, small sections pooled); "
-          f"{count_leaks(pairs, queries)} training anchors equal a held-out query; held out: {len(queries):,} queries, "
-          f"{len(corpus):,} documents", flush=True)
-    base = TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, freeze_layers=args.freeze_layers,
-                       group_by_length=not args.no_group_by_length, small_sources="mix", max_seq_length=128)
+    print(
+        f"train pairs: {len(pairs):,} (homogeneous batches by Debian section, small sections pooled); "
+        f"{count_leaks(pairs, queries)} training anchors equal a held-out query; held out: {len(queries):,} queries, "
+        f"{len(corpus):,} documents",
+        flush=True,
+    )
+    base = TrainConfig(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        freeze_layers=args.freeze_layers,
+        group_by_length=not args.no_group_by_length,
+        small_sources="mix",
+        max_seq_length=128,
+    )
     losses = [LossConfig("infonce", tau=float(t)) for t in args.taus.split(",")] + [LossConfig("tempagg")]
     out = Path(args.out)
-    res = temperature_study(pairs, corpus, queries, qrels, losses, base, out, include_base=True, overwrite=True,
-                            progress=lambda m: print(f"  [{time.perf_counter() - t_start:5.0f} s] {m}", flush=True))
+    res = temperature_study(
+        pairs,
+        corpus,
+        queries,
+        qrels,
+        losses,
+        base,
+        out,
+        include_base=True,
+        overwrite=True,
+        progress=lambda m: print(f"  [{time.perf_counter() - t_start:5.0f} s] {m}", flush=True),
+    )
     res["config"] = {k: v for k, v in vars(args).items()}
     res["wall_seconds"] = time.perf_counter() - t_start
     (out / "study.json").write_text(json.dumps(res, indent=2, default=str))
     (out / "study.svg").write_text(study_svg(res))
     keys = [k for k in res["rows"][-1] if k.startswith(("ndcg", "intrinsic", "retention"))]
-    print(f"\ntemperature study: {args.steps} steps x batch {args.batch_size}, lr {args.lr:g}, lower {args.freeze_layers} "
-          f"layers frozen, {'length-grouped' if not args.no_group_by_length else 'random'} homogeneous batches; "
-          f"wall time {res['wall_seconds'] / 60:.1f} min")
-    print(f"{'model':26s}" + "".join(f"{k.replace('retention_', 'kept ').replace('_', ' '):>20s}" for k in keys) + f"{'pairs/s':>9s}")
+    print(
+        f"\ntemperature study: {args.steps} steps x batch {args.batch_size}, lr {args.lr:g}, lower "
+        f"{args.freeze_layers} "
+        f"layers frozen, {'length-grouped' if not args.no_group_by_length else 'random'} homogeneous batches; "
+        f"wall time {res['wall_seconds'] / 60:.1f} min"
+    )
+    print(
+        f"{'model':26s}"
+        + "".join(f"{k.replace('retention_', 'kept ').replace('_', ' '):>20s}" for k in keys)
+        + f"{'pairs/s':>9s}"
+    )
     for r in res["rows"]:
-        print(f"{r['model']:26s}" + "".join(f"{r[k]:20.0f}" if k == "intrinsic_dim" else f"{r[k]:20.4f}" for k in keys)
-              + (f"{r['pairs_per_second']:9.1f}" if "pairs_per_second" in r else f"{'':9s}"))
+        print(
+            f"{r['model']:26s}"
+            + "".join(f"{r[k]:20.0f}" if k == "intrinsic_dim" else f"{r[k]:20.4f}" for k in keys)
+            + (f"{r['pairs_per_second']:9.1f}" if "pairs_per_second" in r else f"{'':9s}")
+        )
     print(f"\nwrote {out / 'study.json'} and {out / 'study.svg'}")
 
 

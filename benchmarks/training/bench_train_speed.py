@@ -4,7 +4,8 @@ max_seq_length 128: the hand-written loop that `train` used before (random homog
 layer trained) as the reference, the same settings on SentenceTransformerTrainer, then each lever
 added. All in one process, one after the other.
 
-    python benchmarks/training/bench_train_speed.py [--steps 24] [--skip 4] [--json benchmarks/results/training-speed.json]
+    python benchmarks/training/bench_train_speed.py [--steps 24] [--skip 4] [--json
+    benchmarks/results/training-speed.json]
     python benchmarks/training/bench_train_speed.py --table benchmarks/results/training-speed.json [--readme FILE]
 
 FLOPs per pair are counted from the tokens actually run through the encoder (padded batches):
@@ -82,14 +83,21 @@ START, END = "<!-- train-speed-table -->", "<!-- /train-speed-table -->"
 
 def table(run: dict) -> str:
     """Per configuration: pairs/s, against the hand-written loop, and the FLOP/s it reaches."""
-    out = ["| configuration | pairs/s | against the loop | GFLOP per pair | training GFLOP/s | of the matmul peak |",
-           "|---|---|---|---|---|---|"]
+    out = [
+        "| configuration | pairs/s | against the loop | GFLOP per pair | training GFLOP/s | of the matmul peak |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in run["rows"]:
-        out.append(f"| {r['configuration']} | {r['pairs_per_second']:.1f} | {r['ratio']:.2f}x | {r['gflop_per_pair']:.2f} | "
-                   f"{r['train_gflops']:.1f} | {100 * r['of_peak']:.0f}% |")
-    out += ["", f"Debian (synopsis, description) pairs, the packaged MiniLM, batch 32, max_seq_length 128, InfoNCE at "
-                f"tau 0.05; {run['steps']} steps, the first {run['skip']} left out; dense float32 matmul peak "
-                f"{run['peak_gflops']:.1f} GFLOP/s; {run['threads']} torch threads, {run['machine']}, no GPU; {run['date']}."]
+        out.append(
+            f"| {r['configuration']} | {r['pairs_per_second']:.1f} | {r['ratio']:.2f}x | {r['gflop_per_pair']:.2f} | "
+            f"{r['train_gflops']:.1f} | {100 * r['of_peak']:.0f}% |"
+        )
+    out += [
+        "",
+        f"Debian (synopsis, description) pairs, the packaged MiniLM, batch 32, max_seq_length 128, InfoNCE at "
+        f"tau 0.05; {run['steps']} steps, the first {run['skip']} left out; dense float32 matmul peak "
+        f"{run['peak_gflops']:.1f} GFLOP/s; {run['threads']} torch threads, {run['machine']}, no GPU; {run['date']}.",
+    ]
     return "\n".join(out)
 
 
@@ -109,17 +117,33 @@ def main() -> None:
     peak, shape = matmul_flops()
     print(f"{len(pairs):,} Debian training pairs; {torch.get_num_threads()} torch threads")
     print(f"dense float32 matmul, best sustained: {peak / 1e9:.1f} GFLOP/s ({shape})")
-    run = {"steps": args.steps, "skip": args.skip, "peak_gflops": peak / 1e9, "threads": torch.get_num_threads(),
-           "machine": f"{os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d %H:%M"), "rows": []}
+    run = {
+        "steps": args.steps,
+        "skip": args.skip,
+        "peak_gflops": peak / 1e9,
+        "threads": torch.get_num_threads(),
+        "machine": f"{os.cpu_count()} cores",
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "rows": [],
+    }
 
     def record(name: str, pps: float, fpp: float) -> None:
-        run["rows"].append({"configuration": name, "pairs_per_second": pps, "ratio": pps / first, "gflop_per_pair": fpp / 1e9,
-                            "train_gflops": pps * fpp / 1e9, "of_peak": pps * fpp / peak})
+        run["rows"].append(
+            {
+                "configuration": name,
+                "pairs_per_second": pps,
+                "ratio": pps / first,
+                "gflop_per_pair": fpp / 1e9,
+                "train_gflops": pps * fpp / 1e9,
+                "of_peak": pps * fpp / peak,
+            }
+        )
         if args.json:
             Path(args.json).write_text(json.dumps(run, indent=1))
 
-    base = dict(steps=args.steps, batch_size=32, max_seq_length=128, loss=LossConfig("infonce", tau=0.05),
-                small_sources="mix")
+    base = dict(
+        steps=args.steps, batch_size=32, max_seq_length=128, loss=LossConfig("infonce", tau=0.05), small_sources="mix"
+    )
     configs = [
         ("SentenceTransformerTrainer, same settings", TrainConfig(**base)),
         ("+ length-grouped batches", TrainConfig(**base, group_by_length=True)),
@@ -130,10 +154,16 @@ def main() -> None:
     model.max_seq_length = 128
     fpp_old, useful_old = flops_per_pair(model, pairs, TrainConfig(**base))
     old = handwritten_pairs_per_second(model, pairs, steps=args.steps, skip=args.skip)
-    print(f"\n{'configuration':48s} {'pairs/s':>8s} {'vs before':>9s} {'GFLOP/pair':>10s} {'train GFLOP/s':>13s} {'of peak':>7s} {'useful GFLOP/s':>14s}")
+    print(
+        f"\n{'configuration':48s} {'pairs/s':>8s} {'vs before':>9s} {'GFLOP/pair':>10s} {'train GFLOP/s':>13s} "
+        f"{'of peak':>7s} {'useful GFLOP/s':>14s}"
+    )
     first = old
-    print(f"{'before: the hand-written loop (embcompress 7154c61)':48s} {old:8.1f} {1:8.2f}x {fpp_old / 1e9:10.2f} "
-          f"{old * fpp_old / 1e9:13.1f} {old * fpp_old / peak:6.0%} {old * useful_old / 1e9:14.1f}", flush=True)
+    print(
+        f"{'before: the hand-written loop (embcompress 7154c61)':48s} {old:8.1f} {1:8.2f}x {fpp_old / 1e9:10.2f} "
+        f"{old * fpp_old / 1e9:13.1f} {old * fpp_old / peak:6.0%} {old * useful_old / 1e9:14.1f}",
+        flush=True,
+    )
     record("the hand-written loop `train` used before (7154c61)", old, fpp_old)
     for name, cfg in configs:
         model = load_model(None, device="cpu")
@@ -144,8 +174,11 @@ def main() -> None:
         t0 = hist[args.skip - 1]["seconds"]
         t1 = hist[-1]["seconds"]
         pps = (len(hist) - args.skip) * cfg.batch_size / (t1 - t0)
-        print(f"{name:48s} {pps:8.1f} {pps / first:8.2f}x {fpp / 1e9:10.2f} {pps * fpp / 1e9:13.1f} {pps * fpp / peak:6.0%} {pps * useful / 1e9:14.1f}",
-              flush=True)
+        print(
+            f"{name:48s} {pps:8.1f} {pps / first:8.2f}x {fpp / 1e9:10.2f} {pps * fpp / 1e9:13.1f} "
+            f"{pps * fpp / peak:6.0%} {pps * useful / 1e9:14.1f}",
+            flush=True,
+        )
         record(name, pps, fpp)
         del res
     print("\n(the issue's 8.5 pairs/s was the hand-written loop in an earlier session's run, benchmarks/README.md)")

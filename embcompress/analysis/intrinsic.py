@@ -52,11 +52,18 @@ class IntrinsicDimension:
         curve = np.cumsum(self.explained_variance_ratio)
         if curve_points is not None:
             curve = curve[:curve_points]
-        return {"components": self.components, "threshold": self.threshold, "width": self.width,
-                "ratio_of_width": self.components / self.width, "cumulative_explained_variance": curve.round(6).tolist()}
+        return {
+            "components": self.components,
+            "threshold": self.threshold,
+            "width": self.width,
+            "ratio_of_width": self.components / self.width,
+            "cumulative_explained_variance": curve.round(6).tolist(),
+        }
 
 
-def intrinsic_dimensionality(X, threshold: float = 0.95, *, eigenvalues: np.ndarray | None = None) -> IntrinsicDimension:
+def intrinsic_dimensionality(
+    X, threshold: float = 0.95, *, eigenvalues: np.ndarray | None = None
+) -> IntrinsicDimension:
     """PCA components needed to explain ``threshold`` of the variance (Dinu et al., 2025 uses 95%).
     Pass ``eigenvalues`` (e.g. a fitted :class:`~embcompress.PCA`'s ``eigenvalues_``, computed by
     streaming) to skip the fit."""
@@ -194,8 +201,9 @@ def knn_accuracy(X, labels, *, k: int = 10, test_fraction: float = 0.1, seed: in
     sq = (Xtr * Xtr).sum(axis=1)
     kk = min(k, len(train))
     # -||a - b||^2 up to a per-query constant: 2 a.b - ||b||^2, larger is nearer
-    _, nn = scan_blocks(lambda q0, q1, d0, d1: (2 * Xte[q0:q1] @ Xtr[d0:d1].T - sq[d0:d1]).astype(np.float32),
-                        len(test), len(train), kk)
+    _, nn = scan_blocks(
+        lambda q0, q1, d0, d1: (2 * Xte[q0:q1] @ Xtr[d0:d1].T - sq[d0:d1]).astype(np.float32), len(test), len(train), kk
+    )
     votes = np.zeros((len(test), len(classes)), dtype=np.int64)
     np.add.at(votes, (np.repeat(np.arange(len(test)), kk), y[train][nn].reshape(-1)), 1)
     return float((votes.argmax(axis=1) == y[test]).mean())

@@ -57,18 +57,28 @@ class RetrievalScores:
     per_query: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict:
-        return {f"ndcg@{self.k}": self.ndcg, f"recall@{self.k}": self.recall, f"mrr@{self.k}": self.mrr, "queries": self.queries}
+        return {
+            f"ndcg@{self.k}": self.ndcg,
+            f"recall@{self.k}": self.recall,
+            f"mrr@{self.k}": self.mrr,
+            "queries": self.queries,
+        }
 
 
-def evaluate_run(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]], k: int = 10) -> RetrievalScores:
+def evaluate_run(
+    run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]], k: int = 10
+) -> RetrievalScores:
     """Mean nDCG@k, recall@k and MRR@k over the queries of ``run`` that have a relevant document."""
     per: dict[str, dict[str, float]] = {}
     for qid, ranked in run.items():
         judged = qrels.get(qid)
         if not judged or not any(g > 0 for g in judged.values()):
             continue
-        per[qid] = {"ndcg": ndcg_at_k(ranked, judged, k), "recall": recall_at_k(ranked, judged, k),
-                    "mrr": mrr_at_k(ranked, judged, k)}
+        per[qid] = {
+            "ndcg": ndcg_at_k(ranked, judged, k),
+            "recall": recall_at_k(ranked, judged, k),
+            "mrr": mrr_at_k(ranked, judged, k),
+        }
     if not per:
         return RetrievalScores(float("nan"), float("nan"), float("nan"), k, 0, per)
     mean = lambda key: float(np.mean([v[key] for v in per.values()]))  # noqa: E731
@@ -92,8 +102,9 @@ class JudgedQueries:
         """Per-query nDCG@k, recall@k and MRR@k (NaN where a query has no relevant document) of
         ``ranked``: (queries, at most k) document ids, best first."""
         width = min(self.k, ranked.shape[1])
-        grades = np.array([[j.get(d, 0) for d in row[:width]] for j, row in zip(self.judged, ranked)],
-                          dtype=np.float64).reshape(len(self.judged), width)
+        grades = np.array(
+            [[j.get(d, 0) for d in row[:width]] for j, row in zip(self.judged, ranked)], dtype=np.float64
+        ).reshape(len(self.judged), width)
         gains = np.maximum(grades, 0)
         dcg_ = np.zeros(len(self.judged))
         for i in range(width):  # the order and operations of dcg(): exactly its sums
@@ -102,9 +113,11 @@ class JudgedQueries:
         first = np.where(rel.any(axis=1), rel.argmax(axis=1) + 1.0, np.inf)
         keep = self.n_relevant > 0
         with np.errstate(divide="ignore", invalid="ignore"):
-            return {"ndcg": np.where(keep, dcg_ / self.ideal, np.nan),  # a relevant document: ideal > 0
-                    "recall": np.where(keep, rel.sum(axis=1) / self.n_relevant, np.nan),
-                    "mrr": np.where(keep, 1.0 / first, np.nan)}
+            return {
+                "ndcg": np.where(keep, dcg_ / self.ideal, np.nan),  # a relevant document: ideal > 0
+                "recall": np.where(keep, rel.sum(axis=1) / self.n_relevant, np.nan),
+                "mrr": np.where(keep, 1.0 / first, np.nan),
+            }
 
 
 def retention(compressed: float, full: float) -> float:
@@ -126,8 +139,10 @@ def check_unique_ids(ids: Sequence | None, what: str) -> None:
             first[i] = row
     if repeats:
         i, a, b = repeats[0]
-        raise InputError(f"{what}: id {i!r} is on rows {a} and {b} ({len(repeats)} repeated id(s)); relevance "
-                         "judgements name rows by id, so every id must be unique")
+        raise InputError(
+            f"{what}: id {i!r} is on rows {a} and {b} ({len(repeats)} repeated id(s)); relevance "
+            "judgements name rows by id, so every id must be unique"
+        )
 
 
 def check_qrels(qrels: Mapping[str, Mapping[str, int]], query_ids: Sequence, doc_ids: Sequence) -> dict[str, int]:
@@ -143,10 +158,19 @@ def check_qrels(qrels: Mapping[str, Mapping[str, int]], query_ids: Sequence, doc
     unknown_d = sum(1 for q, docs in qrels.items() if q in qset for d in docs if d not in dset)
     matched = sum(1 for q in qrels if q in qset)
     if matched == 0:
-        raise InputError(f"none of the {len(qrels)} queries in the qrels is among the {len(qset)} query ids; check that "
-                         f"ids match (e.g. {next(iter(qrels))!r} vs {next(iter(qset), None)!r})")
+        raise InputError(
+            f"none of the {len(qrels)} queries in the qrels is among the {len(qset)} query ids; check that "
+            f"ids match (e.g. {next(iter(qrels))!r} vs {next(iter(qset), None)!r})"
+        )
     if unknown_q or unknown_d:
-        warnings.warn(f"qrels: {unknown_q} judged queries are not in the query file and {unknown_d} judged documents "
-                      "are not in the corpus; they are ignored (unknown documents count as never retrieved)", stacklevel=2)
-    return {"qrels_queries": len(qrels), "qrels_unknown_queries": unknown_q, "qrels_unknown_docs": unknown_d,
-            "evaluated_queries": matched}
+        warnings.warn(
+            f"qrels: {unknown_q} judged queries are not in the query file and {unknown_d} judged documents "
+            "are not in the corpus; they are ignored (unknown documents count as never retrieved)",
+            stacklevel=2,
+        )
+    return {
+        "qrels_queries": len(qrels),
+        "qrels_unknown_queries": unknown_q,
+        "qrels_unknown_docs": unknown_d,
+        "evaluated_queries": matched,
+    }

@@ -24,7 +24,11 @@ try:  # typer >= 0.2x prints a type beside every option, "<bool>" beside flags, 
     from typer.core import TyperOption
 
     _display_type = TyperOption.display_type_rich
-    TyperOption.display_type_rich = lambda self, ctx: None if self.is_flag else _display_type(self, ctx)  # type: ignore[method-assign]
+
+    def _type_unless_flag(self, ctx):
+        return None if self.is_flag else _display_type(self, ctx)
+
+    TyperOption.display_type_rich = _type_unless_flag  # type: ignore[method-assign]
 except (ImportError, AttributeError):  # older typer: flags already show without a type
     pass
 
@@ -34,19 +38,56 @@ if not out.is_terminal:  # piped or captured: tables keep their full width inste
 err = Console(stderr=True, soft_wrap=True)
 
 # Option declarations shared by the file commands (one place, same help everywhere).
-ColumnOpt = typer.Option(None, "--column", "-c", help="Embedding column (default: the only float-list column, or 'embedding').")
+ColumnOpt = typer.Option(
+    None, "--column", "-c", help="Embedding column (default: the only float-list column, or 'embedding')."
+)
 IdColumnOpt = typer.Option(None, "--id-column", help="Id column carried to the output (default: 'id' if present).")
 KeepOpt = typer.Option([], "--keep", help="Other columns to carry to the output (repeatable).")
-BatchOpt = typer.Option(None, "--batch-size", "-b", min=1, help="Rows per batch (default: about 4 MiB of input per batch, which reads fastest).")
+BatchOpt = typer.Option(
+    None,
+    "--batch-size",
+    "-b",
+    min=1,
+    help="Rows per batch (default: about 4 MiB of input per batch, which reads fastest).",
+)
 OverwriteOpt = typer.Option(False, "--overwrite", help="Replace the output if it exists.")
-EngineOpt = typer.Option("local", "--engine", help="local (this process, every core) or ray (Ray Data; pip install 'embcompress\\[ray]'; parquet input).")
-AddressOpt = typer.Option(None, "--address", help="With --engine ray: the address of a running Ray cluster (default: start a local Ray).")
-ResumeOpt = typer.Option(False, "--resume", help="With --engine ray and a dataset: keep finished shards if the run fails, and on a rerun skip the shards the manifest lists as done.")
-ThreadsOpt = typer.Option(None, "--threads", "-j", min=1, help="Worker threads that decode and compress row groups (default: every core; output is the same for any number).")
+EngineOpt = typer.Option(
+    "local",
+    "--engine",
+    help="local (this process, every core) or ray (Ray Data; pip install 'embcompress\\[ray]'; parquet input).",
+)
+AddressOpt = typer.Option(
+    None, "--address", help="With --engine ray: the address of a running Ray cluster (default: start a local Ray)."
+)
+ResumeOpt = typer.Option(
+    False,
+    "--resume",
+    help="With --engine ray and a dataset: keep finished shards if the run fails, and on a rerun skip the shards the "
+    "manifest lists as done.",
+)
+ThreadsOpt = typer.Option(
+    None,
+    "--threads",
+    "-j",
+    min=1,
+    help="Worker threads that decode and compress row groups (default: every core; output is the same for any number).",
+)
 JsonOpt = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
-HnswMOpt = typer.Option(None, "--hnsw-m", min=2, help="HNSW graphs: links per node (default 32; fewer: a smaller graph built faster, lower recall).")
-EfConstructionOpt = typer.Option(None, "--ef-construction", min=1, help="HNSW graphs: candidates kept while inserting (default 80; build time grows with it).")
-EfSearchOpt = typer.Option(None, "--ef", min=1, help="HNSW graphs: candidates explored per query (default 128; more: higher recall, slower).")
+HnswMOpt = typer.Option(
+    None,
+    "--hnsw-m",
+    min=2,
+    help="HNSW graphs: links per node (default 32; fewer: a smaller graph built faster, lower recall).",
+)
+EfConstructionOpt = typer.Option(
+    None,
+    "--ef-construction",
+    min=1,
+    help="HNSW graphs: candidates kept while inserting (default 80; build time grows with it).",
+)
+EfSearchOpt = typer.Option(
+    None, "--ef", min=1, help="HNSW graphs: candidates explored per query (default 128; more: higher recall, slower)."
+)
 
 
 def hnsw_settings(m: int | None, ef_construction: int | None, ef_search: int | None):
@@ -69,8 +110,9 @@ def engine_for(engine: str, address: str | None, resume: bool = False):
         if address:
             raise typer.BadParameter("--address is for --engine ray", param_hint="--address")
         if resume:
-            raise typer.BadParameter("--resume is for --engine ray (the local engine writes a dataset in one pass)",
-                                     param_hint="--resume")
+            raise typer.BadParameter(
+                "--resume is for --engine ray (the local engine writes a dataset in one pass)", param_hint="--resume"
+            )
         return None
     if engine != "ray":
         raise typer.BadParameter(f"engine must be local or ray, got {engine!r}", param_hint="--engine")
@@ -125,8 +167,10 @@ def takes(request: type) -> Callable[[Callable], Callable]:
     ``typer.Option``/``typer.Argument`` and in that order. Typer reads them from the signature made
     here; the command's body gets one ``request`` value with the parsed values."""
     hints = typing.get_type_hints(request, include_extras=True)
-    params = [inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default,
-                                annotation=hints[f.name]) for f in dataclasses.fields(request)]
+    params = [
+        inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default, annotation=hints[f.name])
+        for f in dataclasses.fields(request)
+    ]
 
     def command_of(body: Callable) -> Callable:
         @functools.wraps(body)
@@ -163,8 +207,14 @@ class Bars:
 
     def __init__(self) -> None:
         self._progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TimeRemainingColumn(), console=err, transient=True, disable=not err.is_terminal,
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            transient=True,
+            disable=not err.is_terminal,
         )
         self._steps = None
 

@@ -18,16 +18,34 @@ app = typer.Typer()
 
 def _info_rows(d: dict) -> dict:
     if d["kind"] == "compressor":
-        return {"compressor": d["name"], "params": d["params"], "input width": d["fitted"]["n_features_in_"],
-                "output": d["output"], "fingerprint": d["fingerprint"]}
+        return {
+            "compressor": d["name"],
+            "params": d["params"],
+            "input width": d["fitted"]["n_features_in_"],
+            "output": d["output"],
+            "fingerprint": d["fingerprint"],
+        }
     if d["kind"] == "dataset":
-        return {"shards": f"{d['shards']:,} ({', '.join(d['first_shards'])}{', ...' if d['shards'] > 5 else ''})",
-                "rows": f"{d['rows']:,} ({d['rows_per_shard']['min']:,} to {d['rows_per_shard']['max']:,} per shard)",
-                "column": f"{d['column']} ({d['type']})", "id column": d["id_column"], "width": d["width"],
-                "bytes per vector": d["bytes_per_vector"], "size": human_bytes(d["bytes"]),
-                "produced by": f"{d['compressor']} (fingerprint {d['fingerprint']})" if d["compressor"] else "unknown (float embeddings)"}
-    rows = {"rows": f"{d['rows']:,}", "column": f"{d['column']} ({d['type']})", "id column": d["id_column"],
-            "width": d["width"], "bytes per vector": d["bytes_per_vector"], "file size": human_bytes(d["file_bytes"])}
+        return {
+            "shards": f"{d['shards']:,} ({', '.join(d['first_shards'])}{', ...' if d['shards'] > 5 else ''})",
+            "rows": f"{d['rows']:,} ({d['rows_per_shard']['min']:,} to {d['rows_per_shard']['max']:,} per shard)",
+            "column": f"{d['column']} ({d['type']})",
+            "id column": d["id_column"],
+            "width": d["width"],
+            "bytes per vector": d["bytes_per_vector"],
+            "size": human_bytes(d["bytes"]),
+            "produced by": f"{d['compressor']} (fingerprint {d['fingerprint']})"
+            if d["compressor"]
+            else "unknown (float embeddings)",
+        }
+    rows = {
+        "rows": f"{d['rows']:,}",
+        "column": f"{d['column']} ({d['type']})",
+        "id column": d["id_column"],
+        "width": d["width"],
+        "bytes per vector": d["bytes_per_vector"],
+        "file size": human_bytes(d["file_bytes"]),
+    }
     if d.get("compressor"):
         rows["produced by"] = f"{d['compressor']} {d['compressor_params']} (fingerprint {d['fingerprint']})"
         rows["input width"] = d["input_width"]
@@ -44,7 +62,10 @@ def _info_rows(d: dict) -> dict:
 @app.command()
 @guarded
 def info(
-    path: Path = typer.Argument(..., help="A vector file (.parquet/.npy), a dataset (directory or glob of shards) or a saved compressor directory."),
+    path: Path = typer.Argument(
+        ...,
+        help="A vector file (.parquet/.npy), a dataset (directory or glob of shards) or a saved compressor directory.",
+    ),
     json: bool = JsonOpt,
 ) -> None:
     """Say what a file or saved compressor is: rows, width, dtype, which compressor made it."""
@@ -58,13 +79,23 @@ class EmbedRequest:
 
     texts: Path = typer.Argument(..., help="Texts: .txt (one per line), .jsonl[.gz] or .parquet with a text field.")
     output: Path = typer.Argument(..., help="Output parquet vector dump (id, embedding).")
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Local sentence-transformers model directory (default: packaged all-MiniLM-L6-v2).")
+    model: Optional[str] = typer.Option(
+        None, "--model", "-m", help="Local sentence-transformers model directory (default: packaged all-MiniLM-L6-v2)."
+    )
     text_field: Optional[str] = typer.Option(None, "--text-field", help="Field/column holding the text.")
     id_field: Optional[str] = typer.Option(None, "--id-field", help="Field/column holding the id.")
     batch_size: int = typer.Option(64, "--batch-size", "-b", min=1, help="Texts per model batch.")
     normalize: bool = typer.Option(True, "--normalize/--no-normalize", help="Unit-length embeddings.")
-    device: Optional[str] = typer.Option(None, "--device", help="torch device, e.g. cpu or cuda (default: best available).")
-    backend: str = typer.Option("torch", "--backend", help="torch (default); onnx: ONNX Runtime on the CPU, same embeddings; " "onnx-int8: int8 weights, faster, mean cosine ~0.99 to torch's. Exported once from the local weights and cached.")
+    device: Optional[str] = typer.Option(
+        None, "--device", help="torch device, e.g. cpu or cuda (default: best available)."
+    )
+    backend: str = typer.Option(
+        "torch",
+        "--backend",
+        help="torch (default); onnx: ONNX Runtime on the CPU, same embeddings; "
+        "onnx-int8: int8 weights, faster, mean cosine ~0.99 to torch's. Exported once from the local weights and "
+        "cached.",
+    )
     overwrite: bool = OverwriteOpt
     json: bool = JsonOpt
 
@@ -77,10 +108,27 @@ def embed(req: EmbedRequest) -> None:
     from embcompress.embedding.embed import embed_file
 
     with Bars() as bars:
-        res = embed_file(req.texts, req.output, model=req.model, text_field=req.text_field, id_field=req.id_field, batch_size=req.batch_size,
-                         normalize=req.normalize, overwrite=req.overwrite, device=req.device, backend=req.backend, stage=bars.stage)
-    emit(res, req.json, kv_table(f"wrote {req.output}", {"rows": f"{res['rows']:,}", "width": res["width"], "model": res["model"],
-                                                 "backend": res["backend"]}))
+        res = embed_file(
+            req.texts,
+            req.output,
+            model=req.model,
+            text_field=req.text_field,
+            id_field=req.id_field,
+            batch_size=req.batch_size,
+            normalize=req.normalize,
+            overwrite=req.overwrite,
+            device=req.device,
+            backend=req.backend,
+            stage=bars.stage,
+        )
+    emit(
+        res,
+        req.json,
+        kv_table(
+            f"wrote {req.output}",
+            {"rows": f"{res['rows']:,}", "width": res["width"], "model": res["model"], "backend": res["backend"]},
+        ),
+    )
 
 
 def _demo_tables(res: dict) -> tuple[Table, Table]:
@@ -89,18 +137,29 @@ def _demo_tables(res: dict) -> tuple[Table, Table]:
         t.add_column(col, justify="left" if col == "compression" else "right")
     base = res["rows"][0]["bytes_per_vector"]
     for r in res["rows"]:
-        t.add_row(f"{r['name']} ({r['file']})", human_bytes(r["file_bytes"]), str(r["bytes_per_vector"]),
-                  f"{base / r['bytes_per_vector']:.0f}x", f"{100 * r['recall_at_10']:.1f}%")
+        t.add_row(
+            f"{r['name']} ({r['file']})",
+            human_bytes(r["file_bytes"]),
+            str(r["bytes_per_vector"]),
+            f"{base / r['bytes_per_vector']:.0f}x",
+            f"{100 * r['recall_at_10']:.1f}%",
+        )
     r = Table(title="Retrieval quality kept (nDCG@10: find each summary line's own docstring)", title_justify="left")
     for col in ("search", "bytes/vector", "nDCG@10", "retention"):
         r.add_column(col, justify="left" if col == "search" else "right")
-    names = {"binary@asym": "binary, rerank: float query vs decoded bits (top 100)",
-             "rotate:center=true+binary@asym": "centred random rotation + binary, rerank vs decoded bits",
-             "sq:2": "2-bit scalar codes (scanned without the floats)",
-             "binary@float": "binary, rerank: float query vs float docs read from disk (top 100)"}
+    names = {
+        "binary@asym": "binary, rerank: float query vs decoded bits (top 100)",
+        "rotate:center=true+binary@asym": "centred random rotation + binary, rerank vs decoded bits",
+        "sq:2": "2-bit scalar codes (scanned without the floats)",
+        "binary@float": "binary, rerank: float query vs float docs read from disk (top 100)",
+    }
     for row in res["retrieval"]:
-        r.add_row(names.get(row["config"], row["config"]), str(row["bytes_per_vector"]), f"{row['ndcg_at_10']:.4f}",
-                  f"{100 * row['retention']:.1f}%")
+        r.add_row(
+            names.get(row["config"], row["config"]),
+            str(row["bytes_per_vector"]),
+            f"{row['ndcg_at_10']:.4f}",
+            f"{100 * row['retention']:.1f}%",
+        )
     return t, r
 
 
@@ -108,7 +167,9 @@ def _demo_tables(res: dict) -> tuple[Table, Table]:
 @guarded
 def demo(
     out_dir: Path = typer.Option(Path("embcompress-demo"), "--out", help="Directory for the demo's files."),
-    limit: int = typer.Option(1000, "--limit", min=20, help="Number of docstrings to embed (about 30/s on 2 CPU cores)."),
+    limit: int = typer.Option(
+        1000, "--limit", min=20, help="Number of docstrings to embed (about 30/s on 2 CPU cores)."
+    ),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Local sentence-transformers model directory."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the demo directory if it exists."),
     json: bool = JsonOpt,
@@ -122,11 +183,15 @@ def demo(
     if json:
         emit(res, True)
         return
-    out.print(f"[bold]{res['documents']}[/bold] docstrings from the Python standard library embedded with "
-              f"{res['model']} ({res['width']} dims) in {res['embed_seconds']} s; files in {res['out_dir']}/")
+    out.print(
+        f"[bold]{res['documents']}[/bold] docstrings from the Python standard library embedded with "
+        f"{res['model']} ({res['width']} dims) in {res['embed_seconds']} s; files in {res['out_dir']}/"
+    )
     for table in _demo_tables(res):
         out.print(table)
-    out.print("top-10 kept: share of each query's 10 nearest documents under exact float cosine search that "
-              "the compressed search also returns in its top 10 (queries: the docstrings' summary lines). Both "
-              "tables score each code on documents its fit did not see (two folds: each half encoded by the "
-              "code fitted on the other half).")
+    out.print(
+        "top-10 kept: share of each query's 10 nearest documents under exact float cosine search that "
+        "the compressed search also returns in its top 10 (queries: the docstrings' summary lines). Both "
+        "tables score each code on documents its fit did not see (two folds: each half encoded by the "
+        "code fitted on the other half)."
+    )

@@ -48,8 +48,16 @@ def _relaunch(nproc: int, pairs, cfg, out_dir: Path, overwrite: bool) -> int:
     check_distributed(nproc, cfg.device)
     make_sampler(pairs, cfg, nproc)
     check_output_dir(out_dir, overwrite=overwrite)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "-m", "embcompress.cli",
-           *_without_nproc(sys.argv[1:])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "embcompress.cli",
+        *_without_nproc(sys.argv[1:]),
+    ]
     proc = subprocess.Popen(cmd)
     try:
         return proc.wait()
@@ -63,40 +71,107 @@ def _relaunch(nproc: int, pairs, cfg, out_dir: Path, overwrite: bool) -> int:
 
 
 app = typer.Typer()
-ModelOpt = typer.Option(None, "--model", "-m", help="Local sentence-transformers model directory (default: packaged all-MiniLM-L6-v2).")
+ModelOpt = typer.Option(
+    None, "--model", "-m", help="Local sentence-transformers model directory (default: packaged all-MiniLM-L6-v2)."
+)
 
 
 @dataclass(frozen=True)
 class TrainRequest:
     """The options of ``train``."""
 
-    data: Path = typer.Argument(..., help="Pairs (.jsonl/.parquet with anchor, positive[, negative, source]) or, with --self-supervised, raw texts.")
+    data: Path = typer.Argument(
+        ...,
+        help="Pairs (.jsonl/.parquet with anchor, positive[, negative, source]) or, with --self-supervised, raw texts.",
+    )
     out_dir: Path = typer.Argument(..., help="Output directory; the model is saved in OUT_DIR/model.")
     model: Optional[str] = ModelOpt
     loss: str = typer.Option("infonce", "--loss", help="infonce, tempagg, mrl, tempaggmrl or tempspecmrl.")
     tau: float = typer.Option(0.05, "--tau", help="InfoNCE temperature (infonce, mrl).")
-    taus: Optional[str] = typer.Option(None, "--taus", help="Temperatures for tempagg/tempaggmrl (default 0.03,0.06,0.1).")
+    taus: Optional[str] = typer.Option(
+        None, "--taus", help="Temperatures for tempagg/tempaggmrl (default 0.03,0.06,0.1)."
+    )
     dims: Optional[str] = typer.Option(None, "--dims", help="Matryoshka widths for mrl/tempaggmrl (default d/4,d/2,d).")
-    tau_by_dim: Optional[str] = typer.Option(None, "--tau-by-dim", help="TempSpecMRL widths and temperatures, e.g. 96:0.03,192:0.06,384:0.1.")
-    negative_weight_beta: float = typer.Option(0.0, "--negative-weight-beta", help="Similarity-based weights on negatives (0: off).")
-    self_supervised: Optional[str] = typer.Option(None, "--self-supervised", help="Make pairs from raw texts: crop (two chunks of one document) or dropout (the same text twice).")
-    text_field: Optional[str] = typer.Option(None, "--text-field", help="Text field of raw texts (with --self-supervised).")
+    tau_by_dim: Optional[str] = typer.Option(
+        None, "--tau-by-dim", help="TempSpecMRL widths and temperatures, e.g. 96:0.03,192:0.06,384:0.1."
+    )
+    negative_weight_beta: float = typer.Option(
+        0.0, "--negative-weight-beta", help="Similarity-based weights on negatives (0: off)."
+    )
+    self_supervised: Optional[str] = typer.Option(
+        None,
+        "--self-supervised",
+        help="Make pairs from raw texts: crop (two chunks of one document) or dropout (the same text twice).",
+    )
+    text_field: Optional[str] = typer.Option(
+        None, "--text-field", help="Text field of raw texts (with --self-supervised)."
+    )
     steps: int = typer.Option(300, "--steps", min=1)
     batch_size: int = typer.Option(32, "--batch-size", min=2, help="Global batch (split over the processes).")
-    mini_batch_size: Optional[int] = typer.Option(None, "--mini-batch-size", min=1, help="Gradient caching: embed in mini-batches of this size, so a large --batch-size fits in memory.")
+    mini_batch_size: Optional[int] = typer.Option(
+        None,
+        "--mini-batch-size",
+        min=1,
+        help="Gradient caching: embed in mini-batches of this size, so a large --batch-size fits in memory.",
+    )
     lr: float = typer.Option(2e-5, "--lr")
-    freeze_layers: int = typer.Option(0, "--freeze-layers", min=0, help="Freeze the embeddings and the first N transformer layers (faster; the top layers still train).")
+    freeze_layers: int = typer.Option(
+        0,
+        "--freeze-layers",
+        min=0,
+        help="Freeze the embeddings and the first N transformer layers (faster; the top layers still train).",
+    )
     max_seq_length: int = typer.Option(128, "--max-seq-length", min=8)
     no_homogeneous: bool = typer.Option(False, "--no-homogeneous", help="Mix sources within a batch.")
-    small_sources: str = typer.Option("error", "--small-sources", help="Sources with fewer pairs than a batch: error, mix (pool them into one source) or drop.")
-    group_by_length: bool = typer.Option(False, "--group-by-length", help="Batches of similar text length within a source (less padding, faster on CPU).")
-    checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0, help="Save a resumable checkpoint every N steps.")
+    small_sources: str = typer.Option(
+        "error",
+        "--small-sources",
+        help="Sources with fewer pairs than a batch: error, mix (pool them into one source) or drop.",
+    )
+    group_by_length: bool = typer.Option(
+        False, "--group-by-length", help="Batches of similar text length within a source (less padding, faster on CPU)."
+    )
+    checkpoint_every: int = typer.Option(
+        0, "--checkpoint-every", min=0, help="Save a resumable checkpoint every N steps."
+    )
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in OUT_DIR/checkpoints.")
-    nproc: int = typer.Option(1, "--nproc", min=1, help="Data-parallel processes on this machine (runs this command under torchrun).")
+    nproc: int = typer.Option(
+        1, "--nproc", min=1, help="Data-parallel processes on this machine (runs this command under torchrun)."
+    )
     device: Optional[str] = typer.Option(None, "--device")
     seed: int = typer.Option(0, "--seed")
     overwrite: bool = OverwriteOpt
     json: bool = JsonOpt
+
+    def config(self):
+        """The training configuration these options ask for (validated by the caller)."""
+        from embcompress.train import LossConfig, TrainConfig
+
+        lc = LossConfig(
+            kind=self.loss,
+            tau=self.tau,
+            taus=tuple(_floats(self.taus, "--taus") or (0.03, 0.06, 0.1)),
+            dims=[int(d) for d in _floats(self.dims, "--dims")] if self.dims else None,
+            tau_by_dim=_tau_by_dim(self.tau_by_dim),
+            negative_weight_beta=self.negative_weight_beta,
+        )
+        cfg = TrainConfig(
+            model=self.model,
+            loss=lc,
+            steps=self.steps,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            freeze_layers=self.freeze_layers,
+            max_seq_length=self.max_seq_length,
+            homogeneous=not self.no_homogeneous,
+            small_sources=self.small_sources,
+            group_by_length=self.group_by_length,
+            mini_batch_size=self.mini_batch_size,
+            checkpoint_every=self.checkpoint_every,
+            seed=self.seed,
+            device=self.device,
+        )
+        return cfg
 
 
 @app.command()
@@ -105,45 +180,69 @@ class TrainRequest:
 def train(req: TrainRequest) -> None:
     """Fine-tune a sentence-transformers model with temperature-controlled contrastive losses, on
     sentence-transformers' trainer. Multi-process: --nproc N, or torchrun --nproc_per_node N."""
-    from embcompress.train import LossConfig, TrainConfig, load_pairs
+    from embcompress.train import load_pairs
     from embcompress.train import train as run_train
     from embcompress.train.trainer import process_world
 
-    lc = LossConfig(kind=req.loss, tau=req.tau, taus=tuple(_floats(req.taus, "--taus") or (0.03, 0.06, 0.1)),
-                    dims=[int(d) for d in _floats(req.dims, "--dims")] if req.dims else None,
-                    tau_by_dim=_tau_by_dim(req.tau_by_dim), negative_weight_beta=req.negative_weight_beta)
-    cfg = TrainConfig(model=req.model, loss=lc, steps=req.steps, batch_size=req.batch_size, lr=req.lr, freeze_layers=req.freeze_layers,
-                      max_seq_length=req.max_seq_length, homogeneous=not req.no_homogeneous, small_sources=req.small_sources,
-                      group_by_length=req.group_by_length, mini_batch_size=req.mini_batch_size, checkpoint_every=req.checkpoint_every,
-                      seed=req.seed, device=req.device)
+    cfg = req.config()
     cfg.validate()
     world, rank, _ = process_world()
     pairs = load_pairs(req.data, self_supervised=req.self_supervised, text_field=req.text_field, seed=req.seed)
     if req.nproc > 1 and world == 1:
         raise typer.Exit(_relaunch(req.nproc, pairs, cfg, req.out_dir, req.overwrite or req.resume))
     with progress_bar("training", req.steps, disable=rank != 0) as advance:
-        res = run_train(pairs, req.out_dir, cfg, resume=req.resume, overwrite=req.overwrite, progress=lambda step, loss_: advance(1))
+        res = run_train(
+            pairs, req.out_dir, cfg, resume=req.resume, overwrite=req.overwrite, progress=lambda step, loss_: advance(1)
+        )
     if rank != 0:
         return
     res.pop("config", None)
-    emit(res, req.json, kv_table(f"trained {res['loss']} -> {res['output']}", {
-        "pairs": f"{len(pairs):,}", "steps": res["steps"],
-        "device": f"{res['device']}{' (bf16)' if res['bf16'] else ''}{f' x {world} processes' if world > 1 else ''}",
-        "loss": f"{res['first_loss']:.4f} -> {res['last_loss']:.4f}",
-        "throughput": f"{res['pairs_per_second']:.1f} pairs/s", "time": f"{res['seconds']:.0f} s"}))
+    emit(res, req.json, _trained_table(res, len(pairs), world))
+
+
+def _trained_table(res: dict, pairs: int, world: int) -> Table:
+    device = res["device"] + (" (bf16)" if res["bf16"] else "") + (f" x {world} processes" if world > 1 else "")
+    return kv_table(
+        f"trained {res['loss']} -> {res['output']}",
+        {
+            "pairs": f"{pairs:,}",
+            "steps": res["steps"],
+            "device": device,
+            "loss": f"{res['first_loss']:.4f} -> {res['last_loss']:.4f}",
+            "throughput": f"{res['pairs_per_second']:.1f} pairs/s",
+            "time": f"{res['seconds']:.0f} s",
+        },
+    )
 
 
 def _study_table(res: dict) -> Table:
-    t = Table(title=f"{res['steps']} steps x batch {res['batch_size']}; {res['documents']:,} documents, {res['queries']:,} queries (held out)",
-              title_justify="left")
+    t = Table(
+        title=f"{res['steps']} steps x batch {res['batch_size']}; {res['documents']:,} documents, {res['queries']:,} "
+        "queries (held out)",
+        title_justify="left",
+    )
     keys = [k for k in res["rows"][-1] if k.startswith(("ndcg", "intrinsic", "retention"))] + ["pairs_per_second"]
     t.add_column("model")
     for k in keys:
         t.add_column(k.replace("retention_", "kept ").replace("_", " "), justify="right")
     for r in res["rows"]:
-        t.add_row(r["model"], *[("" if k not in r else f"{r[k]:.0f}" if k in ("intrinsic_dim",) else
-                                 f"{r[k]:.1f}" if k == "pairs_per_second" else
-                                 f"{100 * r[k]:.1f}%" if k.startswith("retention") else f"{r[k]:.4f}") for k in keys])
+        t.add_row(
+            r["model"],
+            *[
+                (
+                    ""
+                    if k not in r
+                    else f"{r[k]:.0f}"
+                    if k in ("intrinsic_dim",)
+                    else f"{r[k]:.1f}"
+                    if k == "pairs_per_second"
+                    else f"{100 * r[k]:.1f}%"
+                    if k.startswith("retention")
+                    else f"{r[k]:.4f}"
+                )
+                for k in keys
+            ],
+        )
     return t
 
 
@@ -152,7 +251,9 @@ class TemperatureStudyRequest:
     """The options of ``temperature_study``."""
 
     data: Path = typer.Argument(..., help="Training pairs (.jsonl/.parquet); must not contain the evaluation queries.")
-    eval_dir: Path = typer.Argument(..., help="Held-out retrieval set, BEIR layout (corpus.jsonl, queries.jsonl, qrels.tsv).")
+    eval_dir: Path = typer.Argument(
+        ..., help="Held-out retrieval set, BEIR layout (corpus.jsonl, queries.jsonl, qrels.tsv)."
+    )
     out_dir: Path = typer.Argument(..., help="Directory for the trained models and study.json.")
     model: Optional[str] = ModelOpt
     taus: str = typer.Option("0.02,0.05,0.1,0.3", "--taus", help="One InfoNCE model per temperature.")
@@ -161,16 +262,56 @@ class TemperatureStudyRequest:
     tempspecmrl: bool = typer.Option(False, "--tempspecmrl", help="Also TempSpecMRL.")
     steps: int = typer.Option(300, "--steps", min=1)
     batch_size: int = typer.Option(32, "--batch-size", min=2)
-    mini_batch_size: Optional[int] = typer.Option(None, "--mini-batch-size", min=1, help="Gradient caching for large batches.")
+    mini_batch_size: Optional[int] = typer.Option(
+        None, "--mini-batch-size", min=1, help="Gradient caching for large batches."
+    )
     lr: float = typer.Option(2e-5, "--lr")
     max_seq_length: int = typer.Option(128, "--max-seq-length", min=8)
     freeze_layers: int = typer.Option(0, "--freeze-layers", min=0, help="Freeze the embeddings and the first N layers.")
-    group_by_length: bool = typer.Option(False, "--group-by-length", help="Batches of similar text length (faster on CPU).")
-    small_sources: str = typer.Option("error", "--small-sources", help="Sources with fewer pairs than a batch: error, mix or drop.")
+    group_by_length: bool = typer.Option(
+        False, "--group-by-length", help="Batches of similar text length (faster on CPU)."
+    )
+    small_sources: str = typer.Option(
+        "error", "--small-sources", help="Sources with fewer pairs than a batch: error, mix or drop."
+    )
     device: Optional[str] = typer.Option(None, "--device")
     seed: int = typer.Option(0, "--seed")
     overwrite: bool = OverwriteOpt
     json: bool = JsonOpt
+
+    def losses(self):
+        """One loss per temperature of --taus, then the aggregations asked for."""
+        from embcompress.train import LossConfig
+
+        losses = [LossConfig("infonce", tau=t) for t in _floats(self.taus, "--taus") or []]
+        losses += [
+            LossConfig(kind)
+            for kind, on in (
+                ("tempagg", self.tempagg),
+                ("tempaggmrl", self.tempaggmrl),
+                ("tempspecmrl", self.tempspecmrl),
+            )
+            if on
+        ]
+        return losses
+
+    def base(self):
+        """The training settings every model of the study shares."""
+        from embcompress.train import TrainConfig
+
+        return TrainConfig(
+            model=self.model,
+            steps=self.steps,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            max_seq_length=self.max_seq_length,
+            mini_batch_size=self.mini_batch_size,
+            freeze_layers=self.freeze_layers,
+            group_by_length=self.group_by_length,
+            small_sources=self.small_sources,
+            seed=self.seed,
+            device=self.device,
+        )
 
 
 @app.command("temperature-study")
@@ -179,16 +320,17 @@ class TemperatureStudyRequest:
 def temperature_study(req: TemperatureStudyRequest) -> None:
     """Train one model per temperature (and aggregations) and compare quality and compressibility;
     writes OUT_DIR/study.json and the plot OUT_DIR/study.svg."""
-    from embcompress.train import LossConfig, TrainConfig
     from embcompress.train.study import study_files
 
-    losses = [LossConfig("infonce", tau=t) for t in _floats(req.taus, "--taus") or []]
-    losses += [LossConfig(kind) for kind, on in (("tempagg", req.tempagg), ("tempaggmrl", req.tempaggmrl), ("tempspecmrl", req.tempspecmrl)) if on]
-    base = TrainConfig(model=req.model, steps=req.steps, batch_size=req.batch_size, lr=req.lr, max_seq_length=req.max_seq_length,
-                       mini_batch_size=req.mini_batch_size, freeze_layers=req.freeze_layers, group_by_length=req.group_by_length,
-                       small_sources=req.small_sources, seed=req.seed, device=req.device)
-    res = study_files(req.data, req.eval_dir, req.out_dir, losses=losses, base=base, overwrite=req.overwrite,
-                      progress=lambda msg: err.print(f"[dim]{msg}[/dim]"))
+    res = study_files(
+        req.data,
+        req.eval_dir,
+        req.out_dir,
+        losses=req.losses(),
+        base=req.base(),
+        overwrite=req.overwrite,
+        progress=lambda msg: err.print(f"[dim]{msg}[/dim]"),
+    )
     if req.json:
         emit(res, True)
         return

@@ -18,5 +18,25 @@ from .rabitq import RaBitQ
 from .normalize import Normalize
 from .pipeline import Pipeline
 
-__all__ = ["Autoencoder", "Binary", "GeoPres", "ITQ", "Int8", "Normalize", "OPQ", "PCA", "PQ", "Pipeline", "RaBitQ", "RandomProjection", "RandomSelect", "Rotate", "RQ",
-           "SQ", "Truncate", "fit_together", "pack_bits", "unpack_signs"]
+__all__ = [
+    "Autoencoder",
+    "Binary",
+    "GeoPres",
+    "ITQ",
+    "Int8",
+    "Normalize",
+    "OPQ",
+    "PCA",
+    "PQ",
+    "Pipeline",
+    "RaBitQ",
+    "RandomProjection",
+    "RandomSelect",
+    "Rotate",
+    "RQ",
+    "SQ",
+    "Truncate",
+    "fit_together",
+    "pack_bits",
+    "unpack_signs",
+]

@@ -21,7 +21,7 @@ def pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
 def unpack_codes(packed: np.ndarray, bits: int, d: int) -> np.ndarray:
     """Inverse of :func:`pack_codes`: (n, d) uint8."""
     per = 8 // bits
-    mask = np.uint8(2 ** bits - 1)
+    mask = np.uint8(2**bits - 1)
     parts = [(packed >> np.uint8(bits * (per - 1 - i))) & mask for i in range(per)]
     return np.stack(parts, axis=2).reshape(len(packed), -1)[:, :d]
 
@@ -39,7 +39,7 @@ def unpack_planes(packed: np.ndarray, bits: int, d: int) -> np.ndarray:
     plane = (d + 7) // 8
     u = np.zeros((len(packed), d), dtype=np.uint8)
     for p in range(bits):  # most significant plane first
-        u = (u << 1) | np.unpackbits(packed[:, p * plane:(p + 1) * plane], axis=1, count=d)
+        u = (u << 1) | np.unpackbits(packed[:, p * plane : (p + 1) * plane], axis=1, count=d)
     return u
 
 

@@ -97,7 +97,9 @@ def fit_together(comps: Sequence[LearnedMap], X: np.ndarray) -> None:
     about 40% of a step at 2,048 rows on a CPU) is computed once for all of them."""
     keys = {c.joint_fit_key() for c in comps}
     if len(comps) < 2 or len(keys) != 1 or None in keys:
-        raise InputError("fit_together takes two or more maps of one joint_fit_key (the same kind and settings but dim)")
+        raise InputError(
+            "fit_together takes two or more maps of one joint_fit_key (the same kind and settings but dim)"
+        )
     X = check_array(X, what="input")
     for c in comps:  # every map's checks of a fit, before any training
         check_fit(c, X.shape[1], lambda need: len(X))
@@ -113,7 +115,9 @@ def train(comps: Sequence[LearnedMap], train_rows: np.ndarray, val_rows: np.ndar
     train side by side on the same batches (:func:`fit_together`). Returns one (model, history,
     best step, device) per map; a history's ``seconds`` count from the start of the training,
     the other maps' steps included."""
-    torch = require("torch", "learned", f"fitting {comps[0].name}")  # heavy: imported on fit, never by `import embcompress`
+    torch = require(
+        "torch", "learned", f"fitting {comps[0].name}"
+    )  # heavy: imported on fit, never by `import embcompress`
 
     comp = comps[0]
     device = pick_device(comp.device)
@@ -185,7 +189,9 @@ class _Run:
             val = float(self.comp._loss(torch, self.model, Xval, val_target))
         self.history.append({**entry, "train_loss": float(self.loss.detach()), "val_loss": val})
         if not math.isfinite(val):
-            raise InputError(f"{self.comp.name} training diverged (validation loss {val}); lower lr (now {self.comp.lr})")
+            raise InputError(
+                f"{self.comp.name} training diverged (validation loss {val}); lower lr (now {self.comp.lr})"
+            )
         if val < self.best[0]:
             self.best = (val, entry["step"], self._state())
             self.bad_evals = 0

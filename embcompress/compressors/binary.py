@@ -104,11 +104,15 @@ class Binary(MeanStats, RerankTables, Compressor):
         """It learns the mean threshold or the decoding levels (those of the first LEVEL_ROWS rows
         with the zero threshold), each from block statistics; its state is per dimension (code files
         carry it) and its packing tests each chunk for NaN/inf itself."""
-        return super().traits.with_fit(
-            learns=self.threshold != "zero" or self.decoder != "sign",
-            first_rows=LEVEL_ROWS if self.threshold == "zero" else None,
-            block_stats=self.threshold == "mean" or self.decoder != "sign",
-        ).but(state_in_file=True, fused_finite_check=True)
+        return (
+            super()
+            .traits.with_fit(
+                learns=self.threshold != "zero" or self.decoder != "sign",
+                first_rows=LEVEL_ROWS if self.threshold == "zero" else None,
+                block_stats=self.threshold == "mean" or self.decoder != "sign",
+            )
+            .but(state_in_file=True, fused_finite_check=True)
+        )
 
     def _state_shapes(self):
         d = self.n_features_in_

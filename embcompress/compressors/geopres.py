@@ -67,7 +67,7 @@ def _positional_function(torch):
             m = Z.shape[0]
             # dL/dD = -2 diff / (m (m - 1)) off the diagonal; dD/d(d^2) = 1 / (2 D) where unclamped
             G = diff.div_(D).mul_(-grad / (m * (m - 1)))  # (m, m), in place of diff
-            G.masked_fill_(D <= _MIN_SQ ** 0.5, 0.0)  # clamped: duplicate rows (and the diagonal)
+            G.masked_fill_(D <= _MIN_SQ**0.5, 0.0)  # clamped: duplicate rows (and the diagonal)
             G.diagonal().zero_()  # left out of the mean
             gz = torch.mm(G, Z).mul_(-4).add_(Z * (4 * G.sum(dim=1, keepdim=True)))  # (m, dim)
             return None, gz
@@ -114,28 +114,41 @@ def local_spearman_loss(torch, Y, Z, generator=None):
 class GeoPres(LearnedMap):
     """``f(y) = W y`` (W: dim x n) trained so that pairwise geometry survives the reduction.
 
-    ``loss="positional"`` (the paper's main method, eq. 1): mean squared difference of pairwise
-    Euclidean distances within a batch; ``"angular"``: mean squared difference of pairwise cosine
-    similarities (eq. 3); ``"rank"``: 1 - local Spearman correlation of cosine similarities, with
-    soft ranks (a pairwise-sigmoid relaxation, not the Blondel et al. operator the paper used).
-    Defaults follow Kalyfommatos et al., 2025, section 4.2: AdamW lr 1e-2, weight decay 0.1, linear schedule with 10%
-    warm-up, 10 epochs, early stopping with patience 3 on a validation split, best weights restored,
-    PyTorch's default initialization (close to a Johnson-Lindenstrauss projection). With less data
-than the paper's 10M passages, 10 epochs are few steps: training runs at least ``min_steps``
-steps (more epochs over the same rows), still stopped early on the validation loss. The paper's
-    batch of 20,000 is used on CUDA; on a CPU the default is 2,048 (the distance matrices grow with
-    the square of the batch). Fits on at most ``max_rows`` rows (a uniform sample when the data has
-    more)."""
+        ``loss="positional"`` (the paper's main method, eq. 1): mean squared difference of pairwise
+        Euclidean distances within a batch; ``"angular"``: mean squared difference of pairwise cosine
+        similarities (eq. 3); ``"rank"``: 1 - local Spearman correlation of cosine similarities, with
+        soft ranks (a pairwise-sigmoid relaxation, not the Blondel et al. operator the paper used).
+        Defaults follow Kalyfommatos et al., 2025, section 4.2: AdamW lr 1e-2, weight decay 0.1, linear schedule with
+        10%
+        warm-up, 10 epochs, early stopping with patience 3 on a validation split, best weights restored,
+        PyTorch's default initialization (close to a Johnson-Lindenstrauss projection). With less data
+    than the paper's 10M passages, 10 epochs are few steps: training runs at least ``min_steps``
+    steps (more epochs over the same rows), still stopped early on the validation loss. The paper's
+        batch of 20,000 is used on CUDA; on a CPU the default is 2,048 (the distance matrices grow with
+        the square of the batch). Fits on at most ``max_rows`` rows (a uniform sample when the data has
+        more)."""
 
     name = "geopres"
     # the contract suite's cases: tiny training budgets (the contract, not the quality; see test_geopres.py)
     _choices = {"loss": LOSSES}
     _state_arrays = ("components_",)
 
-    def __init__(self, dim: int = 128, loss: str = "positional", lr: float = 1e-2, weight_decay: float = 0.1,
-                 epochs: int = 10, batch_size: int | None = None, warmup: float = 0.1, patience: int = 3,
-                 val_fraction: float = 0.1, max_rows: int = 500_000, min_steps: int = 300, seed: int = 0,
-                 device: str | None = None):
+    def __init__(
+        self,
+        dim: int = 128,
+        loss: str = "positional",
+        lr: float = 1e-2,
+        weight_decay: float = 0.1,
+        epochs: int = 10,
+        batch_size: int | None = None,
+        warmup: float = 0.1,
+        patience: int = 3,
+        val_fraction: float = 0.1,
+        max_rows: int = 500_000,
+        min_steps: int = 300,
+        seed: int = 0,
+        device: str | None = None,
+    ):
         self.dim = dim
         self.loss = loss
         self.lr = lr
@@ -199,9 +212,21 @@ class Autoencoder(LearnedMap):
     name = "autoencoder"
     _state_arrays = ("weight_", "bias_")
 
-    def __init__(self, dim: int = 128, lr: float = 1e-2, weight_decay: float = 0.1, epochs: int = 10,
-                 batch_size: int | None = None, warmup: float = 0.1, patience: int = 3, val_fraction: float = 0.1,
-                 max_rows: int = 500_000, min_steps: int = 300, seed: int = 0, device: str | None = None):
+    def __init__(
+        self,
+        dim: int = 128,
+        lr: float = 1e-2,
+        weight_decay: float = 0.1,
+        epochs: int = 10,
+        batch_size: int | None = None,
+        warmup: float = 0.1,
+        patience: int = 3,
+        val_fraction: float = 0.1,
+        max_rows: int = 500_000,
+        min_steps: int = 300,
+        seed: int = 0,
+        device: str | None = None,
+    ):
         self.dim = dim
         self.lr = lr
         self.weight_decay = weight_decay
@@ -219,8 +244,9 @@ class Autoencoder(LearnedMap):
         self._validate_common(n_features)
 
     def _make_model(self, torch, n_features: int):
-        return torch.nn.Sequential(torch.nn.Linear(n_features, self.dim), torch.nn.ReLU(),
-                                   torch.nn.Linear(self.dim, n_features))
+        return torch.nn.Sequential(
+            torch.nn.Linear(n_features, self.dim), torch.nn.ReLU(), torch.nn.Linear(self.dim, n_features)
+        )
 
     def _loss(self, torch, model, Y, target):
         return ((model(Y) - Y) ** 2).sum(dim=1).mean()  # (m, n) -> scalar

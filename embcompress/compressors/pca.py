@@ -100,8 +100,11 @@ class PCA(BlockStats, Affine, Compressor):
         na, nb = int(a["n"][0]), int(b["n"][0])
         n = na + nb
         delta = b["mean"] - a["mean"]
-        return {"n": np.array([n], np.int64), "mean": a["mean"] + delta * (nb / n),
-                "m2": a["m2"] + b["m2"] + np.outer(delta, delta) * (na * nb / n)}
+        return {
+            "n": np.array([n], np.int64),
+            "mean": a["mean"] + delta * (nb / n),
+            "m2": a["m2"] + b["m2"] + np.outer(delta, delta) * (na * nb / n),
+        }
 
     def _fit_stats(self, stats: dict, n_features: int) -> None:
         n = int(stats["n"][0])

@@ -33,8 +33,13 @@ class Pipeline(Compressor):
         own (search reads the last stage's through the query space)."""
         tags = [s.traits.fit for s in self.stages or []]
         rows = [t.first_rows for t in tags if t.learns]
-        return Traits(fit=FitTags(learns=bool(rows), min_rows=max([t.min_rows for t in tags], default=1),
-                                  first_rows=None if not rows or None in rows else max(rows)))
+        return Traits(
+            fit=FitTags(
+                learns=bool(rows),
+                min_rows=max([t.min_rows for t in tags], default=1),
+                first_rows=None if not rows or None in rows else max(rows),
+            )
+        )
 
     @classmethod
     def from_fitted(cls, stages: list[Compressor]) -> "Pipeline":
@@ -44,7 +49,10 @@ class Pipeline(Compressor):
         for i, s in enumerate(stages):
             s._check_fitted()
             if i and s.n_features_in_ != stages[i - 1].output_spec.width:
-                raise InputError(f"stage {i + 1} ({s.name}) was fitted on {s.n_features_in_} dims but stage {i} outputs {stages[i - 1].output_spec.width}")
+                raise InputError(
+                    f"stage {i + 1} ({s.name}) was fitted on {s.n_features_in_} dims but stage {i} outputs "
+                    f"{stages[i - 1].output_spec.width}"
+                )
             if i < len(stages) - 1 and s.output_spec.kind != "float":
                 raise InputError(f"stage {i + 1} ({s.name}) outputs {s.output_spec.kind} codes; put it last")
         pipe._validate_params(stages[0].n_features_in_)
@@ -125,6 +133,6 @@ class Pipeline(Compressor):
         stages = [s.clone() for s in self.stages]
         for i, (s, sc) in enumerate(zip(stages, scalars["stages"], strict=True)):
             prefix = f"{i}."
-            s._set_state(sc, {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)})
+            s._set_state(sc, {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)})
         self.stages_ = stages
         self.n_features_in_ = int(scalars["n_features_in_"])

@@ -52,10 +52,14 @@ class PQ(FaissExport, TableScan, FaissBacked):
         check_positive_int("m", self.m)
         if self.m > n_features or n_features % self.m:
             shown = ", ".join(map(str, _divisors(n_features)))
-            raise InputError(f"{self.name}:{self.m} needs m to divide the width {n_features} into equal slices; allowed m: {shown}")
+            raise InputError(
+                f"{self.name}:{self.m} needs m to divide the width {n_features} into equal slices; allowed m: {shown}"
+            )
         if isinstance(self.nbits, bool) or self.nbits not in NBITS:
-            raise InputError(f"{self.name} nbits must be 4 or 8 (two or one sub-quantizers per byte), got {self.nbits!r}")
-        check_positive_int("max_rows", self.max_rows, minimum=2 ** self.nbits)
+            raise InputError(
+                f"{self.name} nbits must be 4 or 8 (two or one sub-quantizers per byte), got {self.nbits!r}"
+            )
+        check_positive_int("max_rows", self.max_rows, minimum=2**self.nbits)
         make_rng(self.seed)
 
     def _sample(self, batches) -> np.ndarray:
@@ -98,8 +102,11 @@ class PQ(FaissExport, TableScan, FaissBacked):
     def _reconstruct(self, codes: np.ndarray) -> np.ndarray:
         idx = self._indices(codes)
         m = self.centroids_.shape[0]
-        return np.concatenate([self.centroids_[j][idx[:, j]] for j in range(m)], axis=1) if len(idx) else \
-            np.zeros((0, self.n_features_in_), np.float32)
+        return (
+            np.concatenate([self.centroids_[j][idx[:, j]] for j in range(m)], axis=1)
+            if len(idx)
+            else np.zeros((0, self.n_features_in_), np.float32)
+        )
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
         self._check_fitted()
@@ -132,7 +139,6 @@ class PQ(FaissExport, TableScan, FaissBacked):
     def _output_spec(self) -> OutputSpec:
         nbytes = (int(self.m) * int(self.nbits) + 7) // 8
         return OutputSpec(kind="codes", dtype="uint8", width=nbytes, nbytes=nbytes, metric="adc")
-
 
     def to_faiss(self, codes: np.ndarray):
         """faiss ``IndexPQ`` with the fitted codebooks, the codes copied as they are."""
@@ -167,7 +173,8 @@ class OPQ(PQ):
         return out
 
     #: alternations of codebook training and rotation update (faiss's default is 50). A setting of
-    #: the training, not a parameter: codes are read the same whatever it was (docs/decisions/0005). 10 fitted 1.5x as fast but lost on some sets and ratios over
+    #: the training, not a parameter: codes are read the same whatever it was (docs/decisions/0005). 10 fitted 1.5x
+    #: as fast but lost on some sets and ratios over
     #: three seeds, down to -1.87 points ("OPQ's rotation at 10 alternations, with three seeds")
     rotation_iterations = 20
     #: the rotation is learned on at most this many of the fit rows (a seeded uniform subset; faiss's

@@ -55,7 +55,7 @@ def grid_levels_numpy(U: np.ndarray, bits: int, block: int = 512) -> tuple[np.nd
     if K > 0:
         m = np.arange(1, K + 1, dtype=np.float64)
         for s in range(0, n, block):
-            a = np.abs(U[s:s + block].astype(np.float64))
+            a = np.abs(U[s : s + block].astype(np.float64))
             nb = len(a)
             with np.errstate(divide="ignore"):
                 keys = (m[None, None, :] * (1.0 / a)[:, :, None]).reshape(nb, d * K)  # inf where u = 0: never reached
@@ -72,7 +72,7 @@ def grid_levels_numpy(U: np.ndarray, bits: int, block: int = 512) -> tuple[np.nd
             taken = np.arange(d * K)[None, :] < best[:, None]  # (rows, sorted steps) within the best
             kb = np.zeros((nb, d), dtype=np.int64)
             np.add.at(kb, (np.repeat(np.arange(nb), d * K)[taken.ravel()], dims[taken]), 1)
-            k[s:s + block] = kb
+            k[s : s + block] = kb
     g = np.where(U > 0, 2 * k + 1, -(2 * k + 1))
     dots = np.cumsum(g * U.astype(np.float64), axis=1)[:, -1] if d else np.zeros(n)  # sequential, as in C
     return ((g + 2 * K + 1) // 2).astype(np.uint8), dots.astype(np.float32)
@@ -130,15 +130,16 @@ class RaBitQ(MeanStats, PlaneScan, Compressor):
     def _encode(self, X: np.ndarray, *, fused: bool = True) -> np.ndarray:
         """Code rows of ``X``, a block of :data:`ROTATE_BLOCK` rows at a time: the rotation is one
         BLAS call of one fixed size (the last block zero-padded; the structured rotation goes row
-        by row), so a vector's code does not depend on its batch, and the temporaries stay in cache. Per block the C kernel normalizes, finds the
+        by row), so a vector's code does not depend on its batch, and the temporaries stay in cache. Per block the C
+        kernel normalizes, finds the
         grid codes, packs the planes and writes the factors in one pass; :meth:`_encode_block` does
         the same in numpy (``fused=False``, or without the extension)."""
         out = np.empty((len(X), int(self.bits) * self._plane_bytes + FACTOR_BYTES), dtype=np.uint8)
         for s, RP, norms in self._rotated_blocks(X):
             if fused and _pack is not None:
-                _pack.encode(RP, norms, self.n_features_in_, int(self.bits), out[s:s + len(RP)])
+                _pack.encode(RP, norms, self.n_features_in_, int(self.bits), out[s : s + len(RP)])
             else:
-                self._encode_block(RP, norms, out[s:s + len(RP)])
+                self._encode_block(RP, norms, out[s : s + len(RP)])
         return out
 
     def _rotated_blocks(self, X: np.ndarray):
@@ -149,7 +150,7 @@ class RaBitQ(MeanStats, PlaneScan, Compressor):
         buf = np.zeros((ROTATE_BLOCK, d), dtype=np.float32)
         RP = np.empty((ROTATE_BLOCK, d), dtype=np.float32)
         for s in range(0, len(X), ROTATE_BLOCK):
-            part = X[s:s + ROTATE_BLOCK]
+            part = X[s : s + ROTATE_BLOCK]
             n = len(part)
             np.subtract(part, self.center_, out=buf[:n])
             norms = np.linalg.norm(buf[:n], axis=1)
@@ -167,15 +168,17 @@ class RaBitQ(MeanStats, PlaneScan, Compressor):
         B, pb = int(self.bits), self._plane_bytes
         U = RP / np.where(norms > 0, norms, 1)[:, None]  # rotated unit residuals
         u, dot = grid_levels(U, B)  # level index 0 .. 2^B - 1 of the odd integers g, and <g, U>
-        rows[:, :B * pb] = pack_planes(u, B)
+        rows[:, : B * pb] = pack_planes(u, B)
         scale = np.divide(norms, dot, out=np.zeros_like(norms), where=dot > 0).astype("<f4")
-        rows[:, B * pb:] = scale.view(np.uint8).reshape(len(RP), FACTOR_BYTES)
+        rows[:, B * pb :] = scale.view(np.uint8).reshape(len(RP), FACTOR_BYTES)
 
     def adc_codes(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The bit-planes (what the tables index) and the per-vector factor ``s``."""
         rows = np.ascontiguousarray(rows, dtype=np.uint8)
         nb = int(self.bits) * self._plane_bytes
-        return rows[:, :nb], np.ascontiguousarray(rows[:, nb:nb + FACTOR_BYTES]).view("<f4").reshape(-1).astype(np.float32)
+        return rows[:, :nb], np.ascontiguousarray(rows[:, nb : nb + FACTOR_BYTES]).view("<f4").reshape(-1).astype(
+            np.float32
+        )
 
     def adc_offset(self, Q: np.ndarray) -> np.ndarray:
         return (np.asarray(Q, dtype=np.float32) @ self.center_).astype(np.float32)
@@ -184,7 +187,7 @@ class RaBitQ(MeanStats, PlaneScan, Compressor):
         """(n, d) the odd-integer grid vectors ``g`` of stored rows."""
         codes, _ = self.adc_codes(rows)
         u = unpack_planes(codes, int(self.bits), self.n_features_in_).astype(np.int16)
-        return 2 * u - (2 ** self.bits - 1)
+        return 2 * u - (2**self.bits - 1)
 
     def decode(self, rows: np.ndarray) -> np.ndarray:
         """``c + s P g`` per row: its inner product with a query is the RaBitQ estimate."""
@@ -196,7 +199,7 @@ class RaBitQ(MeanStats, PlaneScan, Compressor):
         """The bit-planes decode to the odd integers ``g`` of every dimension's grid."""
         self._check_fitted()
         B = int(self.bits)
-        grid = (2 * np.arange(2 ** B) - (2 ** B - 1)).astype(np.float32)
+        grid = (2 * np.arange(2**B) - (2**B - 1)).astype(np.float32)
         return "planes", B, np.tile(grid, (self.n_features_in_, 1))
 
     def dense_queries(self, Q: np.ndarray) -> np.ndarray:
@@ -213,7 +216,7 @@ class RaBitQ(MeanStats, PlaneScan, Compressor):
         for i, p in enumerate(range(B - 1, -1, -1)):
             levels = np.tile(np.array([0.0, 2.0 ** (p + 1)], dtype=np.float32), (Qr.shape[1], 1))
             if i == 0:  # g = sum_p 2^(p+1) bit_p - (2^B - 1): the constant goes in with the first plane
-                levels = levels - np.float32(2 ** B - 1)
+                levels = levels - np.float32(2**B - 1)
             tables.append(byte_tables(Qr, levels, 1))
         return np.concatenate(tables, axis=1)
 
@@ -237,7 +240,7 @@ class RaBitQ(MeanStats, PlaneScan, Compressor):
         q8[:, : Qr.shape[1]] = np.clip(np.rint(Qr / delta[:, None]), -127, 127)
         # in bit order: each byte's eight dimensions reversed, as the scan unpacks a byte's bits
         q8 = np.ascontiguousarray(q8.reshape(len(q8), -1, 8)[:, :, ::-1].reshape(len(q8), dpad))
-        offset = -(2.0 ** B - 1) * delta * q8.sum(axis=1, dtype=np.int64)
+        offset = -(2.0**B - 1) * delta * q8.sum(axis=1, dtype=np.int64)
         return q8, (2.0 * delta).astype(np.float32), offset.astype(np.float32)
 
     def _state_shapes(self):

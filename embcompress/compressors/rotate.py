@@ -41,7 +41,7 @@ def _splitmix64(seed: int, n: int) -> np.ndarray:
     own generators' streams may change between versions."""
     golden, m1, m2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
     with np.errstate(over="ignore"):
-        z = np.uint64(int(seed) % 2 ** 64) + golden * np.arange(1, n + 1, dtype=np.uint64)
+        z = np.uint64(int(seed) % 2**64) + golden * np.arange(1, n + 1, dtype=np.uint64)
         z = (z ^ (z >> np.uint64(30))) * m1
         z = (z ^ (z >> np.uint64(27))) * m2
     return z ^ (z >> np.uint64(31))
@@ -55,7 +55,7 @@ def hadamard_plan(d: int, seed: int) -> tuple[np.ndarray, np.ndarray, int]:
     keys = _splitmix64(seed, HADAMARD_ROUNDS * (d + 2 * L))
     perm_keys = keys[: HADAMARD_ROUNDS * d].reshape(HADAMARD_ROUNDS, d)
     perms = np.argsort(perm_keys, axis=1, kind="stable").astype(np.int64)
-    signs = np.where(keys[HADAMARD_ROUNDS * d:] >> np.uint64(63), -1.0, 1.0).astype(np.float32)
+    signs = np.where(keys[HADAMARD_ROUNDS * d :] >> np.uint64(63), -1.0, 1.0).astype(np.float32)
     signs = signs.reshape(HADAMARD_ROUNDS, 2, L)
     perms.flags.writeable = signs.flags.writeable = False
     return perms, signs, L
@@ -93,9 +93,9 @@ def hadamard_rotate(X: np.ndarray, seed: int, mean: np.ndarray | None = None) ->
     for r in range(HADAMARD_ROUNDS):
         Y = Y[:, perms[r]]
         for k, lo in enumerate((0, d - L) if d > L else (0,)):
-            B = np.ascontiguousarray(Y[:, lo:lo + L]) * signs[r, k].astype(Y.dtype)
+            B = np.ascontiguousarray(Y[:, lo : lo + L]) * signs[r, k].astype(Y.dtype)
             _fwht(B)
-            Y[:, lo:lo + L] = B * scale
+            Y[:, lo : lo + L] = B * scale
     return Y
 
 

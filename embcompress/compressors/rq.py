@@ -30,7 +30,7 @@ from ._sample import reservoir, stream_mean
 
 NBITS = (4, 8)
 #: the largest beam tables (codeword inner products) encoding builds; larger models encode without
-BEAM_TABLES_MAX_BYTES = 512 * 2 ** 20
+BEAM_TABLES_MAX_BYTES = 512 * 2**20
 
 
 class Additive(TableScan, FaissBacked):
@@ -53,7 +53,7 @@ class Additive(TableScan, FaissBacked):
         check_positive_int("m", self.m)
         if isinstance(self.nbits, bool) or self.nbits not in NBITS:
             raise InputError(f"{self.name} nbits must be 4 or 8 (two or one codebooks per byte), got {self.nbits!r}")
-        check_positive_int("max_rows", self.max_rows, minimum=2 ** self.nbits)
+        check_positive_int("max_rows", self.max_rows, minimum=2**self.nbits)
         make_rng(self.seed)
 
     def _new_quantizer(self, d: int):
@@ -66,7 +66,9 @@ class Additive(TableScan, FaissBacked):
         faiss, q = self._new_quantizer(n_features)
         with faiss_blas_distances(faiss):
             q.train(np.ascontiguousarray(X - self.mean_))
-        self.codebooks_ = faiss.vector_to_array(q.codebooks).reshape(int(self.m), 2 ** int(self.nbits), n_features).astype(np.float32)
+        self.codebooks_ = (
+            faiss.vector_to_array(q.codebooks).reshape(int(self.m), 2 ** int(self.nbits), n_features).astype(np.float32)
+        )
         # encode with a quantizer rebuilt from the codebooks, as after loading, so that the codes of
         # a fitted and a loaded model are the same (the trained one breaks near-ties differently);
         # built here, not on first use, as transform must leave the estimator's __dict__ as it is
@@ -172,8 +174,9 @@ class RQ(Additive):
         rq.cp.progressive_dim_steps = int(self.progressive_steps)
         rq.cp.niter = int(self.beam_kmeans_iterations if int(self.beam) > 1 else self.kmeans_iterations)
         rq.cp.min_points_per_centroid = 1  # small samples are allowed (checked); no warnings on stderr
-        rq.cp.max_points_per_centroid = int(self.beam_kmeans_max_points_per_centroid if int(self.beam) > 1
-                                            else self.kmeans_max_points_per_centroid)
+        rq.cp.max_points_per_centroid = int(
+            self.beam_kmeans_max_points_per_centroid if int(self.beam) > 1 else self.kmeans_max_points_per_centroid
+        )
         rq.cp.seed = int(self.seed)
         return faiss, rq
 

@@ -78,12 +78,12 @@ class SQ(DenseScan, Compressor):
         if isinstance(self.bits, bool) or self.bits not in BITS:
             raise InputError(f"sq bits must be one of {', '.join(map(str, BITS))} per dimension, got {self.bits!r}")
         check_positive_int("iters", self.iters, minimum=0)
-        check_positive_int("max_rows", self.max_rows, minimum=2 ** self.bits)
+        check_positive_int("max_rows", self.max_rows, minimum=2**self.bits)
         make_rng(self.seed)
 
     def _fit(self, batches, n_features: int) -> None:
         X = reservoir(batches, self.max_rows, make_rng(self.seed))
-        self.levels_ = lloyd_levels(X, 2 ** self.bits, int(self.iters))
+        self.levels_ = lloyd_levels(X, 2**self.bits, int(self.iters))
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         return pack_codes(assign(X, self.levels_), self.bits)
@@ -91,8 +91,11 @@ class SQ(DenseScan, Compressor):
     def decode(self, codes: np.ndarray) -> np.ndarray:
         self._check_fitted()
         idx = unpack_codes(np.asarray(codes, dtype=np.uint8), self.bits, self.n_features_in_)
-        return np.take_along_axis(self.levels_[None, :, :], idx[:, :, None].astype(np.intp), axis=2)[:, :, 0] \
-            if len(idx) else np.zeros((0, self.n_features_in_), np.float32)
+        return (
+            np.take_along_axis(self.levels_[None, :, :], idx[:, :, None].astype(np.intp), axis=2)[:, :, 0]
+            if len(idx)
+            else np.zeros((0, self.n_features_in_), np.float32)
+        )
 
     def dense_codes(self) -> tuple[str, int, np.ndarray]:
         self._check_fitted()

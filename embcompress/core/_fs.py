@@ -92,12 +92,16 @@ def commit_file(tmp: Path, path: Path, *, overwrite: bool) -> None:
     try:
         os.link(tmp, path)  # atomic, and fails if path exists
     except FileExistsError:
-        raise OutputExistsError(f"{path} appeared while writing; pass --overwrite (overwrite=True) to replace it") from None
+        raise OutputExistsError(
+            f"{path} appeared while writing; pass --overwrite (overwrite=True) to replace it"
+        ) from None
     except OSError:  # no hard links on this file system: reserve the name, then rename over it
         try:
             os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
         except FileExistsError:
-            raise OutputExistsError(f"{path} appeared while writing; pass --overwrite (overwrite=True) to replace it") from None
+            raise OutputExistsError(
+                f"{path} appeared while writing; pass --overwrite (overwrite=True) to replace it"
+            ) from None
         os.replace(tmp, path)
         return
     tmp.unlink()
@@ -130,7 +134,9 @@ def check_output_dir(path: str | os.PathLike, *, overwrite: bool = False, allow_
         if not path.is_dir():
             raise InputError(f"{path} is a file; this output is a directory")
         if not overwrite and not (allow_empty and not any(path.iterdir())):
-            raise OutputExistsError(f"{path} already exists and is not empty; pass --overwrite (overwrite=True) to replace it")
+            raise OutputExistsError(
+                f"{path} already exists and is not empty; pass --overwrite (overwrite=True) to replace it"
+            )
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
@@ -169,7 +175,9 @@ def atomic_dir(path: str | os.PathLike, *, overwrite: bool = False) -> Iterator[
         yield tmp
         if path.exists():
             if not overwrite and (not path.is_dir() or any(path.iterdir())):
-                raise OutputExistsError(f"{path} appeared while writing; pass --overwrite (overwrite=True) to replace it")
+                raise OutputExistsError(
+                    f"{path} appeared while writing; pass --overwrite (overwrite=True) to replace it"
+                )
             shutil.rmtree(path) if path.is_dir() else path.unlink()
         os.replace(tmp, path)
     except BaseException as exc:
@@ -205,8 +213,10 @@ class RemoteOutput:
             raise InputError(f"cannot open the output storage {self.shown}: {str(exc).splitlines()[0]}") from None
         self.path = self.path.rstrip("/")
         if "/" not in self.path:
-            raise InputError(f"{self.shown}: name a directory inside the bucket or volume (e.g. {self.shown.rstrip('/')}/codes), "
-                             "as the shards are staged beside it")
+            raise InputError(
+                f"{self.shown}: name a directory inside the bucket or volume (e.g. {self.shown.rstrip('/')}/codes), "
+                "as the shards are staged beside it"
+            )
 
     def __str__(self) -> str:
         return self.shown
@@ -235,7 +245,9 @@ class RemoteOutput:
         if kind == "file":
             raise InputError(f"{self.shown} is a file; this output is a directory of shards")
         if kind == "dir" and not overwrite and self.fs.get_file_info(pafs.FileSelector(self.path, recursive=False)):
-            raise OutputExistsError(f"{self.shown} already exists and is not empty; pass --overwrite (overwrite=True) to replace it")
+            raise OutputExistsError(
+                f"{self.shown} already exists and is not empty; pass --overwrite (overwrite=True) to replace it"
+            )
 
     def staging(self) -> str:
         import secrets

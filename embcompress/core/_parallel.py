@@ -29,7 +29,8 @@ class _OneBlasThread:
     """While any of our parallel sections that call BLAS runs, BLAS (numpy's OpenBLAS) runs each
     call on one thread: our workers are the parallelism. (An OpenMP-threaded BLAS, like the one
     faiss brings, keeps a count per thread; each streaming worker sets its own, :func:`_share_openmp`.)
-    A BLAS that starts its own team inside each of our threads oversubscribes the cores -- RaBitQ's encoder (a 256 x d matrix product per block in every worker) ran 5-13x slower
+    A BLAS that starts its own team inside each of our threads oversubscribes the cores -- RaBitQ's encoder (a 256 x d
+    matrix product per block in every worker) ran 5-13x slower
     that way on 2 busy cores (docs/decisions/0006). Sections nest and overlap
     across threads: the first to enter looks up the loaded libraries (threadpoolctl, about 2 ms)
     and sets the limit, later ones set it again (a limit someone set in between is not kept while
@@ -94,7 +95,9 @@ def shared_pool(workers: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def map_rows(fn: Callable[[np.ndarray], np.ndarray], X: np.ndarray, out: np.ndarray, *, blas: bool = False) -> np.ndarray:
+def map_rows(
+    fn: Callable[[np.ndarray], np.ndarray], X: np.ndarray, out: np.ndarray, *, blas: bool = False
+) -> np.ndarray:
     """``out[i] = fn(X[i])`` row-block by row-block, in parallel when ``X`` is large. ``blas``:
     ``fn`` calls BLAS (a matrix product), which then runs one thread per call (:data:`one_blas_thread`)."""
     n = len(X)
@@ -209,8 +212,15 @@ def ordered_units(units: Sequence[Unit], *, threads: int, window: int) -> Iterat
 
     share = max(1, reader_threads() // max(1, min(threads, n)))
 
-    workers = [threading.Thread(target=_work, args=(units, tasks, outs, stop, first_failed, share), daemon=True,
-                                name=f"embcompress-reader-{k}") for k in range(min(threads, n))]
+    workers = [
+        threading.Thread(
+            target=_work,
+            args=(units, tasks, outs, stop, first_failed, share),
+            daemon=True,
+            name=f"embcompress-reader-{k}",
+        )
+        for k in range(min(threads, n))
+    ]
     limit = one_blas_thread if len(workers) > 1 else contextlib.nullcontext()  # compressors may multiply matrices
     with limit:
         for t in workers:
@@ -240,8 +250,14 @@ def ordered_units(units: Sequence[Unit], *, threads: int, window: int) -> Iterat
                 t.join(timeout=30)
 
 
-def _work(units: Sequence[Unit], tasks: "queue.Queue[int | None]", outs: list, stop: threading.Event,
-          first_failed: list[int], share: int) -> None:
+def _work(
+    units: Sequence[Unit],
+    tasks: "queue.Queue[int | None]",
+    outs: list,
+    stop: threading.Event,
+    first_failed: list[int],
+    share: int,
+) -> None:
     """A worker of :func:`ordered_units`: takes unit numbers until told to stop (None), puts each
     unit's items on its queue then an end mark, or the unit's error; stops early once a unit
     before it failed or the consumer closed."""

@@ -50,7 +50,8 @@ def _import_faiss():
     """Import faiss with its OpenMP threads waiting passively (asleep, not spinning) between
     parallel regions, unless the user set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``. Spinning
     threads take the cores from whatever else runs: an ``rq:24`` fit on 16,000 rows took 108-113 s
-    beside another job and 40-43 s with passive waits (docs/decisions/0006). faiss's wheel brings its own OpenMP runtime, which reads the setting once, when it
+    beside another job and 40-43 s with passive waits (docs/decisions/0006). faiss's wheel brings its own OpenMP
+    runtime, which reads the setting once, when it
     loads; the variable is set for that import only and then restored, so programs this process
     starts, and other OpenMP runtimes, see the environment as it was."""
     import importlib
@@ -105,8 +106,10 @@ def require(module: str, extra: str, what: str):
     try:
         return _import_faiss() if module == "faiss" else importlib.import_module(module)
     except ImportError:
-        raise MissingDependency(f"{what} needs {module.split('.')[0]}, which is not installed; "
-                         f"install it with: pip install \"embcompress[{extra}]\"") from None
+        raise MissingDependency(
+            f"{what} needs {module.split('.')[0]}, which is not installed; "
+            f'install it with: pip install "embcompress[{extra}]"'
+        ) from None
 
 
 def pick_device(device: str | None) -> str:
@@ -121,7 +124,9 @@ def pick_device(device: str | None) -> str:
     try:
         kind = torch.device(device).type
     except (RuntimeError, ValueError):
-        raise InputError(f"device {device!r} is not a torch device; use 'cpu', 'cuda', 'cuda:N', 'mps' or leave it unset") from None
+        raise InputError(
+            f"device {device!r} is not a torch device; use 'cpu', 'cuda', 'cuda:N', 'mps' or leave it unset"
+        ) from None
     if kind == "cuda" and not torch.cuda.is_available():
         raise InputError(f"device {device!r} was asked for but CUDA is not available; use 'cpu' or leave it unset")
     if kind == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):

@@ -36,7 +36,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, Union
 import numpy as np
 
 from . import persist
-from .checks import (NonFiniteChunk, check_array, check_values)
+from .checks import NonFiniteChunk, check_array, check_values
 from .errors import InputError, NotFittedError
 from .registry import param_names
 from .specs import OutputSpec, QuerySpace, Traits
@@ -97,7 +97,9 @@ class Compressor:
     def positional(cls, value: Any) -> dict[str, Any]:
         """Keyword arguments meant by a bare value in a spec (``"pca:128"`` -> ``dim=128``)."""
         if cls._positional is None:
-            raise InputError(f"{cls.name} takes no value, only key=value parameters: {', '.join(param_names(cls)) or 'none'}")
+            raise InputError(
+                f"{cls.name} takes no value, only key=value parameters: {', '.join(param_names(cls)) or 'none'}"
+            )
         return {cls._positional: value}
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -164,8 +166,12 @@ class Compressor:
     def __sklearn_tags__(self):  # called by scikit-learn only, so importing it here costs nothing otherwise
         from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
 
-        return Tags(estimator_type=None, target_tags=TargetTags(required=False), transformer_tags=TransformerTags(),
-                    input_tags=InputTags(allow_nan=False))
+        return Tags(
+            estimator_type=None,
+            target_tags=TargetTags(required=False),
+            transformer_tags=TransformerTags(),
+            input_tags=InputTags(allow_nan=False),
+        )
 
     @property
     def traits(self) -> Traits:
@@ -198,9 +204,14 @@ class Compressor:
             if isinstance(default, bool):
                 ok, kind = isinstance(value, (bool, np.bool_)), "true or false"
             elif isinstance(default, int):
-                ok, kind = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)), "an integer"
+                ok, kind = (
+                    isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)),
+                    "an integer",
+                )
             elif isinstance(default, float):
-                ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+                ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+                    value, (bool, np.bool_)
+                )
                 kind = "a number"
             elif isinstance(default, str):
                 ok, kind = isinstance(value, str), "a word"
@@ -242,9 +253,7 @@ class Compressor:
                 if width is None:
                     width = arr.shape[1]
                 elif arr.shape[1] != width:
-                    raise InputError(
-                        f"input batches differ in width: {width} then {arr.shape[1]} at row {offset}"
-                    )
+                    raise InputError(f"input batches differ in width: {width} then {arr.shape[1]} at row {offset}")
                 offset += len(arr)
                 if len(arr):
                     yield arr
@@ -265,8 +274,9 @@ class Compressor:
 
         return self._fitted(first.shape[1], lambda n_features: self._fit(checked, n_features), rows=rows_up_to)
 
-    def _fitted(self, n_features: int, fit: Callable[[int], None], *,
-                rows: Callable[[int], int] | None = None) -> "Compressor":
+    def _fitted(
+        self, n_features: int, fit: Callable[[int], None], *, rows: Callable[[int], int] | None = None
+    ) -> "Compressor":
         """The frame of every way to fit: check the parameters for ``n_features`` inputs (before
         anything reads them, the fit tags included), refuse fewer rows than
         :attr:`FitTags.min_rows` (``rows(need)``: the rows there are, counted up to ``need``;

@@ -158,8 +158,9 @@ class BlockStats:
         rows = None if "n" not in stats else (lambda need: int(np.asarray(stats["n"]).sum()))
         return self._fitted(n_features, lambda n: self._fit_stats(stats, n), rows=rows)  # type: ignore[attr-defined]
 
-    def fit_from_block_stats(self, blocks: Iterable[dict], n_features: int,
-                             first_rows: Callable[[], Iterator[np.ndarray]] | None = None) -> "Compressor":
+    def fit_from_block_stats(
+        self, blocks: Iterable[dict], n_features: int, first_rows: Callable[[], Iterator[np.ndarray]] | None = None
+    ) -> "Compressor":
         """Fit from per-block statistics merged in the order given; then, where
         :attr:`rows_after_stats` asks for them, from the first rows (``first_rows``: a function
         returning a fresh iterator of their batches). Returns self."""

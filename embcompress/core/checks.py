@@ -42,12 +42,12 @@ def check_array(X: Any, *, what: str = "X", row_offset: int = 0, finite: bool = 
     if arr.dtype.kind == "c":
         raise InputError(f"{what} has dtype {arr.dtype}. Complex data not supported; give real float embeddings")
     if arr.dtype.type not in FLOAT_DTYPES:
-        raise InputError(
-            f"{what} has dtype {arr.dtype}; only float16, float32 and float64 embeddings are accepted"
-        )
+        raise InputError(f"{what} has dtype {arr.dtype}; only float16, float32 and float64 embeddings are accepted")
     if arr.shape[1] == 0:
-        raise InputError(f"{what} has 0 feature(s) (shape=({arr.shape[0]}, 0)) while a minimum of 1 is required: "
-                         "embeddings need at least 1 dimension")
+        raise InputError(
+            f"{what} has 0 feature(s) (shape=({arr.shape[0]}, 0)) while a minimum of 1 is required: "
+            "embeddings need at least 1 dimension"
+        )
     if finite and arr.dtype == np.float64:  # before the cast, where 1e300 is still 1e300, not inf
         check_values(arr, what=what, row_offset=row_offset)
     arr = np.ascontiguousarray(arr, dtype=np.float32)
@@ -98,9 +98,9 @@ def check_values(arr: np.ndarray, *, what: str = "X", row_offset: int = 0) -> No
             f"+-{MAX_ABS:.0e} (embcompress computes in float32; scale the embeddings down); {tail}"
         )
     raise InputError(
-        f"{where} has a non-finite value ({value} at dimension {col}); {tail}; embeddings must be finite (no NaN or inf)"
+        f"{where} has a non-finite value ({value} at dimension {col}); {tail}; embeddings must be finite (no NaN or "
+        "inf)"
     )
-
 
 
 def check_matrix_fits(rows: int, cols: int, what: str) -> None:
@@ -112,9 +112,11 @@ def check_matrix_fits(rows: int, cols: int, what: str) -> None:
     except (AttributeError, OSError, ValueError):  # not POSIX: assume a large machine
         ram = 1 << 40
     if need > ram // 2:
-        raise InputError(f"{what} needs a {rows} x {cols} matrix ({need / 2**30:.1f} GiB), more than half of this "
-                         f"machine's {ram / 2**30:.0f} GiB; the input is {cols} dimensions wide, reduce it first "
-                         "(for example truncate or random projection) or use a family without a square state")
+        raise InputError(
+            f"{what} needs a {rows} x {cols} matrix ({need / 2**30:.1f} GiB), more than half of this "
+            f"machine's {ram / 2**30:.0f} GiB; the input is {cols} dimensions wide, reduce it first "
+            "(for example truncate or random projection) or use a family without a square state"
+        )
 
 
 def check_dim(name: str, value: Any, n_features: int, *, allow_equal: bool = True) -> int:
@@ -123,7 +125,8 @@ def check_dim(name: str, value: Any, n_features: int, *, allow_equal: bool = Tru
     top = n_features if allow_equal else n_features - 1
     if not 1 <= value <= top:
         raise InputError(
-            f"{name}={value} is out of range: the input has {n_features} dimensions ({n_features} feature(s)), allowed is 1..{top}"
+            f"{name}={value} is out of range: the input has {n_features} dimensions ({n_features} feature(s)), allowed "
+            f"is 1..{top}"
         )
     return value
 
@@ -132,4 +135,3 @@ def make_rng(seed: Any) -> np.random.Generator:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise InputError(f"seed must be an integer, got {seed!r}")
     return np.random.default_rng(int(seed))
-

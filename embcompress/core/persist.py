@@ -97,6 +97,7 @@ def build(name: str, params: dict[str, Any]) -> "Compressor":
     """An unfitted compressor of the registered ``name`` from JSON parameters, nested compressors
     (``{"name": ..., "params": ...}``, as :func:`to_config` writes them) rebuilt too; the deep keys
     (``stages__0__dim``) that ``get_params`` adds repeat those and are skipped."""
+
     def value(v: Any) -> Any:
         if isinstance(v, dict) and isinstance(v.get("name"), str) and set(v) <= {"name", "params"}:
             return build(v["name"], v.get("params") or {})
@@ -145,14 +146,16 @@ def _check_arrays(comp: "Compressor") -> None:
         want = shapes.get(name)
         if want is not None and (a.ndim != len(want) or any(w is not None and w != g for w, g in zip(want, a.shape))):
             shown = "(" + ", ".join("any" if w is None else str(w) for w in want) + ")"
-            raise InputError(f"fitted array {name!r} has shape {a.shape}; expected {shown} for {comp!r} "
-                             f"on {d} input dimensions")
+            raise InputError(
+                f"fitted array {name!r} has shape {a.shape}; expected {shown} for {comp!r} on {d} input dimensions"
+            )
     probe = np.linspace(-1, 1, 2 * d, dtype=np.float32).reshape(2, d)
     try:
         out = comp.transform(probe)
         if out.shape != (2, comp.output_spec.row_width):
-            raise InputError(f"it produces rows of {out.shape[1]} values, but its output is declared as "
-                             f"{comp.output_spec.row_width}")
+            raise InputError(
+                f"it produces rows of {out.shape[1]} values, but its output is declared as {comp.output_spec.row_width}"
+            )
         comp.decode(out)  # every compressor decodes (the identity for float outputs)
     except InputError:
         raise
@@ -202,12 +205,7 @@ def check_model_path(path: str | os.PathLike, *, overwrite: bool = False) -> Pat
 def save(comp: "Compressor", path: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Write ``comp`` to the directory ``path`` (written to a temporary name first, then renamed)."""
     config, arrays = to_config(comp)
-    doc = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "library_version": __version__,
-        **config,
-    }
+    doc = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "library_version": __version__, **config}
     with atomic_dir(path, overwrite=overwrite) as tmp:
         (tmp / "config.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
         np.savez(tmp / "arrays.npz", **{k: np.asarray(v) for k, v in arrays.items()})
@@ -229,7 +227,10 @@ def load(path: str | os.PathLike) -> "Compressor":
     except (OSError, ValueError) as exc:
         raise FormatError(f"{cfg_file} is not valid JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
-        raise FormatError(f"{cfg_file} is not an embcompress compressor config (format field is {doc.get('format') if isinstance(doc, dict) else None!r})")
+        raise FormatError(
+            f"{cfg_file} is not an embcompress compressor config (format field is "
+            f"{doc.get('format') if isinstance(doc, dict) else None!r})"
+        )
     version = doc.get("format_version")
     if version not in SUPPORTED_FORMAT_VERSIONS:
         raise FormatError(
@@ -243,6 +244,7 @@ def load(path: str | os.PathLike) -> "Compressor":
             with np.load(npz_file, allow_pickle=False) as npz:
                 arrays = {k: npz[k] for k in npz.files}
         except Exception as exc:  # a cut or forged zip raises zipfile, EOF, OS and value errors
-            raise FormatError(f"{npz_file} is corrupt or cannot be read without pickle "
-                              f"({type(exc).__name__}: {exc})") from None
+            raise FormatError(
+                f"{npz_file} is corrupt or cannot be read without pickle ({type(exc).__name__}: {exc})"
+            ) from None
     return from_config(doc, arrays, where=str(path))

@@ -12,7 +12,18 @@ from pathlib import Path
 
 from ..core._util import sample_rows
 
-_SKIP_DIRS = {"test", "tests", "idlelib", "lib2to3", "site-packages", "dist-packages", "__pycache__", "turtledemo", "ensurepip", "venv"}
+_SKIP_DIRS = {
+    "test",
+    "tests",
+    "idlelib",
+    "lib2to3",
+    "site-packages",
+    "dist-packages",
+    "__pycache__",
+    "turtledemo",
+    "ensurepip",
+    "venv",
+}
 
 
 @dataclass
@@ -71,7 +82,9 @@ def _sources_in_wheel(wheel: Path):
     with zipfile.ZipFile(wheel) as zf:
         for name in sorted(zf.namelist()):
             parts = name.split("/")
-            if not name.endswith(".py") or any(part in _SKIP_DIRS or part.endswith((".dist-info", ".data")) for part in parts[:-1]):
+            if not name.endswith(".py") or any(
+                part in _SKIP_DIRS or part.endswith((".dist-info", ".data")) for part in parts[:-1]
+            ):
                 continue
             try:
                 yield ".".join(parts)[:-3], zf.read(name).decode("utf-8")
@@ -98,8 +111,9 @@ def unique_pairs(pairs, limit: int | None = None, *, seed: int = 0) -> list[DocP
     return unique
 
 
-def stdlib_docstring_pairs(limit: int | None = 2000, *, seed: int = 0, min_body: int = 80,
-                           root: str | Path | None = None) -> list[DocPair]:
+def stdlib_docstring_pairs(
+    limit: int | None = 2000, *, seed: int = 0, min_body: int = 80, root: str | Path | None = None
+) -> list[DocPair]:
     """Up to ``limit`` (query, document) pairs from the standard library (or from the Python
     sources under ``root``, e.g. a site-packages directory), a seeded sample with duplicate
     queries and documents removed; the same sources give the same pairs."""
@@ -111,6 +125,10 @@ def stdlib_docstring_pairs(limit: int | None = 2000, *, seed: int = 0, min_body:
 def wheel_docstring_pairs(wheels, *, min_body: int = 80) -> list[DocPair]:
     """(query, document) pairs from the Python files inside the given wheels, in the order given,
     duplicates removed as in :func:`unique_pairs`. Nothing is installed or imported."""
-    pairs = (p for wheel in wheels for module, source in _sources_in_wheel(Path(wheel))
-             for p in _pairs_from_source(source, module, min_body))
+    pairs = (
+        p
+        for wheel in wheels
+        for module, source in _sources_in_wheel(Path(wheel))
+        for p in _pairs_from_source(source, module, min_body)
+    )
     return unique_pairs(pairs)

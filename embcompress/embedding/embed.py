@@ -41,9 +41,18 @@ def resolve_model_path(model: str | None) -> str:
         return default_model_path()
     path = Path(model)
     if not path.is_dir():
-        raise InputError(f"model {model!r} is not a local directory; embcompress never downloads models. Give the path of a sentence-transformers model directory")
-    if not ((path / "modules.json").exists() or (path / "config_sentence_transformers.json").exists() or (path / "config.json").exists()):
-        raise InputError(f"{model} is not a sentence-transformers model directory (no modules.json or config.json in it)")
+        raise InputError(
+            f"model {model!r} is not a local directory; embcompress never downloads models. Give the path of a "
+            "sentence-transformers model directory"
+        )
+    if not (
+        (path / "modules.json").exists()
+        or (path / "config_sentence_transformers.json").exists()
+        or (path / "config.json").exists()
+    ):
+        raise InputError(
+            f"{model} is not a sentence-transformers model directory (no modules.json or config.json in it)"
+        )
     return str(path)
 
 
@@ -63,7 +72,9 @@ def load_model(model: str | None = None, device: str | None = None, backend: str
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     path = resolve_model_path(model)
-    SentenceTransformer = require("sentence_transformers", "models", "embedding texts").SentenceTransformer  # heavy; on use only
+    SentenceTransformer = require(
+        "sentence_transformers", "models", "embedding texts"
+    ).SentenceTransformer  # heavy; on use only
 
     try:
         return SentenceTransformer(path, device=device)
@@ -71,7 +82,9 @@ def load_model(model: str | None = None, device: str | None = None, backend: str
         raise InputError(f"cannot load a sentence-transformers model from {path}: {exc}") from None
 
 
-def read_texts(path: str | os.PathLike, *, field: str | None = None, id_field: str | None = None) -> tuple[list[str], list[str]]:
+def read_texts(
+    path: str | os.PathLike, *, field: str | None = None, id_field: str | None = None
+) -> tuple[list[str], list[str]]:
     """Texts and ids from ``.txt`` (one text per non-empty line), ``.jsonl`` / ``.jsonl.gz``
     (a text field, default the first of text/sentence/document/body/content/query present) or
     ``.parquet`` (a string column)."""
@@ -83,8 +96,9 @@ def read_texts(path: str | os.PathLike, *, field: str | None = None, id_field: s
         try:
             lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
         except UnicodeDecodeError as exc:
-            raise InputError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
-                             "save it as UTF-8") from None
+            raise InputError(
+                f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); save it as UTF-8"
+            ) from None
         texts = [t for t in lines if t]
         ids = [str(i) for i in range(len(texts))]
     elif name.endswith((".jsonl", ".jsonl.gz")):
@@ -94,7 +108,9 @@ def read_texts(path: str | os.PathLike, *, field: str | None = None, id_field: s
         for lineno, rec in iter_jsonl(path):
             key = field or next((f for f in TEXT_FIELDS if f in rec), None)
             if key is None or key not in rec:
-                raise InputError(f"{path} line {lineno} has no text field ({field or ' / '.join(TEXT_FIELDS)}); pass --text-field")
+                raise InputError(
+                    f"{path} line {lineno} has no text field ({field or ' / '.join(TEXT_FIELDS)}); pass --text-field"
+                )
             text = rec[key]
             if not isinstance(text, str):
                 raise InputError(f"{path} line {lineno}: field {key!r} is {type(text).__name__}, not a string")
@@ -109,7 +125,10 @@ def read_texts(path: str | os.PathLike, *, field: str | None = None, id_field: s
             raise InputError(f"{path} is not a readable parquet file ({str(exc).strip().splitlines()[0]})") from None
         key = field or next((f for f in TEXT_FIELDS if f in table.column_names), None)
         if key is None or key not in table.column_names:
-            raise InputError(f"{path} has no text column ({field or ' / '.join(TEXT_FIELDS)}); its columns: {', '.join(table.column_names)}; pass --text-field")
+            raise InputError(
+                f"{path} has no text column ({field or ' / '.join(TEXT_FIELDS)}); its columns: "
+                f"{', '.join(table.column_names)}; pass --text-field"
+            )
         col = table.column(key)
         if not pa.types.is_string(col.type) and not pa.types.is_large_string(col.type):
             raise InputError(f"column {key!r} in {path} has type {col.type}; expected strings")
@@ -125,8 +144,14 @@ def read_texts(path: str | os.PathLike, *, field: str | None = None, id_field: s
     return texts, ids
 
 
-def encode(model, texts: Sequence[str], *, batch_size: int = 64, normalize: bool = True,
-           progress: Callable[[int], None] | None = None) -> np.ndarray:
+def encode(
+    model,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 64,
+    normalize: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> np.ndarray:
     """Encode ``texts`` to a float32 (n, dim) array, in chunks so progress can be reported."""
     get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
     dim = get_dim()
@@ -142,29 +167,59 @@ def encode(model, texts: Sequence[str], *, batch_size: int = 64, normalize: bool
     return out
 
 
-def write_embeddings(path: str | os.PathLike, ids: Sequence[str], vectors: np.ndarray, *, model_name: str,
-                     normalized: bool, overwrite: bool = False, extra: dict[str, Sequence[Any]] | None = None,
-                     backend: str = "torch") -> None:
+def write_embeddings(
+    path: str | os.PathLike,
+    ids: Sequence[str],
+    vectors: np.ndarray,
+    *,
+    model_name: str,
+    normalized: bool,
+    overwrite: bool = False,
+    extra: dict[str, Sequence[Any]] | None = None,
+    backend: str = "torch",
+) -> None:
     """Write a vector dump: ``id`` (string), extra columns, ``embedding`` fixed_size_list<float32>;
     the file's metadata names the model and the backend that ran it."""
     check_output_path(path, overwrite=overwrite)
     spec = float_spec(vectors.shape[1])
     extra = extra or {}
     carried = pa.RecordBatch.from_arrays(
-        [pa.array(list(ids), pa.string()), *[pa.array(list(v)) for v in extra.values()]],
-        names=["id", *extra.keys()],
+        [pa.array(list(ids), pa.string()), *[pa.array(list(v)) for v in extra.values()]], names=["id", *extra.keys()]
     )
-    meta = {"format": "embcompress.embeddings", "library_version": __version__, "model": model_name,
-            "backend": backend, "normalized": normalized, "width": int(vectors.shape[1])}
-    with VectorWriter(path, spec, column="embedding", carried_schema=carried.schema, metadata=meta,
-                      num_rows=len(vectors), overwrite=overwrite) as w:
+    meta = {
+        "format": "embcompress.embeddings",
+        "library_version": __version__,
+        "model": model_name,
+        "backend": backend,
+        "normalized": normalized,
+        "width": int(vectors.shape[1]),
+    }
+    with VectorWriter(
+        path,
+        spec,
+        column="embedding",
+        carried_schema=carried.schema,
+        metadata=meta,
+        num_rows=len(vectors),
+        overwrite=overwrite,
+    ) as w:
         w.write(vectors, carried)
 
 
-def embed_file(texts_path, out_path, *, model: str | None = None, text_field: str | None = None,
-               id_field: str | None = None, batch_size: int = 64, normalize: bool = True,
-               overwrite: bool = False, device: str | None = None, backend: str = "torch",
-               stage: Callable[[str, int], Callable[[int], None] | None] | None = None) -> dict[str, Any]:
+def embed_file(
+    texts_path,
+    out_path,
+    *,
+    model: str | None = None,
+    text_field: str | None = None,
+    id_field: str | None = None,
+    batch_size: int = 64,
+    normalize: bool = True,
+    overwrite: bool = False,
+    device: str | None = None,
+    backend: str = "torch",
+    stage: Callable[[str, int], Callable[[int], None] | None] | None = None,
+) -> dict[str, Any]:
     """Embed the texts of a file and write a parquet vector dump. Returns a summary."""
     check_output_path(out_path, overwrite=overwrite)
     texts, ids = read_texts(texts_path, field=text_field, id_field=id_field)
@@ -172,6 +227,13 @@ def embed_file(texts_path, out_path, *, model: str | None = None, text_field: st
     progress = stage("embedding", len(texts)) if stage else None
     vectors = encode(st, texts, batch_size=batch_size, normalize=normalize, progress=progress)
     name = model or DEFAULT_MODEL
-    write_embeddings(out_path, ids, vectors, model_name=name, normalized=normalize, overwrite=overwrite, backend=backend)
-    return {"rows": len(texts), "width": int(vectors.shape[1]), "model": name, "backend": backend, "output": str(out_path)}
-
+    write_embeddings(
+        out_path, ids, vectors, model_name=name, normalized=normalize, overwrite=overwrite, backend=backend
+    )
+    return {
+        "rows": len(texts),
+        "width": int(vectors.shape[1]),
+        "model": name,
+        "backend": backend,
+        "output": str(out_path),
+    }

@@ -102,8 +102,10 @@ class FitCache:
 
 def check_folds(folds, n: int | None = None) -> int:
     if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 1:
-        raise InputError(f"folds must be a whole number of at least 1 (2: fit on one half, score the other; "
-                         f"1: fit on every document, in-sample only), got {folds!r}")
+        raise InputError(
+            f"folds must be a whole number of at least 1 (2: fit on one half, score the other; "
+            f"1: fit on every document, in-sample only), got {folds!r}"
+        )
     if n is not None and folds > 1 and n < 2 * folds:
         raise InputError(f"{folds}-fold fitting needs at least {2 * folds} documents (two per fold), got {n}")
     return int(folds)
@@ -129,8 +131,15 @@ class CrossFit:
     as one corpus. ``folds=1`` fits one model on all the documents (or a seeded uniform sample of ``fit_rows``):
     in-sample only. ``fit_on`` fits one model on those vectors instead (a protocol of the caller's)."""
 
-    def __init__(self, docs: np.ndarray, folds: int = 2, *, fit_on: np.ndarray | None = None,
-                 fit_rows: int | None = None, seed: int = 0):
+    def __init__(
+        self,
+        docs: np.ndarray,
+        folds: int = 2,
+        *,
+        fit_on: np.ndarray | None = None,
+        fit_rows: int | None = None,
+        seed: int = 0,
+    ):
         n = len(docs)
         self.docs = docs
         if fit_on is not None:
@@ -172,10 +181,15 @@ class CrossFit:
         """``{"headline": index}``, plus ``"in_sample"`` when the headline is out-of-sample."""
         if self.folds == 1:
             cache = self.caches[0]
-            return {"headline": Index(cache.encode(spec, self.docs), compressor=cache.fit(spec), ids=doc_ids,
-                                      norm_power=norm_power)}
-        return {"headline": self._parted(spec, doc_ids, norm_power, lambda i: i),
-                "in_sample": self._parted(spec, doc_ids, norm_power, lambda i: (i + 1) % self.folds)}
+            return {
+                "headline": Index(
+                    cache.encode(spec, self.docs), compressor=cache.fit(spec), ids=doc_ids, norm_power=norm_power
+                )
+            }
+        return {
+            "headline": self._parted(spec, doc_ids, norm_power, lambda i: i),
+            "in_sample": self._parted(spec, doc_ids, norm_power, lambda i: (i + 1) % self.folds),
+        }
 
     def first_model_index(self, spec: str, doc_ids: Sequence, norm_power: float = 1.0) -> PartedIndex:
         """Every document encoded by the first fold's model alone (out-of-sample ``folds >= 2``):
@@ -196,5 +210,7 @@ class CrossFit:
         fit = [c.fit_seconds[spec] for c in self.caches if spec in c.fit_seconds]
         rows = sum(c.encoded.get(spec, (0, 0.0))[0] for c in self.caches)
         secs = sum(c.encoded.get(spec, (0, 0.0))[1] for c in self.caches)
-        return {"fit_seconds": sum(fit) / len(fit) if fit else 0.0,
-                "encode_rows_per_second": rows / secs if secs > 0 else float("inf")}
+        return {
+            "fit_seconds": sum(fit) / len(fit) if fit else 0.0,
+            "encode_rows_per_second": rows / secs if secs > 0 else float("inf"),
+        }

@@ -50,13 +50,19 @@ class ResultRow:
         unless ``keep_per_query``."""
         inside_ref = ref_score if self.in_sample_queries is None or in_sample_ref is None else in_sample_ref
         inside = None if self.score_in_sample is None else retention(self.score_in_sample, inside_ref)
-        return replace(self, retention=retention(self.score, ref_score), retention_in_sample=inside,
-                       per_query=self.per_query if keep_per_query else None)
+        return replace(
+            self,
+            retention=retention(self.score, ref_score),
+            retention_in_sample=inside,
+            per_query=self.per_query if keep_per_query else None,
+        )
 
     def without_nan_retention(self):
         """This row with an undefined (NaN) retention shown as None, as the JSON output shows it."""
+
         def fix(v):
             return None if v is not None and v != v else v
+
         return replace(self, retention=fix(self.retention), retention_in_sample=fix(self.retention_in_sample))
 
     def to_dict(self, per_query: bool = False) -> dict[str, Any]:

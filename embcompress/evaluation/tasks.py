@@ -112,7 +112,11 @@ class QrelsTask:
         """The same task for a corpus of the documents at ``rows``: the queries with a relevant
         document there, each with its judgments."""
         inside = {str(doc_ids[i]) for i in np.asarray(rows, dtype=np.int64)}
-        keep = [j for j, q in enumerate(self.query_ids) if any(g > 0 and d in inside for d, g in self.qrels.get(q, {}).items())]
+        keep = [
+            j
+            for j, q in enumerate(self.query_ids)
+            if any(g > 0 and d in inside for d, g in self.qrels.get(q, {}).items())
+        ]
         return self.subset(np.asarray(keep, dtype=np.int64))
 
     def check(self, docs: np.ndarray, doc_ids: Sequence) -> dict[str, int]:
@@ -156,7 +160,9 @@ class LabelFreeTask:
         if reference not in REFERENCES:
             raise InputError(f"reference must be one of {', '.join(REFERENCES)}, got {reference!r}")
         self.queries, self.k, self.reference, self.source = queries, k, reference, source
-        self.metric = REFERENCES[reference].format(k=k) + (" (label-free)" if source == "documents" else " (label-free, your queries)")
+        self.metric = REFERENCES[reference].format(k=k) + (
+            " (label-free)" if source == "documents" else " (label-free, your queries)"
+        )
         self.mode = "label-free"
         self._reference: np.ndarray | None = None
 
@@ -184,7 +190,10 @@ class LabelFreeTask:
             per, name = neighbour_recall_per_query(self._reference, res.rows, self.k), f"recall@{self.k}_vs_float"
         else:
             depth = 1 if self.reference == "top1" else self.k
-            per, name = pseudo_relevance_ndcg(self._reference, res.rows, self.k, depth), f"ndcg@{self.k}_vs_float_{self.reference}"
+            per, name = (
+                pseudo_relevance_ndcg(self._reference, res.rows, self.k, depth),
+                f"ndcg@{self.k}_vs_float_{self.reference}",
+            )
         score = float(per.mean())
         return Measured(score, {name: score}, res.seconds, len(self.queries), res.info["candidates"], per)
 

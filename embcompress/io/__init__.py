@@ -8,6 +8,19 @@ from .whole import count_rows, read_all, read_sample
 from .writers import VectorWriter, arrow_type, check_output_path, to_arrow
 
 __all__ = [
-    "Batch", "describe_path", "META_KEY", "NpyVectors", "ParquetVectors", "VectorWriter", "arrow_type", "check_output_path",
-    "column_to_numpy", "file_format", "open_vectors", "read_all", "read_sample", "count_rows", "to_arrow",
+    "Batch",
+    "describe_path",
+    "META_KEY",
+    "NpyVectors",
+    "ParquetVectors",
+    "VectorWriter",
+    "arrow_type",
+    "check_output_path",
+    "column_to_numpy",
+    "file_format",
+    "open_vectors",
+    "read_all",
+    "read_sample",
+    "count_rows",
+    "to_arrow",
 ]

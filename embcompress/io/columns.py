@@ -26,9 +26,15 @@ def is_code_type(t: pa.DataType) -> bool:
 
 
 #: numpy's dtype for the value types read or written as buffers (:func:`values_view`)
-NUMPY_DTYPES = {pa.float16(): np.dtype(np.float16), pa.float32(): np.dtype(np.float32), pa.float64(): np.dtype(np.float64),
-                pa.int8(): np.dtype(np.int8), pa.uint8(): np.dtype(np.uint8), pa.int32(): np.dtype(np.int32),
-                pa.int64(): np.dtype(np.int64)}
+NUMPY_DTYPES = {
+    pa.float16(): np.dtype(np.float16),
+    pa.float32(): np.dtype(np.float32),
+    pa.float64(): np.dtype(np.float64),
+    pa.int8(): np.dtype(np.int8),
+    pa.uint8(): np.dtype(np.uint8),
+    pa.int32(): np.dtype(np.int32),
+    pa.int64(): np.dtype(np.int64),
+}
 
 
 def values_view(values: pa.Array) -> np.ndarray:
@@ -40,8 +46,9 @@ def values_view(values: pa.Array) -> np.ndarray:
     return np.frombuffer(values.buffers()[1], dtype=dtype, count=len(values), offset=values.offset * dtype.itemsize)
 
 
-def column_to_numpy(arr: pa.Array, dim: int, *, offset: int = 0, column: str = "embedding",
-                    finite: bool = True) -> np.ndarray:
+def column_to_numpy(
+    arr: pa.Array, dim: int, *, offset: int = 0, column: str = "embedding", finite: bool = True
+) -> np.ndarray:
     """A list / fixed_size_list / fixed_size_binary arrow array -> 2-D numpy array (float32 for
     float lists, raw dtype for codes), refusing nulls, ragged rows and (unless ``finite`` is
     False) non-finite values."""

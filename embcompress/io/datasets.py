@@ -41,8 +41,10 @@ def _reading(path: Path) -> Iterator[None]:
     try:
         yield
     except UnicodeDecodeError as exc:
-        raise InputError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start} "
-                         "of a block); save it as UTF-8") from None
+        raise InputError(
+            f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start} "
+            "of a block); save it as UTF-8"
+        ) from None
     except (EOFError, OSError, zlib.error) as exc:
         raise InputError(f"{path} cannot be read: {exc} (a cut or corrupt .gz?)") from None
 
@@ -99,8 +101,10 @@ def read_qrels(path: str | os.PathLike) -> dict[str, dict[str, int]]:
             except ValueError:
                 raise InputError(f"{path} line {lineno}: score {row[2]!r} is not a number") from None
             if not (math.isfinite(value) and abs(value) <= MAX_GRADE):
-                raise InputError(f"{path} line {lineno}: score {row[2]!r} is not a relevance grade "
-                                 f"(expected a finite number, at most {MAX_GRADE} in magnitude, such as 0, 1 or 2)")
+                raise InputError(
+                    f"{path} line {lineno}: score {row[2]!r} is not a relevance grade "
+                    f"(expected a finite number, at most {MAX_GRADE} in magnitude, such as 0, 1 or 2)"
+                )
             grade = int(value)
             qrels.setdefault(row[0], {})[row[1]] = grade
     if not qrels:

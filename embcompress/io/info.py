@@ -59,11 +59,18 @@ def _describe_dataset(path) -> dict[str, Any]:
     meta = src.metadata or {}
     comp = meta.get("compressor") if meta.get("format") == "embcompress.vectors" else None
     return {
-        "kind": "dataset", "path": str(path), "shards": len(src.rels), "rows": src.num_rows,
+        "kind": "dataset",
+        "path": str(path),
+        "shards": len(src.rels),
+        "rows": src.num_rows,
         "rows_per_shard": {"min": min(s.num_rows for s in src.shards), "max": max(s.num_rows for s in src.shards)},
-        "column": src.column, "id_column": src.id_column, "type": str(src.type),
-        "width": (meta.get("output") or {}).get("width", src.dim), "bytes_per_vector": src.nbytes_per_row,
+        "column": src.column,
+        "id_column": src.id_column,
+        "type": str(src.type),
+        "width": (meta.get("output") or {}).get("width", src.dim),
+        "bytes_per_vector": src.nbytes_per_row,
         "bytes": sum(os.path.getsize(src.root / r) for r in src.rels),
-        "compressor": comp["name"] if comp else None, "fingerprint": comp.get("fingerprint") if comp else None,
+        "compressor": comp["name"] if comp else None,
+        "fingerprint": comp.get("fingerprint") if comp else None,
         "first_shards": src.rels[:5],
     }

@@ -28,7 +28,9 @@ class NpyVectors(Streamed):
                 raise
             raise FormatError(f"{self.path} is not a readable .npy file ({first_line(exc)})") from None
         if self._arr.ndim != 2:
-            raise InputError(f"{self.path} holds a {self._arr.ndim}-D array of shape {self._arr.shape}; expected 2-D (rows x dims)")
+            raise InputError(
+                f"{self.path} holds a {self._arr.ndim}-D array of shape {self._arr.shape}; expected 2-D (rows x dims)"
+            )
         kind = self._arr.dtype
         if codes is None:
             if kind.type not in (np.float16, np.float32, np.float64, np.uint8, np.int8):
@@ -39,24 +41,45 @@ class NpyVectors(Streamed):
             raise InputError(f"{self.path} has dtype {kind}; only float16, float32 and float64 embeddings are accepted")
         self.num_rows, self.dim = self._arr.shape
         if self.dim == 0 and self.num_rows:
-            raise InputError(f"{self.path} holds vectors of width 0 (shape {self._arr.shape}); embeddings need at least 1 dimension")
+            raise InputError(
+                f"{self.path} holds vectors of width 0 (shape {self._arr.shape}); embeddings need at least 1 dimension"
+            )
         self.column = "embedding"
         self.metadata = read_sidecar(self.path)
         self.nbytes_per_row = self.dim * kind.itemsize
         self.type = kind
 
-    def units(self, batch_size: int | None = None, *, max_rows: int | None = None, transform: Transform | None = None,
-              result_row_bytes: int | None = None, base: int = 0, shard: int = 0) -> tuple[list, int]:
+    def units(
+        self,
+        batch_size: int | None = None,
+        *,
+        max_rows: int | None = None,
+        transform: Transform | None = None,
+        result_row_bytes: int | None = None,
+        base: int = 0,
+        shard: int = 0,
+    ) -> tuple[list, int]:
         """As :meth:`ParquetVectors.units`; a unit is a run of 16 batches."""
         batch_size = batch_rows(batch_size, self.nbytes_per_row)
         span = 16 * batch_size
         end = self.num_rows if max_rows is None else min(self.num_rows, int(max_rows))
-        units = [functools.partial(self._read_span, start=s, stop=min(s + span, self.num_rows), batch_size=batch_size,
-                                   transform=transform, base=base, shard=shard) for s in range(0, end, span)]
+        units = [
+            functools.partial(
+                self._read_span,
+                start=s,
+                stop=min(s + span, self.num_rows),
+                batch_size=batch_size,
+                transform=transform,
+                base=base,
+                shard=shard,
+            )
+            for s in range(0, end, span)
+        ]
         return units, span * (result_row_bytes or 4 * self.dim)
 
-    def _read_span(self, local: dict, *, start: int, stop: int, batch_size: int, transform, base: int = 0,
-                   shard: int = 0) -> Iterator[Batch]:
+    def _read_span(
+        self, local: dict, *, start: int, stop: int, batch_size: int, transform, base: int = 0, shard: int = 0
+    ) -> Iterator[Batch]:
         for s in range(start, stop, batch_size):
             block = np.asarray(self._arr[s : min(s + batch_size, stop)])
             if block.dtype.kind == "f":

@@ -124,8 +124,12 @@ class PhysicalType(IntEnum):
 
 
 #: the file offsets in a ColumnMetaData, moved when a column chunk is copied to another place
-PAGE_OFFSETS = (ColumnMetaData.DATA_PAGE_OFFSET, ColumnMetaData.INDEX_PAGE_OFFSET,
-                ColumnMetaData.DICTIONARY_PAGE_OFFSET, ColumnMetaData.BLOOM_FILTER_OFFSET)
+PAGE_OFFSETS = (
+    ColumnMetaData.DATA_PAGE_OFFSET,
+    ColumnMetaData.INDEX_PAGE_OFFSET,
+    ColumnMetaData.DICTIONARY_PAGE_OFFSET,
+    ColumnMetaData.BLOOM_FILTER_OFFSET,
+)
 
 #: the fields of a copied column chunk (and of its ColumnMetaData) the footer rewrite understands:
 #: offsets among them are moved, the rest hold no offset. BLOOM_FILTER_LENGTH goes with its offset.

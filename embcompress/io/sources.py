@@ -37,11 +37,17 @@ def find_shards(path: str | os.PathLike) -> tuple[Path, list[str]]:
         files = [Path(f) for f in matches if Path(f).is_file() and Path(f).suffix.lower() in SHARD_SUFFIXES]
         root = Path(os.path.commonpath([str(f.parent) for f in files])) if files else Path(text).parent
         what = f"pattern {text!r}"
-    rels = sorted(str(f.relative_to(root)) for f in files
-                  if not any(part.startswith((".", "_")) for part in f.relative_to(root).parts))
+    rels = sorted(
+        str(f.relative_to(root))
+        for f in files
+        if not any(part.startswith((".", "_")) for part in f.relative_to(root).parts)
+    )
     if not rels:
-        raise InputError(f"{what} holds no .parquet or .npy files" if "directory" in what
-                         else f"{what} matches no .parquet or .npy files")
+        raise InputError(
+            f"{what} holds no .parquet or .npy files"
+            if "directory" in what
+            else f"{what} matches no .parquet or .npy files"
+        )
     return root, rels
 
 
@@ -49,8 +55,9 @@ class DatasetVectors(Streamed):
     """Several vector files read as one: the interface of :class:`~embcompress.io.ParquetVectors`
     (rows, width, columns, batches), plus ``shards`` and ``rels`` (relative paths)."""
 
-    def __init__(self, path: str | os.PathLike, *, column=None, id_column=None, keep_columns: Sequence[str] = (),
-                 codes=False):
+    def __init__(
+        self, path: str | os.PathLike, *, column=None, id_column=None, keep_columns: Sequence[str] = (), codes=False
+    ):
         self.path = Path(str(path))
         self.root, self.rels = find_shards(path)
         formats = {file_format(r) for r in self.rels}
@@ -58,8 +65,9 @@ class DatasetVectors(Streamed):
             raise InputError(f"{path} mixes .parquet and .npy shards; a dataset is one or the other")
         self.shards = []
         for rel in self.rels:
-            self.shards.append(open_file(self.root / rel, column=column, id_column=id_column,
-                                            keep_columns=keep_columns, codes=codes))
+            self.shards.append(
+                open_file(self.root / rel, column=column, id_column=id_column, keep_columns=keep_columns, codes=codes)
+            )
             self._check_alike(self.shards[0], self.shards[-1], rel)
         first = self.shards[0]
         self.column, self.id_column, self.type, self.dim = first.column, first.id_column, first.type, first.dim
@@ -75,32 +83,52 @@ class DatasetVectors(Streamed):
     def _check_alike(self, first, shard, rel: str) -> None:
         if shard is first:
             return
-        for name, a, b in (("embedding column", first.column, shard.column), ("type", str(first.type), str(shard.type)),
-                           ("width", first.dim, shard.dim), ("id column", first.id_column, shard.id_column),
-                           ("kept columns", first.carried_columns, shard.carried_columns)):
+        for name, a, b in (
+            ("embedding column", first.column, shard.column),
+            ("type", str(first.type), str(shard.type)),
+            ("width", first.dim, shard.dim),
+            ("id column", first.id_column, shard.id_column),
+            ("kept columns", first.carried_columns, shard.carried_columns),
+        ):
             if a != b:
-                raise InputError(f"shard {self.root / rel} has {name} {b!r} but {self.root / self.rels[0]} has {a!r}; "
-                                 "every shard of a dataset needs the same columns")
+                raise InputError(
+                    f"shard {self.root / rel} has {name} {b!r} but {self.root / self.rels[0]} has {a!r}; "
+                    "every shard of a dataset needs the same columns"
+                )
         fa = (first.metadata or {}).get("compressor", {}).get("fingerprint")
         fb = (shard.metadata or {}).get("compressor", {}).get("fingerprint")
         if fa != fb:
-            raise InputError(f"shard {self.root / rel} holds codes of compressor fingerprint {fb} but "
-                             f"{self.root / self.rels[0]} of {fa}; codes of different compressors cannot be mixed")
+            raise InputError(
+                f"shard {self.root / rel} holds codes of compressor fingerprint {fb} but "
+                f"{self.root / self.rels[0]} of {fa}; codes of different compressors cannot be mixed"
+            )
 
     @property
     def num_row_groups(self) -> int:
         return sum(s.num_row_groups for s in self.shards)
 
-    def units(self, batch_size: int | None = None, *, max_rows: int | None = None, transform: Transform | None = None,
-              result_row_bytes: int | None = None) -> tuple[list, int]:
+    def units(
+        self,
+        batch_size: int | None = None,
+        *,
+        max_rows: int | None = None,
+        transform: Transform | None = None,
+        result_row_bytes: int | None = None,
+    ) -> tuple[list, int]:
         """Every shard's units in order, batches tagged with their shard, one row numbering across
         shards: the row groups of all shards are the units of the parallel reader."""
         units, unit_bytes = [], 0
         for i, shard in enumerate(self.shards):
             if max_rows is not None and self.starts[i] >= max_rows:
                 break
-            u, b = shard.units(batch_size, max_rows=None if max_rows is None else max_rows - self.starts[i],
-                               transform=transform, result_row_bytes=result_row_bytes, base=self.starts[i], shard=i)
+            u, b = shard.units(
+                batch_size,
+                max_rows=None if max_rows is None else max_rows - self.starts[i],
+                transform=transform,
+                result_row_bytes=result_row_bytes,
+                base=self.starts[i],
+                shard=i,
+            )
             units += u
             unit_bytes = max(unit_bytes, b)
         return units, unit_bytes
@@ -122,7 +150,9 @@ def open_vectors(
     if not path.exists():
         raise InputError(f"{path} does not exist")
     if path.is_dir():
-        raise InputError(f"{path} is a saved compressor, not vectors; expected a .parquet or .npy file or a dataset directory")
+        raise InputError(
+            f"{path} is a saved compressor, not vectors; expected a .parquet or .npy file or a dataset directory"
+        )
     return open_file(path, column=column, id_column=id_column, keep_columns=keep_columns, codes=codes)
 
 

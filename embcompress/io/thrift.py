@@ -36,6 +36,7 @@ class List:
 
 # ---- reading ------------------------------------------------------------------------------------
 
+
 def varint(buf, i: int) -> tuple[int, int]:
     shift = result = 0
     while True:
@@ -146,6 +147,7 @@ def put(fields: list[Field], fid: int, type_: int, value) -> None:
 
 
 # ---- writing ------------------------------------------------------------------------------------
+
 
 def encode_uvarint(v: int) -> bytes:
     out = bytearray()

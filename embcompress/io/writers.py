@@ -68,8 +68,9 @@ class PageWriter:
     of ``pq.ParquetWriter`` that :class:`VectorWriter` uses; pyarrow reads the files back as it
     reads its own (tested)."""
 
-    def __init__(self, path, schema: pa.Schema, *, compression: str | None, codes_compression: str | None,
-                 threads: int = 1):
+    def __init__(
+        self, path, schema: pa.Schema, *, compression: str | None, codes_compression: str | None, threads: int = 1
+    ):
         self.schema, self.compression = schema, compression  # the carried columns' codec
         self.codes_compression = codes_compression  # the list column's
         self.threads = threads  # that compress the codes column's pages
@@ -79,8 +80,13 @@ class PageWriter:
         leaf = pf.schema.column(len(pf.schema) - 1)
         self._path, self._max_def = leaf.path.split("."), int(leaf.max_definition_level)
         self._footer = _footer(template)
-        thrift.put(self._footer, FileMetaData.CREATED_BY, thrift.BINARY, f"embcompress version {__version__} (list codes; other columns by "
-                                                   f"parquet-cpp-arrow version {pa.__version__})".encode())
+        thrift.put(
+            self._footer,
+            FileMetaData.CREATED_BY,
+            thrift.BINARY,
+            f"embcompress version {__version__} (list codes; other columns by "
+            f"parquet-cpp-arrow version {pa.__version__})".encode(),
+        )
         self._row_groups: list = []
         self._rows = 0
         self._f = open(path, "wb")
@@ -101,21 +107,44 @@ class PageWriter:
             blocks = [column_to_numpy(c, width) for c in column.chunks]
         else:
             width, values = column.type.list_size, NUMPY_DTYPES[column.type.value_type]
-            blocks = [values_view(c.flatten()).reshape(len(c), width) for c in column.chunks]  # no copy: one view per chunk
+            blocks = [
+                values_view(c.flatten()).reshape(len(c), width) for c in column.chunks
+            ]  # no copy: one view per chunk
         blocks = blocks or [np.empty((0, width), dtype=values)]
-        parts, meta = page_encoder.encode_chunk(blocks, self._pos, max_def=self._max_def, path=self._path, codec=self.codes_compression,
-                                                threads=self.threads)
+        parts, meta = page_encoder.encode_chunk(
+            blocks,
+            self._pos,
+            max_def=self._max_def,
+            path=self._path,
+            codec=self.codes_compression,
+            threads=self.threads,
+        )
         for part in parts:
             self._put(part)
-        chunks.append([thrift.Field(ColumnChunk.FILE_OFFSET, thrift.I64, 0), thrift.Field(ColumnChunk.META_DATA, thrift.STRUCT, meta)])
+        chunks.append(
+            [
+                thrift.Field(ColumnChunk.FILE_OFFSET, thrift.I64, 0),
+                thrift.Field(ColumnChunk.META_DATA, thrift.STRUCT, meta),
+            ]
+        )
         metas = [thrift.get(cc, ColumnChunk.META_DATA).value for cc in chunks]
-        self._row_groups.append([
-            thrift.Field(RowGroup.COLUMNS, thrift.LIST, thrift.List(thrift.STRUCT, chunks)),
-            thrift.Field(RowGroup.TOTAL_BYTE_SIZE, thrift.I64, sum(thrift.get(m, ColumnMetaData.TOTAL_UNCOMPRESSED_SIZE).value for m in metas)),
-            thrift.Field(RowGroup.NUM_ROWS, thrift.I64, table.num_rows),
-            thrift.Field(RowGroup.FILE_OFFSET, thrift.I64, start),
-            thrift.Field(RowGroup.TOTAL_COMPRESSED_SIZE, thrift.I64, sum(thrift.get(m, ColumnMetaData.TOTAL_COMPRESSED_SIZE).value for m in metas)),
-        ])
+        self._row_groups.append(
+            [
+                thrift.Field(RowGroup.COLUMNS, thrift.LIST, thrift.List(thrift.STRUCT, chunks)),
+                thrift.Field(
+                    RowGroup.TOTAL_BYTE_SIZE,
+                    thrift.I64,
+                    sum(thrift.get(m, ColumnMetaData.TOTAL_UNCOMPRESSED_SIZE).value for m in metas),
+                ),
+                thrift.Field(RowGroup.NUM_ROWS, thrift.I64, table.num_rows),
+                thrift.Field(RowGroup.FILE_OFFSET, thrift.I64, start),
+                thrift.Field(
+                    RowGroup.TOTAL_COMPRESSED_SIZE,
+                    thrift.I64,
+                    sum(thrift.get(m, ColumnMetaData.TOTAL_COMPRESSED_SIZE).value for m in metas),
+                ),
+            ]
+        )
         if len(self._row_groups) <= 32767:  # the ordinal is an i16 (optional)
             self._row_groups[-1].append(thrift.Field(RowGroup.ORDINAL, thrift.I16, len(self._row_groups) - 1))
         self._rows += table.num_rows
@@ -125,12 +154,19 @@ class PageWriter:
         to where they now are. A field the rewrite does not know is refused (it might hold an
         offset that would then point to the wrong bytes)."""
         meta = thrift.get(cc, ColumnChunk.META_DATA).value
-        unknown = [f"ColumnChunk field {i}" for i in unknown_fields(ColumnChunk, cc)] + \
-                  [f"ColumnMetaData field {i}" for i in unknown_fields(ColumnMetaData, meta)]
+        unknown = [f"ColumnChunk field {i}" for i in unknown_fields(ColumnChunk, cc)] + [
+            f"ColumnMetaData field {i}" for i in unknown_fields(ColumnMetaData, meta)
+        ]
         if unknown:
-            raise ValueError(f"pyarrow {pa.__version__} wrote {', '.join(unknown)} in a carried column, which the "
-                             "footer rewrite does not know; update embcompress/io/schema.py's REWRITE_KNOWS")
-        lo = min(f.value for f in meta if f.fid in (ColumnMetaData.DATA_PAGE_OFFSET, ColumnMetaData.DICTIONARY_PAGE_OFFSET) and f.value)
+            raise ValueError(
+                f"pyarrow {pa.__version__} wrote {', '.join(unknown)} in a carried column, which the "
+                "footer rewrite does not know; update embcompress/io/schema.py's REWRITE_KNOWS"
+            )
+        lo = min(
+            f.value
+            for f in meta
+            if f.fid in (ColumnMetaData.DATA_PAGE_OFFSET, ColumnMetaData.DICTIONARY_PAGE_OFFSET) and f.value
+        )
         length = thrift.get(meta, ColumnMetaData.TOTAL_COMPRESSED_SIZE).value
         for f in meta:
             if f.fid in PAGE_OFFSETS and f.value:
@@ -161,8 +197,9 @@ class PageWriter:
 
 def _parquet_bytes(table: pa.Table, compression: str | None) -> bytes:
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression=compression or "none", write_page_checksum=True,
-                   row_group_size=max(table.num_rows, 1))
+    pq.write_table(
+        table, sink, compression=compression or "none", write_page_checksum=True, row_group_size=max(table.num_rows, 1)
+    )
     return sink.getvalue().to_pybytes()
 
 
@@ -227,8 +264,9 @@ class VectorWriter:
             if self.format == "npy":
                 if num_rows is None:
                     raise InputError("writing .npy needs the row count up front")
-                self._mm = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=np.dtype(spec.dtype),
-                                                     shape=(num_rows, spec.row_width))
+                self._mm = np.lib.format.open_memmap(
+                    self.tmp, mode="w+", dtype=np.dtype(spec.dtype), shape=(num_rows, spec.row_width)
+                )
                 self._expected = num_rows
                 reserve(self.tmp)
             else:
@@ -241,8 +279,9 @@ class VectorWriter:
                 # writer's one thread for nothing; codes (bits, bytes, int8) compress with zstd
                 carried = "zstd" if spec.kind != "float" else "snappy"  # ids and kept columns, as before
                 codes = "zstd" if spec.kind != "float" else None
-                self._writer = PageWriter(self.tmp, schema, compression=carried, codes_compression=codes,
-                                          threads=reader_threads(threads))
+                self._writer = PageWriter(
+                    self.tmp, schema, compression=carried, codes_compression=codes, threads=reader_threads(threads)
+                )
         except BaseException as exc:
             self._discard()
             if isinstance(exc, OSError) and not isinstance(exc, EmbcompressError):
@@ -313,7 +352,9 @@ class VectorWriter:
                 raise InputError(f"wrote {self.rows} rows but {self._expected} were announced")
             commit_file(self.tmp, self.path, overwrite=self.overwrite)
             if self.format == "npy":
-                Path(str(self.path) + SIDECAR_SUFFIX).write_text(json.dumps(self.metadata, indent=2, sort_keys=True) + "\n")
+                Path(str(self.path) + SIDECAR_SUFFIX).write_text(
+                    json.dumps(self.metadata, indent=2, sort_keys=True) + "\n"
+                )
         except BaseException as err:
             self._discard()
             if isinstance(err, OSError) and not isinstance(err, EmbcompressError):

@@ -32,7 +32,8 @@ def write_curve(path: str | os.PathLike, ratio: np.ndarray, *, overwrite: bool =
     cum = np.cumsum(ratio)
     if path.suffix == ".csv":
         text = "component,explained_variance_ratio,cumulative\n" + "".join(
-            f"{i + 1},{r:.8f},{c:.8f}\n" for i, (r, c) in enumerate(zip(ratio, cum)))
+            f"{i + 1},{r:.8f},{c:.8f}\n" for i, (r, c) in enumerate(zip(ratio, cum))
+        )
     else:
         text = json.dumps({"explained_variance_ratio": ratio.tolist(), "cumulative": cum.tolist()})
     with atomic_file(path, overwrite=overwrite) as tmp:
@@ -40,9 +41,17 @@ def write_curve(path: str | os.PathLike, ratio: np.ndarray, *, overwrite: bool =
     return path
 
 
-def analyze_file(path: str | os.PathLike, *, threshold: float = 0.95, curve: str | os.PathLike | None = None,
-                 max_rows: int | None = None, column: str | None = None, batch_size: int | None = None,
-                 overwrite: bool = False, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+def analyze_file(
+    path: str | os.PathLike,
+    *,
+    threshold: float = 0.95,
+    curve: str | os.PathLike | None = None,
+    max_rows: int | None = None,
+    column: str | None = None,
+    batch_size: int | None = None,
+    overwrite: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
     """Stream the file once (up to ``max_rows`` rows) into a covariance and report the fewest
     components explaining ``threshold`` of the variance, with the curve written to ``curve``."""
     if curve is not None:
@@ -55,10 +64,17 @@ def analyze_file(path: str | os.PathLike, *, threshold: float = 0.95, curve: str
     intr = intrinsic_dimensionality(None, threshold, eigenvalues=pca.eigenvalues_)
     cum = np.cumsum(intr.explained_variance_ratio)
     marks = {f"components_for_{int(round(100 * t))}pct": components_for_variance(pca.eigenvalues_, t) for t in MARKS}
-    result = {"path": str(path), "rows": rows, "width": src.dim, "threshold": threshold,
-              "intrinsic_dimensionality": intr.components, "ratio_of_width": intr.components / src.dim, **marks,
-              "first_5_components_explain": float(cum[min(4, len(cum) - 1)]),
-              "top10_explained_variance": intr.explained_variance_ratio[:10].round(5).tolist()}
+    result = {
+        "path": str(path),
+        "rows": rows,
+        "width": src.dim,
+        "threshold": threshold,
+        "intrinsic_dimensionality": intr.components,
+        "ratio_of_width": intr.components / src.dim,
+        **marks,
+        "first_5_components_explain": float(cum[min(4, len(cum) - 1)]),
+        "top10_explained_variance": intr.explained_variance_ratio[:10].round(5).tolist(),
+    }
     if not np.sum(pca.eigenvalues_) > 0:
         result["note"] = "the vectors do not vary (total variance 0): no component explains anything, every count is 0"
     if curve is not None:

@@ -94,13 +94,14 @@ def _slices(name: str) -> Offered:
         """One byte per slice, as many slices as fit and divide ``dim``."""
         m = max((m for m in range(1, min(dim, budget) + 1) if dim % m == 0), default=None)
         return [] if m is None else [(f"{name}:{m}", f"{name}:{m}")]
+
     return configs
 
 
 def _rabitq(dim: int, budget: int, full: bool) -> list[tuple[str, str]]:
     """1, 2 or 4 bits per dimension plus the float32 factor, after PCA to the width that fits."""
     out = []
-    for b in ((1, 2, 4) if full else (1,)):
+    for b in (1, 2, 4) if full else (1,):
         w = min(dim, (8 * (budget - compressors.rabitq.FACTOR_BYTES) // b) // 8 * 8)
         if w >= 8:
             config = f"{pca_prefix(w, dim)}rabitq:{b}"
@@ -151,8 +152,9 @@ class Candidate:
     config: str  # an evaluate configuration: SPEC or SPEC@asym
 
 
-def candidates(dim: int, budget: int, *, families: tuple[str, ...] | None = None, full: bool = True,
-               by_quality: bool = False) -> list[Candidate]:
+def candidates(
+    dim: int, budget: int, *, families: tuple[str, ...] | None = None, full: bool = True, by_quality: bool = False
+) -> list[Candidate]:
     """Code configurations of at most ``budget`` bytes per vector for ``dim``-wide embeddings, as
     each family's policy offers them. With ``full`` every variant (for ``recommend``); otherwise one
     headline configuration per family (for the report's grid). With ``by_quality`` (the pick is by

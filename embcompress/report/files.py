@@ -16,13 +16,25 @@ from .html import write_report
 from .plans import plan_setup, rank_plans
 
 
-def report_files(input: str | os.PathLike, out_dir: str | os.PathLike, *, queries: str | os.PathLike | None = None,
-                 qrels: str | os.PathLike | None = None, labels: str | None = None, widths: Sequence[int] | None = None,
-                 methods: Sequence[str] | None = None, codes: Sequence[str] | None = None,
-                 budget: int | None = None, sample: int | None = None,
-                 geopres_params: str = "", column: str | None = None, overwrite: bool = False,
-                 reference: str = DEFAULT_REFERENCE, ram_budgets: Sequence[int] | None = None,
-                 progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+def report_files(
+    input: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    queries: str | os.PathLike | None = None,
+    qrels: str | os.PathLike | None = None,
+    labels: str | None = None,
+    widths: Sequence[int] | None = None,
+    methods: Sequence[str] | None = None,
+    codes: Sequence[str] | None = None,
+    budget: int | None = None,
+    sample: int | None = None,
+    geopres_params: str = "",
+    column: str | None = None,
+    overwrite: bool = False,
+    reference: str = DEFAULT_REFERENCE,
+    ram_budgets: Sequence[int] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, Any]:
     """The report on files: documents from ``input`` (a uniform sample of ``sample`` rows, 50,000 by default;
     with qrels all of them, or a judged sample: :func:`load_task_files`), queries and BEIR qrels or
     a label column, written to ``out_dir`` as report.json and report.html. Outputs and inputs are
@@ -32,19 +44,28 @@ def report_files(input: str | os.PathLike, out_dir: str | os.PathLike, *, querie
         raise InputError("serving plans rescore search results; kNN accuracy (--labels) has none: drop --ram-budgets")
     data = load_task_files(input, queries=queries, qrels=qrels, labels=labels, sample=sample, column=column)
     docs = data["docs"]
-    rep = build_report(data.pop("docs"), **data, widths=widths,
-                       methods=list(methods or DEFAULT_METHODS), budget=budget, geopres_params=geopres_params,
-                       code_families=available_families(CODE_FAMILIES) if codes is None else list(codes),
-                       reference=reference, progress=progress)
+    rep = build_report(
+        data.pop("docs"),
+        **data,
+        widths=widths,
+        methods=list(methods or DEFAULT_METHODS),
+        budget=budget,
+        geopres_params=geopres_params,
+        code_families=available_families(CODE_FAMILIES) if codes is None else list(codes),
+        reference=reference,
+        progress=progress,
+    )
     if ram_budgets:
-        rep["plans"] = plans_for(docs, data, sorted(set(ram_budgets), reverse=True), reference,
-                                 count_rows(input, column=column), progress)
+        rep["plans"] = plans_for(
+            docs, data, sorted(set(ram_budgets), reverse=True), reference, count_rows(input, column=column), progress
+        )
     write_report(rep, out_dir, overwrite=overwrite)
     return rep
 
 
-def plans_for(docs, data: Mapping[str, Any], ram_budgets: Sequence[int], reference: str, total_rows: int,
-              progress) -> dict[str, Any]:
+def plans_for(
+    docs, data: Mapping[str, Any], ram_budgets: Sequence[int], reference: str, total_rows: int, progress
+) -> dict[str, Any]:
     """Serving plans ranked at each RAM budget (:func:`embcompress.report.plans.rank_plans`) on the report's sample."""
     setup = plan_setup({**data, "docs": docs}, reference)
     return {str(b): rank_plans(setup, b, total_rows=total_rows, progress=progress) for b in ram_budgets}

@@ -40,36 +40,47 @@ def plans_plot(plans: dict[str, Any]) -> str:
     lo_y, hi_y = max(0.0, min(ys) - 0.05), max(1.01, max(ys) + 0.01)
     px = lambda b: PAD + (math.log2(b) - lo_x) / (hi_x - lo_x) * (W - 2 * PAD)  # noqa: E731
     py = lambda r: H - PAD + (lo_y - r) / (hi_y - lo_y) * (H - PAD - TOP)  # noqa: E731
-    out = [f'<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="retention against RAM bytes '
-           f'per vector, one curve per rescoring copy">',
-           f'<rect x="{PAD}" y="{TOP}" width="{W - 2 * PAD}" height="{H - PAD - TOP}" fill="#fafafa" stroke="#ccc"/>']
+    out = [
+        f'<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="retention against RAM bytes '
+        f'per vector, one curve per rescoring copy">',
+        f'<rect x="{PAD}" y="{TOP}" width="{W - 2 * PAD}" height="{H - PAD - TOP}" fill="#fafafa" stroke="#ccc"/>',
+    ]
     for b in sorted(set(xs)):
         out.append(f'<text x="{px(b):.1f}" y="{H - PAD + 16}" font-size="11" text-anchor="middle">{b}</text>')
     step = 0.05 if hi_y - lo_y <= 0.5 else 0.1
     t = math.ceil(lo_y / step) * step
     while t <= hi_y + 1e-9:
-        out.append(f'<line x1="{PAD}" y1="{py(t):.1f}" x2="{W - PAD}" y2="{py(t):.1f}" stroke="#eee"/>'
-                   f'<text x="{PAD - 6}" y="{py(t) + 4:.1f}" font-size="11" text-anchor="end">{100 * t:.0f}%</text>')
+        out.append(
+            f'<line x1="{PAD}" y1="{py(t):.1f}" x2="{W - PAD}" y2="{py(t):.1f}" stroke="#eee"/>'
+            f'<text x="{PAD - 6}" y="{py(t) + 4:.1f}" font-size="11" text-anchor="end">{100 * t:.0f}%</text>'
+        )
         t += step
-    out.append(f'<text x="{W / 2}" y="{H - 14}" font-size="12" text-anchor="middle">'
-               "RAM bytes per vector (log scale)</text>"
-               f'<text x="14" y="{H / 2}" font-size="12" text-anchor="middle" '
-               f'transform="rotate(-90 14 {H / 2})">retention</text>')
+    out.append(
+        f'<text x="{W / 2}" y="{H - 14}" font-size="12" text-anchor="middle">'
+        "RAM bytes per vector (log scale)</text>"
+        f'<text x="14" y="{H / 2}" font-size="12" text-anchor="middle" '
+        f'transform="rotate(-90 14 {H / 2})">retention</text>'
+    )
     for c, v in curves.items():
         pts = " ".join(f"{px(p['budget']):.1f},{py(p['retention']):.1f}" for p in v)
         out.append(f'<polyline points="{pts}" fill="none" stroke="{CURVES[c]}" stroke-width="1.8"/>')
         for p in v:
             x, y = px(p["budget"]), py(p["retention"])
-            tip = (f"{p['label']} -> {c}, {p['candidates']} candidates: retention {100 * p['retention']:.1f}%, "
-                   f"{p['ram_bytes']} B RAM + {p['disk_bytes']} B disk")
-            out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{CURVES[c]}">'
-                       f"<title>{html.escape(tip)}</title></circle>"
-                       f'<text x="{x + 6:.1f}" y="{y - 5:.1f}" font-size="10" fill="{CURVES[c]}">'
-                       f'{p["candidates"]}</text>')
+            tip = (
+                f"{p['label']} -> {c}, {p['candidates']} candidates: retention {100 * p['retention']:.1f}%, "
+                f"{p['ram_bytes']} B RAM + {p['disk_bytes']} B disk"
+            )
+            out.append(
+                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{CURVES[c]}">'
+                f"<title>{html.escape(tip)}</title></circle>"
+                f'<text x="{x + 6:.1f}" y="{y - 5:.1f}" font-size="10" fill="{CURVES[c]}">'
+                f"{p['candidates']}</text>"
+            )
     out.append("</svg>")
     legend = "".join(f'<span class="key"><i style="background:{CURVES[c]}"></i>{html.escape(c)}</span>' for c in curves)
-    return "".join(out) + (f'<div class="legend">{legend}<span class="key">numbers: candidates rescored per query'
-                           "</span></div>")
+    return "".join(out) + (
+        f'<div class="legend">{legend}<span class="key">numbers: candidates rescored per query</span></div>'
+    )
 
 
 def _ms(v) -> str:
@@ -83,17 +94,19 @@ def plans_html(plans: dict[str, Any]) -> str:
         res = plans[budget]
         w, c = res["winner"], res["code_only"]
         copy = "its codes, asymmetric" if w["copy"] == "decoded" else w["copy"]
-        rows.append(f"<tr><td>{int(budget)} B</td>"
-                    f"<td{LEFT}>{html.escape(w['label'])} &rarr; {html.escape(copy)}, {w['candidates']} candidates</td>"
-                    f"<td>{w['disk_bytes']} B</td><td><b>{100 * w['retention']:.1f}%</b></td>"
-                    f"<td>{_ms(w['latency_ms'])}</td><td{LEFT}>{html.escape(c['label'])}</td>"
-                    f"<td>{100 * c['retention']:.1f}%</td></tr>")
+        rows.append(
+            f"<tr><td>{int(budget)} B</td>"
+            f"<td{LEFT}>{html.escape(w['label'])} &rarr; {html.escape(copy)}, {w['candidates']} candidates</td>"
+            f"<td>{w['disk_bytes']} B</td><td><b>{100 * w['retention']:.1f}%</b></td>"
+            f"<td>{_ms(w['latency_ms'])}</td><td{LEFT}>{html.escape(c['label'])}</td>"
+            f"<td>{100 * c['retention']:.1f}%</td></tr>"
+        )
     first = plans[next(iter(plans))]
     return f"""<h2>Serving plans: the best per RAM budget</h2>
 <p>A plan keeps the codes in RAM, takes the top candidates from them and rescores those from a copy of the documents
-on disk. Retention is {html.escape(first['metric'])}, {html.escape(first['fitted'])}; latency is one query on this
-machine, scaled to {first['total_rows']:,} rows ({html.escape(first['latency_note'])}). Write a plan with
+on disk. Retention is {html.escape(first["metric"])}, {html.escape(first["fitted"])}; latency is one query on this
+machine, scaled to {first["total_rows"]:,} rows ({html.escape(first["latency_note"])}). Write a plan with
 <code>embcompress recommend INPUT PLAN --ram-budget B</code>.</p>
 <table><thead><tr><th>RAM / vector</th><th{LEFT}>best plan</th><th>disk / vector</th><th>retention</th>
-<th>latency</th><th{LEFT}>codes only</th><th>retention</th></tr></thead><tbody>{''.join(rows)}</tbody></table>
+<th>latency</th><th{LEFT}>codes only</th><th>retention</th></tr></thead><tbody>{"".join(rows)}</tbody></table>
 {plans_plot(plans)}"""

@@ -16,8 +16,15 @@ BOOTSTRAP = 500
 TIE_PERCENTILE = 16.0
 
 
-def uncertainty(rows: Sequence[Mapping[str, Any]], per: Mapping[str, np.ndarray | None], ref_score: float, leader: str,
-                *, seed: int = 0, tie_percentile: float = TIE_PERCENTILE) -> dict[str, dict[str, Any]]:
+def uncertainty(
+    rows: Sequence[Mapping[str, Any]],
+    per: Mapping[str, np.ndarray | None],
+    ref_score: float,
+    leader: str,
+    *,
+    seed: int = 0,
+    tie_percentile: float = TIE_PERCENTILE,
+) -> dict[str, dict[str, Any]]:
     """Per row's config, its ``retention_ci95`` (a bootstrap over queries: the 2.5th and 97.5th
     percentiles of its retention when the queries are drawn again with replacement) and
     ``within_uncertainty``: whether the ``leader``'s lead over it is not significant (the

@@ -65,7 +65,9 @@ class Hnsw:
     @classmethod
     def given(cls, m: int | None = None, ef_construction: int | None = None, ef_search: int | None = None) -> "Hnsw":
         """The settings with the ones given (not None) in place of the defaults."""
-        set_ = {k: v for k, v in (("m", m), ("ef_construction", ef_construction), ("ef_search", ef_search)) if v is not None}
+        set_ = {
+            k: v for k, v in (("m", m), ("ef_construction", ef_construction), ("ef_search", ef_search)) if v is not None
+        }
         return cls(**set_)
 
 
@@ -90,12 +92,16 @@ class _Serving:
         comp = self.index.compressor
         if "faiss" in comp.traits.exports:
             return comp.to_faiss(self.index.data)
-        raise InputError(f"{comp.name} codes have no faiss index type here; faiss indexes take bits, float "
-                         "vectors, int8 and the codes of a family that declares one (unchained pq, opq)")
+        raise InputError(
+            f"{comp.name} codes have no faiss index type here; faiss indexes take bits, float "
+            "vectors, int8 and the codes of a family that declares one (unchained pq, opq)"
+        )
 
     def faiss_hnsw(self, faiss, m: int) -> Any:
-        raise InputError(f"an HNSW graph is built over bits or float vectors; these are {self.index.kind} codes "
-                         "(search them exactly, or export them to a flat index)")
+        raise InputError(
+            f"an HNSW graph is built over bits or float vectors; these are {self.index.kind} codes "
+            "(search them exactly, or export them to a flat index)"
+        )
 
     def queries(self, Q: np.ndarray) -> np.ndarray:
         """Float queries as the faiss index takes them: in the decoded space."""
@@ -106,8 +112,9 @@ class _Serving:
         return dist.astype(np.float32)
 
     def usearch(self, module, hnsw: Hnsw) -> tuple[Any, np.ndarray]:
-        raise InputError(f"{self.index.compressor.name} codes have no usearch index type; usearch takes bits, "
-                         "float vectors and int8")
+        raise InputError(
+            f"{self.index.compressor.name} codes have no usearch index type; usearch takes bits, float vectors and int8"
+        )
 
 
 class _Bits(_Serving):
@@ -129,8 +136,12 @@ class _Bits(_Serving):
         return (self.index.width - dist).astype(np.float32)
 
     def usearch(self, module, hnsw: Hnsw) -> tuple[Any, np.ndarray]:
-        return (module.Index(ndim=self.index.data.shape[1] * 8, metric=self.usearch_metric, dtype="b1", **_usearch_graph(hnsw)),
-                self.vectors())
+        return (
+            module.Index(
+                ndim=self.index.data.shape[1] * 8, metric=self.usearch_metric, dtype="b1", **_usearch_graph(hnsw)
+            ),
+            self.vectors(),
+        )
 
 
 class _Float(_Serving):
@@ -151,7 +162,9 @@ class _Float(_Serving):
         return normalize_rows(Q) if self.index.metric == "cosine" else np.ascontiguousarray(Q, dtype=np.float32)
 
     def usearch(self, module, hnsw: Hnsw) -> tuple[Any, np.ndarray]:
-        return module.Index(ndim=self.index.width, metric=self.usearch_metric, dtype="f32", **_usearch_graph(hnsw)), self.vectors()
+        return module.Index(
+            ndim=self.index.width, metric=self.usearch_metric, dtype="f32", **_usearch_graph(hnsw)
+        ), self.vectors()
 
 
 class _Int8(_Serving):
@@ -162,14 +175,20 @@ class _Int8(_Serving):
         out = faiss.IndexScalarQuantizer(len(lo), faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
         faiss.copy_array_to_vector(np.concatenate([lo, hi - lo]).astype(np.float32), out.sq.trained)
         out.is_trained = True
-        codes = np.ascontiguousarray(self.index.data, dtype=np.int8).view(np.uint8) ^ np.uint8(0x80)  # -128..127 -> 0..255
+        codes = np.ascontiguousarray(self.index.data, dtype=np.int8).view(np.uint8) ^ np.uint8(
+            0x80
+        )  # -128..127 -> 0..255
         faiss.copy_array_to_vector(codes.reshape(-1), out.codes)
         out.ntotal = len(codes)
         return out
 
     def usearch(self, module, hnsw: Hnsw) -> tuple[Any, np.ndarray]:
-        vectors = normalize_rows(self.index.compressor.decode(self.index.data))  # usearch's i8 maps [-1, 1] to [-127, 127]
-        return module.Index(ndim=vectors.shape[1], metric=self.usearch_metric, dtype="i8", **_usearch_graph(hnsw)), vectors
+        vectors = normalize_rows(
+            self.index.compressor.decode(self.index.data)
+        )  # usearch's i8 maps [-1, 1] to [-127, 127]
+        return module.Index(
+            ndim=vectors.shape[1], metric=self.usearch_metric, dtype="i8", **_usearch_graph(hnsw)
+        ), vectors
 
 
 def _usearch_graph(hnsw: Hnsw) -> dict[str, int]:
@@ -197,7 +216,9 @@ def require_faiss():
     return require("faiss", "faiss", "faiss indexes")
 
 
-def faiss_index(index, structure: str = "flat", hnsw: Hnsw = Hnsw(), progress: Callable[[int], None] | None = None) -> Any:
+def faiss_index(
+    index, structure: str = "flat", hnsw: Hnsw = Hnsw(), progress: Callable[[int], None] | None = None
+) -> Any:
     """A faiss index holding ``index``'s documents in its row order (faiss ids = rows); ``hnsw``:
     the graph's settings when ``structure`` is ``"hnsw"``. ``progress(n)`` is called as each
     :data:`GRAPH_ADD_ROWS` documents are in the graph (a flat index takes them at once)."""
@@ -245,24 +266,33 @@ def load_graph(index, path) -> tuple[Any, Hnsw]:
     try:
         desc = json.loads(desc_path.read_text())
     except (OSError, ValueError):
-        raise InputError(f"{path} has no readable description beside it ({desc_path.name}); give a graph written by "
-                         f"{_WRITE_GRAPH.format(path=path)}") from None
+        raise InputError(
+            f"{path} has no readable description beside it ({desc_path.name}); give a graph written by "
+            f"{_WRITE_GRAPH.format(path=path)}"
+        ) from None
     if not isinstance(desc, dict):
         desc = {}
     target = desc.get("target")
-    if not (target == "usearch" or (target == "faiss" and desc.get("structure") == "hnsw")) or \
-            not isinstance(desc.get("graph"), dict):
-        raise InputError(f"{path} is not an HNSW graph (its description says target {target!r}, structure "
-                         f"{desc.get('structure')!r}); write one with {_WRITE_GRAPH.format(path=path)}")
+    if not (target == "usearch" or (target == "faiss" and desc.get("structure") == "hnsw")) or not isinstance(
+        desc.get("graph"), dict
+    ):
+        raise InputError(
+            f"{path} is not an HNSW graph (its description says target {target!r}, structure "
+            f"{desc.get('structure')!r}); write one with {_WRITE_GRAPH.format(path=path)}"
+        )
     fingerprint = describe(index.compressor)["fingerprint"] if index.compressor is not None else None
     theirs = (desc.get("compressor") or {}).get("fingerprint")
     if desc.get("kind") != index.kind or desc.get("rows") != index.num_docs or theirs != fingerprint:
-        raise InputError(f"{path} was built over other documents: {desc.get('rows')} {desc.get('kind')} rows (compressor "
-                         f"fingerprint {theirs}), these are {index.num_docs} {index.kind} rows ({fingerprint}); "
-                         "export the graph again from this file")
+        raise InputError(
+            f"{path} was built over other documents: {desc.get('rows')} {desc.get('kind')} rows (compressor "
+            f"fingerprint {theirs}), these are {index.num_docs} {index.kind} rows ({fingerprint}); "
+            "export the graph again from this file"
+        )
     graph = _read_faiss_graph(index, path) if target == "faiss" else UsearchGraph.read(index, path)
     if graph.ntotal != index.num_docs:
-        raise InputError(f"{path} holds {graph.ntotal} documents; its description says {index.num_docs}: export the graph again")
+        raise InputError(
+            f"{path} holds {graph.ntotal} documents; its description says {index.num_docs}: export the graph again"
+        )
     return graph, Hnsw(**{k: desc["graph"][k] for k in ("m", "ef_construction", "ef_search")})
 
 
@@ -292,7 +322,9 @@ class UsearchGraph:
         try:
             ux = module.Index.restore(str(path), view=True)
         except (ValueError, RuntimeError) as exc:
-            raise InputError(f"{path} is not a usearch index usearch can read ({str(exc).splitlines()[0][:200]})") from None
+            raise InputError(
+                f"{path} is not a usearch index usearch can read ({str(exc).splitlines()[0][:200]})"
+            ) from None
         if ux is None:
             raise InputError(f"{path} is not a usearch index usearch can read")
         return cls(ux, cosine=SERVING[index.kind].usearch_metric == "cos")
@@ -355,6 +387,10 @@ def usearch_index(index, hnsw: Hnsw = Hnsw(), progress: Callable[[int], None] | 
     :data:`GRAPH_ADD_ROWS` documents at a time (``progress(n)`` after each)."""
     module = require("usearch.index", "export", "usearch indexes")
     out, vectors = SERVING[index.kind](index).usearch(module, hnsw)
-    _add_in_steps(lambda lo, hi: out.add(np.arange(lo, hi, dtype=np.uint64), vectors[lo:hi]), len(vectors), GRAPH_ADD_ROWS,
-                  progress)
+    _add_in_steps(
+        lambda lo, hi: out.add(np.arange(lo, hi, dtype=np.uint64), vectors[lo:hi]),
+        len(vectors),
+        GRAPH_ADD_ROWS,
+        progress,
+    )
     return out

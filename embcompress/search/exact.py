@@ -65,15 +65,29 @@ def numpy_block_topk(sim: np.ndarray, k: int, offset: int) -> tuple[np.ndarray, 
     return np.take_along_axis(scores, order, axis=1), np.take_along_axis(part, order, axis=1) + offset
 
 
-def topk_by_blocks(score: Callable[[int, int, int, int], np.ndarray], n_queries: int, n_docs: int, k: int,
-                   *, doc_block: int = DOC_BLOCK, query_block: int = QUERY_BLOCK) -> tuple[np.ndarray, np.ndarray]:
+def topk_by_blocks(
+    score: Callable[[int, int, int, int], np.ndarray],
+    n_queries: int,
+    n_docs: int,
+    k: int,
+    *,
+    doc_block: int = DOC_BLOCK,
+    query_block: int = QUERY_BLOCK,
+) -> tuple[np.ndarray, np.ndarray]:
     """Generic exact top-k: ``score(q0, q1, d0, d1)`` returns the (q1-q0, d1-d0) float32 scores
     of a block (larger is better). Returns (scores, indices), best first, ties by lower index."""
     return scan_blocks(score, n_queries, n_docs, check_k(k, n_docs), doc_block=doc_block, query_block=query_block)
 
 
-def scan_blocks(score: Callable[[int, int, int, int], np.ndarray], n_queries: int, n_docs: int, k: int,
-                *, doc_block: int = DOC_BLOCK, query_block: int = QUERY_BLOCK) -> tuple[np.ndarray, np.ndarray]:
+def scan_blocks(
+    score: Callable[[int, int, int, int], np.ndarray],
+    n_queries: int,
+    n_docs: int,
+    k: int,
+    *,
+    doc_block: int = DOC_BLOCK,
+    query_block: int = QUERY_BLOCK,
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`topk_by_blocks` with ``k`` already validated (1..n_docs)."""
     out_s = np.empty((n_queries, k), dtype=np.float32)
     out_i = np.empty((n_queries, k), dtype=np.int64)
@@ -91,7 +105,9 @@ def scan_blocks(score: Callable[[int, int, int, int], np.ndarray], n_queries: in
     return out_s, out_i
 
 
-def float_search(queries: np.ndarray, docs: np.ndarray, k: int, *, metric: str = "cosine") -> tuple[np.ndarray, np.ndarray]:
+def float_search(
+    queries: np.ndarray, docs: np.ndarray, k: int, *, metric: str = "cosine"
+) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` documents by cosine or inner product. Returns (scores, indices), best first;
     equal scores are ordered by index. ``k`` larger than the corpus returns all documents."""
     if metric not in ("cosine", "inner_product"):

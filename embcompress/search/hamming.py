@@ -20,6 +20,7 @@ try:  # built by setup.py; optional
 except ImportError:  # pragma: no cover - depends on the build
     _hamming = None
 
+
 def kernel_available() -> bool:
     return _hamming is not None
 
@@ -39,7 +40,9 @@ def hamming_topk(queries, docs, k: int, *, threads: int | None = None) -> tuple[
     q = _as_codes(queries, "queries")
     d = _as_codes(docs, "documents")
     if q.shape[1] != d.shape[1]:
-        raise InputError(f"query codes have {q.shape[1]} bytes ({8 * q.shape[1]} bits) but document codes have {d.shape[1]}")
+        raise InputError(
+            f"query codes have {q.shape[1]} bytes ({8 * q.shape[1]} bits) but document codes have {d.shape[1]}"
+        )
     return scan_hamming(q, d, check_k(k, len(d)), threads=threads)
 
 

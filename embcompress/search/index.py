@@ -88,13 +88,23 @@ class Index:
     1) or lower the documents the code shrank most; which power ranks best depends on the data
     and the code (docs/decisions/0003). Measure on your queries before changing it."""
 
-    def __init__(self, data: np.ndarray, *, compressor: Compressor | None = None, ids: Sequence | None = None,
-                 metric: str = "cosine", structure: str = "exact", hnsw: ann.Hnsw | None = None,
-                 norm_power: float = 1.0):
+    def __init__(
+        self,
+        data: np.ndarray,
+        *,
+        compressor: Compressor | None = None,
+        ids: Sequence | None = None,
+        metric: str = "cosine",
+        structure: str = "exact",
+        hnsw: ann.Hnsw | None = None,
+        norm_power: float = 1.0,
+    ):
         if structure not in STRUCTURES:
             raise InputError(f"index must be one of {', '.join(STRUCTURES)}, got {structure!r}")
         if isinstance(norm_power, bool) or not isinstance(norm_power, (int, float)) or not 0 <= norm_power <= 4:
-            raise InputError(f"norm_power must be a number from 0 to 4 (1: cosine with the reconstruction), got {norm_power!r}")
+            raise InputError(
+                f"norm_power must be a number from 0 to 4 (1: cosine with the reconstruction), got {norm_power!r}"
+            )
         self.norm_power = float(norm_power)
         self.structure = structure
         self.hnsw = hnsw or ann.Hnsw()  # the graph's settings (structure "hnsw")
@@ -120,8 +130,10 @@ class Index:
         if len(data) == 0:
             raise InputError("cannot index an empty set of documents")
         if structure == "hnsw" and not ann.graph_allowed(self):
-            raise InputError(f"an HNSW graph is built over bits or float vectors; these are {self.kind} codes "
-                             "(search them with the exact scan)")
+            raise InputError(
+                f"an HNSW graph is built over bits or float vectors; these are {self.kind} codes "
+                "(search them with the exact scan)"
+            )
         self.data = data
         self.num_docs = len(data)
         self.ids = id_column(ids, len(data))
@@ -174,9 +186,18 @@ class Index:
             return self.scorer.asymmetric(Q, rows)
         return float_rerank_scores(Q, rows, check_originals(originals, self.num_docs, Q.shape[1]))
 
-    def search(self, queries: np.ndarray, k: int = 10, *, rerank: str | None = None,
-               multiplier: int = DEFAULT_MULTIPLIER, originals: VectorStore | np.ndarray | None = None,
-               query_block: int = 32, threads: int | None = None, candidates: int | None = None) -> SearchResult:
+    def search(
+        self,
+        queries: np.ndarray,
+        k: int = 10,
+        *,
+        rerank: str | None = None,
+        multiplier: int = DEFAULT_MULTIPLIER,
+        originals: VectorStore | np.ndarray | None = None,
+        query_block: int = 32,
+        threads: int | None = None,
+        candidates: int | None = None,
+    ) -> SearchResult:
         """Top-``k`` documents for each float query (original embedding space). A rerank rescores the
         first stage's top ``candidates`` (None: ``k * multiplier``) and runs its query blocks on
         ``threads`` threads (None: up to 8, or ``EMBCOMPRESS_NUM_THREADS``)."""
@@ -196,17 +217,25 @@ class Index:
             scores, rows = self.first_stage(Q, k)
             info = {"candidates": k}
         else:
-            wanted = k * check_positive_int("multiplier", multiplier) if candidates is None else \
-                max(check_positive_int("candidates", candidates), k)
+            wanted = (
+                k * check_positive_int("multiplier", multiplier)
+                if candidates is None
+                else max(check_positive_int("candidates", candidates), k)
+            )
             n_cand = min(wanted, self.num_docs)
             _, cand = self.first_stage(Q, n_cand)
             t_first = time.perf_counter() - t0
             # small query blocks keep each (queries x candidates x dim) gather in cache
             # (docs/decisions/0008)
-            scores, rows = _rerank_blocks(Q, cand, k, lambda q, c: self.rerank_scores(Q[q], c, rerank, originals),
-                                          query_block, threads)
-            info = {"candidates": n_cand, "rerank": rerank, "first_stage_seconds": t_first,
-                    "rerank_seconds": time.perf_counter() - t0 - t_first}
+            scores, rows = _rerank_blocks(
+                Q, cand, k, lambda q, c: self.rerank_scores(Q[q], c, rerank, originals), query_block, threads
+            )
+            info = {
+                "candidates": n_cand,
+                "rerank": rerank,
+                "first_stage_seconds": t_first,
+                "rerank_seconds": time.perf_counter() - t0 - t_first,
+            }
         ids = ids_at(self.ids, rows)
         return SearchResult(rows=rows, scores=scores, ids=ids, seconds=time.perf_counter() - t0, info=info)
 
@@ -310,9 +339,17 @@ class PartedIndex:
             out[qi[keep], pos[keep]] = s[keep]
         return out
 
-    def search(self, queries: np.ndarray, k: int = 10, *, rerank: str | None = None,
-               multiplier: int = DEFAULT_MULTIPLIER, originals: VectorStore | np.ndarray | None = None,
-               query_block: int = 32, threads: int | None = None) -> SearchResult:
+    def search(
+        self,
+        queries: np.ndarray,
+        k: int = 10,
+        *,
+        rerank: str | None = None,
+        multiplier: int = DEFAULT_MULTIPLIER,
+        originals: VectorStore | np.ndarray | None = None,
+        query_block: int = 32,
+        threads: int | None = None,
+    ) -> SearchResult:
         """Top-``k`` documents for each float query, as :meth:`Index.search`; a rerank scores
         blocks of ``query_block`` queries on ``threads`` threads."""
         t0 = time.perf_counter()
@@ -326,12 +363,16 @@ class PartedIndex:
             originals = ArrayStore(originals)
         if rerank is None:
             found = [idx.search(Q, min(k, idx.num_docs), threads=threads) for _, idx in self.parts]
-            scores, rows = merge_topk([f.scores for f in found], [self.parts[i][0][f.rows] for i, f in enumerate(found)], k)
+            scores, rows = merge_topk(
+                [f.scores for f in found], [self.parts[i][0][f.rows] for i, f in enumerate(found)], k
+            )
             info = {"candidates": k}
         else:
             n_cand = min(k * check_positive_int("multiplier", multiplier), self.num_docs)
             firsts = [idx.first_stage(Q, min(n_cand, idx.num_docs)) for _, idx in self.parts]
-            _, cand = merge_topk([s for s, _ in firsts], [self.parts[i][0][r] for i, (_, r) in enumerate(firsts)], n_cand)
+            _, cand = merge_topk(
+                [s for s, _ in firsts], [self.parts[i][0][r] for i, (_, r) in enumerate(firsts)], n_cand
+            )
             if rerank == "float":  # the originals are global: no part's model takes part
                 store = check_originals(originals, self.num_docs, Q.shape[1])
                 score = lambda q, c: float_rerank_scores(Q[q], c, store)  # noqa: E731

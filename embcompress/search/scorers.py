@@ -67,10 +67,14 @@ class _Scorer:
             try:
                 space = comp.query_space
                 b0 = space.back(np.zeros((1, space.last.n_features_in_), np.float32))[0]
-                norms = np.concatenate([np.linalg.norm(comp.inverse_transform(idx.data[s : s + 16384]), axis=1)
-                                        for s in range(0, idx.num_docs, 16384)])
+                norms = np.concatenate(
+                    [
+                        np.linalg.norm(comp.inverse_transform(idx.data[s : s + 16384]), axis=1)
+                        for s in range(0, idx.num_docs, 16384)
+                    ]
+                )
                 safe = np.where(norms > 0, norms, 1.0).astype(np.float64)
-                inv = np.where(norms > 0, safe ** -idx.norm_power, 0.0).astype(np.float32)
+                inv = np.where(norms > 0, safe**-idx.norm_power, 0.0).astype(np.float32)
                 self._recon = (inv, b0.astype(np.float32))
             except NotImplementedError:
                 self._recon = None
@@ -123,9 +127,9 @@ class Int8Scorer(_Scorer):
     def __init__(self, index: "Index"):
         super().__init__(index)
         comp, data = index.compressor, index.data
-        self.norms = np.concatenate([
-            np.linalg.norm(comp.decode(data[s : s + 65536]), axis=1) for s in range(0, len(data), 65536)
-        ]).astype(np.float32)
+        self.norms = np.concatenate(
+            [np.linalg.norm(comp.decode(data[s : s + 65536]), axis=1) for s in range(0, len(data), 65536)]
+        ).astype(np.float32)
 
     def first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         idx, comp = self.index, self.index.compressor
@@ -161,8 +165,10 @@ class CodesScorer(_Scorer):
         super().__init__(index)
         last = index.compressor.query_space.last
         if "tables" not in last.traits.scans:
-            raise InputError(f"{last.name} codes cannot be searched: the family does not score them by lookup tables "
-                             "(embcompress.core.capabilities.TableScan)")
+            raise InputError(
+                f"{last.name} codes cannot be searched: the family does not score them by lookup tables "
+                "(embcompress.core.capabilities.TableScan)"
+            )
         codes, scale = last.adc_codes(index.data)
         self.codes = np.ascontiguousarray(codes, dtype=np.uint8)  # the bytes the lookup tables index
         self.scale = None if scale is None else np.ascontiguousarray(scale, dtype=np.float32)  # per document
@@ -206,12 +212,31 @@ class CodesScorer(_Scorer):
                 if self.planes:
                     q8, step, offset = last.quantized_queries(qf)
                     bits, plane_bytes = last.plane_layout()
-                    out = scan_planes(q8, step, offset, self.codes, k, bits=bits, plane_bytes=plane_bytes,
-                                      scale=scale, bias=bias, qconst=qconst)
+                    out = scan_planes(
+                        q8,
+                        step,
+                        offset,
+                        self.codes,
+                        k,
+                        bits=bits,
+                        plane_bytes=plane_bytes,
+                        scale=scale,
+                        bias=bias,
+                        qconst=qconst,
+                    )
                 elif dense:
                     layout, bits, levels = self.dense
-                    out = scan_dense(last.dense_queries(qf), self.codes, k, layout=layout, bits=bits, levels=levels,
-                                     scale=scale, bias=bias, qconst=qconst)
+                    out = scan_dense(
+                        last.dense_queries(qf),
+                        self.codes,
+                        k,
+                        layout=layout,
+                        bits=bits,
+                        levels=levels,
+                        scale=scale,
+                        bias=bias,
+                        qconst=qconst,
+                    )
                 else:
                     out = scan_adc(last.lookup_tables(qf), self.codes, k, scale=scale, bias=bias, qconst=qconst)
                 scores[s : s + ADC_QUERY_BLOCK], rows[s : s + ADC_QUERY_BLOCK] = out
@@ -225,8 +250,15 @@ class CodesScorer(_Scorer):
         qf = comp.query_space.linear(Q)
         qconst = None if recon is None else (Q @ recon[1] + last.adc_offset(qf)).astype(np.float32)
         dec = self.decoder
-        return scan_decoded(dec.queries(qf), lambda d0, d1: dec.vectors(self.codes[d0:d1]), len(self.codes), k,
-                            scale=scale, bias=bias, qconst=qconst)
+        return scan_decoded(
+            dec.queries(qf),
+            lambda d0, d1: dec.vectors(self.codes[d0:d1]),
+            len(self.codes),
+            k,
+            scale=scale,
+            bias=bias,
+            qconst=qconst,
+        )
 
 
 class Decoder(NamedTuple):

@@ -67,9 +67,12 @@ class ParquetStore:
             raise InputError(f"originals in {path} are .npy shards; give parquet shards, or one .npy file")
         # the units decoded and cached: row groups, or spans of the row groups the direct page
         # decoder splits (a row group of pyarrow's default 1Mi rows is 4 GiB of 1024-d floats)
-        self._groups = [(s.path, g, r0, r1)  # unit -> (file, row group, first row in it, end row in it)
-                        for s in shards for g, n in enumerate(np.diff(s.group_starts()))
-                        for r0, r1 in s.group_spans(int(n))]
+        self._groups = [
+            (s.path, g, r0, r1)  # unit -> (file, row group, first row in it, end row in it)
+            for s in shards
+            for g, n in enumerate(np.diff(s.group_starts()))
+            for r0, r1 in s.group_spans(int(n))
+        ]
         self._shards = {s.path: s for s in shards}
         sizes = [r1 - r0 for _, _, r0, r1 in self._groups]
         self._starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -99,8 +102,9 @@ class ParquetStore:
             files = self._local.__dict__.setdefault("files", {})
             pf = files.get(path)
             if pf is None:
-                pf = files[path] = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
-                                                  page_checksum_verification=True)
+                pf = files[path] = pq.ParquetFile(
+                    path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES, page_checksum_verification=True
+                )
             X = self._shards[path].read_rows(pf, local, (r0, r1), offset=int(self._starts[g]))
         except BaseException as exc:
             with self._lock:
@@ -109,8 +113,9 @@ class ParquetStore:
             if isinstance(exc, InputError):
                 raise InputError(f"{where}, row group {local}: {exc}") from None
             if isinstance(exc, (pa.ArrowException, OSError)):
-                raise FormatError(f"{where} is corrupt or truncated in row group {local}: "
-                                  f"{str(exc).strip().splitlines()[0]}") from None
+                raise FormatError(
+                    f"{where} is corrupt or truncated in row group {local}: {str(exc).strip().splitlines()[0]}"
+                ) from None
             raise
         with self._lock:
             event = self._decoding.pop(g)

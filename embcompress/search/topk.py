@@ -14,8 +14,9 @@ from ..core._parallel import num_threads, shared_pool
 MIN_DOCS_PER_THREAD = 50_000
 
 
-def merge_topk(values: Sequence[np.ndarray], rows: Sequence[np.ndarray], k: int, *,
-               larger_is_better: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def merge_topk(
+    values: Sequence[np.ndarray], rows: Sequence[np.ndarray], k: int, *, larger_is_better: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """The best ``k`` of several (queries, n_i) result blocks whose rows are already global:
     (values, rows), best first (largest similarity or smallest distance), ties by lower row."""
     v = np.concatenate(values, axis=1)
@@ -24,9 +25,16 @@ def merge_topk(values: Sequence[np.ndarray], rows: Sequence[np.ndarray], k: int,
     return np.take_along_axis(v, order, axis=1), np.take_along_axis(r, order, axis=1)
 
 
-def split_scan(part: Callable[[int, int, int, int], tuple[np.ndarray, np.ndarray]], nq: int, nd: int, k: int,
-               threads: int | None, *, larger_is_better: bool = True,
-               queries_per_thread: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def split_scan(
+    part: Callable[[int, int, int, int], tuple[np.ndarray, np.ndarray]],
+    nq: int,
+    nd: int,
+    k: int,
+    threads: int | None,
+    *,
+    larger_is_better: bool = True,
+    queries_per_thread: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
     """``part(q0, q1, d0, d1)`` -> (values, rows) of the top ``min(k, d1 - d0)`` of queries
     ``q0:q1`` over documents ``d0:d1``, run on threads: by query when there are at least
     ``queries_per_thread`` queries per thread (no merge), else by document range, merged with

@@ -101,15 +101,17 @@ class Plan:
     @classmethod
     def from_json(cls, doc: Any, where: str) -> "Plan":
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise FormatError(f"{where} is not an embcompress serving plan (no \"format\": \"{FORMAT}\")")
+            raise FormatError(f'{where} is not an embcompress serving plan (no "format": "{FORMAT}")')
         if doc.get("version") != VERSION:
-            raise FormatError(f"{where} is a version {doc.get('version')!r} serving plan; this embcompress reads "
-                              f"version {VERSION}")
+            raise FormatError(
+                f"{where} is a version {doc.get('version')!r} serving plan; this embcompress reads version {VERSION}"
+            )
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(doc) - known - {"format", "version"})
         if unknown:
-            raise FormatError(f"{where}: unknown field(s) {', '.join(unknown)}; "
-                              f"a plan holds {', '.join(sorted(known))}")
+            raise FormatError(
+                f"{where}: unknown field(s) {', '.join(unknown)}; a plan holds {', '.join(sorted(known))}"
+            )
         kw = {key: doc[key] for key in known if key in doc}
         graph = kw.pop("graph", None)
         try:
@@ -142,8 +144,14 @@ def is_plan_dir(path: str | os.PathLike) -> bool:
     return (Path(path) / PLAN_FILE).is_file()
 
 
-def save_plan(plan: Plan, first: Compressor, path: str | os.PathLike, *, copy_model: Compressor | None = None,
-              overwrite: bool = False) -> Path:
+def save_plan(
+    plan: Plan,
+    first: Compressor,
+    path: str | os.PathLike,
+    *,
+    copy_model: Compressor | None = None,
+    overwrite: bool = False,
+) -> Path:
     """Write ``plan`` with its fitted first stage (and int8 calibration) to the directory ``path``,
     all or nothing."""
     if plan.copy == "int8" and copy_model is None:
@@ -164,8 +172,10 @@ def load_plan(path: str | os.PathLike) -> SavedPlan:
     path = Path(path)
     where = path / PLAN_FILE
     if not where.is_file():
-        raise InputError(f"{path} is not a serving plan directory (no {PLAN_FILE}); write one with "
-                         "embcompress recommend IN DIR --ram-budget B")
+        raise InputError(
+            f"{path} is not a serving plan directory (no {PLAN_FILE}); write one with "
+            "embcompress recommend IN DIR --ram-budget B"
+        )
     try:
         doc = json.loads(where.read_text())
     except (ValueError, UnicodeDecodeError) as exc:
@@ -174,12 +184,16 @@ def load_plan(path: str | os.PathLike) -> SavedPlan:
     first = load(path / "first")
     copy_model = load(path / "copy") if (path / "copy").is_dir() else None
     if (plan.copy == "int8") != (copy_model is not None):
-        raise FormatError(f"{path}: the plan's copy is {plan.copy} but the directory "
-                          f"{'has' if copy_model is not None else 'has no'} an int8 calibration (copy/)")
+        raise FormatError(
+            f"{path}: the plan's copy is {plan.copy} but the directory "
+            f"{'has' if copy_model is not None else 'has no'} an int8 calibration (copy/)"
+        )
     if copy_model is not None and copy_model.n_features_in_ != first.n_features_in_:
-        raise FormatError(f"{path}: the int8 calibration is {copy_model.n_features_in_} wide, the first stage "
-                          f"{first.n_features_in_}")
+        raise FormatError(
+            f"{path}: the int8 calibration is {copy_model.n_features_in_} wide, the first stage {first.n_features_in_}"
+        )
     if plan.structure == "hnsw" and not SERVING[first.output_spec.kind].graph:
-        raise FormatError(f"{path}: an HNSW first stage is built over bits or float vectors, not "
-                          f"{first.output_spec.kind} codes")
+        raise FormatError(
+            f"{path}: an HNSW first stage is built over bits or float vectors, not {first.output_spec.kind} codes"
+        )
     return SavedPlan(plan, first, copy_model, fingerprint(plan, first, copy_model), path)

@@ -12,14 +12,41 @@ require("sentence_transformers", "train", "training")
 
 from .data import Pair, crop_pairs, dropout_pairs, load_pairs, read_pairs
 from .losses import hardest_negative_margin, info_nce, mrl, temp_agg, temp_agg_mrl, temp_spec_mrl
-from .modules import (GradCacheLoss, InfoNCELoss, MatryoshkaInfoNCELoss, TempAggLoss, TempAggMRLLoss, TempSpecMRLLoss,
-                      TemperatureLoss)
+from .modules import (
+    GradCacheLoss,
+    InfoNCELoss,
+    MatryoshkaInfoNCELoss,
+    TempAggLoss,
+    TempAggMRLLoss,
+    TempSpecMRLLoss,
+    TemperatureLoss,
+)
 from .sampling import SourceBatchSampler
 from .trainer import LOSS_KINDS, LossConfig, TrainConfig, freeze_first_layers, train
 
 __all__ = [
-    "GradCacheLoss", "InfoNCELoss", "LOSS_KINDS", "LossConfig", "MatryoshkaInfoNCELoss", "Pair", "SourceBatchSampler",
-    "TempAggLoss", "TempAggMRLLoss", "TempSpecMRLLoss", "TemperatureLoss", "TrainConfig", "crop_pairs", "dropout_pairs",
-    "freeze_first_layers", "hardest_negative_margin", "info_nce", "load_pairs", "mrl", "read_pairs", "temp_agg",
-    "temp_agg_mrl", "temp_spec_mrl", "train",
+    "GradCacheLoss",
+    "InfoNCELoss",
+    "LOSS_KINDS",
+    "LossConfig",
+    "MatryoshkaInfoNCELoss",
+    "Pair",
+    "SourceBatchSampler",
+    "TempAggLoss",
+    "TempAggMRLLoss",
+    "TempSpecMRLLoss",
+    "TemperatureLoss",
+    "TrainConfig",
+    "crop_pairs",
+    "dropout_pairs",
+    "freeze_first_layers",
+    "hardest_negative_margin",
+    "info_nce",
+    "load_pairs",
+    "mrl",
+    "read_pairs",
+    "temp_agg",
+    "temp_agg_mrl",
+    "temp_spec_mrl",
+    "train",
 ]

@@ -38,8 +38,14 @@ def _records(path: Path) -> Iterator[tuple[int, dict]]:
         raise InputError(f"{path}: training data must be .jsonl, .jsonl.gz or .parquet")
 
 
-def read_pairs(path: str | os.PathLike, *, anchor: str = "anchor", positive: str = "positive",
-               negative: str | None = "negative", source: str | None = "source") -> list[Pair]:
+def read_pairs(
+    path: str | os.PathLike,
+    *,
+    anchor: str = "anchor",
+    positive: str = "positive",
+    negative: str | None = "negative",
+    source: str | None = "source",
+) -> list[Pair]:
     """Pairs from records with text fields ``anchor`` and ``positive`` (optionally ``negative``
     and a ``source`` name for homogeneous batches)."""
     path = Path(path)
@@ -76,20 +82,26 @@ def sentences(text: str, min_chars: int = 100, max_chars: int = 250) -> list[lis
     return [r for r in runs if r]
 
 
-def crop_pairs(documents: Sequence[str], *, t: int = 2, min_chars: int = 100, max_chars: int = 250,
-               seed: int = 0) -> list[Pair]:
+def crop_pairs(
+    documents: Sequence[str], *, t: int = 2, min_chars: int = 100, max_chars: int = 250, seed: int = 0
+) -> list[Pair]:
     """For each document, all chunks of ``t`` consecutive kept sentences; two different chunks
-    sampled as anchor and positive ("Cropping outperforms dropout", 2025: t = 2, sentences of 100-250 characters). Documents
+    sampled as anchor and positive ("Cropping outperforms dropout", 2025: t = 2, sentences of 100-250 characters).
+    Documents
     with fewer than two chunks give no pair."""
     rng = np.random.default_rng(seed)
     pairs = []
     for doc in documents:
-        chunks = [" ".join(run[i : i + t]) for run in sentences(doc, min_chars, max_chars) for i in range(len(run) - t + 1)]
+        chunks = [
+            " ".join(run[i : i + t]) for run in sentences(doc, min_chars, max_chars) for i in range(len(run) - t + 1)
+        ]
         if len(chunks) >= 2:
             a, p = rng.choice(len(chunks), size=2, replace=False)
             pairs.append(Pair(chunks[a], chunks[p]))
     if not pairs:
-        raise InputError(f"no document yields two crops of {t} consecutive sentences of {min_chars}-{max_chars} characters")
+        raise InputError(
+            f"no document yields two crops of {t} consecutive sentences of {min_chars}-{max_chars} characters"
+        )
     return pairs
 
 
@@ -104,8 +116,9 @@ def dropout_pairs(texts: Sequence[str]) -> list[Pair]:
 SELF_SUPERVISED = ("crop", "dropout")
 
 
-def load_pairs(path: str | os.PathLike, *, self_supervised: str | None = None, text_field: str | None = None,
-               seed: int = 0) -> list[Pair]:
+def load_pairs(
+    path: str | os.PathLike, *, self_supervised: str | None = None, text_field: str | None = None, seed: int = 0
+) -> list[Pair]:
     """Training pairs from a file: (anchor, positive[, negative, source]) rows, or with
     ``self_supervised`` pairs made from raw texts: ``"crop"`` (two chunks of the same document)
     or ``"dropout"`` (the same text twice; dropout makes the views differ)."""

@@ -52,7 +52,9 @@ def _weights(n: int, weights: Sequence[float] | None, what: str) -> list[float]:
     return [float(w) for w in weights]
 
 
-def similarity_logits(anchor: torch.Tensor, positive: torch.Tensor, negatives: torch.Tensor | None = None) -> torch.Tensor:
+def similarity_logits(
+    anchor: torch.Tensor, positive: torch.Tensor, negatives: torch.Tensor | None = None
+) -> torch.Tensor:
     """Cosine similarities of each anchor with every candidate: (B, B + B*H); column i is the
     positive of anchor i."""
     a = F.normalize(anchor, dim=-1)  # (B, d)
@@ -62,8 +64,14 @@ def similarity_logits(anchor: torch.Tensor, positive: torch.Tensor, negatives: t
     return a @ cand.T  # (B, B + B*H)
 
 
-def info_nce(anchor: torch.Tensor, positive: torch.Tensor, negatives: torch.Tensor | None = None, *,
-             tau: float = 0.05, negative_weight_beta: float = 0.0) -> torch.Tensor:
+def info_nce(
+    anchor: torch.Tensor,
+    positive: torch.Tensor,
+    negatives: torch.Tensor | None = None,
+    *,
+    tau: float = 0.05,
+    negative_weight_beta: float = 0.0,
+) -> torch.Tensor:
     """InfoNCE with cosine similarity and temperature ``tau`` (Dinu et al., 2025, eq. 1).
 
     ``negative_weight_beta`` > 0 weights each negative by its similarity to the anchor,
@@ -85,19 +93,36 @@ def info_nce(anchor: torch.Tensor, positive: torch.Tensor, negatives: torch.Tens
     return F.cross_entropy(logits, torch.arange(B, device=sims.device))
 
 
-def temp_agg(anchor, positive, negatives=None, *, taus: Sequence[float] = (0.03, 0.06, 0.1),
-             weights: Sequence[float] | None = None, negative_weight_beta: float = 0.0) -> torch.Tensor:
+def temp_agg(
+    anchor,
+    positive,
+    negatives=None,
+    *,
+    taus: Sequence[float] = (0.03, 0.06, 0.1),
+    weights: Sequence[float] | None = None,
+    negative_weight_beta: float = 0.0,
+) -> torch.Tensor:
     """Temperature aggregation (Dinu et al., 2025, eq. 6): sum_t w_t InfoNCE(tau_t); default taus and
     w_t = 1 as in the paper."""
     if not taus:
         raise InputError("TempAgg needs at least one temperature")
     ws = _weights(len(taus), weights, "temperature")
-    return sum(w * info_nce(anchor, positive, negatives, tau=t, negative_weight_beta=negative_weight_beta)
-               for t, w in zip(taus, ws))
+    return sum(
+        w * info_nce(anchor, positive, negatives, tau=t, negative_weight_beta=negative_weight_beta)
+        for t, w in zip(taus, ws)
+    )
 
 
-def mrl(loss: Callable[..., torch.Tensor], anchor, positive, negatives=None, *, dims: Sequence[int],
-        weights: Sequence[float] | None = None, **kwargs) -> torch.Tensor:
+def mrl(
+    loss: Callable[..., torch.Tensor],
+    anchor,
+    positive,
+    negatives=None,
+    *,
+    dims: Sequence[int],
+    weights: Sequence[float] | None = None,
+    **kwargs,
+) -> torch.Tensor:
     """Matryoshka wrapper (eq. 5/7): sum_i lambda_i loss(f[:d_i]) over the leading d_i dims."""
     dims = check_dims(dims, anchor.shape[-1])
     ws = _weights(len(dims), weights, "width")
@@ -108,18 +133,34 @@ def mrl(loss: Callable[..., torch.Tensor], anchor, positive, negatives=None, *, 
     return total
 
 
-def temp_agg_mrl(anchor, positive, negatives=None, *, dims: Sequence[int], taus: Sequence[float] = (0.03, 0.06, 0.1),
-                 dim_weights: Sequence[float] | None = None, tau_weights: Sequence[float] | None = None,
-                 negative_weight_beta: float = 0.0) -> torch.Tensor:
+def temp_agg_mrl(
+    anchor,
+    positive,
+    negatives=None,
+    *,
+    dims: Sequence[int],
+    taus: Sequence[float] = (0.03, 0.06, 0.1),
+    dim_weights: Sequence[float] | None = None,
+    tau_weights: Sequence[float] | None = None,
+    negative_weight_beta: float = 0.0,
+) -> torch.Tensor:
     """TempAggMRL (Dinu et al., 2025, eq. 7): TempAgg at every Matryoshka width."""
+
     def at_width(a, p, n):
         return temp_agg(a, p, n, taus=taus, weights=tau_weights, negative_weight_beta=negative_weight_beta)
 
     return mrl(at_width, anchor, positive, negatives, dims=dims, weights=dim_weights)
 
 
-def temp_spec_mrl(anchor, positive, negatives=None, *, tau_by_dim: Mapping[int, float],
-                  weights: Sequence[float] | None = None, negative_weight_beta: float = 0.0) -> torch.Tensor:
+def temp_spec_mrl(
+    anchor,
+    positive,
+    negatives=None,
+    *,
+    tau_by_dim: Mapping[int, float],
+    weights: Sequence[float] | None = None,
+    negative_weight_beta: float = 0.0,
+) -> torch.Tensor:
     """TempSpecMRL (Dinu et al., 2025, eq. 8): InfoNCE at width d_i with its own tau_i, e.g.
     {256: 0.03, 512: 0.06, 1024: 0.1}."""
     if not tau_by_dim:
@@ -129,7 +170,9 @@ def temp_spec_mrl(anchor, positive, negatives=None, *, tau_by_dim: Mapping[int, 
     total = 0.0
     for d, w in zip(dims, ws):
         neg = negatives[..., :d] if negatives is not None else None
-        total = total + w * info_nce(anchor[:, :d], positive[:, :d], neg, tau=tau_by_dim[d], negative_weight_beta=negative_weight_beta)
+        total = total + w * info_nce(
+            anchor[:, :d], positive[:, :d], neg, tau=tau_by_dim[d], negative_weight_beta=negative_weight_beta
+        )
     return total
 
 
@@ -138,5 +181,9 @@ def hardest_negative_margin(anchor, positive, negatives=None) -> torch.Tensor:
     sims = similarity_logits(anchor, positive, negatives)  # (B, C)
     B = sims.shape[0]
     pos = sims[torch.arange(B), torch.arange(B)]  # (B,)
-    hardest = sims.masked_fill(torch.eye(B, sims.shape[1], dtype=torch.bool, device=sims.device), float("-inf")).max(dim=1).values  # (B,)
+    hardest = (
+        sims.masked_fill(torch.eye(B, sims.shape[1], dtype=torch.bool, device=sims.device), float("-inf"))
+        .max(dim=1)
+        .values
+    )  # (B,)
     return (hardest - pos).clamp_min(0).mean()

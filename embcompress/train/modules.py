@@ -49,7 +49,9 @@ class _GatherWithGrad(torch.autograd.Function):
         sizes = [torch.zeros(1, dtype=torch.long, device=x.device) for _ in range(world)]
         dist.all_gather(sizes, torch.tensor([x.shape[0]], device=x.device))
         if len({int(s) for s in sizes}) != 1:
-            raise RuntimeError(f"processes hold different batch sizes {[int(s) for s in sizes]}; gathering needs equal ones")
+            raise RuntimeError(
+                f"processes hold different batch sizes {[int(s) for s in sizes]}; gathering needs equal ones"
+            )
         parts = [torch.empty_like(x) for _ in range(world)]
         dist.all_gather(parts, x.contiguous())
         ctx.rows = (rank * x.shape[0], (rank + 1) * x.shape[0])
@@ -61,7 +63,7 @@ class _GatherWithGrad(torch.autograd.Function):
 
         grad = grad.contiguous()
         dist.all_reduce(grad)  # every process computed d loss / d (all rows); sum them
-        return grad[ctx.rows[0]:ctx.rows[1]]
+        return grad[ctx.rows[0] : ctx.rows[1]]
 
 
 def gather_across_processes(x: Tensor) -> Tensor:
@@ -91,10 +93,14 @@ class TemperatureLoss(nn.Module):
     def loss_from_embeddings(self, reps: Sequence[Tensor]) -> Tensor:
         """The loss of one batch from its column embeddings [(B, d), (B, d), (B, d) x H]."""
         if len(reps) < 2:
-            raise ValueError(f"a contrastive loss needs (anchor, positive[, negatives]) columns, got {len(reps)} column(s)")
+            raise ValueError(
+                f"a contrastive loss needs (anchor, positive[, negatives]) columns, got {len(reps)} column(s)"
+            )
         if self.gather_across_devices:
             reps = [gather_across_processes(r) for r in reps]
-        a, p, *neg = (r.float() if r.dtype in (torch.float16, torch.bfloat16) else r for r in reps)  # the loss in >= float32
+        a, p, *neg = (
+            r.float() if r.dtype in (torch.float16, torch.bfloat16) else r for r in reps
+        )  # the loss in >= float32
         n = torch.stack(neg, dim=1) if neg else None  # (B, H, d)
         return self.compute(a, p, n)
 
@@ -106,15 +112,19 @@ class TemperatureLoss(nn.Module):
 
     @property
     def citation(self) -> str:
-        return ("Dinu et al. (2025), temperature and compression of text embeddings; "
-                "see embcompress.train.losses for the equations.")
+        return (
+            "Dinu et al. (2025), temperature and compression of text embeddings; "
+            "see embcompress.train.losses for the equations."
+        )
 
 
 class InfoNCELoss(TemperatureLoss):
     """InfoNCE with cosine similarity at temperature ``tau`` (eq. 1); ``negative_weight_beta`` > 0
     weights the negatives by their similarity to the anchor."""
 
-    def __init__(self, model, tau: float = 0.05, *, negative_weight_beta: float = 0.0, gather_across_devices: bool = False) -> None:
+    def __init__(
+        self, model, tau: float = 0.05, *, negative_weight_beta: float = 0.0, gather_across_devices: bool = False
+    ) -> None:
         super().__init__(model, gather_across_devices=gather_across_devices)
         self.tau = losses.check_tau(tau)
         self.negative_weight_beta = float(negative_weight_beta)
@@ -129,8 +139,15 @@ class InfoNCELoss(TemperatureLoss):
 class TempAggLoss(TemperatureLoss):
     """Temperature aggregation (eq. 6): sum_t w_t InfoNCE(tau_t)."""
 
-    def __init__(self, model, taus: Sequence[float] = (0.03, 0.06, 0.1), weights: Sequence[float] | None = None, *,
-                 negative_weight_beta: float = 0.0, gather_across_devices: bool = False) -> None:
+    def __init__(
+        self,
+        model,
+        taus: Sequence[float] = (0.03, 0.06, 0.1),
+        weights: Sequence[float] | None = None,
+        *,
+        negative_weight_beta: float = 0.0,
+        gather_across_devices: bool = False,
+    ) -> None:
         super().__init__(model, gather_across_devices=gather_across_devices)
         self.taus = [losses.check_tau(t) for t in taus]
         if not self.taus:
@@ -139,7 +156,9 @@ class TempAggLoss(TemperatureLoss):
         self.negative_weight_beta = float(negative_weight_beta)
 
     def compute(self, a, p, n):
-        return losses.temp_agg(a, p, n, taus=self.taus, weights=self.weights, negative_weight_beta=self.negative_weight_beta)
+        return losses.temp_agg(
+            a, p, n, taus=self.taus, weights=self.weights, negative_weight_beta=self.negative_weight_beta
+        )
 
     def get_config_dict(self):
         return {"taus": self.taus, "weights": self.weights, "negative_weight_beta": self.negative_weight_beta}
@@ -152,8 +171,16 @@ def _check_widths(model, dims: Sequence[int]) -> list[int]:
 class MatryoshkaInfoNCELoss(TemperatureLoss):
     """Matryoshka InfoNCE (eq. 5): sum_i lambda_i InfoNCE(f[:d_i], tau)."""
 
-    def __init__(self, model, dims: Sequence[int], weights: Sequence[float] | None = None, *, tau: float = 0.05,
-                 negative_weight_beta: float = 0.0, gather_across_devices: bool = False) -> None:
+    def __init__(
+        self,
+        model,
+        dims: Sequence[int],
+        weights: Sequence[float] | None = None,
+        *,
+        tau: float = 0.05,
+        negative_weight_beta: float = 0.0,
+        gather_across_devices: bool = False,
+    ) -> None:
         super().__init__(model, gather_across_devices=gather_across_devices)
         self.dims = _check_widths(model, dims)
         self.weights = list(weights) if weights is not None else None
@@ -161,19 +188,40 @@ class MatryoshkaInfoNCELoss(TemperatureLoss):
         self.negative_weight_beta = float(negative_weight_beta)
 
     def compute(self, a, p, n):
-        return losses.mrl(losses.info_nce, a, p, n, dims=self.dims, weights=self.weights, tau=self.tau,
-                          negative_weight_beta=self.negative_weight_beta)
+        return losses.mrl(
+            losses.info_nce,
+            a,
+            p,
+            n,
+            dims=self.dims,
+            weights=self.weights,
+            tau=self.tau,
+            negative_weight_beta=self.negative_weight_beta,
+        )
 
     def get_config_dict(self):
-        return {"dims": self.dims, "weights": self.weights, "tau": self.tau, "negative_weight_beta": self.negative_weight_beta}
+        return {
+            "dims": self.dims,
+            "weights": self.weights,
+            "tau": self.tau,
+            "negative_weight_beta": self.negative_weight_beta,
+        }
 
 
 class TempAggMRLLoss(TemperatureLoss):
     """TempAggMRL (eq. 7): TempAgg at every Matryoshka width."""
 
-    def __init__(self, model, dims: Sequence[int], taus: Sequence[float] = (0.03, 0.06, 0.1), *,
-                 dim_weights: Sequence[float] | None = None, tau_weights: Sequence[float] | None = None,
-                 negative_weight_beta: float = 0.0, gather_across_devices: bool = False) -> None:
+    def __init__(
+        self,
+        model,
+        dims: Sequence[int],
+        taus: Sequence[float] = (0.03, 0.06, 0.1),
+        *,
+        dim_weights: Sequence[float] | None = None,
+        tau_weights: Sequence[float] | None = None,
+        negative_weight_beta: float = 0.0,
+        gather_across_devices: bool = False,
+    ) -> None:
         super().__init__(model, gather_across_devices=gather_across_devices)
         self.dims = _check_widths(model, dims)
         self.taus = [losses.check_tau(t) for t in taus]
@@ -182,8 +230,16 @@ class TempAggMRLLoss(TemperatureLoss):
         self.negative_weight_beta = float(negative_weight_beta)
 
     def compute(self, a, p, n):
-        return losses.temp_agg_mrl(a, p, n, dims=self.dims, taus=self.taus, dim_weights=self.dim_weights,
-                                   tau_weights=self.tau_weights, negative_weight_beta=self.negative_weight_beta)
+        return losses.temp_agg_mrl(
+            a,
+            p,
+            n,
+            dims=self.dims,
+            taus=self.taus,
+            dim_weights=self.dim_weights,
+            tau_weights=self.tau_weights,
+            negative_weight_beta=self.negative_weight_beta,
+        )
 
     def get_config_dict(self):
         return {"dims": self.dims, "taus": self.taus, "negative_weight_beta": self.negative_weight_beta}
@@ -192,8 +248,15 @@ class TempAggMRLLoss(TemperatureLoss):
 class TempSpecMRLLoss(TemperatureLoss):
     """TempSpecMRL (eq. 8): InfoNCE at width d_i with its own tau_i, e.g. {96: 0.03, 192: 0.06, 384: 0.1}."""
 
-    def __init__(self, model, tau_by_dim: Mapping[int, float], weights: Sequence[float] | None = None, *,
-                 negative_weight_beta: float = 0.0, gather_across_devices: bool = False) -> None:
+    def __init__(
+        self,
+        model,
+        tau_by_dim: Mapping[int, float],
+        weights: Sequence[float] | None = None,
+        *,
+        negative_weight_beta: float = 0.0,
+        gather_across_devices: bool = False,
+    ) -> None:
         super().__init__(model, gather_across_devices=gather_across_devices)
         if not tau_by_dim:
             raise losses.InputError("TempSpecMRL needs a {width: tau} mapping")
@@ -203,8 +266,9 @@ class TempSpecMRLLoss(TemperatureLoss):
         self.negative_weight_beta = float(negative_weight_beta)
 
     def compute(self, a, p, n):
-        return losses.temp_spec_mrl(a, p, n, tau_by_dim=self.tau_by_dim, weights=self.weights,
-                                    negative_weight_beta=self.negative_weight_beta)
+        return losses.temp_spec_mrl(
+            a, p, n, tau_by_dim=self.tau_by_dim, weights=self.weights, negative_weight_beta=self.negative_weight_beta
+        )
 
     def get_config_dict(self):
         return {"tau_by_dim": self.tau_by_dim, "negative_weight_beta": self.negative_weight_beta}
@@ -312,17 +376,20 @@ class GradCacheLoss(nn.Module):
 
     def _replay(self, features, grads, states, grad_output: Tensor) -> None:
         model = self.model
-        jobs = [(f, g, b, st) for f, g, s in zip(features, grads, states)
-                for b, st in zip(range(0, _rows(f), self.mini_batch_size), s)]
+        jobs = [
+            (f, g, b, st)
+            for f, g, s in zip(features, grads, states)
+            for b, st in zip(range(0, _rows(f), self.mini_batch_size), s)
+        ]
         no_sync = getattr(model, "no_sync", None)  # DistributedDataParallel: synchronize once, at the end
         for i, (f, g, b, st) in enumerate(jobs):
             last = i == len(jobs) - 1
-            with (nullcontext() if last or no_sync is None else no_sync()):
+            with nullcontext() if last or no_sync is None else no_sync():
                 fork = st.replay()
                 try:
                     with torch.enable_grad():  # backward hooks run with gradients off
                         emb = self.loss.embed(_slice(f, b, b + self.mini_batch_size))
-                        surrogate = (emb.to(g.dtype) * (g[b:b + emb.shape[0]] * grad_output)).sum()
+                        surrogate = (emb.to(g.dtype) * (g[b : b + emb.shape[0]] * grad_output)).sum()
                 finally:
                     fork.__exit__(None, None, None)
                 surrogate.backward()

@@ -25,8 +25,9 @@ from ..core.errors import InputError
 SMALL_SOURCES = ("error", "mix", "drop")
 
 
-def source_groups(sources: Sequence[str | None], batch_size: int, *, homogeneous: bool = True,
-                  small_sources: str = "error") -> dict[str | None, np.ndarray]:
+def source_groups(
+    sources: Sequence[str | None], batch_size: int, *, homogeneous: bool = True, small_sources: str = "error"
+) -> dict[str | None, np.ndarray]:
     """Pair indices by source (one group when not ``homogeneous``), checked against the batch size.
 
     Sources with fewer pairs than ``batch_size``: ``"error"`` (default) stops with the list of them;
@@ -39,14 +40,20 @@ def source_groups(sources: Sequence[str | None], batch_size: int, *, homogeneous
         groups.setdefault(s if homogeneous else None, []).append(i)
     small = {k: v for k, v in groups.items() if len(v) < batch_size}
     if small and (small_sources == "error" or len(small) == len(groups) and small_sources == "drop"):
-        names = ", ".join(f"{k if k is not None else '(no source)'} ({len(v)})" for k, v in
-                          sorted(small.items(), key=lambda kv: len(kv[1]))[:5])
+        names = ", ".join(
+            f"{k if k is not None else '(no source)'} ({len(v)})"
+            for k, v in sorted(small.items(), key=lambda kv: len(kv[1]))[:5]
+        )
         more = f" and {len(small) - 5} more" if len(small) > 5 else ""
         if not homogeneous or len(groups) == 1:
-            raise InputError(f"batch size {batch_size} is larger than the {len(sources)} training pairs; lower the batch size")
-        raise InputError(f"batch size {batch_size} is larger than the pairs of {len(small)} source(s): {names}{more}; every "
-                         "batch comes from one source; lower the batch size, or pass --small-sources mix (pool them) or "
-                         "drop, or --no-homogeneous")
+            raise InputError(
+                f"batch size {batch_size} is larger than the {len(sources)} training pairs; lower the batch size"
+            )
+        raise InputError(
+            f"batch size {batch_size} is larger than the pairs of {len(small)} source(s): {names}{more}; every "
+            "batch comes from one source; lower the batch size, or pass --small-sources mix (pool them) or "
+            "drop, or --no-homogeneous"
+        )
     kept = {k: np.asarray(v) for k, v in groups.items() if k not in small}
     if small and small_sources == "mix":
         pooled = np.sort(np.concatenate([np.asarray(v) for v in small.values()]))
@@ -62,9 +69,18 @@ class SourceBatchSampler(BatchSampler):
 
     Has ``set_epoch`` (the trainer calls it): each epoch reshuffles from ``seed + epoch``."""
 
-    def __init__(self, sources: Sequence[str | None], batch_size: int, *, lengths: Sequence[int] | None = None,
-                 homogeneous: bool = True, small_sources: str = "error", world_size: int = 1, seed: int = 0,
-                 window: int = 16) -> None:
+    def __init__(
+        self,
+        sources: Sequence[str | None],
+        batch_size: int,
+        *,
+        lengths: Sequence[int] | None = None,
+        homogeneous: bool = True,
+        small_sources: str = "error",
+        world_size: int = 1,
+        seed: int = 0,
+        window: int = 16,
+    ) -> None:
         if batch_size < 2:
             raise InputError(f"batch size must be at least 2 (in-batch negatives), got {batch_size}")
         if world_size < 1 or batch_size % world_size:
@@ -93,16 +109,24 @@ class SourceBatchSampler(BatchSampler):
             perm = perm[:usable]  # the few left over are dropped: no pair twice in an epoch
             if self.lengths is not None:
                 span = B * self.window
-                perm = np.concatenate([w[np.argsort(-self.lengths[w], kind="stable")]
-                                       for w in (perm[i:i + span] for i in range(0, usable, span))]) if usable else perm
-            out.extend(perm[i:i + B] for i in range(0, usable, B))
+                perm = (
+                    np.concatenate(
+                        [
+                            w[np.argsort(-self.lengths[w], kind="stable")]
+                            for w in (perm[i : i + span] for i in range(0, usable, span))
+                        ]
+                    )
+                    if usable
+                    else perm
+                )
+            out.extend(perm[i : i + B] for i in range(0, usable, B))
         return [out[i] for i in rng.permutation(len(out))]
 
     def __iter__(self) -> Iterator[list[int]]:
         b = self.batch_size
         for batch in self.global_batches():
             for r in range(self.world_size):
-                yield [int(i) for i in batch[r * b:(r + 1) * b]]
+                yield [int(i) for i in batch[r * b : (r + 1) * b]]
 
     def __len__(self) -> int:
         B = self.global_batch

@@ -8,13 +8,21 @@ import numpy as np
 import pytest
 
 from embcompress import InputError, from_spec
-from embcompress.analysis import (alignment, intrinsic_dimensionality, knn_accuracy, local_spearman, preservation,
-                                  uniformity)
+from embcompress.analysis import (
+    alignment,
+    intrinsic_dimensionality,
+    knn_accuracy,
+    local_spearman,
+    preservation,
+    uniformity,
+)
 
 
 def low_rank(n=2000, d=50, r=6, noise=1e-3, seed=0):
     rng = np.random.default_rng(seed)
-    return (rng.standard_normal((n, r)) @ rng.standard_normal((r, d)) + noise * rng.standard_normal((n, d))).astype(np.float32)
+    return (rng.standard_normal((n, r)) @ rng.standard_normal((r, d)) + noise * rng.standard_normal((n, d))).astype(
+        np.float32
+    )
 
 
 def test_intrinsic_dimension_of_known_rank():
@@ -59,8 +67,10 @@ def test_preservation_identity_and_scaled_copies():
 
 def test_preservation_orders_compressors_as_expected():
     X = low_rank(800, 64, 8, noise=0.05)
-    scores = {spec: preservation(X, from_spec(spec).fit(X).transform(X)).spearman
-              for spec in ("pca:8", "random_select:8", "pca:2")}
+    scores = {
+        spec: preservation(X, from_spec(spec).fit(X).transform(X)).spearman
+        for spec in ("pca:8", "random_select:8", "pca:2")
+    }
     assert scores["pca:8"] > 0.95 > scores["random_select:8"] and scores["pca:8"] > scores["pca:2"]
 
 

@@ -74,7 +74,9 @@ def test_judged_queries_score_exactly_as_evaluate_run(k, width):
     per = JudgedQueries(qids, qrels, k).score(ranked)
     for i, q in enumerate(qids):
         if q in ref.per_query:
-            assert [per[m][i] for m in ("ndcg", "recall", "mrr")] == [ref.per_query[q][m] for m in ("ndcg", "recall", "mrr")]
+            assert [per[m][i] for m in ("ndcg", "recall", "mrr")] == [
+                ref.per_query[q][m] for m in ("ndcg", "recall", "mrr")
+            ]
         else:
             assert all(np.isnan(per[m][i]) for m in per)
     assert "q0" not in ref.per_query and np.isnan(per["ndcg"][0])

@@ -81,14 +81,22 @@ def test_existing_output_refused_then_overwritten(tmp_path, vec_file):
     assert_one_line_error(run("fit", "int8", vec_file, model), "already exists")
 
 
-@pytest.mark.parametrize("case", ["nan", "ragged", "null", "intcol", "missingcol", "empty", "corrupt", "zero_rows", "not_there"])
+@pytest.mark.parametrize(
+    "case", ["nan", "ragged", "null", "intcol", "missingcol", "empty", "corrupt", "zero_rows", "not_there"]
+)
 def test_bad_inputs_give_one_line_and_no_output(tmp_path, case):
     p = tmp_path / "in.parquet"
     X = make_vectors(20, 6)
     expect = {
-        "nan": "row 3 has a non-finite value", "ragged": "row 1 has 5 values, expected 6", "null": "row 2 is null",
-        "intcol": "no column of a list", "missingcol": "no column 'vec'", "empty": "not a readable parquet file",
-        "corrupt": "not a readable parquet file", "zero_rows": "has no rows", "not_there": "does not exist",
+        "nan": "row 3 has a non-finite value",
+        "ragged": "row 1 has 5 values, expected 6",
+        "null": "row 2 is null",
+        "intcol": "no column of a list",
+        "missingcol": "no column 'vec'",
+        "empty": "not a readable parquet file",
+        "corrupt": "not a readable parquet file",
+        "zero_rows": "has no rows",
+        "not_there": "does not exist",
     }[case]
     extra = []
     if case == "nan":
@@ -110,8 +118,11 @@ def test_bad_inputs_give_one_line_and_no_output(tmp_path, case):
         p.write_bytes(p.read_bytes()[:-20])
     elif case == "zero_rows":
         write_parquet(p, np.zeros((0, 6), dtype=np.float32))
-    for cmd in (["binarize", p, tmp_path / "o.parquet"], ["truncate", p, tmp_path / "o.parquet", "--dim", 2],
-                ["fit", "pca:2", p, tmp_path / "model"]):
+    for cmd in (
+        ["binarize", p, tmp_path / "o.parquet"],
+        ["truncate", p, tmp_path / "o.parquet", "--dim", 2],
+        ["fit", "pca:2", p, tmp_path / "model"],
+    ):
         assert_one_line_error(run(*cmd, *extra), expect)
     assert sorted(x.name for x in tmp_path.iterdir()) == (["in.parquet"] if case != "not_there" else [])
 
@@ -119,7 +130,9 @@ def test_bad_inputs_give_one_line_and_no_output(tmp_path, case):
 def test_width_mismatch_bad_spec_and_unwritable(tmp_path, vec_file):
     small = write_parquet(tmp_path / "small.parquet", make_vectors(30, 12))
     assert run("fit", "pca:4", small, tmp_path / "m").exit_code == 0
-    assert_one_line_error(run("apply", tmp_path / "m", vec_file, tmp_path / "o.parquet"), "has 48 dimensions", "fitted on 12")
+    assert_one_line_error(
+        run("apply", tmp_path / "m", vec_file, tmp_path / "o.parquet"), "has 48 dimensions", "fitted on 12"
+    )
     assert_one_line_error(run("fit", "pca:400", vec_file, tmp_path / "m2"), "dim=400 is out of range", "1..48")
     assert_one_line_error(run("fit", "nope:3", vec_file, tmp_path / "m3"), "unknown compressor 'nope'; known:")
     assert_one_line_error(run("binarize", vec_file, tmp_path / "missing_dir" / "o.parquet"), "does not exist")

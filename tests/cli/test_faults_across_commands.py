@@ -25,7 +25,9 @@ from conftest import make_vectors, write_parquet
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "embcompress.cli", *map(str, args)], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "embcompress.cli", *map(str, args)], capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.fixture
@@ -204,6 +206,7 @@ def test_checksums_of_other_writers_are_verified_too(tmp_path):
 
 # ---- saved models that do not hold together ---------------------------------------------------
 
+
 def _saved(tmp_path, spec="int8", d=16):
     from embcompress import save
 
@@ -229,30 +232,71 @@ def _replace_array(path, name, value):
 
 
 MODEL_FAULTS = {
-    "int8 ranges of the wrong shape": ("int8", lambda p: _replace_array(p, "ranges_", np.zeros((3, 16), np.float32)),
-                                       r"ranges_.*shape \(3, 16\); expected \(2, 16\)"),
-    "complex array": ("int8", lambda p: _replace_array(p, "ranges_", np.zeros((2, 16), np.complex64)),
-                      "dtype complex64; expected real numbers"),
-    "text array": ("pca:4", lambda p: _replace_array(p, "mean_", np.array(["a"] * 16)), "dtype <U1; expected real numbers"),
-    "NaN in an array": ("pca:4", lambda p: _replace_array(p, "mean_", np.full(16, np.nan, np.float32)), "holds NaN or inf"),
-    "n_features_in_ not a number": ("int8", lambda p: _edit_config(p, lambda d: d["fitted"].update(n_features_in_="abc")),
-                                    "incomplete or inconsistent"),
-    "pca dim=5 beside 4 components": ("pca:4", lambda p: _edit_config(p, lambda d: d["params"].update(dim=5)),
-                                      r"components_.*shape \(4, 16\); expected \(5, 16\)"),
-    "threshold='foo'": ("binary", lambda p: _edit_config(p, lambda d: d["params"].update(threshold="foo")),
-                        "threshold must be one of zero, mean, got 'foo'"),
-    "renormalize='maybe'": ("truncate:8", lambda p: _edit_config(p, lambda d: d["params"].update(renormalize="maybe")),
-                            "renormalize must be true or false, got 'maybe'"),
-    "truncate wider than the input": ("truncate:8", lambda p: _edit_config(p, lambda d: d["params"].update(dim=40)),
-                                      "dim"),
-    "chain stages that do not connect": ("pca:4+binary", lambda p: _edit_config(
-        p, lambda d: d["fitted"]["stages"][1].update(n_features_in_=5)), "stage 2 .binary. takes 5 dimensions but is given 4"),
-    "truncated arrays.npz": ("pca:4", lambda p: (p / "arrays.npz").write_bytes((p / "arrays.npz").read_bytes()[:200]),
-                             "arrays.npz is corrupt"),
-    "arrays.npz only a zip header": ("pca:4", lambda p: (p / "arrays.npz").write_bytes(b"PK\x03\x04" + b"\0" * 26),
-                                     "arrays.npz is corrupt"),
-    "pq codebooks of the wrong shape": ("pq:4", lambda p: _replace_array(p, "centroids_", np.zeros((4, 256, 3), np.float32)),
-                                        r"centroids_.*expected \(4, 256, 4\)"),
+    "int8 ranges of the wrong shape": (
+        "int8",
+        lambda p: _replace_array(p, "ranges_", np.zeros((3, 16), np.float32)),
+        r"ranges_.*shape \(3, 16\); expected \(2, 16\)",
+    ),
+    "complex array": (
+        "int8",
+        lambda p: _replace_array(p, "ranges_", np.zeros((2, 16), np.complex64)),
+        "dtype complex64; expected real numbers",
+    ),
+    "text array": (
+        "pca:4",
+        lambda p: _replace_array(p, "mean_", np.array(["a"] * 16)),
+        "dtype <U1; expected real numbers",
+    ),
+    "NaN in an array": (
+        "pca:4",
+        lambda p: _replace_array(p, "mean_", np.full(16, np.nan, np.float32)),
+        "holds NaN or inf",
+    ),
+    "n_features_in_ not a number": (
+        "int8",
+        lambda p: _edit_config(p, lambda d: d["fitted"].update(n_features_in_="abc")),
+        "incomplete or inconsistent",
+    ),
+    "pca dim=5 beside 4 components": (
+        "pca:4",
+        lambda p: _edit_config(p, lambda d: d["params"].update(dim=5)),
+        r"components_.*shape \(4, 16\); expected \(5, 16\)",
+    ),
+    "threshold='foo'": (
+        "binary",
+        lambda p: _edit_config(p, lambda d: d["params"].update(threshold="foo")),
+        "threshold must be one of zero, mean, got 'foo'",
+    ),
+    "renormalize='maybe'": (
+        "truncate:8",
+        lambda p: _edit_config(p, lambda d: d["params"].update(renormalize="maybe")),
+        "renormalize must be true or false, got 'maybe'",
+    ),
+    "truncate wider than the input": (
+        "truncate:8",
+        lambda p: _edit_config(p, lambda d: d["params"].update(dim=40)),
+        "dim",
+    ),
+    "chain stages that do not connect": (
+        "pca:4+binary",
+        lambda p: _edit_config(p, lambda d: d["fitted"]["stages"][1].update(n_features_in_=5)),
+        "stage 2 .binary. takes 5 dimensions but is given 4",
+    ),
+    "truncated arrays.npz": (
+        "pca:4",
+        lambda p: (p / "arrays.npz").write_bytes((p / "arrays.npz").read_bytes()[:200]),
+        "arrays.npz is corrupt",
+    ),
+    "arrays.npz only a zip header": (
+        "pca:4",
+        lambda p: (p / "arrays.npz").write_bytes(b"PK\x03\x04" + b"\0" * 26),
+        "arrays.npz is corrupt",
+    ),
+    "pq codebooks of the wrong shape": (
+        "pq:4",
+        lambda p: _replace_array(p, "centroids_", np.zeros((4, 256, 3), np.float32)),
+        r"centroids_.*expected \(4, 256, 4\)",
+    ),
 }
 
 
@@ -273,13 +317,16 @@ def test_broken_saved_models_are_refused_naming_file_and_array(tmp_path, case):
         assert r.returncode == 1 and "Traceback" not in r.stderr and str(path) in r.stderr, (case, r.stderr)
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("truncate:96:renormalize=maybe", "renormalize must be true or false, got 'maybe'"),
-    ("binary:threshold=foo", "threshold must be one of zero, mean, got 'foo'"),
-    ("pq:8:nbits=4.5", "nbits must be an integer, got 4.5"),
-    ("rotate:center=1", "center must be true or false, got 1"),
-    ("geopres:8:loss=hinge", "loss must be one of positional, angular, rank, got 'hinge'"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("truncate:96:renormalize=maybe", "renormalize must be true or false, got 'maybe'"),
+        ("binary:threshold=foo", "threshold must be one of zero, mean, got 'foo'"),
+        ("pq:8:nbits=4.5", "nbits must be an integer, got 4.5"),
+        ("rotate:center=1", "center must be true or false, got 1"),
+        ("geopres:8:loss=hinge", "loss must be one of positional, angular, rank, got 'hinge'"),
+    ],
+)
 def test_nonsense_parameters_are_refused_when_the_spec_is_parsed(spec, message):
     from embcompress import InputError
 
@@ -295,23 +342,29 @@ def test_flags_show_as_flags_in_help():
 
 # ---- finite but extreme values ---------------------------------------------------------------
 
+
 @pytest.fixture
 def huge(tmp_path):
     X = make_vectors(300, 24, seed=8) * np.float32(1e38)
     return write_parquet(tmp_path / "huge.parquet", X)
 
 
-@pytest.mark.parametrize("args", [
-    ["fit", "pca:16", "{huge}", "{tmp}/m"],
-    ["analyze", "{huge}"],
-    ["search", "{huge}", "{huge}", "{tmp}/r.parquet"],
-    ["binarize", "{huge}", "{tmp}/b.parquet"],
-    ["evaluate", "{huge}", "{huge}"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["fit", "pca:16", "{huge}", "{tmp}/m"],
+        ["analyze", "{huge}"],
+        ["search", "{huge}", "{huge}", "{tmp}/r.parquet"],
+        ["binarize", "{huge}", "{tmp}/b.parquet"],
+        ["evaluate", "{huge}", "{huge}"],
+    ],
+)
 def test_values_beyond_the_range_are_refused_not_turned_into_garbage(tmp_path, huge, args):
     r = run_cli(*[a.format(huge=huge, tmp=tmp_path) for a in args])
     assert r.returncode == 1, r.stdout
-    assert "row 0" in r.stderr and "beyond the accepted range of +-1e+15" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert "row 0" in r.stderr and "beyond the accepted range of +-1e+15" in r.stderr and "Traceback" not in r.stderr, (
+        r.stderr
+    )
     assert sorted(os.listdir(tmp_path)) == ["huge.parquet"]
 
 
@@ -322,7 +375,9 @@ def test_float64_beyond_float32_is_named_as_such_not_as_inf(tmp_path):
     X[42, 3] = 1e300
     path = write_parquet(tmp_path / "f64.parquet", X, dtype=pa.float64())
     r = run_cli("binarize", path, tmp_path / "o.parquet")
-    assert r.returncode == 1 and "row 42 has the value 1e+300 at dimension 3, beyond the accepted range" in r.stderr, r.stderr
+    assert r.returncode == 1 and "row 42 has the value 1e+300 at dimension 3, beyond the accepted range" in r.stderr, (
+        r.stderr
+    )
     np.save(tmp_path / "f64.npy", X)
     r = run_cli("binarize", tmp_path / "f64.npy", tmp_path / "o.npy")
     assert r.returncode == 1 and "row 42 has the value 1e+300" in r.stderr and "inf" not in r.stderr, r.stderr
@@ -359,6 +414,7 @@ def test_analyze_on_vectors_that_do_not_vary_gives_no_impossible_counts(tmp_path
 
 # ---- impossible metrics and inputs that used to raise tracebacks ----------------------------------
 
+
 @pytest.fixture
 def task_files(tmp_path):
     write_parquet(tmp_path / "d.parquet", make_vectors(100, 32))
@@ -370,31 +426,60 @@ def test_duplicate_document_ids_with_qrels_are_refused(task_files):
     import pyarrow as pa
 
     X = make_vectors(100, 32)
-    pq.write_table(pa.table({"id": [f"doc{i % 50}" for i in range(100)],
-                             "embedding": pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), 32)}),
-                   task_files / "dup.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "id": [f"doc{i % 50}" for i in range(100)],
+                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), 32),
+            }
+        ),
+        task_files / "dup.parquet",
+    )
     (task_files / "qrels.tsv").write_text("".join(f"doc{i}\tdoc{i}\t1\n" for i in range(10)))
-    for cmd in (["evaluate", task_files / "dup.parquet", task_files / "q.parquet", "--qrels", task_files / "qrels.tsv"],
-                ["report", task_files / "dup.parquet", task_files / "rep", "--queries", task_files / "q.parquet",
-                 "--qrels", task_files / "qrels.tsv"]):
+    for cmd in (
+        ["evaluate", task_files / "dup.parquet", task_files / "q.parquet", "--qrels", task_files / "qrels.tsv"],
+        [
+            "report",
+            task_files / "dup.parquet",
+            task_files / "rep",
+            "--queries",
+            task_files / "q.parquet",
+            "--qrels",
+            task_files / "qrels.tsv",
+        ],
+    ):
         r = run_cli(*cmd)
-        assert r.returncode == 1 and f"{task_files / 'dup.parquet'}: id 'doc0' is on rows 0 and 50" in r.stderr, r.stderr
+        assert r.returncode == 1 and f"{task_files / 'dup.parquet'}: id 'doc0' is on rows 0 and 50" in r.stderr, (
+            r.stderr
+        )
     assert not (task_files / "rep").exists()
 
 
 def test_retention_is_not_shown_as_nan_when_float_scores_zero(task_files):
     (task_files / "qrels.tsv").write_text("".join(f"doc{i}\tno-such-doc\t1\n" for i in range(10)))
-    r = run_cli("evaluate", task_files / "d.parquet", task_files / "q.parquet", "--qrels", task_files / "qrels.tsv",
-                "--config", "float", "--config", "binary")
+    r = run_cli(
+        "evaluate",
+        task_files / "d.parquet",
+        task_files / "q.parquet",
+        "--qrels",
+        task_files / "qrels.tsv",
+        "--config",
+        "float",
+        "--config",
+        "binary",
+    )
     assert r.returncode == 0 and "nan" not in r.stdout.lower() and "n/a" in r.stdout, r.stdout
     assert "retention is undefined" in r.stderr
 
 
-@pytest.mark.parametrize("content, message", [
-    ("doc0\tdoc1\tinf\n", "score 'inf' is not a relevance grade"),
-    ("doc0\tdoc1\t1e400\n", "score '1e400' is not a relevance grade"),
-    (b"doc0\tdoc\xff1\t1\n", "is not UTF-8 text"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("doc0\tdoc1\tinf\n", "score 'inf' is not a relevance grade"),
+        ("doc0\tdoc1\t1e400\n", "score '1e400' is not a relevance grade"),
+        (b"doc0\tdoc\xff1\t1\n", "is not UTF-8 text"),
+    ],
+)
 def test_bad_qrels_are_one_error_naming_the_file(task_files, content, message):
     path = task_files / "qrels.tsv"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
@@ -421,9 +506,11 @@ def test_embed_refuses_bad_text_bad_parquet_and_bad_device(tmp_path):
     (tmp_path / "bad.txt").write_bytes(b"hello\n\xff\xfe world\n")
     (tmp_path / "rand.parquet").write_bytes(os.urandom(3000))
     (tmp_path / "ok.jsonl").write_text('{"text": "hi"}\n')
-    for args, message in (([tmp_path / "bad.txt"], "is not UTF-8 text"),
-                          ([tmp_path / "rand.parquet"], "is not a readable parquet file"),
-                          ([tmp_path / "ok.jsonl", "--device", "bogus"], "device 'bogus' is not a torch device")):
+    for args, message in (
+        ([tmp_path / "bad.txt"], "is not UTF-8 text"),
+        ([tmp_path / "rand.parquet"], "is not a readable parquet file"),
+        ([tmp_path / "ok.jsonl", "--device", "bogus"], "device 'bogus' is not a torch device"),
+    ):
         r = run_cli("embed", args[0], tmp_path / "e.parquet", *args[1:])
         assert r.returncode == 1 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "e.parquet").exists()
@@ -445,9 +532,19 @@ def test_corrupt_originals_name_the_file_and_row_group(task_files):
     fit_and_compress(from_spec("binary"), task_files / "d.parquet", codes)
     data = (task_files / "d.parquet").read_bytes()
     (task_files / "cut.parquet").write_bytes(data[: len(data) // 2] + data[-2000:])
-    r = run_cli("search", codes, task_files / "q.parquet", task_files / "r.parquet", "--rerank", "float",
-                "--originals", task_files / "cut.parquet")
-    assert r.returncode == 1 and f"{task_files / 'cut.parquet'} is corrupt" in r.stderr and "row group 0" in r.stderr, r.stderr
+    r = run_cli(
+        "search",
+        codes,
+        task_files / "q.parquet",
+        task_files / "r.parquet",
+        "--rerank",
+        "float",
+        "--originals",
+        task_files / "cut.parquet",
+    )
+    assert r.returncode == 1 and f"{task_files / 'cut.parquet'} is corrupt" in r.stderr and "row group 0" in r.stderr, (
+        r.stderr
+    )
 
 
 def test_label_free_recall_with_fewer_documents_than_k_is_full_for_float(tmp_path):
@@ -464,7 +561,9 @@ def test_label_free_recall_with_fewer_documents_than_k_is_full_for_float(tmp_pat
 def test_full_disk_while_saving_a_model_or_search_results(small_fs, tmp_path):
     src = write_parquet(tmp_path / "wide.parquet", make_vectors(300, 1024, seed=4))
     r = run_cli("fit", "rotate", src, small_fs / "model")  # a 1024 x 1024 rotation: 4 MiB
-    assert r.returncode == 1 and r.stderr.strip() == f"error: no space left on device writing {small_fs / 'model'}", r.stderr
+    assert r.returncode == 1 and r.stderr.strip() == f"error: no space left on device writing {small_fs / 'model'}", (
+        r.stderr
+    )
     assert os.listdir(small_fs) == []
     docs = write_parquet(tmp_path / "d.parquet", make_vectors(2000, 16))
     queries = write_parquet(tmp_path / "q.parquet", make_vectors(3000, 16, seed=1))
@@ -480,7 +579,10 @@ def test_read_only_output_is_refused_before_any_work(small_fs, tmp_path):
     if r.returncode != 0:
         pytest.skip(f"cannot remount read-only here: {r.stderr.strip()}")
     src = write_parquet(tmp_path / "d.parquet", make_vectors(300, 16))
-    for args in (["report", src, small_fs / "rep"], ["recommend", src, small_fs / "best", "--budget", "4"],
-                 ["binarize", src, small_fs / "b.parquet"]):
+    for args in (
+        ["report", src, small_fs / "rep"],
+        ["recommend", src, small_fs / "best", "--budget", "4"],
+        ["binarize", src, small_fs / "b.parquet"],
+    ):
         r = run_cli(*args)
         assert r.returncode == 1 and "is not writable" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -33,10 +33,29 @@ FAST = settings(max_examples=60, deadline=None, derandomize=True, suppress_healt
 #: autoencoder), and the chain (spelled with '+'): a new family is fuzzed without editing this file
 SLOW = {"rq", "opq", "geopres", "autoencoder", "pipeline"}
 NAMES = [cls.name for cls in registered() if cls.name not in SLOW] + ["bogus", ""]
-VALUES = st.one_of(st.integers(-3, 70).map(str), st.sampled_from(["true", "false", "maybe", "none", "0.5", "1e400",
-                                                                   "nan", "-inf", "[1,2]", "{}", "zero", "mean", ""]))
-KEYS = st.sampled_from(["dim", "seed", "renormalize", "threshold", "decoder", "bits", "m", "nbits", "iters", "center",
-                        "variance", "bogus", ""])
+VALUES = st.one_of(
+    st.integers(-3, 70).map(str),
+    st.sampled_from(
+        ["true", "false", "maybe", "none", "0.5", "1e400", "nan", "-inf", "[1,2]", "{}", "zero", "mean", ""]
+    ),
+)
+KEYS = st.sampled_from(
+    [
+        "dim",
+        "seed",
+        "renormalize",
+        "threshold",
+        "decoder",
+        "bits",
+        "m",
+        "nbits",
+        "iters",
+        "center",
+        "variance",
+        "bogus",
+        "",
+    ]
+)
 
 
 @st.composite
@@ -106,8 +125,11 @@ def test_loader_on_damaged_models_gives_a_model_or_a_clear_error(spec, data):
             key = data.draw(st.sampled_from(sorted(arrays) or ["extra_"]))
             shape = data.draw(st.lists(st.integers(0, 5), min_size=0, max_size=3))
             dtype = data.draw(st.sampled_from(["f4", "f8", "i8", "u1", "c8", "U2", "?"]))
-            arrays[key] = np.zeros(shape, dtype=dtype) if dtype != "f4" else np.full(shape, data.draw(
-                st.sampled_from([0.0, np.nan, np.inf, 1e30])), dtype=np.float32)
+            arrays[key] = (
+                np.zeros(shape, dtype=dtype)
+                if dtype != "f4"
+                else np.full(shape, data.draw(st.sampled_from([0.0, np.nan, np.inf, 1e30])), dtype=np.float32)
+            )
             np.savez(path / "arrays.npz", **arrays)
         elif (path / "arrays.npz").exists():
             raw = bytearray((path / "arrays.npz").read_bytes())
@@ -133,8 +155,12 @@ def _parquet_bytes(kind: str, rows: int, dim: int, seed: int) -> bytes:
     else:
         col = pa.FixedSizeListArray.from_arrays(pa.array(Xp.reshape(-1)), dim)
     buf = io.BytesIO()
-    pq.write_table(pa.table({"id": [f"d{i}" for i in range(rows)], "embedding": col}), buf, row_group_size=max(1, rows // 3),
-                   write_page_checksum=seed % 2 == 0)
+    pq.write_table(
+        pa.table({"id": [f"d{i}" for i in range(rows)], "embedding": col}),
+        buf,
+        row_group_size=max(1, rows // 3),
+        write_page_checksum=seed % 2 == 0,
+    )
     return buf.getvalue()
 
 

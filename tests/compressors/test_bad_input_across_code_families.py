@@ -14,7 +14,9 @@ def test_code_families_refuse_bad_input(code_data):
     D, _ = code_data
     with pytest.raises(InputError, match="pq needs at least 256 rows to fit"):
         from_spec("pq:8").fit(D[:100])
-    with pytest.raises(InputError, match=r"pq:7 needs m to divide the width 48 .*allowed m: 1, 2, 3, 4, 6, 8, 12, 16, 24, 48"):
+    with pytest.raises(
+        InputError, match=r"pq:7 needs m to divide the width 48 .*allowed m: 1, 2, 3, 4, 6, 8, 12, 16, 24, 48"
+    ):
         from_spec("pq:7").fit(D)
     with pytest.raises(InputError, match="nbits must be 4 or 8"):
         from_spec("opq:8:nbits=6").fit(D)

@@ -24,7 +24,9 @@ def test_binary_byte_identical_to_sentence_transformers(d):
 def test_pack_kernel_is_built():
     from embcompress.compressors.binary import pack_kernel
 
-    assert pack_kernel() in ("avx2", "portable"), "the C packing kernel should build here (gcc is on every machine of this project)"
+    assert pack_kernel() in ("avx2", "portable"), (
+        "the C packing kernel should build here (gcc is on every machine of this project)"
+    )
 
 
 @pytest.mark.parametrize("portable", [False, True])
@@ -83,6 +85,7 @@ def test_level_sums_kernel_equals_numpy(d, portable):
     assert n_hi.sum() == want[1][1].sum() + (X[:100] > t).sum()
     with pytest.raises(ValueError, match="d float64"):
         binary._pack.level_sums(X, t, d, total[:-1] if d > 1 else np.zeros(2), hi, sq, n_hi)
+
 
 def test_pack_bits_non_contiguous_and_float64_use_numpy_path():
     X = make_vectors(40, 30, normalize=False)
@@ -250,7 +253,9 @@ def test_pca_is_stable_for_large_offsets():
     rng = np.random.default_rng(0)
     X = (rng.standard_normal((5000, 4)) * [1, 0.5, 0.1, 0.01] + 1e3).astype(np.float32)
     p = PCA(dim=4).fit(X)
-    np.testing.assert_allclose(p.eigenvalues_, np.var(X.astype(np.float64), axis=0, ddof=1)[np.argsort(-np.var(X, axis=0))], rtol=2e-2)
+    np.testing.assert_allclose(
+        p.eigenvalues_, np.var(X.astype(np.float64), axis=0, ddof=1)[np.argsort(-np.var(X, axis=0))], rtol=2e-2
+    )
 
 
 def test_fit_checks_parameters_before_counting_rows():
@@ -336,13 +341,16 @@ def test_pipeline_from_one_shot_generator_fails_clearly_when_two_passes_needed()
     from_spec("pca:4+int8").fit_batches(lambda: iter([X[:25], X[25:]]))
 
 
-@pytest.mark.parametrize("bad, message", [
-    (np.array([[1.0, np.nan]], dtype=np.float32), "row 0 has a non-finite value"),
-    (np.array([[1.0, 2.0], [np.inf, 0]], dtype=np.float32), "row 1 has a non-finite value"),
-    (np.array([[1, 2]], dtype=np.int64), "only float16, float32 and float64"),
-    (np.zeros(4, dtype=np.float32), "must be 2-D"),
-    (np.zeros((0, 4), dtype=np.float32), "empty input"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (np.array([[1.0, np.nan]], dtype=np.float32), "row 0 has a non-finite value"),
+        (np.array([[1.0, 2.0], [np.inf, 0]], dtype=np.float32), "row 1 has a non-finite value"),
+        (np.array([[1, 2]], dtype=np.int64), "only float16, float32 and float64"),
+        (np.zeros(4, dtype=np.float32), "must be 2-D"),
+        (np.zeros((0, 4), dtype=np.float32), "empty input"),
+    ],
+)
 def test_bad_arrays_are_refused(bad, message):
     with pytest.raises(InputError, match=message):
         Binary().fit(bad)
@@ -366,7 +374,9 @@ def test_threaded_path_matches_reference_and_names_bad_row(monkeypatch):
             c.transform(X)
 
 
-@pytest.mark.parametrize("spec", ["pca:2", "rotate", "rotate:kind=hadamard", "rabitq:1:rotation=hadamard", "itq+binary"])
+@pytest.mark.parametrize(
+    "spec", ["pca:2", "rotate", "rotate:kind=hadamard", "rabitq:1:rotation=hadamard", "itq+binary"]
+)
 def test_a_square_state_too_large_for_the_machine_is_one_clear_error(spec):
     X = np.random.default_rng(0).standard_normal((4, 1 << 20)).astype(np.float32)
     with pytest.raises(InputError, match="matrix .* more than half of this machine"):

@@ -1,4 +1,5 @@
-"""What the faiss-backed families (pq, opq, rq) set in faiss while they train: OpenMP waiting and the BLAS threshold, restored after."""
+"""What the faiss-backed families (pq, opq, rq) set in faiss while they train: OpenMP waiting and the BLAS
+threshold, restored after."""
 
 from __future__ import annotations
 
@@ -24,16 +25,22 @@ def test_faiss_openmp_waits_passively_unless_the_user_says_otherwise(user):
     env["OMP_DISPLAY_ENV"] = "TRUE"
     if user:
         env["OMP_WAIT_POLICY"] = user
-    code = ("import os; from embcompress.core._util import require; require('faiss', 'faiss', 'test'); "
-            "print('after:', os.environ.get('OMP_WAIT_POLICY'))")
+    code = (
+        "import os; from embcompress.core._util import require; require('faiss', 'faiss', 'test'); "
+        "print('after:', os.environ.get('OMP_WAIT_POLICY'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    shown = [line.strip() for line in (out.stderr + out.stdout).splitlines() if line.strip().startswith("OMP_WAIT_POLICY")]
+    shown = [
+        line.strip() for line in (out.stderr + out.stdout).splitlines() if line.strip().startswith("OMP_WAIT_POLICY")
+    ]
     assert shown, out.stderr[-2000:]
     assert shown[0] == ("OMP_WAIT_POLICY = 'ACTIVE'" if user else "OMP_WAIT_POLICY = 'PASSIVE'")
     assert f"after: {user}" in out.stdout
 
 
-@pytest.mark.parametrize("spec, cls", [("pq:8", "ProductQuantizer"), ("opq:8", "OPQMatrix"), ("rq:4", "ResidualQuantizer")])
+@pytest.mark.parametrize(
+    "spec, cls", [("pq:8", "ProductQuantizer"), ("opq:8", "OPQMatrix"), ("rq:4", "ResidualQuantizer")]
+)
 def test_faiss_trainings_compute_distances_by_blas_and_restore_the_threshold(spec, cls, monkeypatch):
     """faiss's k-means uses its own distance loop below ``distance_compute_blas_threshold`` (128,000
     rows x dims in faiss 1.15), ten times slower than BLAS on PQ's small sub-spaces; our trainings

@@ -50,7 +50,9 @@ class Uniform4(BlockStats, DenseScan, Compressor):
         self.lo_, self.hi_ = stats["lo"].astype(np.float32), stats["hi"].astype(np.float32)
 
     def _levels(self):
-        return (self.lo_[:, None] + (self.hi_ - self.lo_)[:, None] * np.linspace(0, 1, 16, dtype=np.float32)[None, :]).astype(np.float32)
+        return (
+            self.lo_[:, None] + (self.hi_ - self.lo_)[:, None] * np.linspace(0, 1, 16, dtype=np.float32)[None, :]
+        ).astype(np.float32)
 
     def _transform(self, X):
         step = np.where(self.hi_ > self.lo_, (self.hi_ - self.lo_) / 15, 1).astype(np.float32)
@@ -84,7 +86,9 @@ class Opaque(Compressor):
         return (X > 0).astype(np.uint8)
 
     def _output_spec(self):
-        return OutputSpec(kind="codes", dtype="uint8", width=self.n_features_in_, nbytes=self.n_features_in_, metric="adc")
+        return OutputSpec(
+            kind="codes", dtype="uint8", width=self.n_features_in_, nbytes=self.n_features_in_, metric="adc"
+        )
 
 
 @pytest.fixture

@@ -57,8 +57,10 @@ def test_fused_positional_loss_has_autograds_value_and_gradient():
     target = _distances_(torch, Y)
     torch.testing.assert_close(target, distance_matrix(torch, Y), rtol=1e-12, atol=1e-9)
     grads = []
-    for loss_of in (lambda Z: positional_loss(torch, target, Z),
-                    lambda Z: mean_offdiagonal_sq(torch, target, distance_matrix(torch, Z))):
+    for loss_of in (
+        lambda Z: positional_loss(torch, target, Z),
+        lambda Z: mean_offdiagonal_sq(torch, target, distance_matrix(torch, Z)),
+    ):
         Wg = W.clone().requires_grad_(True)
         loss = loss_of(Y @ Wg.T)
         (3.0 * loss).backward()  # an upstream gradient other than 1
@@ -92,13 +94,16 @@ def test_autoencoder_reconstruction_improves(X):
     assert (a.transform(X) >= 0).all()  # ReLU encoder
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"dim": 48}, "allowed is 1..47"),
-    ({"dim": 8, "loss": "cosine"}, "positional, angular, rank"),
-    ({"dim": 8, "lr": 0}, "lr must be a positive number"),
-    ({"dim": 8, "batch_size": 1}, "batch_size must be"),
-    ({"dim": 8, "device": "cuda"}, "CUDA is not available"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"dim": 48}, "allowed is 1..47"),
+        ({"dim": 8, "loss": "cosine"}, "positional, angular, rank"),
+        ({"dim": 8, "lr": 0}, "lr must be a positive number"),
+        ({"dim": 8, "batch_size": 1}, "batch_size must be"),
+        ({"dim": 8, "device": "cuda"}, "CUDA is not available"),
+    ],
+)
 def test_bad_parameters_fail_before_training(X, kwargs, message):
     with pytest.raises(InputError, match=message):
         GeoPres(min_steps=2, **kwargs).fit(X)
@@ -116,8 +121,10 @@ def test_reservoir_sample_bounds_training_rows(X):
 
 def test_transform_and_import_need_no_torch(tmp_path, fitted):
     fitted.save(tmp_path / "g")
-    code = ("import sys, numpy as np, embcompress; c = embcompress.load(sys.argv[1]); "
-            "c.transform(np.ones((2, 48), dtype=np.float32)); sys.exit(1 if 'torch' in sys.modules else 0)")
+    code = (
+        "import sys, numpy as np, embcompress; c = embcompress.load(sys.argv[1]); "
+        "c.transform(np.ones((2, 48), dtype=np.float32)); sys.exit(1 if 'torch' in sys.modules else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code, str(tmp_path / "g")]).returncode == 0
 
 
@@ -146,8 +153,12 @@ def test_maps_fitted_together_are_the_maps_fitted_alone(X, loss):
 def test_fit_together_refuses_what_cannot_share_batches(X):
     from embcompress.compressors import fit_together
 
-    for comps in ([GeoPres(dim=4), GeoPres(dim=4, lr=0.1)], [GeoPres(dim=4), Autoencoder(dim=4)],
-                  [GeoPres(dim=4, loss="rank"), GeoPres(dim=2, loss="rank")], [GeoPres(dim=4)]):
+    for comps in (
+        [GeoPres(dim=4), GeoPres(dim=4, lr=0.1)],
+        [GeoPres(dim=4), Autoencoder(dim=4)],
+        [GeoPres(dim=4, loss="rank"), GeoPres(dim=2, loss="rank")],
+        [GeoPres(dim=4)],
+    ):
         with pytest.raises(InputError, match="two or more maps of one joint_fit_key"):
             fit_together(comps, X)
     with pytest.raises(InputError, match="dim=480 is out of range"):  # before any training

@@ -32,7 +32,9 @@ def test_pq_matches_faiss(spec, m, nbits, code_data):
     s, i = adc_topk(c.lookup_tables(Q), codes, 10)
     np.testing.assert_allclose(s, fs, rtol=1e-4, atol=1e-5)
     true_ip = Q @ ref.decode(codes).T  # the same documents up to exact ties (identical codes are common)
-    np.testing.assert_allclose(np.take_along_axis(true_ip, i, 1), np.take_along_axis(true_ip, fi, 1), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        np.take_along_axis(true_ip, i, 1), np.take_along_axis(true_ip, fi, 1), rtol=1e-4, atol=1e-5
+    )
     # the index ranks by <q, x_hat> / ||x_hat|| ** norm_power, x_hat faiss's reconstruction: at
     # power 1 its cosine, as float search ranks by cosine
     rec_norms = np.linalg.norm(ref.decode(codes), axis=1)
@@ -47,7 +49,10 @@ def test_opq_rotation_is_orthogonal_and_helps(code_data):
     D, Q = code_data
     opq = from_spec("opq:6").fit(D)
     np.testing.assert_allclose(opq.rotation_ @ opq.rotation_.T, np.eye(48), atol=1e-4)
-    err = {s: float(((from_spec(s).fit(D).decode(from_spec(s).fit(D).transform(D)) - D) ** 2).sum()) for s in ("pq:6", "opq:6")}
+    err = {
+        s: float(((from_spec(s).fit(D).decode(from_spec(s).fit(D).transform(D)) - D) ** 2).sum())
+        for s in ("pq:6", "opq:6")
+    }
     assert err["opq:6"] < err["pq:6"], err
 
 

@@ -1,4 +1,5 @@
-"""RaBitQ: against a plain-numpy version of the paper's estimator and faiss's IndexRaBitQ; its grid, encoder and rotations."""
+"""RaBitQ: against a plain-numpy version of the paper's estimator and faiss's IndexRaBitQ; its grid, encoder and
+rotations."""
 
 from __future__ import annotations
 
@@ -29,13 +30,26 @@ def test_rabitq_estimator_matches_the_paper(code_data):
     c = from_spec("rabitq").fit(D)
     rows = c.transform(D[:50])
     ours = Q[:5] @ c.decode(rows).T
-    ref = np.array([[paper_estimate(q.astype(np.float64), o.astype(np.float64), c.center_.astype(np.float64),
-                                    c.rotation_.astype(np.float64)) for o in D[:50]] for q in Q[:5]])
+    ref = np.array(
+        [
+            [
+                paper_estimate(
+                    q.astype(np.float64),
+                    o.astype(np.float64),
+                    c.center_.astype(np.float64),
+                    c.rotation_.astype(np.float64),
+                )
+                for o in D[:50]
+            ]
+            for q in Q[:5]
+        ]
+    )
     np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-5)
     # the table scan gives the same ranking signal: estimate minus the per-query <q, c>
     codes, scale = c.adc_codes(rows)
-    np.testing.assert_allclose(adc_scores(c.lookup_tables(Q[:5]), codes, scale), ours - (Q[:5] @ c.center_)[:, None],
-                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        adc_scores(c.lookup_tables(Q[:5]), codes, scale), ours - (Q[:5] @ c.center_)[:, None], rtol=1e-4, atol=1e-5
+    )
 
 
 def test_rabitq_estimator_is_unbiased():
@@ -43,8 +57,12 @@ def test_rabitq_estimator_is_unbiased():
     rng = np.random.default_rng(1)
     X = rng.standard_normal((400, 32)).astype(np.float32)
     q = rng.standard_normal(32).astype(np.float32)
-    est = np.array([q @ from_spec(f"rabitq:seed={s}").fit(X).decode(from_spec(f"rabitq:seed={s}").fit(X).transform(X[:5])).T
-                    for s in range(300)])  # (300, 5)
+    est = np.array(
+        [
+            q @ from_spec(f"rabitq:seed={s}").fit(X).decode(from_spec(f"rabitq:seed={s}").fit(X).transform(X[:5])).T
+            for s in range(300)
+        ]
+    )  # (300, 5)
     true = X[:5] @ q
     sem = est.std(axis=0) / np.sqrt(len(est))
     assert np.all(np.abs(est.mean(axis=0) - true) < 4 * sem + 1e-3), (est.mean(axis=0), true, sem)
@@ -69,7 +87,7 @@ def test_rabitq_grid_is_the_best_direction_and_kernel_equals_numpy(bits):
     from embcompress.compressors.rabitq import grid_levels, grid_levels_numpy
 
     rng = np.random.default_rng(bits)
-    top = 2 ** bits - 1
+    top = 2**bits - 1
     for d in (4, 37, 200):
         U = rng.standard_normal((120, d)).astype(np.float32)
         U[:, 1] = 0
@@ -99,10 +117,12 @@ def test_rabitq_grid_kernel_equals_numpy_on_skewed_rows(kind):
 
     rng = np.random.default_rng(len(kind))
     n, d = 40, 300
-    U = {"cauchy": lambda: rng.standard_cauchy((n, d)),
-         "sparse": lambda: rng.standard_normal((n, d)) * (rng.random((n, d)) < 0.1),
-         "rounded": lambda: np.round(rng.standard_normal((n, d)) * 3) / 3,
-         "heavy": lambda: rng.exponential(1, (n, d)) ** 3 * rng.choice([-1, 1], (n, d))}[kind]().astype(np.float32)
+    U = {
+        "cauchy": lambda: rng.standard_cauchy((n, d)),
+        "sparse": lambda: rng.standard_normal((n, d)) * (rng.random((n, d)) < 0.1),
+        "rounded": lambda: np.round(rng.standard_normal((n, d)) * 3) / 3,
+        "heavy": lambda: rng.exponential(1, (n, d)) ** 3 * rng.choice([-1, 1], (n, d)),
+    }[kind]().astype(np.float32)
     for bits in (2, 3, 4):
         v, dots = grid_levels(U, bits)
         v_np, dots_np = grid_levels_numpy(U, bits)

@@ -28,8 +28,13 @@ def test_splitmix64_gives_the_published_sequence():
     first outputs for seed 1234567."""
     from embcompress.compressors.rotate import _splitmix64
 
-    assert [int(v) for v in _splitmix64(1234567, 5)] == [6457827717110365317, 3203168211198807973, 9817491932198370423,
-                                                       4593380528125082431, 16408922859458223821]
+    assert [int(v) for v in _splitmix64(1234567, 5)] == [
+        6457827717110365317,
+        3203168211198807973,
+        9817491932198370423,
+        4593380528125082431,
+        16408922859458223821,
+    ]
 
 
 @pytest.mark.parametrize("d", [1, 5, 64, 100, 384])

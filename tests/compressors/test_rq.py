@@ -23,10 +23,14 @@ def test_rq_matches_faiss_and_beats_pq(spec, m, nbits, code_data):
     codes = c.transform(D)
     np.testing.assert_array_equal(codes, ref.compute_codes(D - c.mean_))
     np.testing.assert_allclose(c.decode(codes), ref.decode(codes) + c.mean_, atol=1e-5)
-    np.testing.assert_allclose(adc_scores(c.lookup_tables(Q), codes) + (Q @ c.mean_)[:, None], Q @ c.decode(codes).T,
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        adc_scores(c.lookup_tables(Q), codes) + (Q @ c.mean_)[:, None], Q @ c.decode(codes).T, rtol=1e-4, atol=1e-4
+    )
     if nbits == 8:  # every codebook spans all dimensions: less error than pq at the same bytes
-        err = {s: float(((from_spec(s).fit(D).decode(from_spec(s).fit(D).transform(D)) - D) ** 2).sum()) for s in ("pq:4", "rq:4")}
+        err = {
+            s: float(((from_spec(s).fit(D).decode(from_spec(s).fit(D).transform(D)) - D) ** 2).sum())
+            for s in ("pq:4", "rq:4")
+        }
         assert err["rq:4"] < err["pq:4"], err
 
 
@@ -49,6 +53,7 @@ def test_rq_beam_encodes_as_faiss_does(code_data):
     # the tables are built where they speed up a beam and are not too large to hold with the model
     assert c._faiss().use_beam_LUT == 1
     from embcompress.compressors.rq import RQ
+
     assert not RQ(m=6)._beam_tables and RQ(m=64, beam=4)._beam_tables and not RQ(m=65, beam=4)._beam_tables
 
 

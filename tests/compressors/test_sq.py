@@ -33,13 +33,17 @@ def test_sq_codes_pack_and_decode(bits, code_data):
     assert dec.shape == D.shape
     # every decoded value is its column's level nearest to the original value
     nearest = np.abs(D[:, :, None] - c.levels_[None]).argmin(axis=2)
-    np.testing.assert_array_equal(dec, np.take_along_axis(c.levels_[None].repeat(len(D), 0), nearest[:, :, None], 2)[:, :, 0])
+    np.testing.assert_array_equal(
+        dec, np.take_along_axis(c.levels_[None].repeat(len(D), 0), nearest[:, :, None], 2)[:, :, 0]
+    )
     np.testing.assert_allclose(adc_scores(c.lookup_tables(Q), codes), Q @ dec.T, rtol=1e-4, atol=1e-5)
 
 
 def test_sq_bits_trade_size_for_recall(code_data):
     D, Q = code_data
     exact = float_search(Q, D, 10)[1]
-    r = [recall(Index(c.transform(D), compressor=c).search(Q, 10).rows, exact)
-         for c in (from_spec(f"sq:{b}").fit(D) for b in (1, 2, 4))]
+    r = [
+        recall(Index(c.transform(D), compressor=c).search(Q, 10).rows, exact)
+        for c in (from_spec(f"sq:{b}").fit(D) for b in (1, 2, 4))
+    ]
     assert r[0] < r[1] < r[2] and r[2] > 0.65, r

@@ -16,80 +16,31 @@ from conftest import make_vectors
 #: specs the contract suite runs, per family: a new family adds its own here (the test below checks every
 #: registered family has some)
 EXAMPLES = {
-    "truncate": [
-        "truncate:16",
-        "truncate:16:renormalize=true"
-    ],
-    "random_select": [
-        "random_select:16:seed=3"
-    ],
-    "random_projection": [
-        "random_projection:16:seed=3"
-    ],
-    "pca": [
-        "pca:16",
-        "pca:0.9"
-    ],
+    "truncate": ["truncate:16", "truncate:16:renormalize=true"],
+    "random_select": ["random_select:16:seed=3"],
+    "random_projection": ["random_projection:16:seed=3"],
+    "pca": ["pca:16", "pca:0.9"],
     "geopres": [
         "geopres:10:batch_size=64,min_steps=8,epochs=1",
         "geopres:10:loss=angular,batch_size=64,min_steps=8",
-        "geopres:10:loss=rank,batch_size=64,min_steps=8"
+        "geopres:10:loss=rank,batch_size=64,min_steps=8",
     ],
-    "autoencoder": [
-        "autoencoder:10:batch_size=64,min_steps=8"
-    ],
-    "rotate": [
-        "rotate:seed=3",
-        "rotate:center=true",
-        "rotate:kind=hadamard,center=true"
-    ],
-    "itq": [
-        "itq:iters=5",
-        "pca:24+itq:5+binary"
-    ],
-    "int8": [
-        "int8"
-    ],
-    "binary": [
-        "binary",
-        "binary:mean"
-    ],
-    "sq": [
-        "sq:1",
-        "sq:2",
-        "sq:4",
-        "pca:20+sq:2"
-    ],
-    "pq": [
-        "pq:8",
-        "pq:4:nbits=4",
-        "pca:24+pq:6"
-    ],
-    "opq": [
-        "opq:8",
-        "opq:4:nbits=4"
-    ],
-    "rq": [
-        "rq:4",
-        "rq:5:nbits=4"
-    ],
-    "rabitq": [
-        "rabitq",
-        "rabitq:2",
-        "rabitq:3",
-        "pca:24+rabitq:4",
-        "rabitq:1:rotation=hadamard"
-    ],
-    "normalize": [
-        "normalize",
-        "normalize:center=true",
-        "normalize:center=true+binary"
-    ],
+    "autoencoder": ["autoencoder:10:batch_size=64,min_steps=8"],
+    "rotate": ["rotate:seed=3", "rotate:center=true", "rotate:kind=hadamard,center=true"],
+    "itq": ["itq:iters=5", "pca:24+itq:5+binary"],
+    "int8": ["int8"],
+    "binary": ["binary", "binary:mean"],
+    "sq": ["sq:1", "sq:2", "sq:4", "pca:20+sq:2"],
+    "pq": ["pq:8", "pq:4:nbits=4", "pca:24+pq:6"],
+    "opq": ["opq:8", "opq:4:nbits=4"],
+    "rq": ["rq:4", "rq:5:nbits=4"],
+    "rabitq": ["rabitq", "rabitq:2", "rabitq:3", "pca:24+rabitq:4", "rabitq:1:rotation=hadamard"],
+    "normalize": ["normalize", "normalize:center=true", "normalize:center=true+binary"],
     "pipeline": [
         "pca:24+binary",
         "random_projection:20+int8",
         "truncate:40+pca:9+binary",
-        "geopres:12:batch_size=64,min_steps=6+binary"
+        "geopres:12:batch_size=64,min_steps=6+binary",
     ],
 }
 ALL_SPECS = [s for specs in EXAMPLES.values() for s in specs]
@@ -205,7 +156,9 @@ def assert_same_up_to_rounding(c, a, b, rtol):
     else:
         differ = np.unpackbits(a ^ b) if kind == "bits" else np.abs(a.astype(np.int16) - b.astype(np.int16))
         assert differ.max() <= 1, f"codes differ by {differ.max()} steps"
-        assert np.count_nonzero(differ) <= 0.002 * differ.size, f"{np.count_nonzero(differ)} of {differ.size} codes differ"
+        assert np.count_nonzero(differ) <= 0.002 * differ.size, (
+            f"{np.count_nonzero(differ)} of {differ.size} codes differ"
+        )
 
 
 @pytest.mark.parametrize("spec", ALL_SPECS)
@@ -218,7 +171,7 @@ def test_rows_are_encoded_alone(spec, data):
     perm = np.random.default_rng(5).permutation(len(data))
     whole = c.transform(data)
     assert_same_up_to_rounding(c, c.transform(data[perm]), whole[perm], rtol=1e-5)
-    alone = np.concatenate([c.transform(data[i:i + 1]) for i in range(0, len(data), 37)])
+    alone = np.concatenate([c.transform(data[i : i + 1]) for i in range(0, len(data), 37)])
     assert_same_up_to_rounding(c, alone, whole[::37], rtol=1e-5)
 
 
@@ -252,7 +205,7 @@ NOT_APPLICABLE = {
     "check_dtype_object": "object arrays are refused on purpose (ragged rows are an error, not data)",
     "check_transformer_preserve_dtypes": "outputs are codes (uint8, int8) or float32 by design",
     "check_methods_sample_order_invariance": "asks for rtol 1e-7 on float32 outputs, which the last bit of a SIMD "
-                                             "sum misses by chance; test_rows_are_encoded_alone checks it at 1e-5",
+    "sum misses by chance; test_rows_are_encoded_alone checks it at 1e-5",
 }
 #: learned maps train and validate on at least 20 rows and product quantizers train 16 centroids
 #: per slice (nbits=4) from at least 16; these checks fit on fewer
@@ -274,12 +227,24 @@ def test_sklearn_estimator_checks(name):
         warnings.simplefilter("ignore")
         results = check_estimator(from_spec(SKLEARN_SPECS[name]), on_fail=None)
     skip = set(NOT_APPLICABLE) | (TOO_FEW_ROWS if name in ("geopres", "autoencoder", "pq", "opq", "rq") else set())
-    failed = {r["check_name"]: str(r["exception"])[:200] for r in results if r["status"] == "failed" and r["check_name"] not in skip}
+    failed = {
+        r["check_name"]: str(r["exception"])[:200]
+        for r in results
+        if r["status"] == "failed" and r["check_name"] not in skip
+    }
     passed = {r["check_name"] for r in results if r["status"] == "passed"}
     assert not failed, failed
-    for essential in ("check_estimator_cloneable", "check_get_params_invariance", "check_set_params", "check_fit_idempotent",
-                      "check_transformers_unfitted", "check_n_features_in", "check_estimators_pickle",
-                      "check_dont_overwrite_parameters", "check_transformer_general"):
+    for essential in (
+        "check_estimator_cloneable",
+        "check_get_params_invariance",
+        "check_set_params",
+        "check_fit_idempotent",
+        "check_transformers_unfitted",
+        "check_n_features_in",
+        "check_estimators_pickle",
+        "check_dont_overwrite_parameters",
+        "check_transformer_general",
+    ):
         assert essential in passed, essential
 
 
@@ -323,7 +288,9 @@ def test_steps_of_a_sklearn_pipeline():
         pipe = make_pipeline(step, LogisticRegression(max_iter=500)).fit(X[:500], y[:500])
         assert pipe.score(X[500:], y[500:]) > 0.8, step
     X[:, :8] = rng.standard_normal((600, 8))  # no signal in the first 8 dimensions
-    search = GridSearchCV(make_pipeline(embcompress.Truncate(dim=4), LogisticRegression()), {"truncate__dim": [4, 16]}, cv=2).fit(X, y)
+    search = GridSearchCV(
+        make_pipeline(embcompress.Truncate(dim=4), LogisticRegression()), {"truncate__dim": [4, 16]}, cv=2
+    ).fit(X, y)
     assert search.best_params_["truncate__dim"] == 16
 
 
@@ -341,8 +308,11 @@ def test_every_compressor_module_registers_its_classes():
     assert modules
     for name in modules:
         mod = importlib.import_module(f"embcompress.compressors.{name}")
-        classes = [c for _, c in inspect.getmembers(mod, inspect.isclass)
-                   if issubclass(c, Compressor) and c.__module__ == mod.__name__ and c.name]
+        classes = [
+            c
+            for _, c in inspect.getmembers(mod, inspect.isclass)
+            if issubclass(c, Compressor) and c.__module__ == mod.__name__ and c.name
+        ]
         assert classes, f"embcompress/compressors/{name}.py defines no named compressor"
         for cls in classes:
             assert get(cls.name) is cls, f"{cls.__name__} in {name}.py is not registered"
@@ -361,9 +331,19 @@ def test_each_family_declares_its_capabilities_in_one_frozen_traits_value():
 
     from embcompress.core.specs import Traits
 
-    t = {name: from_spec(spec).traits for name, spec in
-         {"sq": "sq:2", "rabitq": "rabitq:2", "binary": "binary", "pq": "pq:4", "int8": "int8", "pca": "pca:4",
-          "truncate": "truncate:4", "chain": "pca:4+binary"}.items()}
+    t = {
+        name: from_spec(spec).traits
+        for name, spec in {
+            "sq": "sq:2",
+            "rabitq": "rabitq:2",
+            "binary": "binary",
+            "pq": "pq:4",
+            "int8": "int8",
+            "pca": "pca:4",
+            "truncate": "truncate:4",
+            "chain": "pca:4+binary",
+        }.items()
+    }
     assert all(isinstance(v, Traits) for v in t.values())
     with pytest.raises(dataclasses.FrozenInstanceError):
         t["sq"].affine = True

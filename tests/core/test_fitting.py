@@ -12,23 +12,26 @@ from embcompress.core.fitting import StatsPass, FirstRows, Sample, Stream, Width
 from conftest import make_vectors
 
 
-@pytest.mark.parametrize("spec, max_rows, recipe", [
-    ("truncate:8", None, WidthOnly()),
-    ("rotate", None, WidthOnly()),
-    ("binary:decoder=sign", None, WidthOnly()),
-    ("int8", None, StatsPass(None, None, True)),
-    ("pca:8", None, StatsPass(None, None, False)),
-    ("rotate:center=true", None, StatsPass(None, None, True)),
-    ("binary", None, StatsPass(65536, None, True)),  # zero threshold: the levels' sums of the first rows
-    ("binary:mean", None, StatsPass(None, 65536, True)),  # the mean, then the levels of the first rows
-    ("int8", 1000, StatsPass(1000, None, True)),
-    ("sq:2", None, Sample(100_000)),
-    ("itq:max_rows=500", None, Sample(500)),
-    ("sq:2", 1000, FirstRows(1000)),
-    ("rabitq", None, StatsPass(None, None, True)),  # the centroid: a mean
-    ("pca:8+binary", None, Stream()),  # a chain as a whole streams; its stages are planned one by one
-    ("pca:8+binary", 300, FirstRows(300)),
-])
+@pytest.mark.parametrize(
+    "spec, max_rows, recipe",
+    [
+        ("truncate:8", None, WidthOnly()),
+        ("rotate", None, WidthOnly()),
+        ("binary:decoder=sign", None, WidthOnly()),
+        ("int8", None, StatsPass(None, None, True)),
+        ("pca:8", None, StatsPass(None, None, False)),
+        ("rotate:center=true", None, StatsPass(None, None, True)),
+        ("binary", None, StatsPass(65536, None, True)),  # zero threshold: the levels' sums of the first rows
+        ("binary:mean", None, StatsPass(None, 65536, True)),  # the mean, then the levels of the first rows
+        ("int8", 1000, StatsPass(1000, None, True)),
+        ("sq:2", None, Sample(100_000)),
+        ("itq:max_rows=500", None, Sample(500)),
+        ("sq:2", 1000, FirstRows(1000)),
+        ("rabitq", None, StatsPass(None, None, True)),  # the centroid: a mean
+        ("pca:8+binary", None, Stream()),  # a chain as a whole streams; its stages are planned one by one
+        ("pca:8+binary", 300, FirstRows(300)),
+    ],
+)
 def test_recipe_of_each_kind_of_fit(spec, max_rows, recipe):
     assert fit_recipe(from_spec(spec), max_rows) == recipe
 

@@ -71,12 +71,15 @@ def test_config_is_readable_json(tmp_path):
     assert cfg["output"] == {"kind": "bits", "dtype": "uint8", "width": 4, "nbytes": 1, "metric": "hamming"}
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("", "empty compressor spec"),
-    ("truncate:8:size=3", "does not take size; its parameters are: dim, renormalize"),
-    ("int8:4", "takes no value"),
-    ("pca:8++binary", "empty compressor name"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("", "empty compressor spec"),
+        ("truncate:8:size=3", "does not take size; its parameters are: dim, renormalize"),
+        ("int8:4", "takes no value"),
+        ("pca:8++binary", "empty compressor name"),
+    ],
+)
 def test_bad_specs(spec, message):
     with pytest.raises(InputError, match=message):
         from_spec(spec)
@@ -99,8 +102,11 @@ def test_import_does_not_import_torch_or_sentence_transformers():
     import subprocess
     import sys
 
-    code = ("import sys, embcompress, embcompress.engines.local, embcompress.search, embcompress.io, embcompress.report.demo; "
-            "bad = [m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules]; "
-            "print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, embcompress, embcompress.engines.local, embcompress.search, embcompress.io, "
+        "embcompress.report.demo; "
+        "bad = [m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr

@@ -29,10 +29,14 @@ def test_docstring_pairs_from_any_source_tree(tmp_path):
     (tmp_path / "pkg" / "mod.py").write_text(
         f'def f():\n    """Do one thing well.\n\n    {body}\n    """\n\n'
         f'class C:\n    def g(self):\n        """Summary of g here.\n\n        {body}and more.\n        """\n'
-        'def short():\n    """No body."""\n')
+        'def short():\n    """No body."""\n'
+    )
     (tmp_path / "pkg" / "broken.py").write_text("def (:\n")  # not Python: skipped
     pairs = stdlib_docstring_pairs(None, root=tmp_path)
-    assert [(p.id, p.query) for p in pairs] == [("pkg.mod.f", "Do one thing well."), ("pkg.mod.C.g", "Summary of g here.")]
+    assert [(p.id, p.query) for p in pairs] == [
+        ("pkg.mod.f", "Do one thing well."),
+        ("pkg.mod.C.g", "Summary of g here."),
+    ]
     assert pairs[0].document == body.strip()
 
 
@@ -40,7 +44,8 @@ def test_docstring_pairs_have_unique_ids_where_a_name_is_defined_twice(tmp_path)
     body = "A body long enough to be kept as a document, which says what the value holds and why. " * 2
     (tmp_path / "m.py").write_text(
         f'class C:\n    @property\n    def v(self):\n        """Get the value.\n\n        {body}\n        """\n'
-        f'    @v.setter\n    def v(self, x):\n        """Set the value.\n\n        {body}and the setter.\n        """\n')
+        f'    @v.setter\n    def v(self, x):\n        """Set the value.\n\n        {body}and the setter.\n        """\n'
+    )
     pairs = stdlib_docstring_pairs(None, root=tmp_path)
     assert [p.id for p in pairs] == ["m.C.v", "m.C.v#2"]  # qrels name documents by id
 

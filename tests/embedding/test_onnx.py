@@ -18,9 +18,13 @@ from embcompress import InputError, embed_onnx
 from embcompress.embedding.embed import encode, load_model
 from embcompress.io import read_all
 
-TEXTS = ["How do I read a parquet file in chunks?", "Binary codes keep most of the ranking.", "short",
-         "The standard library's docstrings make a small corpus for retrieval tests. " * 6,
-         "Embeddings cost memory; compression trades a little quality for a lot of it."]
+TEXTS = [
+    "How do I read a parquet file in chunks?",
+    "Binary codes keep most of the ranking.",
+    "short",
+    "The standard library's docstrings make a small corpus for retrieval tests. " * 6,
+    "Embeddings cost memory; compression trades a little quality for a lot of it.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -72,16 +76,26 @@ def test_bad_backend_and_device_are_refused():
 
 
 def test_models_the_export_does_not_cover_are_refused(tmp_path, cache):
-    (tmp_path / "modules.json").write_text(json.dumps([
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}]))
+    (tmp_path / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+            ]
+        )
+    )
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(InputError, match="Transformer \\+ Pooling \\+ Dense; use --backend torch"):
         load_model(str(tmp_path), backend="onnx")
-    (tmp_path / "modules.json").write_text(json.dumps([
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    (tmp_path / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            ]
+        )
+    )
     (tmp_path / "1_Pooling").mkdir()
     (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode": "weightedmean"}))
     with pytest.raises(InputError, match="pools by 'weightedmean'"):
@@ -91,7 +105,9 @@ def test_models_the_export_does_not_cover_are_refused(tmp_path, cache):
 
 def test_embed_cli_with_the_int8_backend(tmp_path, cache):
     (tmp_path / "t.txt").write_text("\n".join(TEXTS) + "\n")
-    res = CliRunner().invoke(app, ["embed", str(tmp_path / "t.txt"), str(tmp_path / "v.parquet"), "--backend", "onnx-int8", "--json"])
+    res = CliRunner().invoke(
+        app, ["embed", str(tmp_path / "t.txt"), str(tmp_path / "v.parquet"), "--backend", "onnx-int8", "--json"]
+    )
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["backend"] == "onnx-int8"  # the JSON alone on stdout (progress may go to stderr)
     info = CliRunner().invoke(app, ["info", str(tmp_path / "v.parquet")])

@@ -50,16 +50,23 @@ def wait_for_no_readers(timeout: float = 5.0) -> list[str]:
 
 
 # rq:4 and opq:4 encode in faiss, whose OpenMP team each worker thread sizes to its share of the cores
-@pytest.mark.parametrize("spec", ["binary", "int8", "truncate:16", "pca:8+binary", "sq:4", "itq+binary", "rq:4:nbits=4",
-                                  "opq:4:nbits=4"])
+@pytest.mark.parametrize(
+    "spec", ["binary", "int8", "truncate:16", "pca:8+binary", "sq:4", "itq+binary", "rq:4:nbits=4", "opq:4:nbits=4"]
+)
 @pytest.mark.parametrize("suffix", [".parquet", ".npy"])
 def test_same_bytes_for_1_2_and_4_threads(tmp_path, multi, spec, suffix):
     path, _ = multi
     outputs = []
     for threads in (1, 2, 4):
         out = tmp_path / f"out{threads}{suffix}"
-        fit_and_compress(from_spec(spec), path, out, keep_columns=["lang"] if suffix == ".parquet" else (),
-                         batch_size=50, threads=threads)
+        fit_and_compress(
+            from_spec(spec),
+            path,
+            out,
+            keep_columns=["lang"] if suffix == ".parquet" else (),
+            batch_size=50,
+            threads=threads,
+        )
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1] == outputs[2]
     if suffix == ".parquet":  # and the rows are in file order
@@ -77,8 +84,13 @@ def test_fitted_state_does_not_depend_on_threads(multi, spec):
         (sa, a), (sb, b) = fits[0]._get_state(), other._get_state()
         assert sa == sb and a.keys() == b.keys() and a
         for name in a:
-            np.testing.assert_allclose(np.asarray(a[name], dtype=np.float64), np.asarray(b[name], dtype=np.float64),
-                                       rtol=1e-6, atol=1e-7, err_msg=f"{spec}: {name}")
+            np.testing.assert_allclose(
+                np.asarray(a[name], dtype=np.float64),
+                np.asarray(b[name], dtype=np.float64),
+                rtol=1e-6,
+                atol=1e-7,
+                err_msg=f"{spec}: {name}",
+            )
 
 
 @pytest.mark.parametrize("spec", ["int8", "binary:threshold=mean", "rabitq", "binary"])
@@ -115,8 +127,12 @@ def test_batch_offsets_do_not_depend_on_what_a_transform_returns(multi):
     src = open_vectors(path)
     plain = [b.offset for b in src.batches(50, threads=1)]
     for threads in (1, 3):
-        assert [b.offset for b in src.batches(50, threads=threads, transform=lambda X, offset: (len(X), offset))] == plain
-        assert all(b.vectors[1] == b.offset for b in src.batches(50, threads=threads, transform=lambda X, o: (len(X), o)))
+        assert [
+            b.offset for b in src.batches(50, threads=threads, transform=lambda X, offset: (len(X), offset))
+        ] == plain
+        assert all(
+            b.vectors[1] == b.offset for b in src.batches(50, threads=threads, transform=lambda X, o: (len(X), o))
+        )
 
 
 def test_npy_input_same_codes_for_any_threads(tmp_path, multi):
@@ -152,6 +168,7 @@ def test_look_ahead_is_bounded_by_the_window():
         def run(local):
             started.append(i)
             yield from range(i * 10, i * 10 + 3)
+
         return run
 
     it = ordered_units([unit(i) for i in range(50)], threads=3, window=4)
@@ -167,6 +184,7 @@ def test_look_ahead_is_bounded_by_the_window():
 def test_errors_are_raised_in_unit_order_whatever_the_timing():
     """Unit 3 fails at once; unit 1 fails after a delay, and unit 0 is slow: the consumer still
     gets every item of unit 0 and of unit 1 before its error, and unit 1's error, not unit 3's."""
+
     def unit(i):
         def run(local):
             if i == 0:
@@ -177,6 +195,7 @@ def test_errors_are_raised_in_unit_order_whatever_the_timing():
                 raise ValueError("unit 1")
             if i == 3:
                 raise ValueError("unit 3")
+
         return run
 
     taken = []
@@ -249,8 +268,22 @@ def test_sigterm_stops_the_cli_with_143_and_removes_the_temp_file(tmp_path):
     path = write_parquet(tmp_path / "big.parquet", X, ids=False, row_group_size=2000)
     out = tmp_path / "codes.parquet"
     # batches of 1 row make the run long enough to be stopped half-way
-    proc = subprocess.Popen([sys.executable, "-m", "embcompress.cli", "binarize", str(path), str(out), "--batch-size", "1",
-                             "--threads", "2"], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "embcompress.cli",
+            "binarize",
+            str(path),
+            str(out),
+            "--batch-size",
+            "1",
+            "--threads",
+            "2",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60
     while time.time() < deadline and not any(n.startswith(".codes.parquet.tmp-") for n in os.listdir(tmp_path)):
         time.sleep(0.05)

@@ -74,7 +74,9 @@ def test_a_failed_shard_leaves_nothing_and_resume_skips_the_finished_ones(tmp_pa
 
     bad = shards / RELS[1]
     good = bad.read_bytes()
-    bad.write_bytes(good[: len(good) // 3] + good[-3000:])  # pages cut out, footer kept: opens, but no worker can read it
+    bad.write_bytes(
+        good[: len(good) // 3] + good[-3000:]
+    )  # pages cut out, footer kept: opens, but no worker can read it
     comp = fit_file(from_spec("int8"), shards / RELS[0])
     with pytest.raises(Exception, match=r"part=b/0\.parquet"):
         fit_and_compress(comp, shards, tmp_path / "out", fit=False, engine=local_ray)
@@ -115,8 +117,9 @@ def test_a_chain_fits_stage_by_stage_on_the_cluster(shards, local_ray, spec, mon
     streamed, sampled = [], []
     real_rows, real_sample = engine_ray.row_batches, engine_ray.cluster_sample
     monkeypatch.setattr(ray_fit_module, "row_batches", lambda *a, **k: streamed.append(a[4]) or real_rows(*a, **k))
-    monkeypatch.setattr(ray_fit_module, "cluster_sample",
-                        lambda *a, **k: sampled.append(a[2].get("width")) or real_sample(*a, **k))
+    monkeypatch.setattr(
+        ray_fit_module, "cluster_sample", lambda *a, **k: sampled.append(a[2].get("width")) or real_sample(*a, **k)
+    )
     a = fit_file(from_spec(spec), shards)
     b = local_ray.fit_file(from_spec(spec), shards)
     assert all(limit is not None and (limit <= 1 or limit == 65536) for limit in streamed), streamed
@@ -157,8 +160,23 @@ def test_ray_refuses_npy_and_an_address_that_does_not_answer(tmp_path, local_ray
     np.save(tmp_path / "x.npy", make_vectors(10, 8))
     with pytest.raises(InputError, match="--engine ray reads parquet"):
         fit_and_compress(from_spec("binary"), tmp_path / "x.npy", tmp_path / "o.npy", engine=local_ray)
-    r = subprocess.run([sys.executable, "-m", "embcompress.cli", "binarize", str(tmp_path / "x.npy"), str(tmp_path / "o.npy"),
-                        "--engine", "ray", "--address", "127.0.0.1:1"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "embcompress.cli",
+            "binarize",
+            str(tmp_path / "x.npy"),
+            str(tmp_path / "o.npy"),
+            "--engine",
+            "ray",
+            "--address",
+            "127.0.0.1:1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1 and "cannot connect to a Ray cluster at '127.0.0.1:1'" in r.stderr, r.stderr
     assert not (tmp_path / "o.npy").exists()
 
@@ -250,7 +268,8 @@ def test_workers_upload_their_shards_to_s3_and_the_bytes_are_the_local_engines(t
 
 
 def test_a_failed_shard_leaves_nothing_on_s3_and_remote_outputs_are_refused_where_they_cannot_be_written(
-        tmp_path, shards, local_ray, s3):
+    tmp_path, shards, local_ray, s3
+):
     uri, fs = s3
     comp = fit_file(from_spec("int8"), shards / RELS[0])
     before = s3_objects(fs)

@@ -55,7 +55,9 @@ def dataset(tmp_path_factory):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "embcompress.cli", *map(str, args)], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "embcompress.cli", *map(str, args)], capture_output=True, text=True, timeout=300
+    )
 
 
 def _same_as_local(local, out):
@@ -120,7 +122,9 @@ def test_a_worker_killed_in_the_middle_is_retried_and_the_output_is_identical(cl
 
 def _processes(title: str) -> list:
     """The processes whose command line names ``title`` (Ray titles a busy worker ray::<task>)."""
-    return [p for p in psutil.process_iter(["pid", "cmdline"]) if any(title in part for part in (p.info["cmdline"] or []))]
+    return [
+        p for p in psutil.process_iter(["pid", "cmdline"]) if any(title in part for part in (p.info["cmdline"] or []))
+    ]
 
 
 def _wait_for(title: str, timeout: float = 120, old: frozenset = frozenset()) -> bool:
@@ -137,7 +141,9 @@ def _signals(pid: int) -> str:
     """The signal masks of a process (blocked, ignored, caught), for a failure's message."""
     try:
         with open(f"/proc/{pid}/status") as f:
-            return " ".join(line.split()[0] + line.split()[1] for line in f if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
+            return " ".join(
+                line.split()[0] + line.split()[1] for line in f if line.startswith(("SigBlk", "SigIgn", "SigCgt"))
+            )
     except OSError:
         return "gone"
 
@@ -192,10 +198,16 @@ def test_output_storage_that_fills_up_fails_in_one_line_and_leaves_nothing(clust
 
     comp = fit_file(from_spec("int8"), dataset)  # a shard's output: 6000 x 96 B
     ray.shutdown()
-    ray.init(address=c.address, runtime_env={"worker_process_setup_hook": small_files}, log_to_driver=False,
-             logging_level="ERROR")
+    ray.init(
+        address=c.address,
+        runtime_env={"worker_process_setup_hook": small_files},
+        log_to_driver=False,
+        logging_level="ERROR",
+    )
     try:
-        with pytest.raises(StorageError, match=r"^file too large for the output storage .* writing \S+part=\d/0\.parquet$"):
+        with pytest.raises(
+            StorageError, match=r"^file too large for the output storage .* writing \S+part=\d/0\.parquet$"
+        ):
             ray_compress(comp, dataset, tmp_path / "out")
     finally:
         ray.shutdown()
@@ -211,9 +223,25 @@ def test_ctrl_c_on_the_driver_stops_the_workers_and_leaves_no_temporary_shard(cl
     # The driver as a terminal starts it: SIGINT at its default. A test run started in the background
     # by a shell without job control (`cmd &` in a script, nohup) inherits SIGINT ignored, and Python
     # keeps an inherited SIG_IGN: the CLI then never sees the Ctrl-C and runs to the end (exit 0).
-    p = subprocess.Popen([sys.executable, "-m", "embcompress.cli", "apply", str(tmp_path / "m"), str(dataset), str(tmp_path / "out"),
-                          "--engine", "ray", "--address", c.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "embcompress.cli",
+            "apply",
+            str(tmp_path / "m"),
+            str(dataset),
+            str(tmp_path / "out"),
+            "--engine",
+            "ray",
+            "--address",
+            c.address,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         assert _wait_for("compress_shard", old=old), "no shard task was seen running"
         time.sleep(0.2)
@@ -242,8 +270,9 @@ def test_apply_on_two_nodes_uploads_each_shard_to_s3_from_its_worker(cluster, da
     assert r.returncode == 0, r.stderr
     assert _cli("apply", tmp_path / "m", dataset, tmp_path / "local").returncode == 0
     rels = sorted(str(p.relative_to(tmp_path / "local")) for p in (tmp_path / "local").rglob("*.parquet"))
-    assert s3_objects(fs, "bkt/cluster-codes") == sorted([f"bkt/cluster-codes/{r}" for r in rels]
-                                                          + [f"bkt/cluster-codes/{MANIFEST}"])
+    assert s3_objects(fs, "bkt/cluster-codes") == sorted(
+        [f"bkt/cluster-codes/{r}" for r in rels] + [f"bkt/cluster-codes/{MANIFEST}"]
+    )
     for rel in rels:
         with fs.open_input_stream(f"bkt/cluster-codes/{rel}") as f:
             assert f.read() == (tmp_path / "local" / rel).read_bytes(), rel

@@ -39,9 +39,22 @@ def head(tmp_path_factory):
     port = _free_port()
     ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
     gen = subprocess.run([ray_bin, "get-auth-token", "--generate"], env=env, capture_output=True, text=True, timeout=60)
-    start = subprocess.run([ray_bin, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                            "--disable-usage-stats", f"--temp-dir={temp}"], env=env, capture_output=True, text=True,
-                           timeout=120)
+    start = subprocess.run(
+        [
+            ray_bin,
+            "start",
+            "--head",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+            f"--temp-dir={temp}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     try:
         assert gen.returncode == 0 and start.returncode == 0, gen.stderr + start.stderr
         yield f"{ray.util.get_node_ip_address()}:{port}", env, home
@@ -75,8 +88,9 @@ def dataset(tmp_path_factory):
 
 
 def _cli(env, *args):
-    return subprocess.run([sys.executable, "-m", "embcompress.cli", *map(str, args)], capture_output=True, text=True, timeout=300,
-                          env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "embcompress.cli", *map(str, args)], capture_output=True, text=True, timeout=300, env=env
+    )
 
 
 def test_a_head_started_by_ray_start_is_reached_by_its_ip_and_port(head, dataset, tmp_path):
@@ -90,11 +104,21 @@ def test_a_head_started_by_ray_start_is_reached_by_its_ip_and_port(head, dataset
     assert "requires token authentication" in lines[0] and "RAY_AUTH_MODE=token" in lines[0], lines[0]
     assert not (tmp_path / "bits").exists() and list(tmp_path.iterdir()) == []
 
-    r = _cli(env | {"RAY_AUTH_MODE": "token"}, "binarize", dataset, tmp_path / "bits", "--engine", "ray",
-             "--address", address)
+    r = _cli(
+        env | {"RAY_AUTH_MODE": "token"},
+        "binarize",
+        dataset,
+        tmp_path / "bits",
+        "--engine",
+        "ray",
+        "--address",
+        address,
+    )
     assert r.returncode == 0, r.stderr
     assert _cli(env, "binarize", dataset, tmp_path / "local").returncode == 0
     rels = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*.parquet"))
-    assert len(rels) == 3 and rels == sorted(p.relative_to(tmp_path / "bits") for p in (tmp_path / "bits").rglob("*.parquet"))
+    assert len(rels) == 3 and rels == sorted(
+        p.relative_to(tmp_path / "bits") for p in (tmp_path / "bits").rglob("*.parquet")
+    )
     for rel in rels:
         assert (tmp_path / "local" / rel).read_bytes() == (tmp_path / "bits" / rel).read_bytes(), rel

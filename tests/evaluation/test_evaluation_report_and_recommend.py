@@ -41,13 +41,25 @@ def test_label_free_report_grid_and_budget():
     rep = build_report(X, widths=[8, 4], methods=["truncate", "pca", "geopres"], budget=4, geopres_params=FAST_GEOPRES)
     rows = {r["config"]: r for r in rep["rows"]}
     assert rows["float32"]["retention"] == 1.0 and rows["float32"]["score"] == 1.0
-    for name in ("truncate 8", "pca 4", "pca 4 + binary", "geopres 8 + binary", "binary", "binary + asymmetric rerank", "int8"):
+    for name in (
+        "truncate 8",
+        "pca 4",
+        "pca 4 + binary",
+        "geopres 8 + binary",
+        "binary",
+        "binary + asymmetric rerank",
+        "int8",
+    ):
         assert name in rows
     assert rows["pca 4 + binary"]["bytes_per_vector"] == 1 and rows["int8"]["bytes_per_vector"] == 32
     assert rows["binary + float rerank"]["extra_storage"] == "original float vectors"
     best = rep["summary"]["best_within_budget"]
     assert rows[best]["bytes_per_vector"] <= 4
-    assert all(rows[best]["retention"] >= r["retention"] for r in rep["rows"] if r["bytes_per_vector"] <= 4 and not r["extra_storage"])
+    assert all(
+        rows[best]["retention"] >= r["retention"]
+        for r in rep["rows"]
+        if r["bytes_per_vector"] <= 4 and not r["extra_storage"]
+    )
     assert any(r.get("pareto") for r in rep["rows"])
     assert -1 <= rep["summary"]["proxy_retention_spearman"] <= 1
     # the proxy runs each row's own search (reranks included): every row but the float reference
@@ -61,6 +73,7 @@ def test_label_free_report_grid_and_budget():
         at = [r for r in codes if r["config"].endswith(f"({ratio}x)")]
         assert at and all(r["bytes_per_vector"] <= nbytes for r in at), (ratio, at)
     from scipy.stats import spearmanr
+
     expected = spearmanr([r["rank_proxy"] for r in plain], [r["retention"] for r in plain]).statistic
     assert rep["summary"]["proxy_retention_spearman"] == pytest.approx(expected)
     assert rep["summary"]["mode"] == "label-free" and len(rep["explained_variance"]) == 32
@@ -124,14 +137,21 @@ def test_fit_cache_fits_planned_geopres_widths_together_as_each_alone():
     D = clustered(n=600, d=24)[0]
     g = "batch_size=64,min_steps=30"
     cache = FitCache(D)
-    specs = [f"geopres:12:{g}", f"geopres:6:{g}+binary", "pca:4", f"geopres:3:loss=rank,{g}", f"geopres:4:loss=rank,{g}"]
+    specs = [
+        f"geopres:12:{g}",
+        f"geopres:6:{g}+binary",
+        "pca:4",
+        f"geopres:3:loss=rank,{g}",
+        f"geopres:4:loss=rank,{g}",
+    ]
     cache.prepare(specs)
     assert cache.fit(f"geopres:6:{g}+binary").transform(D).shape == (600, 1)
     assert {f"geopres:12:{g}", f"geopres:6:{g}"} <= set(cache.fit_seconds)  # both, at the first call
     assert cache.fit_seconds[f"geopres:12:{g}"] == cache.fit_seconds[f"geopres:6:{g}"]
     for w in (12, 6):
-        np.testing.assert_array_equal(cache.fit(f"geopres:{w}:{g}").components_,
-                                      from_spec(f"geopres:{w}:{g}").fit(D).components_)
+        np.testing.assert_array_equal(
+            cache.fit(f"geopres:{w}:{g}").components_, from_spec(f"geopres:{w}:{g}").fit(D).components_
+        )
     assert not any("rank" in s for s in cache.fit_seconds)
     rows = run_configs(D[100:], LabelFreeTask(D[:100]), [f"geopres:12:{g}", f"geopres:6:{g}"], folds=2)
     alone = run_configs(D[100:], LabelFreeTask(D[:100]), [f"geopres:12:{g}"], folds=2)
@@ -189,7 +209,10 @@ def test_in_sample_figure_on_fewer_queries_is_that_of_the_same_queries():
     docs, ids = X[100:], [f"d{i}" for i in range(600)]
     Q = X[:100] + 0.05 * np.random.default_rng(3).standard_normal((100, 32)).astype(np.float32)
     qrels = {f"q{i}": {f"d{(7 * i) % 600}": 1, f"d{(7 * i + 1) % 600}": 1} for i in range(100)}
-    tasks = [QrelsTask(Q, [f"q{i}" for i in range(100)], qrels, 10), LabelFreeTask(Q, 10, reference="top1", source="queries")]
+    tasks = [
+        QrelsTask(Q, [f"q{i}" for i in range(100)], qrels, 10),
+        LabelFreeTask(Q, 10, reference="top1", source="queries"),
+    ]
     for task in tasks:
         configs = ["pq:8", "binary"]
         whole = run_configs(docs, task, configs, doc_ids=ids)
@@ -214,17 +237,29 @@ def test_labels_and_qrels_modes():
     ids = [f"d{i}" for i in range(len(X))]
     Q = X[:50] + 0.05
     qrels = {f"q{i}": {f"d{i}": 1} for i in range(50)}
-    rep = build_report(X, doc_ids=ids, queries=Q, query_ids=[f"q{i}" for i in range(50)], qrels=qrels, widths=[8], methods=["pca"], code_families=())
+    rep = build_report(
+        X,
+        doc_ids=ids,
+        queries=Q,
+        query_ids=[f"q{i}" for i in range(50)],
+        qrels=qrels,
+        widths=[8],
+        methods=["pca"],
+        code_families=(),
+    )
     assert rep["summary"]["metric"] == "nDCG@10" and rep["rows"][0]["score"] > 0.5
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"widths": [32]}, "allowed is 1..31"),
-    ({"methods": ["pq"]}, "unknown report method"),
-    ({"labels": [1, 2]}, "2 labels for 600 vectors"),
-    ({"qrels": {"q": {"d": 1}}}, "give the queries too"),
-    ({"reference": "top3"}, "reference must be one of top1, graded, recall"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"widths": [32]}, "allowed is 1..31"),
+        ({"methods": ["pq"]}, "unknown report method"),
+        ({"labels": [1, 2]}, "2 labels for 600 vectors"),
+        ({"qrels": {"q": {"d": 1}}}, "give the queries too"),
+        ({"reference": "top3"}, "reference must be one of top1, graded, recall"),
+    ],
+)
 def test_report_bad_input(kwargs, message):
     X, _ = clustered()
     with pytest.raises(InputError, match=message):
@@ -238,7 +273,10 @@ def test_qrels_without_matching_queries():
 
 
 def _write(path, X, labels=None):
-    cols = {"id": [f"d{i}" for i in range(len(X))], "embedding": pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), X.shape[1])}
+    cols = {
+        "id": [f"d{i}" for i in range(len(X))],
+        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), X.shape[1]),
+    }
     if labels is not None:
         cols["topic"] = pa.array(labels)
     pq.write_table(pa.table(cols), path)
@@ -251,9 +289,26 @@ def test_cli_analyze_and_report(tmp_path):
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert 1 <= d["intrinsic_dimensionality"] <= 32 and (tmp_path / "c.csv").read_text().startswith("component,")
-    res = runner.invoke(app, ["report", str(tmp_path / "v.parquet"), str(tmp_path / "r"), "--labels", "topic",
-                              "--widths", "8,4", "--methods", "pca,geopres", "--geopres-params", FAST_GEOPRES, "--budget", "8",
-                              "--codes", "binary,sq"])
+    res = runner.invoke(
+        app,
+        [
+            "report",
+            str(tmp_path / "v.parquet"),
+            str(tmp_path / "r"),
+            "--labels",
+            "topic",
+            "--widths",
+            "8,4",
+            "--methods",
+            "pca,geopres",
+            "--geopres-params",
+            FAST_GEOPRES,
+            "--budget",
+            "8",
+            "--codes",
+            "binary,sq",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "best within budget" in res.stdout
     took = re.search(r"report\.json in ([\d,.]+) s", " ".join(res.stdout.split()))
@@ -278,7 +333,9 @@ def test_judged_subset_keeps_every_kept_querys_relevant_documents_and_random_oth
     ids = [f"d{i}" for i in range(1000)]
     qids = [f"q{i}" for i in range(400)]
     # query i: documents 2i and 2i+1 relevant, 2i+2 judged not relevant; q399 names an unknown document only
-    qrels = {f"q{i}": {f"d{2 * i}": 1, f"d{2 * i + 1}": 2, f"d{2 * i + 2}": 0} for i in range(399)} | {"q399": {"zz": 1}}
+    qrels = {f"q{i}": {f"d{2 * i}": 1, f"d{2 * i + 1}": 2, f"d{2 * i + 2}": 0} for i in range(399)} | {
+        "q399": {"zz": 1}
+    }
     rows, q_rows, sub, counts = judged_subset(ids, qids, qrels, 300)
     assert len(rows) == 300 and len(set(rows.tolist())) == 300 and list(rows) == sorted(rows)
     kept = {ids[i] for i in rows}
@@ -299,12 +356,33 @@ def test_report_with_qrels_and_sample_runs_on_a_judged_sample(tmp_path):
     X, _ = clustered(n=600)
     _write(tmp_path / "v.parquet", X)
     Q = X[:120] + 0.05 * np.random.default_rng(1).standard_normal((120, X.shape[1])).astype(np.float32)
-    pq.write_table(pa.table({"id": [f"q{i}" for i in range(120)],
-                             "embedding": pa.FixedSizeListArray.from_arrays(pa.array(Q.reshape(-1)), Q.shape[1])}),
-                   tmp_path / "q.parquet")
-    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(120)))
-    args = ["report", str(tmp_path / "v.parquet"), str(tmp_path / "r"), "--queries", str(tmp_path / "q.parquet"),
-            "--qrels", str(tmp_path / "qrels.tsv"), "--widths", "8", "--methods", "pca", "--codes", "none"]
+    pq.write_table(
+        pa.table(
+            {
+                "id": [f"q{i}" for i in range(120)],
+                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(Q.reshape(-1)), Q.shape[1]),
+            }
+        ),
+        tmp_path / "q.parquet",
+    )
+    (tmp_path / "qrels.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(120))
+    )
+    args = [
+        "report",
+        str(tmp_path / "v.parquet"),
+        str(tmp_path / "r"),
+        "--queries",
+        str(tmp_path / "q.parquet"),
+        "--qrels",
+        str(tmp_path / "qrels.tsv"),
+        "--widths",
+        "8",
+        "--methods",
+        "pca",
+        "--codes",
+        "none",
+    ]
     res = runner.invoke(app, [*args, "--sample", "200"])
     assert res.exit_code == 0, res.output
     rep = json.loads((tmp_path / "r" / "report.json").read_text())
@@ -328,8 +406,10 @@ def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path, monkeypatc
     # two models, each fitted on half of the 720 indexed rows (80 are the label-free queries) and
     # encoding the other half: ranked out-of-sample, the in-sample figure of the same fits beside it
     assert res["sample"] == 720 and res["fit_rows"] == 360 and res["fitted"] == "out-of-sample (2-fold)"
-    assert all(r["retention_in_sample"] is not None and r["fit_seconds"] >= 0 and r["encode_rows_per_second"] > 0
-               for r in res["ranking"])
+    assert all(
+        r["retention_in_sample"] is not None and r["fit_seconds"] >= 0 and r["encode_rows_per_second"] > 0
+        for r in res["ranking"]
+    )
     assert any(r["retention_in_sample"] != r["retention"] for r in res["ranking"])  # the fits memorize something
     one = rank_candidates(X, 8, folds=1, configs=["sq:2"])
     assert one["fit_rows"] == 720 and one["winner"]["retention"] == one["winner"]["retention_in_sample"]
@@ -337,11 +417,15 @@ def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path, monkeypatc
         rank_candidates(X, 8, folds=0)
     assert all(r["bytes_per_vector"] <= 8 for r in res["ranking"])
     if importlib.util.find_spec("faiss"):  # rq with a beam is measured; without one it could win only on cost
-        assert "rq:8:beam=4" in {r["config"] for r in res["ranking"]} and "rq:8" not in {r["config"] for r in res["ranking"]}
+        assert "rq:8:beam=4" in {r["config"] for r in res["ranking"]} and "rq:8" not in {
+            r["config"] for r in res["ranking"]
+        }
         from embcompress.report.candidates import candidates
 
         with_costs = {c.config for c in candidates(32, 8)}  # with a cost limit both are ranked
-        assert {"rq:8", "rq:8:beam=4"} <= with_costs and with_costs - {c.config for c in candidates(32, 8, by_quality=True)} == {"rq:8"}
+        assert {"rq:8", "rq:8:beam=4"} <= with_costs and with_costs - {
+            c.config for c in candidates(32, 8, by_quality=True)
+        } == {"rq:8"}
     rets = [r["retention"] for r in res["ranking"]]
     assert rets == sorted(rets, reverse=True)
     # label-free: the leader's lead is tested on resampled queries; the candidates it does not
@@ -351,7 +435,9 @@ def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path, monkeypatc
     assert (res["within_uncertainty"] is None) == (len(tied) == 1)
     assert res["within_uncertainty"] is None or res["within_uncertainty"] == [r["config"] for r in tied]
     # costs decide when asked: a slow winner is marked and passed over, and nothing fast enough is an error
-    if importlib.util.find_spec("faiss"):  # (two codes that encode orders of magnitude apart: sign bits and a residual code with a beam)
+    if importlib.util.find_spec(
+        "faiss"
+    ):  # (two codes that encode orders of magnitude apart: sign bits and a residual code with a beam)
         pair = ["binary@asym", "rq:8:beam=4"]
         both = {r["config"]: r for r in res["ranking"]}
         assert both["rq:8:beam=4"]["retention"] > both["binary@asym"]["retention"]
@@ -362,21 +448,36 @@ def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path, monkeypatc
         from embcompress.evaluation.crossfit import CrossFit
 
         measured = CrossFit.costs
-        monkeypatch.setattr(CrossFit, "costs", lambda self, spec: {
-            **measured(self, spec), "encode_rows_per_second": 1e3 if spec.startswith("rq") else 1e6})
+        monkeypatch.setattr(
+            CrossFit,
+            "costs",
+            lambda self, spec: {
+                **measured(self, spec),
+                "encode_rows_per_second": 1e3 if spec.startswith("rq") else 1e6,
+            },
+        )
         rate = 3e4
         fast = rank_candidates(X, 8, configs=pair, min_encode_rate=rate)
         assert [r["config"] for r in fast["ranking"]] == ["rq:8:beam=4", "binary@asym"]
-        assert "encodes 1,000 rows/s < 30,000" in fast["ranking"][0]["too_slow"] and fast["ranking"][1]["too_slow"] is None
+        assert (
+            "encodes 1,000 rows/s < 30,000" in fast["ranking"][0]["too_slow"] and fast["ranking"][1]["too_slow"] is None
+        )
         assert fast["winner"]["config"] == "binary@asym"
     with pytest.raises(InputError, match="no candidate within 8 bytes per vector is fast enough.*--max-fit-seconds"):
         rank_candidates(X, 8, configs=["sq:2", "binary@asym"], max_fit_seconds=1e-9)
     # a target picks the smallest candidate that reaches it
     low = min(rets)
-    res_t = rank_candidates(X, 8, target=low, configs=[r["config"] for r in res["ranking"] if not r["config"].startswith(("rq", "opq"))])
-    assert res_t["target_reached"] and res_t["winner"]["bytes_per_vector"] == min(r["bytes_per_vector"] for r in res_t["ranking"])
+    res_t = rank_candidates(
+        X, 8, target=low, configs=[r["config"] for r in res["ranking"] if not r["config"].startswith(("rq", "opq"))]
+    )
+    assert res_t["target_reached"] and res_t["winner"]["bytes_per_vector"] == min(
+        r["bytes_per_vector"] for r in res_t["ranking"]
+    )
     write_parquet(tmp_path / "v.parquet", X, extra={"topic": [str(t) for t in labels]})
-    res = runner.invoke(app, ["recommend", str(tmp_path / "v.parquet"), str(tmp_path / "m"), "--budget", "4", "--labels", "topic", "--json"])
+    res = runner.invoke(
+        app,
+        ["recommend", str(tmp_path / "v.parquet"), str(tmp_path / "m"), "--budget", "4", "--labels", "topic", "--json"],
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["mode"] == "labels" and out["winner"]["bytes_per_vector"] <= 4
@@ -386,7 +487,9 @@ def test_recommend_ranks_within_budget_and_saves_the_winner(tmp_path, monkeypatc
     assert load(tmp_path / "m").output_spec.nbytes <= 4
     res = runner.invoke(app, ["recommend", str(tmp_path / "v.parquet"), str(tmp_path / "m"), "--budget", "4"])
     assert res.exit_code == 1 and "already exists" in res.stderr
-    res = runner.invoke(app, ["recommend", str(tmp_path / "v.parquet"), str(tmp_path / "m2"), "--budget", "4", "--target", "2"])
+    res = runner.invoke(
+        app, ["recommend", str(tmp_path / "v.parquet"), str(tmp_path / "m2"), "--budget", "4", "--target", "2"]
+    )
     assert res.exit_code == 2  # a usage error: the target is a retention in (0, 1]
 
 
@@ -461,8 +564,10 @@ def test_pseudo_relevance_ndcg_equals_ndcg_against_float_judgments():
     found[:5] = ref[:5]  # some identical rankings: nDCG 1
     for depth in (1, 10):
         got = pseudo_relevance_ndcg(ref, found, 10, depth)
-        want = [ndcg_at_k([str(d) for d in f], {str(d): depth - j for j, d in enumerate(r[:depth])}, 10)
-                for r, f in zip(ref, found)]
+        want = [
+            ndcg_at_k([str(d) for d in f], {str(d): depth - j for j, d in enumerate(r[:depth])}, 10)
+            for r, f in zip(ref, found)
+        ]
         np.testing.assert_allclose(got, want)
         assert np.all(got[:5] == 1.0)
 
@@ -492,13 +597,35 @@ def test_cli_recommend_with_queries_and_no_qrels(tmp_path):
     X, _ = clustered()
     write_parquet(tmp_path / "docs.parquet", X)
     write_parquet(tmp_path / "queries.parquet", X[:30])
-    r = CliRunner().invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "model"), "--budget", "8",
-                                 "--queries", str(tmp_path / "queries.parquet")])
+    r = CliRunner().invoke(
+        app,
+        [
+            "recommend",
+            str(tmp_path / "docs.parquet"),
+            str(tmp_path / "model"),
+            "--budget",
+            "8",
+            "--queries",
+            str(tmp_path / "queries.parquet"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "not judged" in r.output and (tmp_path / "model" / "config.json").exists()
     assert f"applying it to the input's {len(X):,} rows takes about" in r.output
-    bad = CliRunner().invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "m2"), "--budget", "8",
-                                   "--queries", str(tmp_path / "queries.parquet"), "--reference", "best"])
+    bad = CliRunner().invoke(
+        app,
+        [
+            "recommend",
+            str(tmp_path / "docs.parquet"),
+            str(tmp_path / "m2"),
+            "--budget",
+            "8",
+            "--queries",
+            str(tmp_path / "queries.parquet"),
+            "--reference",
+            "best",
+        ],
+    )
     assert bad.exit_code == 1 and "reference must be one of top1, graded, recall" in bad.output
     assert not (tmp_path / "m2").exists()
 
@@ -507,12 +634,25 @@ def test_recommend_estimates_the_apply_and_names_a_much_faster_code_close_behind
     from embcompress.report.recommend import apply_estimate
 
     def row(config, retention, rate, **marks):
-        return {"config": config, "label": config, "retention": retention, "encode_rows_per_second": rate,
-                "too_slow": None, "not_servable": None, "screened_out": None, **marks}
+        return {
+            "config": config,
+            "label": config,
+            "retention": retention,
+            "encode_rows_per_second": rate,
+            "too_slow": None,
+            "not_servable": None,
+            "screened_out": None,
+            **marks,
+        }
 
     win = row("rq:48:beam=4", 0.960, 2_500.0)
-    ranking = [win, row("sq:1", 0.955, 400_000.0), row("binary", 0.949, 900_000.0),
-               row("opq:48", 0.958, 5_000.0), row("itq", 0.957, 800_000.0, not_servable="usearch cannot hold it")]
+    ranking = [
+        win,
+        row("sq:1", 0.955, 400_000.0),
+        row("binary", 0.949, 900_000.0),
+        row("opq:48", 0.958, 5_000.0),
+        row("itq", 0.957, 800_000.0, not_servable="usearch cannot hold it"),
+    ]
     est = apply_estimate({"winner": win, "ranking": ranking}, 10_000_000)
     assert est["rows"] == 10_000_000 and est["seconds"] == pytest.approx(4_000.0)
     # binary is 1.1 points behind, opq only 2x faster, itq cannot win: sq:1 is named
@@ -573,14 +713,24 @@ def test_best_per_ratio_names_the_codes_within_the_queries_noise():
     lead = rng.uniform(0, 1, 2000)
 
     def row(config, per, ratio=32):
-        return {"config": config, "ratio": ratio, "retention": 0.9 if per is None else float(per.mean()) / 0.5, "bytes_per_vector": 48,
-                "retention_in_sample": None, "fit_seconds": 1.0, "encode_rows_per_second": 1e5}
+        return {
+            "config": config,
+            "ratio": ratio,
+            "retention": 0.9 if per is None else float(per.mean()) / 0.5,
+            "bytes_per_vector": 48,
+            "retention_in_sample": None,
+            "fit_seconds": 1.0,
+            "encode_rows_per_second": 1e5,
+        }
 
     near = np.clip(lead + rng.normal(0, 0.05, 2000) - 0.001, 0, 1)
     far = lead * 0.8
     per = {"float32": None, "a": lead, "b": near, "c": far, "d": lead * 0.5}
-    rows = [{"config": "float32", "ratio": None, "retention": 1.0}, *(row(c, per[c]) for c in "abc"),
-            row("d", per["d"], ratio=64)]
+    rows = [
+        {"config": "float32", "ratio": None, "retention": 1.0},
+        *(row(c, per[c]) for c in "abc"),
+        row("d", per["d"], ratio=64),
+    ]
     before = [dict(r) for r in rows]
     best, notes = best_per_ratio(rows, per, 0.5)
     assert [(b["ratio"], b["config"], b["within_uncertainty"]) for b in best] == [(32, "a", ["b"]), (64, "d", None)]
@@ -604,13 +754,18 @@ def test_recommend_screens_in_two_rounds_and_only_the_second_can_win(monkeypatch
     assert sorted(sc["first_round"]) == sorted(configs) and len(sc["kept"]) == 3 and len(sc["cut"]) == 4
     assert set(sc["kept"]) | set(sc["cut"]) == set(configs)
     rows = {r["config"]: r for r in res["ranking"]}
-    assert all(rows[c]["screened_out"].startswith("cut after the first round") and "fitted on 90 rows" in rows[c]["screened_out"]
-               for c in sc["cut"])
+    assert all(
+        rows[c]["screened_out"].startswith("cut after the first round")
+        and "fitted on 90 rows" in rows[c]["screened_out"]
+        for c in sc["cut"]
+    )
     assert all(rows[c]["screened_out"] is None for c in sc["kept"])
     # the first round measures unseen documents only; the second both
     assert all(rows[c]["retention_in_sample"] is None for c in sc["cut"])
     assert all(rows[c]["retention_in_sample"] is not None for c in sc["kept"])
-    assert [r["config"] for r in res["ranking"]][: len(sc["kept"])] == sorted(sc["kept"], key=lambda c: -rows[c]["retention"])
+    assert [r["config"] for r in res["ranking"]][: len(sc["kept"])] == sorted(
+        sc["kept"], key=lambda c: -rows[c]["retention"]
+    )
     assert res["winner"]["config"] in sc["kept"]
     assert sc["first_round_queries"] == 80  # the label-free queries (documents standing in), fewer than SCREEN_QUERIES
     monkeypatch.setattr(rec, "SCREEN_QUERIES", 30)
@@ -620,7 +775,8 @@ def test_recommend_screens_in_two_rounds_and_only_the_second_can_win(monkeypatch
     assert full["screen"] is None and all(r["screened_out"] is None for r in full["ranking"])
     assert full["winner"]["config"] == res["winner"]["config"]  # a clear leader survives the first round
     assert rows[res["winner"]["config"]]["retention"] == pytest.approx(
-        {r["config"]: r for r in full["ranking"]}[res["winner"]["config"]]["retention"])
+        {r["config"]: r for r in full["ranking"]}[res["winner"]["config"]]["retention"]
+    )
 
 
 def test_recommend_stops_a_code_slow_to_fit_after_one_model_when_it_cannot_lead(monkeypatch):
@@ -638,7 +794,10 @@ def test_recommend_stops_a_code_slow_to_fit_after_one_model_when_it_cannot_lead(
     res = rec.rank_candidates(X, 16, configs=configs)
     rows = {r["config"]: r for r in res["ranking"]}
     stopped = rows["pca:2+sq:4"]  # 2 of 32 dimensions: far below sq:4, the leader by then
-    assert stopped["screened_out"].startswith("stopped after one of its models (") and "below the leader" in stopped["screened_out"]
+    assert (
+        stopped["screened_out"].startswith("stopped after one of its models (")
+        and "below the leader" in stopped["screened_out"]
+    )
     assert stopped["retention_in_sample"] is None and stopped["fitted"] == "one model of out-of-sample (2-fold)"
     assert len({cache for cache, spec in fits if spec == "pca:2+sq:4"}) == 1  # one model fitted, not two
     assert len({cache for cache, spec in fits if spec == "sq:4"}) == 2
@@ -677,12 +836,20 @@ def test_race_stops_a_code_that_leads_only_on_its_fit_rows(monkeypatch):
     stopped = raced["pq:4"]
     assert stopped["stopped_early"] and stopped["race"]["test"] == "first fold"
     assert stopped["score"] >= raced["sq:2"]["score"]  # the first test alone would have let it go on
-    assert stopped["race"]["queries"] == 600 and stopped["race"]["difference"] + 2 * stopped["race"]["standard_error"] < 0
+    assert (
+        stopped["race"]["queries"] == 600 and stopped["race"]["difference"] + 2 * stopped["race"]["standard_error"] < 0
+    )
     assert "on the documents that model had not seen" in _stopped_note(stopped)
     assert not raced["sq:2"]["stopped_early"] and raced["sq:2"]["race"] is None
     # without judgments the first fold's float search is the reference: every query is kept
-    lf = ev._gap_on_first_fold(ev.parse_config("pq:4"), ev.parse_config("sq:2"), ev.LabelFreeTask(Q, 10, reference="top1"),
-                               ids, ev.CrossFit(X, 2), 1.0)
+    lf = ev._gap_on_first_fold(
+        ev.parse_config("pq:4"),
+        ev.parse_config("sq:2"),
+        ev.LabelFreeTask(Q, 10, reference="top1"),
+        ids,
+        ev.CrossFit(X, 2),
+        1.0,
+    )
     assert lf["queries"] == len(Q) and lf["difference"] < 0 < lf["standard_error"]
     # a code behind on its fit rows too is stopped by the first test, as before
     monkeypatch.setattr(ev, "RACE_Z", 1e9)  # the second test can no longer stop anything
@@ -730,14 +897,24 @@ def test_cli_recommend_prints_what_the_screen_cut_and_the_time(tmp_path, monkeyp
     monkeypatch.setattr(rec, "SCREEN_MIN_ROWS", 50)
     X, _ = clustered(n=800, d=32)
     write_parquet(tmp_path / "docs.parquet", X)
-    r = CliRunner(env={"COLUMNS": "250"}).invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "model"),
-                                                       "--budget", "8", "--screen"])
+    r = CliRunner(env={"COLUMNS": "250"}).invoke(
+        app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "model"), "--budget", "8", "--screen"]
+    )
     assert r.exit_code == 0, r.output
     out = " ".join(r.output.split())
-    assert "screened:" in out and "candidates fitted on 90 rows first; cut" in out and "(without --screen every candidate is)" in out
+    assert (
+        "screened:" in out
+        and "candidates fitted on 90 rows first; cut" in out
+        and "(without --screen every candidate is)" in out
+    )
     assert "cut after the first" in r.output and "ranked in" in out and "the winner fitted on all rows in" in out
-    full = CliRunner(env={"COLUMNS": "250"}).invoke(app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "m2"),
-                                                          "--budget", "8"])
+    full = CliRunner(env={"COLUMNS": "250"}).invoke(
+        app, ["recommend", str(tmp_path / "docs.parquet"), str(tmp_path / "m2"), "--budget", "8"]
+    )
     assert full.exit_code == 0 and "screened:" not in full.output and "cut after" not in full.output
     # the ranking's note column is there where a candidate has a note (what the screen cut), and not otherwise
-    assert re.search(r"┃\s*note\s*┃", r.output) and not re.search(r"┃\s*note\s*┃", full.output) and "┃  ┃" not in full.output
+    assert (
+        re.search(r"┃\s*note\s*┃", r.output)
+        and not re.search(r"┃\s*note\s*┃", full.output)
+        and "┃  ┃" not in full.output
+    )

@@ -101,7 +101,9 @@ def test_bad_datasets_are_one_error_naming_the_shard_and_leave_nothing(tmp_path,
     odd.mkdir()
     write_parquet(odd / "a.parquet", make_vectors(10, 32))
     write_parquet(odd / "b.parquet", make_vectors(10, 16))
-    with pytest.raises(InputError, match=r"shard .*b.parquet has type .*16.*every shard of a dataset needs the same columns"):
+    with pytest.raises(
+        InputError, match=r"shard .*b.parquet has type .*16.*every shard of a dataset needs the same columns"
+    ):
         open_vectors(odd)
     bad = make_vectors(350, 32, seed=2)
     bad[123, 4] = np.nan
@@ -131,8 +133,15 @@ def test_float_rerank_reads_originals_from_a_dataset(tmp_path, dataset):
     fit_and_compress(from_spec("binary"), whole, tmp_path / "codes.parquet")
     q = write_parquet(tmp_path / "q.parquet", make_vectors(25, 32, seed=4))
     for name, originals in (("ds", root), ("file", whole)):
-        search_files(tmp_path / "codes.parquet", q, tmp_path / f"r_{name}.parquet", k=5, rerank="float",
-                     originals=originals, threads=2)
+        search_files(
+            tmp_path / "codes.parquet",
+            q,
+            tmp_path / f"r_{name}.parquet",
+            k=5,
+            rerank="float",
+            originals=originals,
+            threads=2,
+        )
     a, b = pq.read_table(tmp_path / "r_ds.parquet"), pq.read_table(tmp_path / "r_file.parquet")
     assert a.column("row").to_pylist() == b.column("row").to_pylist()
     np.testing.assert_allclose(a.column("score").to_numpy(), b.column("score").to_numpy(), atol=1e-6)

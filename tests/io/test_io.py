@@ -45,13 +45,16 @@ def _table(col, n=None):
     return pa.table({"id": pa.array([str(i) for i in range(n or len(col))]), "embedding": col})
 
 
-@pytest.mark.parametrize("col, message", [
-    (pa.array([[1.0, 2.0], None, [3.0, 4.0]], type=pa.list_(pa.float32())), "row 1 is null"),
-    (pa.array([[1.0, 2.0], [1.0, 2.0], [3.0]], type=pa.list_(pa.float32())), "row 2 has 1 values, expected 2"),
-    (pa.array([[1.0, 2.0], [1.0, None]], type=pa.list_(pa.float32())), "row 1 has a null value at dimension 1"),
-    (pa.array([[1.0, 2.0], [1.0, float("nan")]], type=pa.list_(pa.float32())), "row 1 has a non-finite value"),
-    (pa.array([[1.0, float("inf")]], type=pa.list_(pa.float64(), 2)), "row 0 has a non-finite value"),
-])
+@pytest.mark.parametrize(
+    "col, message",
+    [
+        (pa.array([[1.0, 2.0], None, [3.0, 4.0]], type=pa.list_(pa.float32())), "row 1 is null"),
+        (pa.array([[1.0, 2.0], [1.0, 2.0], [3.0]], type=pa.list_(pa.float32())), "row 2 has 1 values, expected 2"),
+        (pa.array([[1.0, 2.0], [1.0, None]], type=pa.list_(pa.float32())), "row 1 has a null value at dimension 1"),
+        (pa.array([[1.0, 2.0], [1.0, float("nan")]], type=pa.list_(pa.float32())), "row 1 has a non-finite value"),
+        (pa.array([[1.0, float("inf")]], type=pa.list_(pa.float64(), 2)), "row 0 has a non-finite value"),
+    ],
+)
 def test_bad_rows_are_named(tmp_path, col, message):
     pq.write_table(_table(col), tmp_path / "bad.parquet")
     with pytest.raises(InputError, match=message):
@@ -68,8 +71,14 @@ def test_error_row_counts_across_batches(tmp_path):
 
 
 def test_non_float_and_missing_columns(tmp_path):
-    pq.write_table(pa.table({"id": ["a"], "embedding": pa.array([[1, 2]], type=pa.list_(pa.int64()))}), tmp_path / "i.parquet")
-    with pytest.raises(InputError, match="no column of a list or fixed_size_list of float16/float32/float64; its columns are: id \\(string\\), embedding \\(list<\\w+: int64>\\)"):
+    pq.write_table(
+        pa.table({"id": ["a"], "embedding": pa.array([[1, 2]], type=pa.list_(pa.int64()))}), tmp_path / "i.parquet"
+    )
+    with pytest.raises(
+        InputError,
+        match="no column of a list or fixed_size_list of float16/float32/float64; its columns are: id \\(string\\), "
+        "embedding \\(list<\\w+: int64>\\)",
+    ):
         open_vectors(tmp_path / "i.parquet")
     with pytest.raises(InputError, match="column 'embedding' .* has type list<\\w+: int64>; expected a list"):
         open_vectors(tmp_path / "i.parquet", column="embedding")
@@ -113,7 +122,11 @@ def test_zero_rows(tmp_path):
 
 
 def test_compress_writes_types_ids_and_metadata(tmp_path, vec_file, X):
-    for spec, arrow_type in (("binary", pa.binary(6)), ("int8", pa.list_(pa.int8(), 48)), ("pca:5", pa.list_(pa.float32(), 5))):
+    for spec, arrow_type in (
+        ("binary", pa.binary(6)),
+        ("int8", pa.list_(pa.int8(), 48)),
+        ("pca:5", pa.list_(pa.float32(), 5)),
+    ):
         comp = fit_file(from_spec(spec), vec_file)
         out = tmp_path / f"{spec.replace(':', '')}.parquet"
         compress_file(comp, vec_file, out, keep_columns=["lang"], batch_size=100)
@@ -220,7 +233,8 @@ def test_streaming_does_not_import_pandas(tmp_path):
         "for i, path in enumerate(sys.argv[1:]):\n"
         "    for j, spec in enumerate(('truncate:8', 'int8', 'binary')):\n"
         "        fit_and_compress(from_spec(spec), path, f'{path}.{j}.out.parquet', threads=2)\n"
-        "sys.exit(3 if 'pandas' in sys.modules else 0)")
+        "sys.exit(3 if 'pandas' in sys.modules else 0)"
+    )
     run = subprocess.run([sys.executable, "-c", code, *map(str, files)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr or "pandas was imported"
     assert len(list(tmp_path.glob("*.out.parquet"))) == 6

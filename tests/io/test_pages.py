@@ -20,8 +20,11 @@ pytestmark = pytest.mark.skipif(not pages.available(), reason="the C extension e
 
 def _write(path, X, *, kind="fixed", ids=True, **options):
     values = pa.array(X.reshape(-1), type=pa.float32())
-    col = (pa.FixedSizeListArray.from_arrays(values, X.shape[1]) if kind == "fixed"
-           else pa.ListArray.from_arrays(pa.array(np.arange(len(X) + 1) * X.shape[1], type=pa.int32()), values))
+    col = (
+        pa.FixedSizeListArray.from_arrays(values, X.shape[1])
+        if kind == "fixed"
+        else pa.ListArray.from_arrays(pa.array(np.arange(len(X) + 1) * X.shape[1], type=pa.int32()), values)
+    )
     table = pa.table({"id": pa.array(np.arange(len(X))), "embedding": col} if ids else {"embedding": col})
     pq.write_table(table, path, **options)
     return path
@@ -33,15 +36,20 @@ def _direct(path, dim, batch_size):
     col = pages.find_column(pf, "embedding")
     assert col is not None
     with open(path, "rb", buffering=0) as f:
-        return [b for g in range(pf.num_row_groups)
-                for b in pages.decode_group(f.fileno(), pf.metadata, g, col, dim, batch_size)]
+        return [
+            b
+            for g in range(pf.num_row_groups)
+            for b in pages.decode_group(f.fileno(), pf.metadata, g, col, dim, batch_size)
+        ]
 
 
 def _arrow(path, batch_size):
     pf = pq.ParquetFile(path)
-    return [np.asarray(b.column(0).flatten(), dtype=np.float32).reshape(b.num_rows, -1)
-            for g in range(pf.num_row_groups)
-            for b in pf.iter_batches(batch_size=batch_size, row_groups=[g], columns=["embedding"])]
+    return [
+        np.asarray(b.column(0).flatten(), dtype=np.float32).reshape(b.num_rows, -1)
+        for g in range(pf.num_row_groups)
+        for b in pf.iter_batches(batch_size=batch_size, row_groups=[g], columns=["embedding"])
+    ]
 
 
 LAYOUTS = [
@@ -87,8 +95,15 @@ def test_plain_pages_are_read_into_the_batches(tmp_path, monkeypatch, compressio
     a batch, goes the general way; the batches are pyarrow's either way."""
     X = make_vectors(1000, 16)
     X[::3, :8] = 0.5  # repeats: snappy copies, some of them across the levels' end
-    path = _write(tmp_path / "v.parquet", X, compression=compression, use_dictionary=False, write_page_checksum=True,
-                  row_group_size=1000, data_page_size=640)
+    path = _write(
+        tmp_path / "v.parquet",
+        X,
+        compression=compression,
+        use_dictionary=False,
+        write_page_checksum=True,
+        row_group_size=1000,
+        data_page_size=640,
+    )
     pf = pq.ParquetFile(path)
     col = pages.find_column(pf, "embedding")
     with open(path, "rb", buffering=0) as f:
@@ -119,8 +134,11 @@ def test_snappy_split_is_pyarrows_snappy_and_refuses_bad_blocks():
     """Any split point gives pyarrow's bytes; a cut, corrupted or wrongly sized block raises
     ValueError (never writes out of bounds: a fuzz of 3,000 corrupted blocks)."""
     codec, rng = pa.Codec("snappy"), np.random.default_rng(0)
-    blocks = [make_vectors(500, 16).tobytes(), bytes(5000) + rng.bytes(300) + b"xyz" * 2000,
-              np.tile(make_vectors(3, 5), (400, 1)).tobytes()]
+    blocks = [
+        make_vectors(500, 16).tobytes(),
+        bytes(5000) + rng.bytes(300) + b"xyz" * 2000,
+        np.tile(make_vectors(3, 5), (400, 1)).tobytes(),
+    ]
     for data in blocks:
         z = codec.compress(data, asbytes=True)
         for cut in (0, 1, 7, 4096, len(data) - 1, len(data)):
@@ -177,11 +195,20 @@ def test_level_checks_find_the_first_bad_level():
         _rle.decode_dict(bytes([2, 3]), 2, 1, dictionary, out)
 
 
-@pytest.mark.parametrize("col, message", [
-    (pa.array([[1.0, 2.0]] * 500 + [None] + [[3.0, 4.0]] * 99, type=pa.list_(pa.float32())), "row 500 is null"),
-    (pa.array([[1.0, 2.0]] * 400 + [[3.0]] + [[3.0, 4.0]] * 99, type=pa.list_(pa.float32())), "row 400 has 1 values, expected 2"),
-    (pa.array([[1.0, 2.0]] * 450 + [[1.0, None]], type=pa.list_(pa.float32())), "row 450 has a null value at dimension 1"),
-])
+@pytest.mark.parametrize(
+    "col, message",
+    [
+        (pa.array([[1.0, 2.0]] * 500 + [None] + [[3.0, 4.0]] * 99, type=pa.list_(pa.float32())), "row 500 is null"),
+        (
+            pa.array([[1.0, 2.0]] * 400 + [[3.0]] + [[3.0, 4.0]] * 99, type=pa.list_(pa.float32())),
+            "row 400 has 1 values, expected 2",
+        ),
+        (
+            pa.array([[1.0, 2.0]] * 450 + [[1.0, None]], type=pa.list_(pa.float32())),
+            "row 450 has a null value at dimension 1",
+        ),
+    ],
+)
 def test_rows_pyarrow_must_judge_get_its_errors(tmp_path, col, message):
     """Nulls and ragged rows part-way through a row group: the direct decoder hands over to pyarrow
     at the batch where they are; the rows before it are delivered once, the error names the row."""
@@ -197,8 +224,15 @@ def test_rows_pyarrow_must_judge_get_its_errors(tmp_path, col, message):
 
 def test_corrupt_page_fails_its_checksum(tmp_path):
     X = make_vectors(2000, 16)
-    path = _write(tmp_path / "v.parquet", X, compression="none", use_dictionary=False, write_page_checksum=True,
-                  row_group_size=500, data_page_size=4096)
+    path = _write(
+        tmp_path / "v.parquet",
+        X,
+        compression="none",
+        use_dictionary=False,
+        write_page_checksum=True,
+        row_group_size=500,
+        data_page_size=4096,
+    )
     data = bytearray(path.read_bytes())
     col = pq.ParquetFile(path).metadata.row_group(2).column(1)
     data[col.data_page_offset + col.total_compressed_size // 2] ^= 0xFF  # one bit pattern inside a page's values
@@ -225,8 +259,10 @@ def test_columns_it_leaves_to_pyarrow(tmp_path):
     pq.write_table(nested, tmp_path / "s.parquet")
     assert pages.find_column(pq.ParquetFile(tmp_path / "s.parquet"), "embedding") is None
     X = make_vectors(10, 4)
-    pq.write_table(pa.table({"embedding": pa.array(list(X.astype(np.float64)), type=pa.list_(pa.float64()))}),
-                   tmp_path / "d.parquet")
+    pq.write_table(
+        pa.table({"embedding": pa.array(list(X.astype(np.float64)), type=pa.list_(pa.float64()))}),
+        tmp_path / "d.parquet",
+    )
     src = open_vectors(tmp_path / "d.parquet")
     assert src._direct is None
     np.testing.assert_allclose(np.concatenate([b.vectors for b in src.batches()]), X, rtol=1e-6)
@@ -270,15 +306,23 @@ def test_garbage_page_headers_hand_over(tmp_path):
     for trial in range(200):
         garbage = bytearray(data)
         start = chunk.data_page_offset
-        garbage[start : start + 64] = rng.integers(0, 256, 64, dtype=np.uint8).tobytes() if trial % 2 else bytes([0x1C]) * 64
+        garbage[start : start + 64] = (
+            rng.integers(0, 256, 64, dtype=np.uint8).tobytes() if trial % 2 else bytes([0x1C]) * 64
+        )
         (tmp_path / "g.parquet").write_bytes(bytes(garbage))
         with open(tmp_path / "g.parquet", "rb") as f, pytest.raises(pages.Unsupported):
             list(pages.decode_group(f.fileno(), pf.metadata, 0, col, 8, 100))
 
 
-@pytest.mark.parametrize("options", [dict(compression="snappy"), dict(compression="zstd", data_page_version="2.0"),
-                                     dict(compression="none", use_dictionary=False, write_page_checksum=True)],
-                         ids=["snappy", "zstd-v2", "plain-crc"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(compression="snappy"),
+        dict(compression="zstd", data_page_version="2.0"),
+        dict(compression="none", use_dictionary=False, write_page_checksum=True),
+    ],
+    ids=["snappy", "zstd-v2", "plain-crc"],
+)
 def test_one_huge_row_group_is_split_among_workers(tmp_path, monkeypatch, options):
     """A row group above SPLIT_BYTES becomes spans of whole batches, each decoded from the page
     that holds its first row: the same batches, ids, fitted state and output bytes as one reader."""
@@ -335,6 +379,7 @@ def test_a_bad_row_inside_a_span_is_named(tmp_path, monkeypatch):
 
 # ---- the writer of list codes (io.writers.PageWriter, io.page_encoder.encode_chunk) ---------------------
 
+
 def _reference_and_ours(tmp_path, table, groups):
     """The table written by pyarrow and by PageWriter, in row groups of ``groups`` rows."""
     from embcompress.io.writers import PageWriter
@@ -357,22 +402,44 @@ def test_written_list_codes_read_back_as_pyarrow_writes_them(tmp_path, dtype, di
     n = 2500
     nullable = dtype == "nullable uint8"
     dtype = np.uint8 if nullable else dtype
-    X = (rng.integers(-128, 128, (n, dim)) if dtype == np.int8 else rng.integers(0, 256, (n, dim)) if dtype == np.uint8
-         else rng.standard_normal((n, dim))).astype(dtype)
-    col = (pa.FixedSizeBinaryArray.from_buffers(pa.binary(dim), n, [None, pa.py_buffer(X)]) if dtype == np.uint8
-           else pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), dim))
-    table = pa.table({
-        "id": pa.array([f"doc{i}" for i in range(n)]),
-        "lang": pa.array(["en", None, "de", "fr"] * (n // 4) + ["en"] * (n % 4)),  # nulls and a dictionary
-        "tags": pa.array([["a", "b"] if i % 3 else [] for i in range(n)]),  # a nested carried column
-        "embedding": col,
-    }, schema=pa.schema([("id", pa.string()), ("lang", pa.string()), ("tags", pa.list_(pa.string())),
-                         pa.field("embedding", col.type, nullable=nullable)], metadata={b"embcompress": b'{"k": 1}'}))
+    X = (
+        rng.integers(-128, 128, (n, dim))
+        if dtype == np.int8
+        else rng.integers(0, 256, (n, dim))
+        if dtype == np.uint8
+        else rng.standard_normal((n, dim))
+    ).astype(dtype)
+    col = (
+        pa.FixedSizeBinaryArray.from_buffers(pa.binary(dim), n, [None, pa.py_buffer(X)])
+        if dtype == np.uint8
+        else pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), dim)
+    )
+    table = pa.table(
+        {
+            "id": pa.array([f"doc{i}" for i in range(n)]),
+            "lang": pa.array(["en", None, "de", "fr"] * (n // 4) + ["en"] * (n % 4)),  # nulls and a dictionary
+            "tags": pa.array([["a", "b"] if i % 3 else [] for i in range(n)]),  # a nested carried column
+            "embedding": col,
+        },
+        schema=pa.schema(
+            [
+                ("id", pa.string()),
+                ("lang", pa.string()),
+                ("tags", pa.list_(pa.string())),
+                pa.field("embedding", col.type, nullable=nullable),
+            ],
+            metadata={b"embcompress": b'{"k": 1}'},
+        ),
+    )
     ref, ours = _reference_and_ours(tmp_path, table, 1000)
     got = pq.read_table(ours)
     assert got.equals(pq.read_table(ref)) and got.schema.metadata == {b"embcompress": b'{"k": 1}'}
     pf = pq.ParquetFile(ours, page_checksum_verification=True)
-    assert pf.metadata.num_row_groups == 3 and [pf.metadata.row_group(g).num_rows for g in range(3)] == [1000, 1000, 500]
+    assert pf.metadata.num_row_groups == 3 and [pf.metadata.row_group(g).num_rows for g in range(3)] == [
+        1000,
+        1000,
+        500,
+    ]
     for b in pf.iter_batches(batch_size=333):  # every page's checksum verified on the way
         pass
     if dtype == np.float32:  # and the direct decoder reads what the writer wrote
@@ -409,13 +476,20 @@ def test_written_codes_read_by_duckdb(tmp_path):
     duckdb = pytest.importorskip("duckdb")
     rng = np.random.default_rng(5)
     X = rng.integers(-128, 128, (3000, 24)).astype(np.int8)
-    table = pa.table({"id": np.arange(3000), "embedding": pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), 24)})
+    table = pa.table(
+        {"id": np.arange(3000), "embedding": pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), 24)}
+    )
     _, ours = _reference_and_ours(tmp_path, table, 1024)
     rows = duckdb.sql(f"select id, embedding from '{ours}' order by id").fetchall()
     assert [r[0] for r in rows] == list(range(3000))
     np.testing.assert_array_equal(np.array([r[1] for r in rows], dtype=np.int8), X)
     bits = np.packbits(X > 0, axis=1)  # packed codes too
-    table = pa.table({"id": np.arange(3000), "embedding": pa.FixedSizeBinaryArray.from_buffers(pa.binary(3), 3000, [None, pa.py_buffer(bits)])})
+    table = pa.table(
+        {
+            "id": np.arange(3000),
+            "embedding": pa.FixedSizeBinaryArray.from_buffers(pa.binary(3), 3000, [None, pa.py_buffer(bits)]),
+        }
+    )
     _, ours = _reference_and_ours(tmp_path, table, 1024)
     rows = duckdb.sql(f"select id, embedding from '{ours}' order by id").fetchall()
     assert [r[0] for r in rows] == list(range(3000)) and b"".join(r[1] for r in rows) == bits.tobytes()
@@ -447,12 +521,18 @@ def test_rerank_store_decodes_spans_of_a_huge_row_group(tmp_path, monkeypatch):
     monkeypatch.setattr(readers, "SPLIT_BYTES", 4096)
     monkeypatch.setattr(readers, "SPAN_BYTES", 64 * 700)  # spans of 700 rows
     store = ParquetStore(path)
-    assert [(g, r0, r1) for _, g, r0, r1 in store._groups] == [(0, 0, 700), (0, 700, 1400), (0, 1400, 2100),
-                                                              (0, 2100, 2800), (0, 2800, 3000)]
+    assert [(g, r0, r1) for _, g, r0, r1 in store._groups] == [
+        (0, 0, 700),
+        (0, 700, 1400),
+        (0, 1400, 2100),
+        (0, 2100, 2800),
+        (0, 2800, 3000),
+    ]
     calls = []
     real = pages.read_group
-    monkeypatch.setattr(pages, "read_group", lambda *a, **k: (lambda r: calls.append((k["rows"], r is not None)) or r)(
-        real(*a, **k)))
+    monkeypatch.setattr(
+        pages, "read_group", lambda *a, **k: (lambda r: calls.append((k["rows"], r is not None)) or r)(real(*a, **k))
+    )
     rows = np.array([2999, 5, 1500, 701, 699, 2800])
     np.testing.assert_array_equal(store.get(rows), X[rows])
     assert sorted(calls) == [((0, 700), True), ((700, 1400), True), ((1400, 2100), True), ((2800, 3000), True)]
@@ -479,7 +559,7 @@ def test_crc32_is_zlibs():
             for start in (0, 1, 0xFFFFFFFF, 0xDEADBEEF):
                 assert pages._rle.crc32(chunk, start) == zlib.crc32(chunk, start), (n, off, start)
     # a running value over pieces is the value of the whole
-    whole = memoryview(data)[: 100_000]
+    whole = memoryview(data)[:100_000]
     running = 0
     for a in range(0, len(whole), 777):
         running = pages._rle.crc32(whole[a : a + 777], running)

@@ -17,8 +17,13 @@ from embcompress.io.schema import ColumnChunk, ColumnMetaData, FileMetaData, Row
 
 
 def _carried() -> pa.Table:
-    return pa.table({"id": pa.array([f"doc-{i}" for i in range(50)]), "n": pa.array(np.arange(50)),
-                     "score": pa.array(np.linspace(0, 1, 50))})
+    return pa.table(
+        {
+            "id": pa.array([f"doc-{i}" for i in range(50)]),
+            "n": pa.array(np.arange(50)),
+            "score": pa.array(np.linspace(0, 1, 50)),
+        }
+    )
 
 
 def _chunks(data: bytes):
@@ -30,7 +35,10 @@ def _unknown(data: bytes) -> list[str]:
     out = []
     for cc in _chunks(data):
         out += [f"ColumnChunk {i}" for i in schema.unknown_fields(ColumnChunk, cc)]
-        out += [f"ColumnMetaData {i}" for i in schema.unknown_fields(ColumnMetaData, thrift.get(cc, ColumnChunk.META_DATA).value)]
+        out += [
+            f"ColumnMetaData {i}"
+            for i in schema.unknown_fields(ColumnMetaData, thrift.get(cc, ColumnChunk.META_DATA).value)
+        ]
     return out
 
 
@@ -61,8 +69,9 @@ def test_writer_refuses_a_carried_column_with_an_unknown_field(tmp_path, monkeyp
     carried = pa.RecordBatch.from_arrays([pa.array([str(i) for i in range(50)])], names=["id"])
     monkeypatch.setattr(writers, "_parquet_bytes", with_page_index)
     with pytest.raises(ValueError, match="footer rewrite does not know"):
-        with VectorWriter(tmp_path / "out.parquet", float_spec(8), column="embedding",
-                          carried_schema=carried.schema, num_rows=50) as w:
+        with VectorWriter(
+            tmp_path / "out.parquet", float_spec(8), column="embedding", carried_schema=carried.schema, num_rows=50
+        ) as w:
             w.write(X, carried)
     assert not (tmp_path / "out.parquet").exists()
 
@@ -100,12 +109,24 @@ def test_no_bare_field_ids_outside_the_schema_module():
             f = node.func
             name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
             args = node.args
-            if name == "Field" and args[:1] or name in ("get", "put") and len(args) >= 2 and isinstance(f, ast.Attribute) \
-                    and getattr(f.value, "id", "") == "thrift":
+            if (
+                name == "Field"
+                and args[:1]
+                or name in ("get", "put")
+                and len(args) >= 2
+                and isinstance(f, ast.Attribute)
+                and getattr(f.value, "id", "") == "thrift"
+            ):
                 fid = args[0] if name == "Field" else args[1]
                 if isinstance(fid, ast.Constant) and isinstance(fid.value, int):
                     offenders.append(f"{path.name}:{node.lineno}")
-            if name == "get" and isinstance(f, ast.Attribute) and getattr(f.value, "id", "") in ("header", "sub", "fields") \
-                    and args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, int):
+            if (
+                name == "get"
+                and isinstance(f, ast.Attribute)
+                and getattr(f.value, "id", "") in ("header", "sub", "fields")
+                and args
+                and isinstance(args[0], ast.Constant)
+                and isinstance(args[0].value, int)
+            ):
                 offenders.append(f"{path.name}:{node.lineno}")
     assert offenders == []

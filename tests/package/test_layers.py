@@ -107,7 +107,7 @@ def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
         stack.append(m)
         for n in sorted(g.get(m, ())):
             if state.get(n) == 1:
-                return stack[stack.index(n):] + [n]
+                return stack[stack.index(n) :] + [n]
             if n not in state and (c := visit(n)):
                 return c
         stack.pop()
@@ -132,7 +132,9 @@ def test_every_subpackage_is_a_declared_layer_and_the_root_holds_no_other_module
 def test_the_tests_mirror_the_package():
     """One folder of tests per layer (tests/LAYER/), and a test module at the root of tests/ is none."""
     tests = ROOT.parent / "tests"
-    assert {p.name for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"} >= set(declared_layers()) - {"report"}
+    assert {p.name for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"} >= set(declared_layers()) - {
+        "report"
+    }
     assert not list(tests.glob("test_*.py"))
 
 

@@ -55,7 +55,9 @@ def test_the_detector_sees_what_it_must_refuse(tmp_path):
     structure = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(structure)
     body = "\n".join(f"    x{i} = {i}" for i in range(70))
-    tree = ast.parse(f"def f(comp, out):\n{body}\n    if comp.name == 'pq' or out.kind in ('bits', 'x'):\n        pass\n")
+    tree = ast.parse(
+        f"def f(comp, out):\n{body}\n    if comp.name == 'pq' or out.kind in ('bits', 'x'):\n        pass\n"
+    )
     assert [n for _, n in structure.functions(tree)] == [73]
     assert structure.string_comparisons(tree, "name", structure.compressor_names()) == [72]
     assert structure.string_comparisons(tree, "kind", structure.KINDS) == [72]

@@ -1,4 +1,5 @@
-"""The code scans of search.adc and search.scorers: lookup tables, dense, bit-plane and decoded scans against plain-numpy references, and their C decoders."""
+"""The code scans of search.adc and search.scorers: lookup tables, dense, bit-plane and decoded scans against
+plain-numpy references, and their C decoders."""
 
 from __future__ import annotations
 
@@ -25,8 +26,12 @@ def test_adc_kernel_equals_reference_with_ties_by_row(threads):
     scale = np.where(rng.random(5000) < 0.5, 1.0, 2.0).astype(np.float32)
     for sc in (None, scale):
         s, i = scan_adc(tables, codes, 25, scale=sc, threads=threads)
-        rs, ri = topk_by_blocks(lambda q0, q1, d0, d1: adc_scores(tables[q0:q1], codes[d0:d1], None if sc is None else sc[d0:d1]),
-                                40, 5000, 25)
+        rs, ri = topk_by_blocks(
+            lambda q0, q1, d0, d1: adc_scores(tables[q0:q1], codes[d0:d1], None if sc is None else sc[d0:d1]),
+            40,
+            5000,
+            25,
+        )
         np.testing.assert_array_equal(i, ri)
         np.testing.assert_array_equal(s, rs)
     s, i = scan_adc(tables[:1], codes, 7000 // 1000, threads=threads)  # one query split by document range
@@ -40,27 +45,50 @@ def test_dense_kernel_equals_reference_with_ties_by_row(layout, bits, monkeypatc
     ties by row included. 37 dimensions leave a partly used last byte and padded lanes."""
     rng = np.random.default_rng(bits)
     d, nd, nq = 37, 3000, 21
-    u = rng.integers(0, 2 ** bits, (nd, d)).astype(np.uint8)
+    u = rng.integers(0, 2**bits, (nd, d)).astype(np.uint8)
     if layout == "packed":
         from embcompress.compressors._codes import pack_codes
 
         codes = pack_codes(u, bits)
     else:
         codes = np.concatenate([np.packbits((u >> p) & 1, axis=1) for p in range(bits - 1, -1, -1)], axis=1)
-    levels = rng.integers(-3, 4, (d, 2 ** bits)).astype(np.float32)
+    levels = rng.integers(-3, 4, (d, 2**bits)).astype(np.float32)
     Q = rng.integers(-2, 3, (nq, d)).astype(np.float32)
     scale = np.where(rng.random(nd) < 0.5, 1.0, 2.0).astype(np.float32)
     bias, qconst = rng.integers(-1, 2, nd).astype(np.float32), rng.integers(-4, 5, nq).astype(np.float32)
     np.testing.assert_array_equal(adc_module.unpack_dense(codes, layout, bits, d), u)
     monkeypatch.setattr(topk_mod, "MIN_DOCS_PER_THREAD", 500)  # let one query split by document range
     for sc, bi, qc in ((None, None, None), (scale, bias, qconst)):
-        rs, ri = topk_by_blocks(lambda q0, q1, d0, d1: dense_scores(
-            Q[q0:q1], codes[d0:d1], layout, bits, levels, None if sc is None else sc[d0:d1],
-            None if bi is None else bi[d0:d1], None if qc is None else qc[q0:q1]), nq, nd, 25)
+        rs, ri = topk_by_blocks(
+            lambda q0, q1, d0, d1: dense_scores(
+                Q[q0:q1],
+                codes[d0:d1],
+                layout,
+                bits,
+                levels,
+                None if sc is None else sc[d0:d1],
+                None if bi is None else bi[d0:d1],
+                None if qc is None else qc[q0:q1],
+            ),
+            nq,
+            nd,
+            25,
+        )
         for threads, portable in ((1, False), (2, False), (3, True)):
             for q in (slice(None), slice(0, 1)):
-                s, i = scan_dense(Q[q], codes, 25, layout=layout, bits=bits, levels=levels, scale=sc, bias=bi,
-                                  qconst=None if qc is None else qc[q], threads=threads, portable=portable)
+                s, i = scan_dense(
+                    Q[q],
+                    codes,
+                    25,
+                    layout=layout,
+                    bits=bits,
+                    levels=levels,
+                    scale=sc,
+                    bias=bi,
+                    qconst=None if qc is None else qc[q],
+                    threads=threads,
+                    portable=portable,
+                )
                 np.testing.assert_array_equal(i, ri[q])
                 np.testing.assert_array_equal(s, rs[q])
     monkeypatch.setattr(adc_module, "_adc", None)  # where the kernel was not built: numpy, same results
@@ -78,7 +106,7 @@ def test_plane_kernel_equals_reference_with_ties_by_row(bits, d, monkeypatch):
     dimensions leave partly used bytes and short last chunks."""
     rng = np.random.default_rng(bits * 100 + d)
     nd, pb = 3000, -(-d // 8)
-    u = rng.integers(0, 2 ** bits, (nd, d)).astype(np.uint8)
+    u = rng.integers(0, 2**bits, (nd, d)).astype(np.uint8)
     u[rng.random(nd) < 0.3] = u[0]  # repeated rows: exact ties
     codes = np.concatenate([np.packbits((u >> p) & 1, axis=1) for p in range(bits - 1, -1, -1)], axis=1)
     dpad = -(-pb * 8 // 32) * 32
@@ -91,25 +119,52 @@ def test_plane_kernel_equals_reference_with_ties_by_row(bits, d, monkeypatch):
     bias, qconst = rng.integers(-1, 2, nd).astype(np.float32), rng.integers(-4, 5, 9).astype(np.float32)
     monkeypatch.setattr(topk_mod, "MIN_DOCS_PER_THREAD", 500)
     for sc, bi, qc in ((None, None, None), (scale, bias, qconst)):
-        rs, ri = topk_by_blocks(lambda q0, q1, d0, d1: adc_module.planes_scores(
-            Q8[q0:q1], step[q0:q1], offset[q0:q1], codes[d0:d1], bits, pb, None if sc is None else sc[d0:d1],
-            None if bi is None else bi[d0:d1], None if qc is None else qc[q0:q1]), 9, nd, 25)
+        rs, ri = topk_by_blocks(
+            lambda q0, q1, d0, d1: adc_module.planes_scores(
+                Q8[q0:q1],
+                step[q0:q1],
+                offset[q0:q1],
+                codes[d0:d1],
+                bits,
+                pb,
+                None if sc is None else sc[d0:d1],
+                None if bi is None else bi[d0:d1],
+                None if qc is None else qc[q0:q1],
+            ),
+            9,
+            nd,
+            25,
+        )
         # the reference itself: <q8, u> in dimension order
-        want = (Q8.reshape(9, -1, 8)[:, :, ::-1].reshape(9, dpad)[:, :d].astype(np.int64) @ u.T.astype(np.int64))
+        want = Q8.reshape(9, -1, 8)[:, :, ::-1].reshape(9, dpad)[:, :d].astype(np.int64) @ u.T.astype(np.int64)
         got = adc_module.planes_scores(Q8, step, offset, codes, bits, pb)
-        np.testing.assert_array_equal(got, (want.astype(np.float32) * step[:, None] + offset[:, None]).astype(np.float32))
+        np.testing.assert_array_equal(
+            got, (want.astype(np.float32) * step[:, None] + offset[:, None]).astype(np.float32)
+        )
         for threads, path in ((1, "auto"), (2, "auto"), (1, "avx2"), (2, "avx2"), (3, "portable")):
             for q in (slice(None), slice(0, 1), slice(1, 4), slice(2, 7)):
-                s, i = adc_module.scan_planes(Q8[q], step[q], offset[q], codes, 25, bits=bits, plane_bytes=pb, scale=sc,
-                                              bias=bi, qconst=None if qc is None else qc[q], threads=threads,
-                                              path=path)
+                s, i = adc_module.scan_planes(
+                    Q8[q],
+                    step[q],
+                    offset[q],
+                    codes,
+                    25,
+                    bits=bits,
+                    plane_bytes=pb,
+                    scale=sc,
+                    bias=bi,
+                    qconst=None if qc is None else qc[q],
+                    threads=threads,
+                    path=path,
+                )
                 np.testing.assert_array_equal(i, ri[q])
                 np.testing.assert_array_equal(s, rs[q])
     with pytest.raises(InputError, match="path must be one of auto, portable, avx2"):
         adc_module.scan_planes(Q8, step, offset, codes, 5, bits=bits, plane_bytes=pb, path="avx512")
     monkeypatch.setattr(adc_module, "_adc", None)
-    s, i = adc_module.scan_planes(Q8, step, offset, codes, 25, bits=bits, plane_bytes=pb, scale=scale, bias=bias,
-                                  qconst=qconst)
+    s, i = adc_module.scan_planes(
+        Q8, step, offset, codes, 25, bits=bits, plane_bytes=pb, scale=scale, bias=bias, qconst=qconst
+    )
     np.testing.assert_array_equal(i, ri)
 
 
@@ -127,15 +182,25 @@ def test_rabitq_search_scores_against_8bit_queries_close_to_float(code_data):
         # in cosine units (over |P^T q| |g|) the rounding error's deviation is max|q_j| / (127 sqrt(12) |q|)
         Qr = c.dense_queries(Q)
         sigma = (np.abs(Qr).max(axis=1) / (127 * np.sqrt(12) * np.linalg.norm(Qr, axis=1)))[:, None]
-        err = np.abs(est - exact) / (np.linalg.norm(Qr, axis=1)[:, None] * np.linalg.norm(c.grid(codes), axis=1)[None, :])
+        err = np.abs(est - exact) / (
+            np.linalg.norm(Qr, axis=1)[:, None] * np.linalg.norm(c.grid(codes), axis=1)[None, :]
+        )
         assert (err / sigma).max() < 8 and (err / sigma).mean() < 1.2, ((err / sigma).max(), (err / sigma).mean())
         index = Index(c.transform(D), compressor=c)  # search takes this path, few queries or many
         for nq in (1, 70):
             rows = index.search(Q[:nq], 10).rows
-            want = adc_module.scan_planes(q8[:nq], step[:nq], offset[:nq], codes, 10, bits=B, plane_bytes=pb,
-                                          scale=index.scorer._factors(index.scorer.reconstruction()[0]),
-                                          bias=index.scorer.reconstruction()[0],
-                                          qconst=(Q[:nq] @ index.scorer.reconstruction()[1] + c.adc_offset(Q[:nq])))[1]
+            want = adc_module.scan_planes(
+                q8[:nq],
+                step[:nq],
+                offset[:nq],
+                codes,
+                10,
+                bits=B,
+                plane_bytes=pb,
+                scale=index.scorer._factors(index.scorer.reconstruction()[0]),
+                bias=index.scorer.reconstruction()[0],
+                qconst=(Q[:nq] @ index.scorer.reconstruction()[1] + c.adc_offset(Q[:nq])),
+            )[1]
             assert (rows == want).mean() > 0.98  # the queries' float products differ in last bits by batch shape
 
 
@@ -147,7 +212,9 @@ def test_dense_paths_agree_bit_for_bit_on_real_codes(code_data):
     layout, bits, levels = c.dense_codes()
     qd = c.dense_queries(Q)
     fast = scan_dense(qd, np.ascontiguousarray(codes), 30, layout=layout, bits=bits, levels=levels, scale=scale)
-    slow = scan_dense(qd, np.ascontiguousarray(codes), 30, layout=layout, bits=bits, levels=levels, scale=scale, portable=True)
+    slow = scan_dense(
+        qd, np.ascontiguousarray(codes), 30, layout=layout, bits=bits, levels=levels, scale=scale, portable=True
+    )
     np.testing.assert_array_equal(fast[0], slow[0])
     np.testing.assert_array_equal(fast[1], slow[1])
 
@@ -161,8 +228,12 @@ def test_decoded_scan_matches_tables(spec, code_data):
     rows = c.transform(D)
     codes, scale = c.adc_codes(rows)
     layout, bits, levels = c.dense_codes()
-    np.testing.assert_allclose(dense_scores(c.dense_queries(Q[:20]), codes, layout, bits, levels),
-                               adc_scores(c.lookup_tables(Q[:20]), codes), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(
+        dense_scores(c.dense_queries(Q[:20]), codes, layout, bits, levels),
+        adc_scores(c.lookup_tables(Q[:20]), codes),
+        rtol=1e-5,
+        atol=1e-4,
+    )
     index = Index(rows, compressor=c)
     assert index.scorer.dense is not None and len(Q) >= scorers_module.DENSE_MIN_QUERIES
     batch = index.search(Q, 10)
@@ -172,8 +243,9 @@ def test_decoded_scan_matches_tables(spec, code_data):
     np.testing.assert_allclose(np.concatenate([a.scores for a in alone]), batch.scores[:40], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("spec", ["pq:12", "opq:12", "pq:12:nbits=4", "rq:6", "rq:5:nbits=4", "sq:1", "sq:4",
-                                  "pca:24+sq:2", "rotate+sq:1"])
+@pytest.mark.parametrize(
+    "spec", ["pq:12", "opq:12", "pq:12:nbits=4", "rq:6", "rq:5:nbits=4", "sq:1", "sq:4", "pca:24+sq:2", "rotate+sq:1"]
+)
 def test_codes_as_a_matrix_product_match_tables(spec, code_data):
     """Codes scored as a product of the queries with decoded blocks (scan_decoded) find what the
     lookup tables (or the dense scan) find for the same batch, with the same scores up to

@@ -13,7 +13,15 @@ from typer.testing import CliRunner
 
 import embcompress
 from embcompress import InputError, from_spec
-from embcompress.search import Index, NpyStore, ParquetStore, float_search, hamming_search, hamming_topk, kernel_available
+from embcompress.search import (
+    Index,
+    NpyStore,
+    ParquetStore,
+    float_search,
+    hamming_search,
+    hamming_topk,
+    kernel_available,
+)
 from embcompress.search import topk as topk_mod
 from embcompress.search.files import load_index, load_queries
 from embcompress.engines.local import compress_file, fit_file
@@ -80,8 +88,14 @@ def test_float_search_blocks_merge_correctly(clustered, monkeypatch):
     full = float_search(Q, D, 25)
     monkeypatch.setattr(exact, "DOC_BLOCK", 97)
     monkeypatch.setattr(exact, "QUERY_BLOCK", 7)
-    s, i = exact.topk_by_blocks(lambda q0, q1, d0, d1: exact.normalize_rows(Q)[q0:q1] @ exact.normalize_rows(D)[d0:d1].T, len(Q), len(D), 25,
-                                doc_block=97, query_block=7)
+    s, i = exact.topk_by_blocks(
+        lambda q0, q1, d0, d1: exact.normalize_rows(Q)[q0:q1] @ exact.normalize_rows(D)[d0:d1].T,
+        len(Q),
+        len(D),
+        25,
+        doc_block=97,
+        query_block=7,
+    )
     np.testing.assert_array_equal(i, full[1])
 
 
@@ -218,7 +232,9 @@ def test_file_index_keeps_ids_as_arrow_and_finds_the_same(tmp_path, clustered):
     bad = pa.Array.from_buffers(pa.string(), len(D), [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(text)])
     emb = pq.read_table(path).column("embedding")
     pq.write_table(pa.table({"id": bad, "embedding": emb}), tmp_path / "bad.parquet")
-    with pytest.raises(embcompress.FormatError, match="column 'id' of .*bad.parquet holds bytes that are not UTF-8 text in rows 0"):
+    with pytest.raises(
+        embcompress.FormatError, match="column 'id' of .*bad.parquet holds bytes that are not UTF-8 text in rows 0"
+    ):
         load_index(tmp_path / "bad.parquet")
 
 
@@ -293,7 +309,10 @@ def test_file_search_checks_compressor_identity(tmp_path, clustered):
         compress_file(b, docs, tmp_path / "small.parquet", overwrite=True)
         rebuilt = load_index(tmp_path / "small.parquet")
         assert rebuilt.kind == kind
-        np.testing.assert_array_equal(rebuilt.search(Q, 5, rerank="asymmetric").rows, Index(b.transform(D), compressor=b).search(Q, 5, rerank="asymmetric").rows)
+        np.testing.assert_array_equal(
+            rebuilt.search(Q, 5, rerank="asymmetric").rows,
+            Index(b.transform(D), compressor=b).search(Q, 5, rerank="asymmetric").rows,
+        )
 
 
 runner = CliRunner()
@@ -305,8 +324,22 @@ def test_cli_search_and_evaluate(tmp_path, clustered):
     qs = write_parquet(tmp_path / "q.parquet", Q)
     np.save(tmp_path / "d.npy", D)
     assert runner.invoke(app, ["binarize", str(docs), str(tmp_path / "b.parquet")]).exit_code == 0
-    res = runner.invoke(app, ["search", str(tmp_path / "b.parquet"), str(qs), str(tmp_path / "r.parquet"), "--k", "3",
-                              "--rerank", "float", "--originals", str(tmp_path / "d.npy"), "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "search",
+            str(tmp_path / "b.parquet"),
+            str(qs),
+            str(tmp_path / "r.parquet"),
+            "--k",
+            "3",
+            "--rerank",
+            "float",
+            "--originals",
+            str(tmp_path / "d.npy"),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["candidates"] == 30
     t = pq.read_table(tmp_path / "r.parquet")
@@ -317,19 +350,57 @@ def test_cli_search_and_evaluate(tmp_path, clustered):
     # --norm-power: the asymmetric scores are those of the library's Index at that power
     comp = from_spec("binary").fit(D)
     for power in ("1", "2.5"):
-        res = runner.invoke(app, ["search", str(tmp_path / "b.parquet"), str(qs), str(tmp_path / f"p{power}.parquet"), "--k", "3",
-                                  "--rerank", "asymmetric", "--norm-power", power])
+        res = runner.invoke(
+            app,
+            [
+                "search",
+                str(tmp_path / "b.parquet"),
+                str(qs),
+                str(tmp_path / f"p{power}.parquet"),
+                "--k",
+                "3",
+                "--rerank",
+                "asymmetric",
+                "--norm-power",
+                power,
+            ],
+        )
         assert res.exit_code == 0, res.output
         want = Index(comp.transform(D), compressor=comp, norm_power=float(power)).search(Q, 3, rerank="asymmetric")
-        np.testing.assert_allclose(np.asarray(pq.read_table(tmp_path / f"p{power}.parquet").column("score").to_pylist()),
-                                   want.scores.reshape(-1), rtol=1e-5)
-    res = runner.invoke(app, ["search", str(tmp_path / "b.parquet"), str(qs), str(tmp_path / "r2.parquet"), "--norm-power", "-1"])
+        np.testing.assert_allclose(
+            np.asarray(pq.read_table(tmp_path / f"p{power}.parquet").column("score").to_pylist()),
+            want.scores.reshape(-1),
+            rtol=1e-5,
+        )
+    res = runner.invoke(
+        app, ["search", str(tmp_path / "b.parquet"), str(qs), str(tmp_path / "r2.parquet"), "--norm-power", "-1"]
+    )
     assert res.exit_code == 2 and "--norm-power" in res.output
     # graph settings: used with --index hnsw, refused without it
-    res = runner.invoke(app, ["search", str(tmp_path / "b.parquet"), str(qs), str(tmp_path / "r2.parquet"), "--hnsw-m", "8"])
+    res = runner.invoke(
+        app, ["search", str(tmp_path / "b.parquet"), str(qs), str(tmp_path / "r2.parquet"), "--hnsw-m", "8"]
+    )
     assert res.exit_code == 2 and "add --index hnsw" in res.output
-    res = runner.invoke(app, ["search", str(tmp_path / "b.parquet"), str(qs), str(tmp_path / "h.parquet"), "--index", "hnsw",
-                              "--hnsw-m", "8", "--ef-construction", "16", "--ef", "20", "--k", "3", "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "search",
+            str(tmp_path / "b.parquet"),
+            str(qs),
+            str(tmp_path / "h.parquet"),
+            "--index",
+            "hnsw",
+            "--hnsw-m",
+            "8",
+            "--ef-construction",
+            "16",
+            "--ef",
+            "20",
+            "--k",
+            "3",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     s = json.loads(res.stdout)
     assert s["graph"] == {"m": 8, "ef_construction": 16, "ef_search": 20} and s["graph_seconds"] > 0
@@ -338,7 +409,9 @@ def test_cli_search_and_evaluate(tmp_path, clustered):
     sq = from_spec("sq:2").fit(D)
     exact = float_search(Q, D, 10)[1]
     for power in ("0", "1", "3"):
-        res = runner.invoke(app, ["evaluate", str(docs), str(qs), "--config", "sq:2", "--norm-power", power, "--folds", "1", "--json"])
+        res = runner.invoke(
+            app, ["evaluate", str(docs), str(qs), "--config", "sq:2", "--norm-power", power, "--folds", "1", "--json"]
+        )
         assert res.exit_code == 0, res.output
         found = Index(sq.transform(D), compressor=sq, norm_power=float(power)).search(Q, 10).rows
         want = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, exact)])
@@ -357,9 +430,28 @@ def test_cli_search_and_evaluate(tmp_path, clustered):
     assert not (tmp_path / "r2.parquet").exists()
     # evaluate with qrels naming unknown ids: warned and counted
     qrels = tmp_path / "qrels.tsv"
-    qrels.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"doc{i}\tdoc{i}\t1\n" for i in range(60)) + "nope\tdoc1\t1\ndoc1\tghost\t1\n")
-    res = runner.invoke(app, ["evaluate", str(docs), str(qs), "--qrels", str(qrels), "--config", "binary",
-                              "--config", "binary@asymx4", "--config", "int8@float", "--json"])
+    qrels.write_text(
+        "query-id\tcorpus-id\tscore\n"
+        + "".join(f"doc{i}\tdoc{i}\t1\n" for i in range(60))
+        + "nope\tdoc1\t1\ndoc1\tghost\t1\n"
+    )
+    res = runner.invoke(
+        app,
+        [
+            "evaluate",
+            str(docs),
+            str(qs),
+            "--qrels",
+            str(qrels),
+            "--config",
+            "binary",
+            "--config",
+            "binary@asymx4",
+            "--config",
+            "int8@float",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert d["summary"]["qrels_unknown_queries"] == 1 and d["summary"]["qrels_unknown_docs"] == 1
@@ -375,8 +467,18 @@ def test_cli_search_and_evaluate(tmp_path, clustered):
     assert res.exit_code == 1 and "error:" in res.stderr
 
 
-@pytest.mark.parametrize("spec,rerank", [("binary", None), ("binary", "asymmetric"), ("rotate+binary", "float"),
-                                         ("sq:2", None), ("pq:8", "asymmetric"), (None, None), ("int8", "float")])
+@pytest.mark.parametrize(
+    "spec,rerank",
+    [
+        ("binary", None),
+        ("binary", "asymmetric"),
+        ("rotate+binary", "float"),
+        ("sq:2", None),
+        ("pq:8", "asymmetric"),
+        (None, None),
+        ("int8", "float"),
+    ],
+)
 def test_parted_index_of_one_model_equals_one_index(clustered, spec, rerank):
     """Documents split into parts (interleaved and uneven) that one fitted model encoded: the parted
     search returns exactly what one index over all of them does, ties by row included, with the
@@ -440,8 +542,12 @@ def test_parted_index_reranks_each_candidate_with_its_own_model(clustered, reran
     for p, (rows, idx) in enumerate(parts):
         local = {int(g): i for i, g in enumerate(rows)}
         for qi, j in zip(*np.nonzero(np.isin(res.rows, rows))):
-            own = idx.rerank_scores(Q[qi : qi + 1], np.array([[local[int(res.rows[qi, j])]]]), rerank,
-                                    ArrayStore(D[rows]) if rerank == "float" else None)
+            own = idx.rerank_scores(
+                Q[qi : qi + 1],
+                np.array([[local[int(res.rows[qi, j])]]]),
+                rerank,
+                ArrayStore(D[rows]) if rerank == "float" else None,
+            )
             assert abs(float(own[0, 0]) - res.scores[qi, j]) < 1e-5
     first = parted.search(Q, 60)  # the first stage alone: the rerank's candidates
     for qi in range(len(Q)):

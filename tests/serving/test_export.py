@@ -47,7 +47,9 @@ def _same_topk(ours_rows, ours_scores, their_rows, their_scores, atol=1e-5):
     np.testing.assert_allclose(np.sort(ours_scores, axis=1), np.sort(their_scores, axis=1), atol=atol)
     for q in range(len(ours_rows)):  # rows agree wherever the score is not tied with a neighbour's
         s = ours_scores[q]
-        untied = [i for i in range(len(s) - 1) if (i == 0 or abs(s[i] - s[i - 1]) > atol) and abs(s[i] - s[i + 1]) > atol]
+        untied = [
+            i for i in range(len(s) - 1) if (i == 0 or abs(s[i] - s[i - 1]) > atol) and abs(s[i] - s[i + 1]) > atol
+        ]
         assert set(ours_rows[q][untied]) <= set(their_rows[q]), q
 
 
@@ -63,7 +65,10 @@ def test_bits_to_faiss_flat_same_topk_and_ids_map_back(files):
     ids = pq.read_table(tmp / "bits.faiss.ids.parquet").column("id").to_pylist()
     assert [ids[r] for r in rows[0]][:1] == list(ours.ids[0][:1])
     meta = json.loads((tmp / "bits.faiss.embcompress.json").read_text())
-    assert meta["compressor"]["name"] == "binary" and meta["compressor"]["fingerprint"] == describe(index.compressor)["fingerprint"]
+    assert (
+        meta["compressor"]["name"] == "binary"
+        and meta["compressor"]["fingerprint"] == describe(index.compressor)["fingerprint"]
+    )
     assert "Hamming" in meta["queries"] and res["rows"] == 3000
 
 
@@ -130,8 +135,12 @@ def test_lancedb_table_keeps_ids_columns_and_description(files):
     q = index.compressor.transform(Q[:1])[0]
     hits = t.search(q).distance_type("hamming").limit(10).to_arrow()
     ours = index.search(Q[:1], 10)
-    _same_topk(ours.rows, ours.scores, np.array([[int(i[3:]) for i in hits.column("id").to_pylist()]]),
-               (index.width - np.array([hits.column("_distance").to_pylist()])).astype(np.float32))
+    _same_topk(
+        ours.rows,
+        ours.scores,
+        np.array([[int(i[3:]) for i in hits.column("id").to_pylist()]]),
+        (index.width - np.array([hits.column("_distance").to_pylist()])).astype(np.float32),
+    )
 
 
 def test_search_index_hnsw_recall_against_the_exact_scan(files):
@@ -179,10 +188,14 @@ def test_graph_settings_reach_faiss_and_usearch_and_are_refused_where_there_is_n
     usearch = pytest.importorskip("usearch.index")
     tmp, docs, Q = files
     codes, _ = _codes(tmp, docs, "binary")
-    res = export(codes, tmp / "h8.faiss", to="faiss", structure="hnsw", hnsw=Hnsw(m=8, ef_construction=20, ef_search=30))
+    res = export(
+        codes, tmp / "h8.faiss", to="faiss", structure="hnsw", hnsw=Hnsw(m=8, ef_construction=20, ef_search=30)
+    )
     assert res["graph"] == {"m": 8, "ef_construction": 20, "ef_search": 30}
     hx = faiss.read_index_binary(str(tmp / "h8.faiss"))
-    assert hx.hnsw.nb_neighbors(0) == 16 and hx.hnsw.efConstruction == 20 and hx.hnsw.efSearch == 30  # level 0: 2 M links
+    assert (
+        hx.hnsw.nb_neighbors(0) == 16 and hx.hnsw.efConstruction == 20 and hx.hnsw.efSearch == 30
+    )  # level 0: 2 M links
     assert json.loads((tmp / "h8.faiss.embcompress.json").read_text())["graph"]["m"] == 8
     export(codes, tmp / "b.usearch", to="usearch", hnsw=Hnsw(m=8))
     ux = usearch.Index.restore(str(tmp / "b.usearch"))
@@ -203,7 +216,9 @@ def test_graph_settings_reach_faiss_and_usearch_and_are_refused_where_there_is_n
     search_files(codes, tmp / "q.parquet", tmp / "exact.parquet", k=10)
     exact = pq.read_table(tmp / "exact.parquet").column("row").to_numpy().reshape(-1, 10)
     small = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(exact, index.search(Q, 10).rows)])
-    full = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(exact, load_index(codes, structure="hnsw").search(Q, 10).rows)])
+    full = np.mean(
+        [len(set(a) & set(b)) / 10 for a, b in zip(exact, load_index(codes, structure="hnsw").search(Q, 10).rows)]
+    )
     assert small <= full and full >= 0.9, (small, full)
 
 
@@ -238,6 +253,7 @@ def test_graph_builds_in_steps_report_progress_stop_between_steps_and_keep_recal
             calls.append(n)
             if len(calls) == 2:
                 raise KeyboardInterrupt
+
         return advance
 
     before = sorted(os.listdir(tmp))
@@ -247,8 +263,14 @@ def test_graph_builds_in_steps_report_progress_stop_between_steps_and_keep_recal
     # a flat index takes its documents in one call, with no graph stage
     export(codes, tmp / "flat.faiss", to="faiss", stage=lambda d, t: pytest.fail("a flat index has no graph to build"))
     stages = []
-    s = search_files(codes, tmp / "q.parquet", tmp / "hnsw.parquet", k=10, index="hnsw",
-                     stage=lambda d, t: stages.append((d, t)) or (lambda n: stages.append(n)))
+    s = search_files(
+        codes,
+        tmp / "q.parquet",
+        tmp / "hnsw.parquet",
+        k=10,
+        index="hnsw",
+        stage=lambda d, t: stages.append((d, t)) or (lambda n: stages.append(n)),
+    )
     assert stages == [("building the HNSW graph", 3000), 700, 700, 700, 700, 200] and s["graph_seconds"] > 0
     search_files(codes, tmp / "q.parquet", tmp / "exact.parquet", k=10)
     a = pq.read_table(tmp / "exact.parquet").column("row").to_numpy().reshape(-1, 10)
@@ -279,8 +301,18 @@ def test_search_reads_an_exported_graph_and_refuses_one_of_other_documents(files
     _, theirs = fx.search(index.compressor.transform(Q), 10)
     ours = pq.read_table(tmp / "r.parquet").column("row").to_numpy().reshape(-1, 10)
     assert (np.sort(ours, axis=1) == np.sort(theirs, axis=1)).all()
-    res = CliRunner().invoke(app, ["search", str(codes), str(tmp / "q.parquet"), str(tmp / "c.parquet"), "--graph",
-                                   str(tmp / "g.faiss"), "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "search",
+            str(codes),
+            str(tmp / "q.parquet"),
+            str(tmp / "c.parquet"),
+            "--graph",
+            str(tmp / "g.faiss"),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["graph"]["ef_search"] == 16  # the graph's own
     # refused: a flat index, a graph over other rows, no description, build settings
@@ -292,14 +324,20 @@ def test_search_reads_an_exported_graph_and_refuses_one_of_other_documents(files
     (tmp / "odd.faiss").write_bytes((tmp / "g.faiss").read_bytes())
     (tmp / "odd.faiss.embcompress.json").write_text("[1, 2]")
     before = sorted(os.listdir(tmp))
-    for graph, match in (("flat.faiss", "is not an HNSW graph"), ("odd.faiss", "is not an HNSW graph"), ("other.faiss", "was built over other documents: 500 bits"),
-                         ("bare.faiss", "has no readable description"), ("none.faiss", "does not exist")):
+    for graph, match in (
+        ("flat.faiss", "is not an HNSW graph"),
+        ("odd.faiss", "is not an HNSW graph"),
+        ("other.faiss", "was built over other documents: 500 bits"),
+        ("bare.faiss", "has no readable description"),
+        ("none.faiss", "does not exist"),
+    ):
         with pytest.raises(InputError, match=match):
             search_files(codes, tmp / "q.parquet", tmp / "x.parquet", graph=tmp / graph)
     with pytest.raises(InputError, match="only ef"):
         search_files(codes, tmp / "q.parquet", tmp / "x.parquet", graph=tmp / "g.faiss", hnsw=Hnsw(m=8))
-    res = CliRunner().invoke(app, ["search", str(codes), str(tmp / "q.parquet"), str(tmp / "x.parquet"), "--graph",
-                                   str(tmp / "other.faiss")])
+    res = CliRunner().invoke(
+        app, ["search", str(codes), str(tmp / "q.parquet"), str(tmp / "x.parquet"), "--graph", str(tmp / "other.faiss")]
+    )
     assert res.exit_code == 1 and "built over other documents" in res.stderr and "\n" not in res.stderr.strip()
     assert sorted(os.listdir(tmp)) == before
 
@@ -321,12 +359,16 @@ def test_search_reads_a_usearch_export_as_usearch_searches_it(files):
     for path, graph in ((codes, tmp / "bits.usearch"), (docs, tmp / "floats.usearch")):
         export(path, graph, to="usearch", hnsw=Hnsw(m=6, ef_construction=16, ef_search=12))
         assert "view=True" in json.loads((tmp / f"{graph.name}.embcompress.json").read_text())["load"]
-        s = search_files(path, tmp / "q.parquet", tmp / "r.parquet", k=10, graph=graph, hnsw=Hnsw(ef_search=24), overwrite=True)
+        s = search_files(
+            path, tmp / "q.parquet", tmp / "r.parquet", k=10, graph=graph, hnsw=Hnsw(ef_search=24), overwrite=True
+        )
         assert s["graph"] == {"m": 6, "ef_construction": 16, "ef_search": 24}
         index = load_index(path)
         ux = usearch.Index.restore(str(graph))
         ux.expansion_search = 24
-        queries = index.compressor.transform(Q) if index.kind == "bits" else Q / np.linalg.norm(Q, axis=1, keepdims=True)
+        queries = (
+            index.compressor.transform(Q) if index.kind == "bits" else Q / np.linalg.norm(Q, axis=1, keepdims=True)
+        )
         theirs = np.asarray(ux.search(queries, 10).keys, dtype=np.int64)
         got = pq.read_table(tmp / "r.parquet")
         rows = got.column("row").to_numpy().reshape(-1, 10)
@@ -335,18 +377,22 @@ def test_search_reads_a_usearch_export_as_usearch_searches_it(files):
             differ = np.unpackbits(queries[:, None, :] ^ index.data[rows], axis=2).sum(axis=2)
             want = index.width - differ
         else:
-            want = np.einsum("qd,qkd->qk", queries, index.data[rows] / np.linalg.norm(index.data[rows], axis=2, keepdims=True))
+            want = np.einsum(
+                "qd,qkd->qk", queries, index.data[rows] / np.linalg.norm(index.data[rows], axis=2, keepdims=True)
+            )
         np.testing.assert_allclose(got.column("score").to_numpy().reshape(-1, 10), want, atol=1e-5)
     small = UsearchGraph(usearch.Index.restore(str(tmp / "floats.usearch"), view=True), cosine=True)
     dist, rows = small.search(queries[:2], 3001, 64)  # more than the 3,000 documents: the last are missing
     counts = np.asarray(small.ux.search(queries[:2], 3001).counts)
     for q in range(2):
-        assert (rows[q, counts[q]:] == -1).all() and len(set(rows[q, :counts[q]])) == counts[q] and rows[q, 0] >= 0
+        assert (rows[q, counts[q] :] == -1).all() and len(set(rows[q, : counts[q]])) == counts[q] and rows[q, 0] >= 0
     assert np.isfinite(dist).all()
     (tmp / "junk.usearch").write_bytes(b"not an index" * 100)
     (tmp / "junk.usearch.embcompress.json").write_text((tmp / "bits.usearch.embcompress.json").read_text())
-    res = CliRunner().invoke(app, ["search", str(codes), str(tmp / "q.parquet"), str(tmp / "x.parquet"), "--graph",
-                                   str(tmp / "junk.usearch")])
+    res = CliRunner().invoke(
+        app,
+        ["search", str(codes), str(tmp / "q.parquet"), str(tmp / "x.parquet"), "--graph", str(tmp / "junk.usearch")],
+    )
     assert res.exit_code == 1 and "is not a usearch index usearch can read" in res.stderr, res.output
     assert "\n" not in res.stderr.strip() and not (tmp / "x.parquet").exists()
 
@@ -373,7 +419,9 @@ def test_a_read_graph_is_mapped_from_its_file_and_searches_as_one_read_into_memo
         read = (faiss.read_index_binary if index.kind == "bits" else faiss.read_index)(str(graph))
         assert read.hnsw.neighbors.is_owned  # the same call without the flag copies: the check can tell them apart
         read.hnsw.efSearch = 48
-        queries = index.compressor.transform(Q) if index.kind == "bits" else Q / np.linalg.norm(Q, axis=1, keepdims=True)
+        queries = (
+            index.compressor.transform(Q) if index.kind == "bits" else Q / np.linalg.norm(Q, axis=1, keepdims=True)
+        )
         _, theirs = read.search(queries, 10)
         ours = index.search(Q, 10).rows
         assert (np.sort(ours, axis=1) == np.sort(theirs, axis=1)).all()

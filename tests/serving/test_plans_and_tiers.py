@@ -233,7 +233,9 @@ def test_the_cli_applies_a_plan_and_searches_with_it(corpus, tmp_path):
     r = cli("apply", tmp_path / "plan", tmp / "docs.parquet", tmp_path / "out", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["disk_bytes_per_vector"] == 48
-    r = cli("search", tmp_path / "out", tmp / "queries.npy", tmp_path / "res.parquet", "--plan", tmp_path / "plan", "--json")
+    r = cli(
+        "search", tmp_path / "out", tmp / "queries.npy", tmp_path / "res.parquet", "--plan", tmp_path / "plan", "--json"
+    )
     assert r.exit_code == 0, r.output
     res = pq.read_table(tmp_path / "res.parquet")
     assert res.num_rows == 40 * 5 and json.loads(r.stdout)["candidates"] == 50
@@ -251,7 +253,9 @@ def test_recommend_ranks_plans_and_saves_one_that_apply_and_search_serve(tmp_pat
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
     copies = {p["copy"] for p in res["ranking"]}
-    assert copies <= {"none", "decoded", "int8", "float16"} and "int8" in copies  # float32 (64 B) is over the disk budget
+    assert (
+        copies <= {"none", "decoded", "int8", "float16"} and "int8" in copies
+    )  # float32 (64 B) is over the disk budget
     assert all(p["ram_bytes"] <= 2 and p["disk_bytes"] <= 40 for p in res["ranking"])
     w, c = res["winner"], res["code_only"]
     assert w["retention"] == max(p["retention"] for p in res["ranking"]) and w["retention"] > c["retention"]
@@ -270,7 +274,9 @@ def test_recommend_ranks_plans_and_saves_one_that_apply_and_search_serve(tmp_pat
     res = json.loads(r.stdout)
     reach = [p for p in res["ranking"] if p["retention"] >= 0.9]
     assert res["target_reached"] and res["winner"]["retention"] >= 0.9
-    assert (res["winner"]["ram_bytes"], res["winner"]["disk_bytes"]) == min((p["ram_bytes"], p["disk_bytes"]) for p in reach)
+    assert (res["winner"]["ram_bytes"], res["winner"]["disk_bytes"]) == min(
+        (p["ram_bytes"], p["disk_bytes"]) for p in reach
+    )
     # no copy at all with a disk budget of 0
     r = cli("recommend", docs, tmp_path / "p0", "--ram-budget", "2", "--disk-budget", "0", "--json")
     assert r.exit_code == 0, r.output
@@ -300,8 +306,18 @@ def test_export_of_a_plan_writes_what_each_target_holds_and_says_what_it_does_no
     apply_plan(tmp_path / "plan", tmp / "docs.parquet", tmp_path / "tiers")
 
     def export_to_faiss():
-        return runner.invoke(app, ["export", str(tmp_path / "tiers"), str(tmp_path / "x.faiss"), "--to", "faiss",
-                                   "--plan", str(tmp_path / "plan")])
+        return runner.invoke(
+            app,
+            [
+                "export",
+                str(tmp_path / "tiers"),
+                str(tmp_path / "x.faiss"),
+                "--to",
+                "faiss",
+                "--plan",
+                str(tmp_path / "plan"),
+            ],
+        )
 
     r = export_to_faiss()
     assert r.exit_code == 0, r.output
@@ -372,13 +388,28 @@ def test_ctrl_c_during_apply_of_a_plan_exits_130_and_leaves_nothing(tmp_path):
     )
     # the command as a user runs it, with each batch's copy slowed to 50 ms so that the run is still
     # going when the signal comes, however fast the machine
-    slow = ("import sys, time; import embcompress.serving.tiers as t; real = t.encoder_of; "
-            "t.encoder_of = lambda saved: (lambda X, e=real(saved): (time.sleep(0.05), e(X))[1]); "
-            "from embcompress.cli.main import main; sys.argv[0] = 'embcompress'; main()")
-    proc = subprocess.Popen([sys.executable, "-c", slow, "apply", str(tmp_path / "plan"), str(tmp_path / "big.parquet"),
-                             str(tmp_path / "tiers"), "--batch-size", "1000"], stderr=subprocess.PIPE, text=True,
-                            # Ctrl-C reaches it even when these tests run in a background job (which ignores SIGINT)
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    slow = (
+        "import sys, time; import embcompress.serving.tiers as t; real = t.encoder_of; "
+        "t.encoder_of = lambda saved: (lambda X, e=real(saved): (time.sleep(0.05), e(X))[1]); "
+        "from embcompress.cli.main import main; sys.argv[0] = 'embcompress'; main()"
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            slow,
+            "apply",
+            str(tmp_path / "plan"),
+            str(tmp_path / "big.parquet"),
+            str(tmp_path / "tiers"),
+            "--batch-size",
+            "1000",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        # Ctrl-C reaches it even when these tests run in a background job (which ignores SIGINT)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.time() + 60
     while time.time() < deadline and not any(n.startswith(".tiers.tmp-") for n in os.listdir(tmp_path)):
         time.sleep(0.05)  # the event: the run's temporary directory appears
@@ -418,8 +449,20 @@ def test_the_candidate_count_rule_skips_queries_without_judgments():
 def test_the_report_opens_with_the_best_plan_per_ram_budget(tmp_path):
     X, _ = _data(800, 16, seed=5)
     _parquet(tmp_path / "docs.parquet", X)
-    r = cli("report", tmp_path / "docs.parquet", tmp_path / "rep", "--methods", "pca", "--widths", "4", "--codes", "none",
-            "--ram-budgets", "2,4", "--json")
+    r = cli(
+        "report",
+        tmp_path / "docs.parquet",
+        tmp_path / "rep",
+        "--methods",
+        "pca",
+        "--widths",
+        "4",
+        "--codes",
+        "none",
+        "--ram-budgets",
+        "2,4",
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     plans = json.loads((tmp_path / "rep" / "report.json").read_text())["plans"]
     assert sorted(plans) == ["2", "4"] and all(p["winner"]["ram_bytes"] <= int(b) for b, p in plans.items())
@@ -430,10 +473,22 @@ def test_the_report_opens_with_the_best_plan_per_ram_budget(tmp_path):
 
 def test_apply_of_a_plan_carries_the_ids_and_kept_columns(tmp_path):
     X, _ = _data(300, 16, seed=9)
-    pq.write_table(pa.table({"id": [f"d{i}" for i in range(300)], "title": [f"t{i}" for i in range(300)],
-                             "embedding": pa.array(list(X), type=pa.list_(pa.float32()))}), tmp_path / "docs.parquet")
-    save_plan(Plan(copy="int8", candidates=20, k=10), embcompress.from_spec("binary").fit(X), tmp_path / "plan",
-              copy_model=embcompress.Int8().fit(X))
+    pq.write_table(
+        pa.table(
+            {
+                "id": [f"d{i}" for i in range(300)],
+                "title": [f"t{i}" for i in range(300)],
+                "embedding": pa.array(list(X), type=pa.list_(pa.float32())),
+            }
+        ),
+        tmp_path / "docs.parquet",
+    )
+    save_plan(
+        Plan(copy="int8", candidates=20, k=10),
+        embcompress.from_spec("binary").fit(X),
+        tmp_path / "plan",
+        copy_model=embcompress.Int8().fit(X),
+    )
     r = cli("apply", tmp_path / "plan", tmp_path / "docs.parquet", tmp_path / "tiers", "--keep", "title")
     assert r.exit_code == 0, r.output
     first = pq.read_table(tmp_path / "tiers" / "first.parquet")

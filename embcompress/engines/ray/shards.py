@@ -39,16 +39,28 @@ def compress_shard(state_ref, job: dict) -> dict:
         raise InputError(f"the run writing {job['root']} was stopped; shard {job['path']} not written")
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        res = compress_file(comp, job["path"], target, column=job["column"], id_column=job["id_column"],
-                            keep_columns=job["keep"], overwrite=True, threads=1)
+        res = compress_file(
+            comp,
+            job["path"],
+            target,
+            column=job["column"],
+            id_column=job["id_column"],
+            keep_columns=job["keep"],
+            overwrite=True,
+            threads=1,
+        )
     except InputError as exc:
         raise InputError(f"shard {job['path']}: {exc}") from None
     except OSError as exc:
         from ...core._fs import storage_error
 
         raise storage_error(exc, target) from None
-    return {"rel": job["rel"], "rows": int(res.rows), "bytes": int(os.path.getsize(target)),
-            "seconds": round(time.perf_counter() - t0, 4)}
+    return {
+        "rel": job["rel"],
+        "rows": int(res.rows),
+        "bytes": int(os.path.getsize(target)),
+        "seconds": round(time.perf_counter() - t0, 4),
+    }
 
 
 def compress_shard_remote(comp: Compressor, job: dict, t0: float) -> dict:
@@ -69,8 +81,16 @@ def compress_shard_remote(comp: Compressor, job: dict, t0: float) -> dict:
     try:
         tmp = os.path.join(local, "shard.parquet")
         try:
-            res = compress_file(comp, job["path"], tmp, column=job["column"], id_column=job["id_column"],
-                                keep_columns=job["keep"], overwrite=True, threads=1)
+            res = compress_file(
+                comp,
+                job["path"],
+                tmp,
+                column=job["column"],
+                id_column=job["id_column"],
+                keep_columns=job["keep"],
+                overwrite=True,
+                threads=1,
+            )
         except InputError as exc:
             raise InputError(f"shard {job['path']}: {exc}") from None
         try:
@@ -92,20 +112,43 @@ def _shard_failure(exc: Exception, job: dict) -> Exception:
     if isinstance(cause, EmbcompressError):
         return cause
     text = str(cause or exc).strip().splitlines()
-    return InputError(f"shard {job['path']} failed on a Ray worker: {type(cause or exc).__name__}"
-                      f"{': ' + text[-1] if text else ''}")
+    return InputError(
+        f"shard {job['path']} failed on a Ray worker: {type(cause or exc).__name__}{': ' + text[-1] if text else ''}"
+    )
 
 
 def shard_jobs(src, root: str, fingerprint: str, skip=(), **extra) -> list[dict]:
     """One :func:`compress_shard` job per input shard not in ``skip``, writing ``root/REL``."""
     keep = [c for c in src.carried_columns if c != src.id_column]
-    return [{"rel": rel, "path": str(s.path), "target": f"{root}/{rel}", "root": root, "fingerprint": fingerprint,
-             "column": src.column, "id_column": src.id_column, "keep": keep, **extra}
-            for rel, s in zip(src.rels, src.shards) if rel not in skip]
+    return [
+        {
+            "rel": rel,
+            "path": str(s.path),
+            "target": f"{root}/{rel}",
+            "root": root,
+            "fingerprint": fingerprint,
+            "column": src.column,
+            "id_column": src.id_column,
+            "keep": keep,
+            **extra,
+        }
+        for rel, s in zip(src.rels, src.shards)
+        if rel not in skip
+    ]
 
 
-def run_shards(ray, comp: Compressor, jobs: list[dict], manifest: dict, *, workers: int | None, resume: bool,
-                progress, got: dict, save) -> None:
+def run_shards(
+    ray,
+    comp: Compressor,
+    jobs: list[dict],
+    manifest: dict,
+    *,
+    workers: int | None,
+    resume: bool,
+    progress,
+    got: dict,
+    save,
+) -> None:
     """Run one :func:`compress_shard` task per job, at most one per CPU of the cluster at a time,
     recording each finished shard in ``manifest`` (``save(manifest)`` at most once a second with
     ``resume``). On the first failure no more shards start; without ``resume`` it is raised at
