@@ -28,3 +28,10 @@ class OutputExistsError(EmbcompressError, FileExistsError):
 class MissingDependency(InputError):
     """An optional dependency the operation needs is not installed; the message names the extra
     that installs it."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type's name when it has none): what a one-line
+    error quotes of a library's failure."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

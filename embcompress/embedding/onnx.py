@@ -35,8 +35,12 @@ EXPORT_VERSION = 1  # bump when the export below changes: older cache entries ar
 POOLINGS = ("mean", "cls", "max")
 FUSED_TYPES = ("bert", "roberta", "xlm-roberta", "camembert", "electra")  # ONNX Runtime's BERT fusion applies
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-CHECK_TEXTS = ("How do I install a package from a local file?", "Compression of sentence embeddings for retrieval.",
-               "a", "The quick brown fox jumps over the lazy dog " * 12)
+CHECK_TEXTS = (
+    "How do I install a package from a local file?",
+    "Compression of sentence embeddings for retrieval.",
+    "a",
+    "The quick brown fox jumps over the lazy dog " * 12,
+)
 MIN_CHECK_COSINE = {"onnx": 0.9999, "onnx-int8": 0.97}  # per text, on CHECK_TEXTS, against torch
 
 
@@ -59,7 +63,9 @@ def _weights(model_path: Path) -> Path:
     for name in ("model.safetensors", "pytorch_model.bin"):
         if (model_path / name).exists():
             return model_path / name
-    raise InputError(f"{model_path} holds no model.safetensors or pytorch_model.bin; the onnx backends export from them")
+    raise InputError(
+        f"{model_path} holds no model.safetensors or pytorch_model.bin; the onnx backends export from them"
+    )
 
 
 def _structure(model_path: Path) -> tuple[Path, str, bool]:
@@ -68,23 +74,32 @@ def _structure(model_path: Path) -> tuple[Path, str, bool]:
     try:
         modules = json.loads((model_path / "modules.json").read_text())
     except (OSError, ValueError):
-        raise InputError(f"{model_path} has no readable modules.json; the onnx backends need a sentence-transformers "
-                         "model (Transformer + Pooling [+ Normalize])") from None
+        raise InputError(
+            f"{model_path} has no readable modules.json; the onnx backends need a sentence-transformers "
+            "model (Transformer + Pooling [+ Normalize])"
+        ) from None
     kinds = [m.get("type", "").rsplit(".", 1)[-1] for m in modules]
     if kinds[:2] != ["Transformer", "Pooling"] or kinds[2:] not in ([], ["Normalize"]):
-        raise InputError(f"the onnx backends run Transformer + Pooling [+ Normalize] models; {model_path} has "
-                         f"{' + '.join(kinds)}; use --backend torch")
+        raise InputError(
+            f"the onnx backends run Transformer + Pooling [+ Normalize] models; {model_path} has "
+            f"{' + '.join(kinds)}; use --backend torch"
+        )
     try:
         cfg = json.loads((model_path / modules[1].get("path", "") / "config.json").read_text())
     except (OSError, ValueError):
         raise InputError(f"{model_path}: the Pooling module has no readable config.json") from None
     mode = cfg.get("pooling_mode")
     if mode is None:  # the older form: one boolean per mode
-        on = [k[len("pooling_mode_"):].removesuffix("_token").removesuffix("_tokens") for k, v in cfg.items()
-              if k.startswith("pooling_mode_") and v]
+        on = [
+            k[len("pooling_mode_") :].removesuffix("_token").removesuffix("_tokens")
+            for k, v in cfg.items()
+            if k.startswith("pooling_mode_") and v
+        ]
         mode = on[0] if len(on) == 1 else "+".join(on)
     if mode not in POOLINGS:
-        raise InputError(f"the onnx backends pool by {', '.join(POOLINGS)}; {model_path} pools by {mode!r}; use --backend torch")
+        raise InputError(
+            f"the onnx backends pool by {', '.join(POOLINGS)}; {model_path} pools by {mode!r}; use --backend torch"
+        )
     return model_path / modules[0].get("path", ""), mode, kinds[2:] == ["Normalize"]
 
 
@@ -132,8 +147,14 @@ class OnnxEncoder:
             v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
         return v.astype(np.float32, copy=False)
 
-    def encode(self, texts: Sequence[str], batch_size: int = 64, normalize_embeddings: bool = False,
-               convert_to_numpy: bool = True, show_progress_bar: bool = False) -> np.ndarray:
+    def encode(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 64,
+        normalize_embeddings: bool = False,
+        convert_to_numpy: bool = True,
+        show_progress_bar: bool = False,
+    ) -> np.ndarray:
         """Embeddings of ``texts`` in their order; batches of similar length (longest first), as
         sentence-transformers forms them, so little padding is computed."""
         texts = list(texts)
@@ -145,12 +166,11 @@ class OnnxEncoder:
         return out
 
 
-def _export(model_path: Path, structure: tuple[Path, str, bool], backend: str, directory: Path,
-            load_torch: Callable[[], Any]) -> dict:
+def _export(
+    model_path: Path, structure: tuple[Path, str, bool], backend: str, directory: Path, load_torch: Callable[[], Any]
+) -> dict:
     """Write model.onnx and meta.json of ``backend`` for the model at ``model_path`` (its
     :func:`_structure`; loaded with torch by ``load_torch``) into ``directory``."""
-    import logging
-
     torch = require("torch", "models", "exporting a model to ONNX")
     require("onnx", "onnx", "exporting a model to ONNX")
     tdir, pooling, normalize = structure
@@ -171,35 +191,67 @@ def _export(model_path: Path, structure: tuple[Path, str, bool], backend: str, d
         def forward(self, *args):
             return self.model(**dict(zip(names, args))).last_hidden_state
 
-    raw = directory / "raw.onnx"
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer notes
-        torch.onnx.export(Hidden(auto), tuple(sample[k] for k in names), str(raw), dynamo=False, opset_version=17,
-                          input_names=names, output_names=["hidden"],
-                          dynamic_axes={k: {0: "batch", 1: "tokens"} for k in [*names, "hidden"]})
-    quiet = logging.root.manager.disable
-    logging.disable(logging.WARNING)  # the optimizer's and quantizer's advice on the root logger, for this block only
-    try:
-        model_file = _optimize(raw, auto.config, backend, directory)
-    finally:
-        logging.disable(quiet)
+    model_file = _write_graph(torch, Hidden(auto), sample, names, auto.config, backend, directory)
     os.replace(model_file, directory / "model.onnx")
     for leftover in directory.glob("*.onnx*"):
         if leftover.name != "model.onnx":
             leftover.unlink()
     ref = st.encode(list(CHECK_TEXTS), normalize_embeddings=True, convert_to_numpy=True)
-    meta = {"backend": backend, "export_version": EXPORT_VERSION, "model": str(model_path), "tokenizer": str(tdir),
-            "pooling": pooling, "normalize": normalize, "max_length": int(transformer.max_seq_length),
-            "dim": int(ref.shape[1]), "torch": torch.__version__}
+    meta = {
+        "backend": backend,
+        "export_version": EXPORT_VERSION,
+        "model": str(model_path),
+        "tokenizer": str(tdir),
+        "pooling": pooling,
+        "normalize": normalize,
+        "max_length": int(transformer.max_seq_length),
+        "dim": int(ref.shape[1]),
+        "torch": torch.__version__,
+    }
     (directory / "meta.json").write_text(json.dumps(meta, indent=1))
+    meta["check_cosine"] = _check_export(ref, directory, backend, model_path)
+    (directory / "meta.json").write_text(json.dumps(meta, indent=1))
+    return meta
+
+
+def _check_export(ref: np.ndarray, directory: Path, backend: str, model_path: Path) -> dict:
+    """How close the export in ``directory`` encodes the check texts to torch's ``ref``; an InputError
+    when it is too far for ``backend``."""
     got = OnnxEncoder(directory, threads=1).encode(list(CHECK_TEXTS), normalize_embeddings=True)
     cos = (ref * got).sum(axis=1)
     if cos.min() < MIN_CHECK_COSINE[backend]:
-        raise InputError(f"the {backend} export of {model_path} moves embeddings too far from torch's "
-                         f"(cosine {cos.min():.4f} < {MIN_CHECK_COSINE[backend]} on a check text); use --backend torch")
-    meta["check_cosine"] = {"mean": float(cos.mean()), "min": float(cos.min()), "texts": len(CHECK_TEXTS)}
-    (directory / "meta.json").write_text(json.dumps(meta, indent=1))
-    return meta
+        raise InputError(
+            f"the {backend} export of {model_path} moves embeddings too far from torch's "
+            f"(cosine {cos.min():.4f} < {MIN_CHECK_COSINE[backend]} on a check text); use --backend torch"
+        )
+    return {"mean": float(cos.mean()), "min": float(cos.min()), "texts": len(CHECK_TEXTS)}
+
+
+def _write_graph(torch, module, sample, names: list[str], cfg, backend: str, directory: Path) -> Path:
+    """Export ``module`` (the transformer's hidden states) to ONNX, optimized for ``backend``; the path
+    of the optimized graph."""
+    import logging
+
+    raw = directory / "raw.onnx"
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer notes
+        torch.onnx.export(
+            module,
+            tuple(sample[k] for k in names),
+            str(raw),
+            dynamo=False,
+            opset_version=17,
+            input_names=names,
+            output_names=["hidden"],
+            dynamic_axes={k: {0: "batch", 1: "tokens"} for k in [*names, "hidden"]},
+        )
+    quiet = logging.root.manager.disable
+    logging.disable(logging.WARNING)  # the optimizer's and quantizer's advice on the root logger, for this block only
+    try:
+        model_file = _optimize(raw, cfg, backend, directory)
+    finally:
+        logging.disable(quiet)
+    return model_file
 
 
 def _optimize(raw: Path, cfg, backend: str, directory: Path) -> Path:
@@ -210,7 +262,9 @@ def _optimize(raw: Path, cfg, backend: str, directory: Path) -> Path:
     if cfg.model_type in FUSED_TYPES:
         from onnxruntime.transformers.optimizer import optimize_model
 
-        fused = optimize_model(str(raw), model_type="bert", num_heads=cfg.num_attention_heads, hidden_size=cfg.hidden_size)
+        fused = optimize_model(
+            str(raw), model_type="bert", num_heads=cfg.num_attention_heads, hidden_size=cfg.hidden_size
+        )
         model_file = directory / "fused.onnx"
         fused.save_model_to_file(str(model_file))
     if backend == "onnx-int8":
@@ -218,14 +272,20 @@ def _optimize(raw: Path, cfg, backend: str, directory: Path) -> Path:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         quantized = directory / "int8.onnx"
-        quantize_dynamic(str(model_file), str(quantized), weight_type=QuantType.QInt8, per_channel=True,
-                         extra_options={"MatMulConstBOnly": True, "DefaultTensorType": TensorProto.FLOAT})
+        quantize_dynamic(
+            str(model_file),
+            str(quantized),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            extra_options={"MatMulConstBOnly": True, "DefaultTensorType": TensorProto.FLOAT},
+        )
         model_file = quantized
     return model_file
 
 
-def onnx_encoder(model_path: str | os.PathLike, backend: str, load_torch: Callable[[], Any],
-                 threads: int | None = None) -> OnnxEncoder:
+def onnx_encoder(
+    model_path: str | os.PathLike, backend: str, load_torch: Callable[[], Any], threads: int | None = None
+) -> OnnxEncoder:
     """The cached export of ``backend`` for the local model at ``model_path``, made on first use
     from the sentence-transformers model ``load_torch()`` returns (on the CPU)."""
     require("onnxruntime", "onnx", "the onnx embedding backends")

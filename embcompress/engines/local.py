@@ -100,18 +100,24 @@ def check_destination(src_path, dst_path, *, overwrite: bool, remote_ok: bool = 
     (``remote_ok``: the Ray engine), for a dataset input."""
     if is_uri(dst_path):
         if not remote_ok:
-            raise InputError(f"{shown_uri(dst_path)} is on a remote filesystem; the Ray engine's workers write such an "
-                             "output shard by shard (--engine ray); locally, write to a path")
+            raise InputError(
+                f"{shown_uri(dst_path)} is on a remote filesystem; the Ray engine's workers write such an "
+                "output shard by shard (--engine ray); locally, write to a path"
+            )
         if not is_dataset(src_path):
-            raise InputError(f"{shown_uri(dst_path)} is on a remote filesystem, which takes a dataset's shards; "
-                             f"{src_path} is one file: write it to a path, or split it into shards")
+            raise InputError(
+                f"{shown_uri(dst_path)} is on a remote filesystem, which takes a dataset's shards; "
+                f"{src_path} is one file: write it to a path, or split it into shards"
+            )
         remote_output(dst_path).check(overwrite=overwrite)
         return
     if not is_dataset(src_path):
         check_output_path(dst_path, overwrite=overwrite, inputs=(src_path,))
         return
     if Path(dst_path).suffix.lower() in (".parquet", ".pq", ".npy"):
-        raise InputError(f"{src_path} is a dataset of shards; its output is a directory of shards, not {Path(dst_path).name}")
+        raise InputError(
+            f"{src_path} is a dataset of shards; its output is a directory of shards, not {Path(dst_path).name}"
+        )
     root = Path(src_path) if Path(src_path).is_dir() else None
     if root is not None and Path(dst_path).resolve().is_relative_to(root.resolve()):
         raise InputError(f"output {dst_path} is inside the input dataset {src_path}; write it elsewhere")
@@ -147,7 +153,9 @@ def file_metadata(comp: Compressor, src, source_path) -> dict[str, Any]:
     }
     if spec.kind == "bits":
         meta["bit_order"] = "msb-first (numpy.packbits, axis=-1)"
-        meta["padding"] = f"{spec.nbytes * 8 - spec.width} zero bits at the end of each row" if spec.width % 8 else "none"
+        meta["padding"] = (
+            f"{spec.nbytes * 8 - spec.width} zero bits at the end of each row" if spec.width % 8 else "none"
+        )
     return meta
 
 
@@ -171,16 +179,31 @@ def compress_file(
     Parquet output keeps the id column (``id_column``, or a column named ``id`` if present) and
     ``keep_columns``; the embedding column keeps its name and holds the codes."""
     t0 = time.perf_counter()
-    src = open_to_compress(comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns,
-                           overwrite=overwrite)
-    batches = src.batches(batch_size, threads=threads, transform=lambda X, offset: comp.transform(X, row_offset=offset),
-                          result_row_bytes=comp.output_spec.nbytes)
-    return write_codes(comp, src, src_path, dst_path, batches, overwrite=overwrite, progress=progress, started=t0,
-                       threads=threads)
+    src = open_to_compress(
+        comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns, overwrite=overwrite
+    )
+    batches = src.batches(
+        batch_size,
+        threads=threads,
+        transform=lambda X, offset: comp.transform(X, row_offset=offset),
+        result_row_bytes=comp.output_spec.nbytes,
+    )
+    return write_codes(
+        comp, src, src_path, dst_path, batches, overwrite=overwrite, progress=progress, started=t0, threads=threads
+    )
 
 
-def open_to_compress(comp: Compressor, src_path, dst_path, *, column=None, id_column=None, keep_columns=(),
-                     overwrite: bool = False, remote_ok: bool = False):
+def open_to_compress(
+    comp: Compressor,
+    src_path,
+    dst_path,
+    *,
+    column=None,
+    id_column=None,
+    keep_columns=(),
+    overwrite: bool = False,
+    remote_ok: bool = False,
+):
     """The input of a compression, opened after every check that can fail before any work: the
     output can be written, the input has rows, ``comp`` is fitted on inputs of its width."""
     check_destination(src_path, dst_path, overwrite=overwrite, remote_ok=remote_ok)
@@ -196,60 +219,96 @@ def open_to_compress(comp: Compressor, src_path, dst_path, *, column=None, id_co
     return src
 
 
-def write_codes(comp: Compressor, src, src_path, dst_path, batches: Iterator, *, overwrite: bool = False,
-                progress: Progress | None = None, started: float | None = None, threads: int | None = None) -> CompressResult:
+def write_codes(
+    comp: Compressor,
+    src,
+    src_path,
+    dst_path,
+    batches: Iterator,
+    *,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+    started: float | None = None,
+    threads: int | None = None,
+) -> CompressResult:
     """Write the compressed ``batches`` of ``src`` (Batch objects in row order, each tagged with its
     shard) to ``dst_path``: one file, or for a dataset a directory of shards with the input's
     relative names (a file for every shard, empty ones too), put in place at the end. Any engine's
     batches go through here, so every engine writes the same bytes. The codes' pages are
     compressed on ``threads`` threads (None: every core); the bytes do not depend on it."""
     t0 = time.perf_counter() if started is None else started
-    spec = comp.output_spec
-    carried_schema = None
-    if src.carried_columns:
-        # (the schema's fields by name, not through empty_table(): that imports pandas, 0.4 s)
-        carried_schema = pa.schema([src.schema.field(c) for c in src.carried_columns])
     shards = src.shards
     sources = [src] if shards is None else shards
     targets = [Path(dst_path)] if shards is None else [Path(dst_path) / r for r in src.rels]
-
     # closing: an error stops the workers now, not when the traceback that holds this frame is freed
-    with closing(batches), (atomic_dir(dst_path, overwrite=overwrite) if shards is not None else nullcontext(None)) as root, \
-            ExitStack() as stack:
-        opened: list[VectorWriter] = []
-
-        def advance(shard: int) -> VectorWriter:
-            """The writer of ``shard``, after closing the current one and writing every shard before it."""
-            while len(opened) <= shard:
-                stack.close()
-                i = len(opened)
-                target = targets[i] if shards is None else root / src.rels[i]
-                target.parent.mkdir(parents=True, exist_ok=True)
-                opened.append(stack.enter_context(VectorWriter(
-                    target, spec, column=src.column, carried_schema=carried_schema,
-                    metadata=file_metadata(comp, sources[i], sources[i].path), num_rows=sources[i].num_rows,
-                    overwrite=overwrite, threads=threads)))
-            return opened[shard]
-
-        advance(0)  # before the first batch: a full disk (npy space is reserved) fails before any work
+    with (
+        closing(batches),
+        atomic_dir(dst_path, overwrite=overwrite) if shards is not None else nullcontext(None) as root,
+        _ShardWriters(
+            comp, src, targets if shards is None else [root / r for r in src.rels], overwrite, threads
+        ) as out,
+    ):
+        out.advance(0)  # before the first batch: a full disk (npy space is reserved) fails before any work
         for b in batches:
-            advance(b.shard).write(b.vectors, b.carried)
+            out.advance(b.shard).write(b.vectors, b.carried)
             if progress:
                 progress(len(b.vectors))
-        advance(len(sources) - 1)  # shards with no rows at the end get their (empty) files too
-        stack.close()
+        out.advance(len(sources) - 1)  # shards with no rows at the end get their (empty) files too
+        out.close()
     return CompressResult(
         rows=src.num_rows,
         input_bytes=sum(os.path.getsize(s.path) for s in sources),
         output_bytes=sum(os.path.getsize(p) for p in targets),
         bytes_per_vector_in=src.nbytes_per_row,
-        bytes_per_vector_out=spec.nbytes,
+        bytes_per_vector_out=comp.output_spec.nbytes,
         seconds=time.perf_counter() - t0,
         output=str(dst_path),
     )
 
 
-__all__ = ["CompressResult", "DEFAULT_BATCH_SIZE", "EmbcompressError", "compress_file", "fit_and_compress", "fit_file", "prefetch"]
+class _ShardWriters(ExitStack):
+    """The writers of a compression's outputs, one shard after the other: :meth:`advance` closes the
+    current one and opens every shard's writer up to the one asked for."""
+
+    def __init__(self, comp: Compressor, src, targets: list[Path], overwrite: bool, threads: int | None):
+        super().__init__()
+        self.comp, self.src, self.targets, self.overwrite, self.threads = comp, src, targets, overwrite, threads
+        self.sources = [src] if src.shards is None else src.shards
+        self.opened: list[VectorWriter] = []
+        # (the schema's fields by name, not through empty_table(): that imports pandas, 0.4 s)
+        carried = src.carried_columns
+        self.carried_schema = pa.schema([src.schema.field(c) for c in carried]) if carried else None
+
+    def advance(self, shard: int) -> VectorWriter:
+        """The writer of ``shard``, after closing the current one and writing every shard before it."""
+        while len(self.opened) <= shard:
+            self.close()
+            i = len(self.opened)
+            source, target = self.sources[i], self.targets[i]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            writer = VectorWriter(
+                target,
+                self.comp.output_spec,
+                column=self.src.column,
+                carried_schema=self.carried_schema,
+                metadata=file_metadata(self.comp, source, source.path),
+                num_rows=source.num_rows,
+                overwrite=self.overwrite,
+                threads=self.threads,
+            )
+            self.opened.append(self.enter_context(writer))
+        return self.opened[shard]
+
+
+__all__ = [
+    "CompressResult",
+    "DEFAULT_BATCH_SIZE",
+    "EmbcompressError",
+    "compress_file",
+    "fit_and_compress",
+    "fit_file",
+    "prefetch",
+]
 
 
 def fit_and_compress(
@@ -283,17 +342,43 @@ def fit_and_compress(
     stage = stage or (lambda description, total: None)
     tags = comp.traits.fit
     if fit and tags.learns:
-        run.fit_file(comp, src_path, column=column, batch_size=batch_size, max_rows=tags.first_rows,
-                 progress=stage(f"fitting {comp.name}", min(rows, tags.first_rows or rows)), threads=threads)
+        run.fit_file(
+            comp,
+            src_path,
+            column=column,
+            batch_size=batch_size,
+            max_rows=tags.first_rows,
+            progress=stage(f"fitting {comp.name}", min(rows, tags.first_rows or rows)),
+            threads=threads,
+        )
     elif fit:  # only the width is needed: a small first batch
         fit_file(comp, src_path, column=column, batch_size=min(batch_size or 1024, 1024), max_rows=1024, threads=1)
-    res = run.compress_file(comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns,
-                        batch_size=batch_size, overwrite=overwrite, progress=stage(f"writing {output_name(dst_path)}", rows),
-                       threads=threads)
+    res = run.compress_file(
+        comp,
+        src_path,
+        dst_path,
+        column=column,
+        id_column=id_column,
+        keep_columns=keep_columns,
+        batch_size=batch_size,
+        overwrite=overwrite,
+        progress=stage(f"writing {output_name(dst_path)}", rows),
+        threads=threads,
+    )
     if save_model is not None:
         save(comp, save_model, overwrite=overwrite)
-    return {**res.to_dict(), "compressor": comp.name, "compressor_repr": repr(comp),
-            "output_spec": comp.output_spec.to_dict(), "ratio": res.bytes_per_vector_in / res.bytes_per_vector_out}
+    return _job_result(comp, res)
+
+
+def _job_result(comp: Compressor, res: CompressResult) -> dict[str, Any]:
+    """What :func:`fit_and_compress` returns: the sizes and time, the compressor and the ratio."""
+    return {
+        **res.to_dict(),
+        "compressor": comp.name,
+        "compressor_repr": repr(comp),
+        "output_spec": comp.output_spec.to_dict(),
+        "ratio": res.bytes_per_vector_in / res.bytes_per_vector_out,
+    }
 
 
 class _LocalEngine:

@@ -10,7 +10,8 @@ import numpy as np
 
 from ..core.checks import check_values
 from ..core.errors import FormatError, InputError
-from .readers import Batch, Streamed, Transform, batch_rows, first_line, read_sidecar
+from ..core.errors import first_line
+from .readers import Batch, Streamed, Transform, batch_rows, read_sidecar
 
 
 class NpyVectors(Streamed):

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ..core._parallel import shared_pool
 from . import thrift
-from .pages import DATA_PAGE, DICTIONARY_PAGE, PLAIN, RLE, RLE_DICTIONARY, crc32
+from .page_format import DATA_PAGE, DICTIONARY_PAGE, PLAIN, RLE, RLE_DICTIONARY, crc32
 from .schema import ColumnMetaData, DataPageHeader, DictionaryPageHeader, PageHeader, PhysicalType
 
 #: about this many bytes of values per data page (pyarrow's default page size)
@@ -70,8 +70,11 @@ class _Pages:
         for (kind, raw, sub_id, sub), (body, crc) in zip(waiting, bodies):
             raw_len = sum(memoryview(r).nbytes for r in raw)
             body_len = sum(memoryview(b).nbytes for b in body)
-            fields = [thrift.Field(PageHeader.TYPE, thrift.I32, kind), thrift.Field(PageHeader.UNCOMPRESSED_PAGE_SIZE, thrift.I32, raw_len),
-                      thrift.Field(PageHeader.COMPRESSED_PAGE_SIZE, thrift.I32, body_len)]
+            fields = [
+                thrift.Field(PageHeader.TYPE, thrift.I32, kind),
+                thrift.Field(PageHeader.UNCOMPRESSED_PAGE_SIZE, thrift.I32, raw_len),
+                thrift.Field(PageHeader.COMPRESSED_PAGE_SIZE, thrift.I32, body_len),
+            ]
             if self.checksum:
                 fields.append(thrift.Field(PageHeader.CRC, thrift.I32, crc - (1 << 32) if crc >= 1 << 31 else crc))
             fields.append(thrift.Field(sub_id, thrift.STRUCT, [thrift.Field(i, thrift.I32, v) for i, v in sub]))
@@ -82,8 +85,16 @@ class _Pages:
             self.compressed += len(header) + body_len
 
 
-def encode_chunk(blocks: Sequence[np.ndarray], offset: int, *, max_def: int, path: list[str], codec: str | None,
-                 checksum: bool = True, threads: int = 1) -> tuple[list, list[thrift.Field]]:
+def encode_chunk(
+    blocks: Sequence[np.ndarray],
+    offset: int,
+    *,
+    max_def: int,
+    path: list[str],
+    codec: str | None,
+    checksum: bool = True,
+    threads: int = 1,
+) -> tuple[list, list[thrift.Field]]:
     """The column chunk of a top-level list column whose rows are those of ``blocks`` ((n, d)
     int8 or float32 arrays of one width, no nulls), one after the other, to be written at file
     ``offset``: (its parts, in order: bytes and, for uncompressed float32 pages, the rows' own
@@ -96,11 +107,51 @@ def encode_chunk(blocks: Sequence[np.ndarray], offset: int, *, max_def: int, pat
     n, d = sum(len(b) for b in blocks), blocks[0].shape[1]
     dtype = blocks[0].dtype
     pages = _Pages(codec, checksum)
+    physical, encoding, encodings, dict_offset = _layout(dtype, max_def, pages, offset)
+    data_offset = offset + pages.compressed
+    packed = dtype == np.uint8  # a row is one value
+    for block in _page_rows(blocks, max(1, PAGE_VALUE_BYTES // max(d * dtype.itemsize, 1))):
+        values = len(block) if packed else block.size
+        pages.add(
+            DATA_PAGE,
+            [_levels(len(block), d, max_def, not packed), _encoded_values(block, encoding)],
+            PageHeader.DATA_PAGE_HEADER,
+            [
+                (DataPageHeader.NUM_VALUES, values),
+                (DataPageHeader.ENCODING, encoding),
+                (DataPageHeader.DEFINITION_LEVEL_ENCODING, RLE),
+                (DataPageHeader.REPETITION_LEVEL_ENCODING, RLE),
+            ],
+        )
+    pages.flush(threads)
+    C = ColumnMetaData
+    meta = [
+        thrift.Field(C.TYPE, thrift.I32, physical),
+        thrift.Field(C.ENCODINGS, thrift.LIST, thrift.List(thrift.I32, encodings)),
+        thrift.Field(C.PATH_IN_SCHEMA, thrift.LIST, thrift.List(thrift.BINARY, [p.encode() for p in path])),
+        thrift.Field(C.CODEC, thrift.I32, CODEC_IDS[codec]),
+        thrift.Field(C.NUM_VALUES, thrift.I64, n if packed else n * d),
+        thrift.Field(C.TOTAL_UNCOMPRESSED_SIZE, thrift.I64, pages.uncompressed),
+        thrift.Field(C.TOTAL_COMPRESSED_SIZE, thrift.I64, pages.compressed),
+        thrift.Field(C.DATA_PAGE_OFFSET, thrift.I64, data_offset),
+    ]
+    if dict_offset is not None:
+        meta.append(thrift.Field(C.DICTIONARY_PAGE_OFFSET, thrift.I64, dict_offset))
+    return pages.parts, meta
+
+
+def _layout(dtype: np.dtype, max_def: int, pages: "_Pages", offset: int):
+    """(physical type, data page encoding, the chunk's encodings, the dictionary page's offset or None)
+    of a column chunk of ``dtype`` values; int8's dictionary page goes into ``pages`` first."""
     dict_offset = None
     if dtype == np.int8:
         dict_offset = offset
-        pages.add(DICTIONARY_PAGE, [np.arange(-128, 128, dtype="<i4").tobytes()], PageHeader.DICTIONARY_PAGE_HEADER,
-                  [(DictionaryPageHeader.NUM_VALUES, 256), (DictionaryPageHeader.ENCODING, PLAIN)])
+        pages.add(
+            DICTIONARY_PAGE,
+            [np.arange(-128, 128, dtype="<i4").tobytes()],
+            PageHeader.DICTIONARY_PAGE_HEADER,
+            [(DictionaryPageHeader.NUM_VALUES, 256), (DictionaryPageHeader.ENCODING, PLAIN)],
+        )
         pages.flush()  # its size places the data pages
         physical, encoding, encodings = INT32, RLE_DICTIONARY, [PLAIN, RLE, RLE_DICTIONARY]
     elif dtype == np.float32:
@@ -109,25 +160,7 @@ def encode_chunk(blocks: Sequence[np.ndarray], offset: int, *, max_def: int, pat
         physical, encoding, encodings = FIXED_LEN_BYTE_ARRAY, PLAIN, [PLAIN, RLE] if max_def else [PLAIN]
     else:
         raise ValueError(f"encode_chunk writes int8, float32 or packed uint8 values, not {dtype}")
-    data_offset = offset + pages.compressed
-    packed = dtype == np.uint8  # a row is one value
-    for block in _page_rows(blocks, max(1, PAGE_VALUE_BYTES // max(d * dtype.itemsize, 1))):
-        values = len(block) if packed else block.size
-        pages.add(DATA_PAGE, [_levels(len(block), d, max_def, not packed), _encoded_values(block, encoding)],
-                  PageHeader.DATA_PAGE_HEADER,
-                  [(DataPageHeader.NUM_VALUES, values), (DataPageHeader.ENCODING, encoding),
-                   (DataPageHeader.DEFINITION_LEVEL_ENCODING, RLE), (DataPageHeader.REPETITION_LEVEL_ENCODING, RLE)])
-    pages.flush(threads)
-    C = ColumnMetaData
-    meta = [thrift.Field(C.TYPE, thrift.I32, physical), thrift.Field(C.ENCODINGS, thrift.LIST, thrift.List(thrift.I32, encodings)),
-            thrift.Field(C.PATH_IN_SCHEMA, thrift.LIST, thrift.List(thrift.BINARY, [p.encode() for p in path])),
-            thrift.Field(C.CODEC, thrift.I32, CODEC_IDS[codec]), thrift.Field(C.NUM_VALUES, thrift.I64, n if packed else n * d),
-            thrift.Field(C.TOTAL_UNCOMPRESSED_SIZE, thrift.I64, pages.uncompressed),
-            thrift.Field(C.TOTAL_COMPRESSED_SIZE, thrift.I64, pages.compressed),
-            thrift.Field(C.DATA_PAGE_OFFSET, thrift.I64, data_offset)]
-    if dict_offset is not None:
-        meta.append(thrift.Field(C.DICTIONARY_PAGE_OFFSET, thrift.I64, dict_offset))
-    return pages.parts, meta
+    return physical, encoding, encodings, dict_offset
 
 
 def _levels(rows: int, d: int, max_def: int, repeated: bool) -> bytes:
@@ -181,14 +214,18 @@ def _encoded_values(block: np.ndarray, encoding: int):
     bytes-like memory), or int8 as dictionary indices bit-packed at 8 bits (index = value + 128 =
     the byte with its top bit flipped)."""
     if encoding == PLAIN:  # float32 values, or packed codes' bytes
-        return memoryview(np.ascontiguousarray(block if block.dtype == np.uint8 else block.astype("<f4", copy=False))).cast("B")
+        return memoryview(
+            np.ascontiguousarray(block if block.dtype == np.uint8 else block.astype("<f4", copy=False))
+        ).cast("B")
     k = block.size
     groups = (k + 7) // 8
     head = bytes([8]) + thrift.encode_uvarint(groups << 1 | 1)
     out = bytearray(len(head) + groups * 8)  # the padding stays zero
     out[: len(head)] = head
     # the indices written once, in place (four passes before: zeros, xor, tobytes, concatenation)
-    np.bitwise_xor(block.reshape(-1).view(np.uint8), 0x80, out=np.frombuffer(out, dtype=np.uint8, count=k, offset=len(head)))
+    np.bitwise_xor(
+        block.reshape(-1).view(np.uint8), 0x80, out=np.frombuffer(out, dtype=np.uint8, count=k, offset=len(head))
+    )
     return out
 
 

@@ -23,37 +23,33 @@ from __future__ import annotations
 
 import bisect
 import os
-import struct
-import zlib
 from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import thrift
-from .schema import DataPageHeader, DataPageHeaderV2, DictionaryPageHeader, Encoding, PageHeader, PageType
+from .schema import DataPageHeader, DataPageHeaderV2, PageHeader
+from .page_format import (
+    DATA_PAGE,
+    DATA_PAGE_V2,
+    DICTIONARY_PAGE,
+    INDEX_PAGE,
+    PLAIN,
+    RLE,
+    Unsupported,
+    _rle,
+    check_crc,
+    check_levels_v1,
+    check_stream,
+    codec_of,
+    decompress,
+    dictionary_values,
+    page_header,
+    page_values,
+)
 
-try:
-    from . import _rle
-except ImportError:  # pragma: no cover - the optional extension was not built
-    _rle = None
-
-#: zlib.crc32's value (pages' checksums), by the extension's carry-less multiplication where the
-#: CPU has it (5-6x zlib 1.2's speed: the checksum was most of the writer's time for float pages)
-crc32 = _rle.crc32 if _rle is not None and _rle.fast_crc32() else zlib.crc32
-
-#: parquet compression codec name (pyarrow's metadata spelling) -> pyarrow codec name
-CODECS = {"SNAPPY": "snappy", "ZSTD": "zstd", "LZ4_RAW": "lz4_raw", "LZ4": "lz4_raw", "GZIP": "gzip", "BROTLI": "brotli"}
-PLAIN, PLAIN_DICTIONARY, RLE, RLE_DICTIONARY = Encoding.PLAIN, Encoding.PLAIN_DICTIONARY, Encoding.RLE, Encoding.RLE_DICTIONARY
-DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = PageType.DATA_PAGE, PageType.INDEX_PAGE, PageType.DICTIONARY_PAGE, PageType.DATA_PAGE_V2
 CHUNK_ENCODINGS = {"PLAIN", "RLE", "RLE_DICTIONARY", "PLAIN_DICTIONARY"}
-HEADER_READ = 512
-
-
-class Unsupported(Exception):
-    """The direct decoder does not handle this row group (or this page); pyarrow does."""
 
 
 def available() -> bool:
@@ -100,7 +96,7 @@ def scan_pages(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int) -> P
     positions, firsts = [], []
     seen = 0
     while pos < end:
-        header, hlen, csize = _page_header(fd, pos, end)
+        header, hlen, csize = page_header(fd, pos, end)
         kind = header.get(PageHeader.TYPE)
         if kind in (DATA_PAGE, DATA_PAGE_V2):
             sub = header.get(PageHeader.DATA_PAGE_HEADER if kind == DATA_PAGE else PageHeader.DATA_PAGE_HEADER_V2) or {}
@@ -118,30 +114,36 @@ def scan_pages(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int) -> P
     return PageIndex(positions, firsts)
 
 
-def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, batch_size: int, *,
-                 rows: tuple[int, int] | None = None, index: PageIndex | None = None,
-                 verify_crc: bool = True) -> Iterator[np.ndarray]:
+def decode_group(
+    fd: int,
+    md: pq.FileMetaData,
+    g: int,
+    col: Column,
+    dim: int,
+    batch_size: int,
+    *,
+    rows: tuple[int, int] | None = None,
+    index: PageIndex | None = None,
+    verify_crc: bool = True,
+) -> Iterator[np.ndarray]:
     """The vectors of row group ``g`` (or of its rows ``rows = (start, stop)``) as float32
     ``(rows, dim)`` arrays of ``batch_size`` rows from ``start`` (the last one shorter): with
-    ``start`` a multiple of ``batch_size``, the batches pyarrow's ``iter_batches`` cuts. With ``index`` (:func:`scan_pages`)
-    decoding starts at the page that holds ``start``. Raises :class:`Unsupported` (before the first
-    batch or between batches) where pyarrow must take over."""
+    ``start`` a multiple of ``batch_size``, the batches pyarrow's ``iter_batches`` cuts. With
+    ``index`` (:func:`scan_pages`) decoding starts at the page that holds ``start``. Raises
+    :class:`Unsupported` (before the first batch or between batches) where pyarrow must take over."""
     chunk, codec, pos, end = _chunk(md, g, col)
     nrows = md.row_group(g).num_rows
     total = nrows * dim
     first, stop = (0, nrows) if rows is None else rows
     lo, hi = first * dim, stop * dim  # the values wanted
     def_width = int(col.max_def).bit_length()
-    dictionary = None
-    seen = 0  # index in the row group of the next page's first value
-    if index is not None and lo > 0:
-        k = max(bisect.bisect_right(index.first_values, lo) - 1, 0)
-        if chunk.has_dictionary_page:  # read the dictionary page first, then jump
-            dictionary = _dictionary(fd, pos, end, codec, verify_crc)
-        pos, seen = index.positions[k], index.first_values[k]
+    # seen: the index in the row group of the next page's first value
+    pos, seen, dictionary = (
+        (pos, 0, None) if index is None or lo == 0 else _jump(fd, chunk, index, lo, (pos, end), codec, verify_crc)
+    )
     fill = _Batches(batch_size, dim, lo, hi)
     while pos < end and seen < hi:
-        header, hlen, csize = _page_header(fd, pos, end)
+        header, hlen, csize = page_header(fd, pos, end)
         kind, usize = header.get(PageHeader.TYPE), header.get(PageHeader.UNCOMPRESSED_PAGE_SIZE)
         if kind == INDEX_PAGE:
             pos += hlen + csize
@@ -157,7 +159,7 @@ def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, ba
         data = _page_data(fd, pos + hlen, csize, header, verify_crc)
         pos += hlen + csize
         if kind == DICTIONARY_PAGE:
-            dictionary = _dictionary_values(header, _decompress(codec, data, usize))
+            dictionary = dictionary_values(header, decompress(codec, data, usize))
             continue
         if kind == DATA_PAGE:
             n, values, encoding = _v1_values(header, data, codec, usize, def_width, col, dim, seen)
@@ -167,11 +169,19 @@ def decode_group(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int, ba
             raise Unsupported(f"page type {kind}")
         if not isinstance(n, int) or n < 0 or seen + n > total:
             raise Unsupported("page value count")
-        page = _page_values(values, encoding, n, dictionary)
+        page = page_values(values, encoding, n, dictionary)
         yield from fill.put(page[max(lo - seen, 0) : min(hi - seen, n)])  # the part of this page that is wanted
         seen += n
     if fill.done != hi or (rows is None and seen != total):
         raise Unsupported(f"{seen} values in the column chunk, expected {total}")
+
+
+def _jump(fd: int, chunk, index: PageIndex, lo: int, span: tuple[int, int], codec, verify_crc: bool):
+    """(position, index of its first value, the dictionary or None) of the page that holds value
+    ``lo``, by ``index``; the chunk's dictionary page (at ``span[0]``) is read first."""
+    k = max(bisect.bisect_right(index.first_values, lo) - 1, 0)
+    dictionary = _dictionary(fd, *span, codec, verify_crc) if chunk.has_dictionary_page else None
+    return index.positions[k], index.first_values[k], dictionary
 
 
 class _Batches:
@@ -203,7 +213,11 @@ class _Batches:
             n -= take
             if self.filled == len(self.out):
                 yield self.out.reshape(-1, self.dim)
-                nxt = self.next if self.next is not None else np.empty(min(self.size, self.hi - self.done), dtype=np.float32)
+                nxt = (
+                    self.next
+                    if self.next is not None
+                    else np.empty(min(self.size, self.hi - self.done), dtype=np.float32)
+                )
                 self.out, self.next, self.filled = nxt, None, 0
 
     def put(self, values: np.ndarray) -> Iterator[np.ndarray]:
@@ -223,15 +237,34 @@ def _plain_values(header: dict, codec, csize: int, first: int, last: int) -> int
     sub = header.get(PageHeader.DATA_PAGE_HEADER) or {}
     n, usize = sub.get(DataPageHeader.NUM_VALUES, -1), header.get(PageHeader.UNCOMPRESSED_PAGE_SIZE)
     snappy = codec is not None and codec.name == "snappy" and hasattr(_rle, "snappy_split")
-    if header.get(PageHeader.TYPE) != DATA_PAGE or not (codec is None and usize == csize or snappy) \
-            or sub.get(DataPageHeader.ENCODING) != PLAIN or not isinstance(n, int) or n <= 0 \
-            or first > 0 or last < n or 4 * n > usize:
+    if (
+        header.get(PageHeader.TYPE) != DATA_PAGE
+        or not (codec is None and usize == csize or snappy)
+        or sub.get(DataPageHeader.ENCODING) != PLAIN
+        or not isinstance(n, int)
+        or n <= 0
+        or first > 0
+        or last < n
+        or 4 * n > usize
+    ):
         return 0
     return n
 
 
-def _read_plain(fd: int, at: int, csize: int, header: dict, codec, n: int, dests: list[np.ndarray], def_width: int,
-                col: Column, dim: int, seen: int, verify_crc: bool) -> None:
+def _read_plain(
+    fd: int,
+    at: int,
+    csize: int,
+    header: dict,
+    codec,
+    n: int,
+    dests: list[np.ndarray],
+    def_width: int,
+    col: Column,
+    dim: int,
+    seen: int,
+    verify_crc: bool,
+) -> None:
     """A page :func:`_plain_values` accepted: its levels into a scratch buffer and its ``n`` values
     straight into ``dests`` (one or two float32 views, ``n`` values in all), by one ``preadv`` or
     one snappy decompression (no copy of the values in between), checksummed and checked as
@@ -247,7 +280,7 @@ def _read_plain(fd: int, at: int, csize: int, header: dict, codec, n: int, dests
     else:
         if os.preadv(fd, [levels, *values], at) != csize:
             raise Unsupported("file ends inside a page")
-        _check_crc(header, verify_crc, levels, *values)
+        check_crc(header, verify_crc, levels, *values)
     if _v1_levels(sub, memoryview(levels), n, def_width, col, dim, seen) != len(levels):
         raise Unsupported("page values")  # the values start right after the levels, and are exactly 4 n bytes
 
@@ -257,7 +290,7 @@ def _v1_values(header: dict, data, codec, usize: int, def_width: int, col: Colum
     value present, a new list every ``dim`` values from value ``seen`` of the chunk."""
     sub = header.get(PageHeader.DATA_PAGE_HEADER) or {}
     n = sub.get(DataPageHeader.NUM_VALUES, -1)
-    raw = memoryview(_decompress(codec, data, usize))
+    raw = memoryview(decompress(codec, data, usize))
     at = _v1_levels(sub, raw, n, def_width, col, dim, seen)
     return n, raw[at:], sub.get(DataPageHeader.ENCODING)
 
@@ -266,10 +299,13 @@ def _v1_levels(sub: dict, raw: memoryview, n: int, def_width: int, col: Column, 
     """Check the levels at the start of a v1 page's uncompressed body ``raw`` (header ``sub``):
     RLE, every value present, a new list every ``dim`` values from value ``seen`` of the chunk.
     Returns where the values start."""
-    if sub.get(DataPageHeader.DEFINITION_LEVEL_ENCODING, RLE) != RLE or sub.get(DataPageHeader.REPETITION_LEVEL_ENCODING, RLE) != RLE:
+    if (
+        sub.get(DataPageHeader.DEFINITION_LEVEL_ENCODING, RLE) != RLE
+        or sub.get(DataPageHeader.REPETITION_LEVEL_ENCODING, RLE) != RLE
+    ):
         raise Unsupported("level encoding")
-    at = _check_levels_v1(raw, 0, 1, n, 1, dim, seen)
-    return _check_levels_v1(raw, at, def_width, n, col.max_def, 0, 0) if def_width else at
+    at = check_levels_v1(raw, 0, 1, n, 1, dim, seen)
+    return check_levels_v1(raw, at, def_width, n, col.max_def, 0, 0) if def_width else at
 
 
 def _v2_values(header: dict, data, codec, usize: int, csize: int, def_width: int, col: Column, dim: int, seen: int):
@@ -278,23 +314,25 @@ def _v2_values(header: dict, data, codec, usize: int, csize: int, def_width: int
     n, nulls = sub.get(DataPageHeaderV2.NUM_VALUES, -1), sub.get(DataPageHeaderV2.NUM_NULLS, -1)
     rep_len = sub.get(DataPageHeaderV2.REPETITION_LEVELS_BYTE_LENGTH, -1)
     def_len = sub.get(DataPageHeaderV2.DEFINITION_LEVELS_BYTE_LENGTH, -1)
-    if nulls != 0 or not all(isinstance(v, int) and v >= 0 for v in (n, rep_len, def_len)) \
-            or rep_len + def_len > csize:
+    if nulls != 0 or not all(isinstance(v, int) and v >= 0 for v in (n, rep_len, def_len)) or rep_len + def_len > csize:
         raise Unsupported("v2 page header")
     levels = memoryview(data)[: rep_len + def_len]
-    _check_stream(levels[:rep_len], 1, n, 1, dim, seen)
+    check_stream(levels[:rep_len], 1, n, 1, dim, seen)
     if def_width:
-        _check_stream(levels[rep_len:], def_width, n, col.max_def, 0, 0)
+        check_stream(levels[rep_len:], def_width, n, col.max_def, 0, 0)
     body = memoryview(data)[rep_len + def_len :]
     compressed = sub.get(DataPageHeaderV2.IS_COMPRESSED, True)
-    return n, memoryview(_decompress(codec, body, usize - rep_len - def_len)) if compressed else body, \
-        sub.get(DataPageHeaderV2.ENCODING)
+    return (
+        n,
+        memoryview(decompress(codec, body, usize - rep_len - def_len)) if compressed else body,
+        sub.get(DataPageHeaderV2.ENCODING),
+    )
 
 
 def _chunk(md: pq.FileMetaData, g: int, col: Column):
     """(column chunk metadata, codec, offset of its first page, its end)."""
     chunk = md.row_group(g).column(col.index)
-    codec = _codec(chunk.compression)
+    codec = codec_of(chunk.compression)
     if not set(chunk.encodings) <= CHUNK_ENCODINGS:
         raise Unsupported(f"encodings {chunk.encodings}")
     pos = chunk.data_page_offset
@@ -307,42 +345,29 @@ def _page_data(fd: int, at: int, csize: int, header: dict, verify_crc: bool) -> 
     data = os.pread(fd, csize, at)
     if len(data) != csize:
         raise Unsupported("file ends inside a page")
-    _check_crc(header, verify_crc, data)
+    check_crc(header, verify_crc, data)
     return data
-
-
-def _check_crc(header: dict, verify_crc: bool, *parts) -> None:
-    """The page's checksum, when it has one and ``verify_crc``, against its stored bytes ``parts``
-    (one after the other)."""
-    if verify_crc and PageHeader.CRC in header:
-        crc = 0
-        for part in parts:
-            crc = crc32(part, crc)
-        if crc != header[PageHeader.CRC] & 0xFFFFFFFF:
-            raise Unsupported("page checksum mismatch")
 
 
 def _dictionary(fd: int, pos: int, end: int, codec, verify_crc: bool) -> np.ndarray:
     """The dictionary page at the start of a chunk."""
-    header, hlen, csize = _page_header(fd, pos, end)
+    header, hlen, csize = page_header(fd, pos, end)
     if header.get(PageHeader.TYPE) != DICTIONARY_PAGE:
         raise Unsupported("no dictionary page where the metadata says")
     raw = _page_data(fd, pos + hlen, csize, header, verify_crc)
-    return _dictionary_values(header, _decompress(codec, raw, header.get(PageHeader.UNCOMPRESSED_PAGE_SIZE)))
+    return dictionary_values(header, decompress(codec, raw, header.get(PageHeader.UNCOMPRESSED_PAGE_SIZE)))
 
 
-def _dictionary_values(header: dict, raw) -> np.ndarray:
-    sub = header.get(PageHeader.DICTIONARY_PAGE_HEADER) or {}
-    if sub.get(DictionaryPageHeader.ENCODING, PLAIN) not in (PLAIN, PLAIN_DICTIONARY):
-        raise Unsupported("dictionary page encoding")
-    n = sub.get(DictionaryPageHeader.NUM_VALUES, -1)
-    if not isinstance(n, int) or n < 0 or 4 * n > len(raw):
-        raise Unsupported("dictionary page size")
-    return np.frombuffer(raw, dtype=np.float32, count=n)
-
-
-def read_group(path, md: pq.FileMetaData, g: int, col: Column, dim: int, *, rows: tuple[int, int] | None = None,
-               index: PageIndex | None = None) -> np.ndarray | None:
+def read_group(
+    path,
+    md: pq.FileMetaData,
+    g: int,
+    col: Column,
+    dim: int,
+    *,
+    rows: tuple[int, int] | None = None,
+    index: PageIndex | None = None,
+) -> np.ndarray | None:
     """Row group ``g`` (or its rows ``rows``; ``index`` from :func:`scan_pages` to start at the
     right page) as one ``(rows, dim)`` float32 array, or None where pyarrow must read it."""
     first, stop = rows or (0, md.row_group(g).num_rows)
@@ -354,88 +379,3 @@ def read_group(path, md: pq.FileMetaData, g: int, col: Column, dim: int, *, rows
     except (Unsupported, OSError):
         return None
     return X
-
-
-def _codec(compression: str):
-    if compression == "UNCOMPRESSED":
-        return None
-    name = CODECS.get(compression)
-    if name is None or not pa.Codec.is_available(name):
-        raise Unsupported(f"codec {compression}")
-    return pa.Codec(name)
-
-
-def _decompress(codec, data, size: int):
-    if codec is None:
-        return data
-    if codec.name == "lz4_raw" and len(data) >= 8 and struct.unpack_from(">II", data) == (size, len(data) - 8):
-        raise Unsupported("LZ4 with Hadoop framing")  # pyarrow reports LZ4_RAW and the old LZ4 alike
-    try:
-        return codec.decompress(data, decompressed_size=size)
-    except (pa.ArrowException, ValueError) as exc:
-        raise Unsupported(f"decompression: {exc}") from None
-
-
-def _check_levels_v1(raw: memoryview, at: int, width: int, n: int, level: int, period: int, phase: int) -> int:
-    """Levels of a v1 page (4-byte length, then the stream) starting at ``at``, checked as
-    :func:`_check_stream` does; returns where they end."""
-    if at + 4 > len(raw):
-        raise Unsupported("page ends in its levels")
-    length = struct.unpack_from("<I", raw, at)[0]
-    if at + 4 + length > len(raw):
-        raise Unsupported("page ends in its levels")
-    _check_stream(raw[at + 4 : at + 4 + length], width, n, level, period, phase)
-    return at + 4 + length
-
-
-def _check_stream(buf, width: int, n: int, level: int, period: int, phase: int) -> None:
-    """``n`` levels of ``width`` bits: with ``period`` > 0 the repetition levels of lists of
-    ``period`` values (0 where a list starts, ``level`` elsewhere; ``phase``: the index in the row
-    group of the first value), else every level equal to ``level``."""
-    try:
-        _, bad = _rle.check_levels(buf, width, n, level, period, phase)
-    except ValueError as exc:
-        raise Unsupported(str(exc)) from None
-    if bad >= 0:  # a null, an empty or ragged list: pyarrow names the row
-        raise Unsupported("levels")
-
-
-def _page_values(values: memoryview, encoding, n: int, dictionary) -> np.ndarray:
-    if encoding == PLAIN:
-        if 4 * n > len(values):
-            raise Unsupported("page ends in its values")
-        return np.frombuffer(values, dtype=np.float32, count=n)
-    if encoding in (RLE_DICTIONARY, PLAIN_DICTIONARY):
-        if dictionary is None or len(values) < 1:
-            raise Unsupported("dictionary page missing")
-        page = np.empty(n, dtype=np.float32)
-        try:
-            _rle.decode_dict(values[1:], values[0], n, dictionary, page)
-        except ValueError as exc:
-            raise Unsupported(str(exc)) from None
-        return page
-    raise Unsupported(f"value encoding {encoding}")
-
-
-def _page_header(fd: int, pos: int, end: int) -> tuple[dict, int, int]:
-    """The Thrift-compact page header at ``pos``: (fields by id, its length in bytes, the length
-    of the page data after it)."""
-    size = HEADER_READ
-    while True:
-        buf = os.pread(fd, min(size, end - pos), pos)
-        try:
-            typed, used = thrift.read_struct(buf, 0)
-            fields = thrift.plain(typed)
-            usize, csize = fields.get(PageHeader.UNCOMPRESSED_PAGE_SIZE), fields.get(PageHeader.COMPRESSED_PAGE_SIZE)
-            if not isinstance(usize, int) or not isinstance(csize, int) or usize < 0 or csize < 0 \
-                    or pos + used + csize > end:
-                raise Unsupported("bad page header")
-            return fields, used, csize
-        except IndexError:  # header longer than what was read (large statistics)
-            if len(buf) < size or size >= 1 << 24:
-                raise Unsupported("truncated page header") from None
-            size *= 16
-        except RecursionError:  # garbage nesting structs without end
-            raise Unsupported("page header nests too deep") from None
-        except thrift.ThriftError as exc:
-            raise Unsupported(f"page header: {exc}") from None

@@ -25,13 +25,12 @@ import pyarrow.parquet as pq
 
 from ..core._parallel import ordered_units, prefetch, reader_threads
 from ..core.checks import check_values
-from ..core.errors import FormatError, InputError
-from . import pages
-from .columns import column_to_numpy, is_code_type, is_vector_type
+from ..core.errors import FormatError, InputError, first_line
+from . import page_format, pages
+from .columns import column_to_numpy, is_vector_type
+from .parquet_columns import pick_carried, pick_column, vector_width
 
 META_KEY = b"embcompress"
-DEFAULT_COLUMN_NAMES = ("embedding", "embeddings", "vector", "vectors", "emb")
-DEFAULT_ID_NAMES = ("id", "_id", "doc_id", "corpus_id", "query_id")
 SIDECAR_SUFFIX = ".embcompress.json"
 READ_BUFFER_BYTES = 4 << 20
 #: target bytes of float values per batch: measured on pyarrow 26 with 1024-d float32, small
@@ -68,8 +67,18 @@ def file_format(path: str | os.PathLike) -> str:
     raise InputError(f"{path}: unknown file type {suffix or '(no suffix)'!r}; use .parquet (or .pq) or .npy")
 
 
-def read_group(pf: pq.ParquetFile, path, g: int, *, column: str, dim: int, direct: pages.Column | None,
-               rows: tuple[int, int] | None = None, index: pages.PageIndex | None = None, offset: int = 0) -> np.ndarray:
+def read_group(
+    pf: pq.ParquetFile,
+    path,
+    g: int,
+    *,
+    column: str,
+    dim: int,
+    direct: pages.Column | None,
+    rows: tuple[int, int] | None = None,
+    index: pages.PageIndex | None = None,
+    offset: int = 0,
+) -> np.ndarray:
     """Row group ``g`` of ``pf`` (or its ``rows = (start, stop)``) as one checked float32 array
     ``(rows, dim)``: through the direct page decoder (:mod:`.pages`; ``direct`` from
     :func:`~.pages.find_column`, ``index`` from :func:`~.pages.scan_pages` to start at the right
@@ -103,8 +112,15 @@ class VectorSource(Protocol):
     @property
     def num_row_groups(self) -> int: ...
 
-    def batches(self, batch_size: int | None = None, *, threads: int | None = None, max_rows: int | None = None,
-                transform: "Transform | None" = None, result_row_bytes: int | None = None) -> Iterator[Batch]: ...
+    def batches(
+        self,
+        batch_size: int | None = None,
+        *,
+        threads: int | None = None,
+        max_rows: int | None = None,
+        transform: "Transform | None" = None,
+        result_row_bytes: int | None = None,
+    ) -> Iterator[Batch]: ...
 
 
 class Streamed:
@@ -116,8 +132,15 @@ class Streamed:
     carried_columns: list[str] = []
     num_row_groups = 1
 
-    def batches(self, batch_size: int | None = None, *, threads: int | None = None, max_rows: int | None = None,
-                transform: Transform | None = None, result_row_bytes: int | None = None) -> Iterator[Batch]:
+    def batches(
+        self,
+        batch_size: int | None = None,
+        *,
+        threads: int | None = None,
+        max_rows: int | None = None,
+        transform: Transform | None = None,
+        result_row_bytes: int | None = None,
+    ) -> Iterator[Batch]:
         """The rows in order, in batches of ``batch_size`` rows (batches never span row
         groups, so every reading path cuts the same batches). ``max_rows``: decode only the row
         groups that hold the first ``max_rows`` rows. ``transform(vectors, offset)``, when given,
@@ -131,7 +154,9 @@ class Streamed:
         :data:`READ_MEMORY_BYTES` of results (``result_row_bytes`` per row; default: the input's
         float32 width) wait ahead of the consumer. A single unit, or units too big for that
         budget, are read by a single reader two batches ahead of the consumer."""
-        units, unit_bytes = self.units(batch_size, max_rows=max_rows, transform=transform, result_row_bytes=result_row_bytes)
+        units, unit_bytes = self.units(
+            batch_size, max_rows=max_rows, transform=transform, result_row_bytes=result_row_bytes
+        )
         yield from run_units(units, threads=threads, unit_bytes=unit_bytes)
 
 
@@ -143,8 +168,9 @@ class ParquetVectors(Streamed):
         try:
             # buffered column reads: without buffer_size, pyarrow loads a whole column chunk (a
             # whole row group, gigabytes in some dumps) before yielding the first batch
-            self._pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
-                                                 page_checksum_verification=True)
+            self._pf = pq.ParquetFile(
+                self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES, page_checksum_verification=True
+            )
             schema = self._pf.schema_arrow
         except (pa.ArrowException, OSError, ValueError) as exc:  # ValueError: names that are not UTF-8
             raise FormatError(f"{self.path} is not a readable parquet file ({first_line(exc)})") from None
@@ -157,83 +183,17 @@ class ParquetVectors(Streamed):
                 self.metadata = json.loads(meta[META_KEY])
             except ValueError:
                 self.metadata = None
-        if codes is None:  # either kind
-            accept = lambda t: is_vector_type(t) or is_code_type(t)  # noqa: E731
-            wanted = "float vectors or compressed codes"
-        elif codes:
-            accept, wanted = is_code_type, "a packed-bit (fixed_size_binary) or int8 list column"
-        else:
-            accept, wanted = is_vector_type, "a list or fixed_size_list of float16/float32/float64"
-        names = schema.names
-        if column is None:
-            column = self._guess_column(accept, wanted)
-        elif column not in names:
-            raise InputError(f"{self.path} has no column {column!r}; its columns are: {', '.join(names)}")
-        t = schema.field(column).type
-        if not accept(t):
-            hint = ""
-            if not codes and is_code_type(t):
-                hint = " (this file holds compressed codes, not float embeddings)"
-            raise InputError(f"column {column!r} in {self.path} has type {t}; expected {wanted}{hint}")
-        self.column = column
-        self.type = t
-        if id_column is None:
-            id_column = next((n for n in DEFAULT_ID_NAMES if n in names and n != column), None)
-        elif id_column not in names:
-            raise InputError(f"{self.path} has no id column {id_column!r}; its columns are: {', '.join(names)}")
-        if id_column is not None and id_column == column:
-            raise InputError(f"the id column cannot be the embedding column {column!r} of {self.path}; "
-                             f"pick another with --id-column (columns: {', '.join(names)})")
-        if column in keep_columns:
-            raise InputError(f"--keep {column!r} names the embedding column of {self.path}, which becomes the codes; "
-                             "keep other columns only")
-        self.id_column = id_column
-        missing = [c for c in keep_columns if c not in names]
-        if missing:
-            raise InputError(f"{self.path} has no column(s) {', '.join(map(repr, missing))}; its columns are: {', '.join(names)}")
-        carried = [id_column] if id_column else []
-        carried += [c for c in keep_columns if c not in carried and c != column]
-        self.carried_columns = carried
-        self.dim = self._find_dim()
+        self.column, self.type = pick_column(self.path, schema, column, codes)
+        self.id_column, self.carried_columns = pick_carried(
+            self.path, schema.names, self.column, id_column, keep_columns
+        )
+        self.dim = vector_width(self._pf, self.path, self.column, self.type)
         # the direct decoder of float32 list columns (io.pages), where it applies
-        self._direct = pages.find_column(self._pf, column) if is_vector_type(t) and t.value_type == pa.float32() else None
-
-    def _guess_column(self, accept, wanted: str) -> str:
-        candidates = [f.name for f in self.schema if accept(f.type)]
-        if len(candidates) == 1:
-            return candidates[0]
-        if not candidates:
-            cols = ", ".join(f"{f.name} ({f.type})" for f in self.schema)
-            raise InputError(f"{self.path} has no column of {wanted}; its columns are: {cols}")
-        for name in DEFAULT_COLUMN_NAMES:
-            if name in candidates:
-                return name
-        raise InputError(f"{self.path} has several embedding columns ({', '.join(candidates)}); pick one with --column")
-
-    def _find_dim(self) -> int:
-        dim = self._first_width()
-        if dim == 0 and self.num_rows:
-            raise InputError(f"{self.path}: column {self.column!r} holds vectors of width 0; "
-                             "embeddings need at least 1 dimension")
-        return dim
-
-    def _first_width(self) -> int:
-        t = self.type
-        if pa.types.is_fixed_size_binary(t):
-            return t.byte_width
-        if pa.types.is_fixed_size_list(t):
-            return t.list_size
-        if self.num_rows == 0:
-            return 0
-        try:
-            first = next(self._pf.iter_batches(batch_size=1, columns=[self.column]))
-        except (pa.ArrowException, OSError, StopIteration) as exc:
-            raise FormatError(f"{self.path} is corrupt or truncated in row group 0 near row 0: "
-                              f"{first_line(exc)}") from None
-        value = first.column(0)[0]
-        if not value.is_valid:
-            raise InputError(f"column {self.column!r} row 0 is null; every row needs a vector")
-        return len(value)
+        self._direct = (
+            pages.find_column(self._pf, self.column)
+            if is_vector_type(self.type) and self.type.value_type == pa.float32()
+            else None
+        )
 
     @property
     def nbytes_per_row(self) -> int:
@@ -254,8 +214,16 @@ class ParquetVectors(Streamed):
             raise FormatError(f"{self.path} has corrupt row group metadata: {first_line(exc)}") from None
         return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
-    def units(self, batch_size: int | None = None, *, max_rows: int | None = None, transform: Transform | None = None,
-              result_row_bytes: int | None = None, base: int = 0, shard: int = 0) -> tuple[list, int]:
+    def units(
+        self,
+        batch_size: int | None = None,
+        *,
+        max_rows: int | None = None,
+        transform: Transform | None = None,
+        result_row_bytes: int | None = None,
+        base: int = 0,
+        shard: int = 0,
+    ) -> tuple[list, int]:
         """The units of parallel work and the largest one's result bytes; rows are numbered from
         ``base`` and batches tagged with ``shard`` (for datasets). A unit is a row group, or,
         where the direct page decoder reads a row group of more than :data:`SPLIT_BYTES`, a span
@@ -269,8 +237,17 @@ class ParquetVectors(Streamed):
             for r0, r1 in spans:
                 if max_rows is not None and starts[g] + r0 >= max_rows:
                     break
-                units.append(functools.partial(self._read_group, g=g, start=base + int(starts[g]), batch_size=batch_size,
-                                               transform=transform, shard=shard, rows=None if len(spans) == 1 else (r0, r1)))
+                units.append(
+                    functools.partial(
+                        self._read_group,
+                        g=g,
+                        start=base + int(starts[g]),
+                        batch_size=batch_size,
+                        transform=transform,
+                        shard=shard,
+                        rows=None if len(spans) == 1 else (r0, r1),
+                    )
+                )
                 largest = max(largest, r1 - r0)
         row_bytes = (result_row_bytes or 4 * self.dim) + 16 * len(self.carried_columns)
         return units, largest * row_bytes
@@ -291,16 +268,35 @@ class ParquetVectors(Streamed):
         whole = rows == (0, pf.metadata.row_group(g).num_rows)
         index = None if whole or self._direct is None else self._page_index(pf, g)
         direct = self._direct if whole or index is not None else None
-        return read_group(pf, self.path, g, column=self.column, dim=self.dim, direct=direct,
-                          rows=None if whole else rows, index=index, offset=offset)
+        return read_group(
+            pf,
+            self.path,
+            g,
+            column=self.column,
+            dim=self.dim,
+            direct=direct,
+            rows=None if whole else rows,
+            index=index,
+            offset=offset,
+        )
 
-    def _read_group(self, local: dict, *, g: int, start: int, batch_size: int, transform, shard: int = 0,
-                    rows: tuple[int, int] | None = None) -> Iterator[Batch]:
+    def _read_group(
+        self,
+        local: dict,
+        *,
+        g: int,
+        start: int,
+        batch_size: int,
+        transform,
+        shard: int = 0,
+        rows: tuple[int, int] | None = None,
+    ) -> Iterator[Batch]:
         """Row group ``g`` (rows ``rows`` of it, when given), whose first row is row ``start``."""
         pf = local.get(self.path)
         if pf is None:  # one file handle per worker thread
-            pf = local[self.path] = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
-                                                 page_checksum_verification=True)
+            pf = local[self.path] = pq.ParquetFile(
+                self.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES, page_checksum_verification=True
+            )
         first, stop = rows or (0, pf.metadata.row_group(g).num_rows)
         offset = start + first
         try:
@@ -313,8 +309,9 @@ class ParquetVectors(Streamed):
                     done += 1
                 if offset == start + stop:
                     return
-            yield from self._read_group_arrow(pf, g, offset, batch_size, transform, shard, skip=first // batch_size + done,
-                                              end=start + stop)
+            yield from self._read_group_arrow(
+                pf, g, offset, batch_size, transform, shard, skip=first // batch_size + done, end=start + stop
+            )
         except InputError as exc:
             raise InputError(f"{self.path}, row group {g}: {exc}") from None
 
@@ -327,22 +324,25 @@ class ParquetVectors(Streamed):
                 try:
                     with open(self.path, "rb", buffering=0) as f:
                         cache[g] = pages.scan_pages(f.fileno(), pf.metadata, g, self._direct, self.dim)
-                except (pages.Unsupported, OSError):
+                except (page_format.Unsupported, OSError):
                     cache[g] = None
             return cache[g]
 
-    def _read_group_direct(self, pf, g: int, offset: int, batch_size: int, transform, shard: int,
-                           rows: tuple[int, int] | None, index) -> Iterator[tuple[int, Batch]]:
+    def _read_group_direct(
+        self, pf, g: int, offset: int, batch_size: int, transform, shard: int, rows: tuple[int, int] | None, index
+    ) -> Iterator[tuple[int, Batch]]:
         """(rows, batch) of row group ``g`` (or of its ``rows``) through :mod:`.pages`, until it is
         done or hands over to pyarrow (then this stops early and the caller goes on from the next
         batch)."""
         with open(self.path, "rb", buffering=0) as f:  # closed when the row group is done or abandoned
-            vectors_it = pages.decode_group(f.fileno(), pf.metadata, g, self._direct, self.dim, batch_size,
-                                            rows=rows, index=index)
+            vectors_it = pages.decode_group(
+                f.fileno(), pf.metadata, g, self._direct, self.dim, batch_size, rows=rows, index=index
+            )
             carried = None
             if self.carried_columns:
-                carried = pf.iter_batches(batch_size=batch_size, row_groups=[g], columns=self.carried_columns,
-                                          use_threads=False)
+                carried = pf.iter_batches(
+                    batch_size=batch_size, row_groups=[g], columns=self.carried_columns, use_threads=False
+                )
                 for _ in range((rows or (0, 0))[0] // batch_size):  # the batches before the span
                     next(carried, None)
             while True:
@@ -350,7 +350,7 @@ class ParquetVectors(Streamed):
                     vectors = next(vectors_it)
                 except StopIteration:
                     return
-                except (pages.Unsupported, OSError):  # pyarrow decodes it, or names the problem
+                except (page_format.Unsupported, OSError):  # pyarrow decodes it, or names the problem
                     return
                 rb = None
                 if carried is not None:
@@ -368,8 +368,9 @@ class ParquetVectors(Streamed):
                 yield n, Batch(vectors, rb, offset, shard)
                 offset += n
 
-    def _read_group_arrow(self, pf, g: int, offset: int, batch_size: int, transform, shard: int, *,
-                          skip: int = 0, end: int | None = None) -> Iterator[Batch]:
+    def _read_group_arrow(
+        self, pf, g: int, offset: int, batch_size: int, transform, shard: int, *, skip: int = 0, end: int | None = None
+    ) -> Iterator[Batch]:
         """Row group ``g`` through pyarrow, from its batch ``skip`` (the earlier ones were
         delivered already), up to the row numbered ``end``."""
         columns = [self.column, *self.carried_columns]
@@ -380,13 +381,15 @@ class ParquetVectors(Streamed):
             except StopIteration:
                 return
             except (pa.ArrowException, OSError) as exc:
-                raise FormatError(f"{self.path} is corrupt or truncated in row group {g} near row {offset}: "
-                                  f"{first_line(exc)}") from None
+                raise FormatError(
+                    f"{self.path} is corrupt or truncated in row group {g} near row {offset}: {first_line(exc)}"
+                ) from None
             if skip:  # delivered already
                 skip -= 1
                 continue
-            vectors = column_to_numpy(rb.column(0), self.dim, offset=offset, column=self.column,
-                                      finite=transform is None)
+            vectors = column_to_numpy(
+                rb.column(0), self.dim, offset=offset, column=self.column, finite=transform is None
+            )
             if transform is not None:
                 vectors = transform(vectors, offset)
             yield Batch(vectors, rb.select(self.carried_columns) if self.carried_columns else None, offset, shard)
@@ -396,8 +399,9 @@ class ParquetVectors(Streamed):
 Transform = Callable[[np.ndarray, int], np.ndarray]  # (vectors, row offset) -> codes
 
 
-def run_units(units: Sequence[Callable[[dict], Iterator[Batch]]], *, threads: int | None, unit_bytes: int,
-              ) -> Iterator[Batch]:
+def run_units(
+    units: Sequence[Callable[[dict], Iterator[Batch]]], *, threads: int | None, unit_bytes: int
+) -> Iterator[Batch]:
     """Every unit's batches in order: on worker threads when there are several units and the
     look-ahead (two units per worker) fits :data:`READ_MEMORY_BYTES`; else one unit after the
     other on a single worker thread that stays two batches ahead of the consumer."""
@@ -426,8 +430,3 @@ def read_sidecar(path: Path) -> dict | None:
         return json.loads(side.read_text())
     except ValueError:
         return None
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -20,14 +20,22 @@ def _carried_rows(col: pa.Array, take, path, name: str, offset: int) -> pa.Array
         out.validate(full=True)
     except pa.ArrowInvalid as exc:
         last = offset + (take if isinstance(take, int) else len(col)) - 1
-        raise FormatError(f"column {name!r} of {path} holds bytes that are not UTF-8 text in rows {offset}..{last} "
-                          f"({exc}); the file is corrupt or was written with another encoding") from None
+        raise FormatError(
+            f"column {name!r} of {path} holds bytes that are not UTF-8 text in rows {offset}..{last} "
+            f"({exc}); the file is corrupt or was written with another encoding"
+        ) from None
     return out
 
 
-def read_all(path: str | os.PathLike, *, column: str | None = None, id_column: str | None = None,
-             codes: bool | None = False, threads: int | None = None,
-             arrow_ids: bool = False) -> tuple[np.ndarray, list | pa.ChunkedArray | None]:
+def read_all(
+    path: str | os.PathLike,
+    *,
+    column: str | None = None,
+    id_column: str | None = None,
+    codes: bool | None = False,
+    threads: int | None = None,
+    arrow_ids: bool = False,
+) -> tuple[np.ndarray, list | pa.ChunkedArray | None]:
     """Load a whole vector file: (vectors or codes, ids or None). For files that fit in memory;
     streaming code uses :func:`open_vectors`. ``arrow_ids`` returns the ids as one Arrow column
     instead of a list: 10 million short string ids take about 120 MB so, against about 0.7 GB as
@@ -36,18 +44,27 @@ def read_all(path: str | os.PathLike, *, column: str | None = None, id_column: s
     return X, ids
 
 
-def read_sample(path: str | os.PathLike, *, limit: int | None = None, column: str | None = None,
-                id_column: str | None = None, label_column: str | None = None,
-                codes: bool | None = False, threads: int | None = None,
-                seed: int = 0, arrow_ids: bool = False) -> tuple[np.ndarray, list | pa.ChunkedArray | None, list | None]:
+def read_sample(
+    path: str | os.PathLike,
+    *,
+    limit: int | None = None,
+    column: str | None = None,
+    id_column: str | None = None,
+    label_column: str | None = None,
+    codes: bool | None = False,
+    threads: int | None = None,
+    seed: int = 0,
+    arrow_ids: bool = False,
+) -> tuple[np.ndarray, list | pa.ChunkedArray | None, list | None]:
     """A seeded uniform sample of ``limit`` rows of a vector file, drawn across all of it (every
     row group and shard) and returned in file order; every row when ``limit`` is None or not
     smaller than the file. (vectors, ids or None, labels or None). ``label_column`` names a column
     read beside the vectors (an error names the columns there are when it is missing). The file is
     streamed once; only the sampled rows are kept. :func:`count_rows` says how many rows the
     sample was drawn from. ``arrow_ids``: the ids as an Arrow column (see :func:`read_all`)."""
-    src = open_vectors(path, column=column, id_column=id_column, codes=codes,
-                       keep_columns=[label_column] if label_column else ())
+    src = open_vectors(
+        path, column=column, id_column=id_column, codes=codes, keep_columns=[label_column] if label_column else ()
+    )
     wanted = None if limit is None or src.num_rows <= limit else sample_rows(src.num_rows, limit, seed)
     # the rows go straight into one array of the announced size: gathering the batches and then
     # concatenating them held the data twice (465 MiB more at the peak of a 10M-row search of bits)
@@ -71,13 +88,7 @@ def read_sample(path: str | os.PathLike, *, limit: int | None = None, column: st
             filled += len(rows)
         else:
             extra.append(np.array(rows))
-        if b.carried is not None:
-            if src.id_column and arrow_ids:
-                ids.append(_carried_rows(b.carried.column(src.id_column), take, src.path, src.id_column, b.offset))
-            elif src.id_column:
-                ids.extend(_carried_rows(b.carried.column(src.id_column), take, src.path, src.id_column, b.offset).to_pylist())
-            if label_column:
-                labels.extend(_carried_rows(b.carried.column(label_column), take, src.path, label_column, b.offset).to_pylist())
+        _carry(b, take, src, label_column, arrow_ids, ids, labels)
     if out is None:
         arr = np.empty((0, src.dim), dtype=np.float32)
     elif extra:
@@ -87,6 +98,22 @@ def read_sample(path: str | os.PathLike, *, limit: int | None = None, column: st
     if src.id_column and arrow_ids:
         ids = pa.chunked_array(ids, type=ids[0].type if ids else pa.string())
     return arr, (ids if src.id_column else None), (labels if label_column else None)
+
+
+def _carry(b, take, src, label_column: str | None, arrow_ids: bool, ids: list, labels: list) -> None:
+    """Append the ids and labels of batch ``b``'s rows ``take`` to ``ids`` and ``labels``."""
+    if b.carried is None:
+        return
+
+    def rows_of(name: str):
+        return _carried_rows(b.carried.column(name), take, src.path, name, b.offset)
+
+    if src.id_column and arrow_ids:
+        ids.append(rows_of(src.id_column))
+    elif src.id_column:
+        ids.extend(rows_of(src.id_column).to_pylist())
+    if label_column:
+        labels.extend(rows_of(label_column).to_pylist())
 
 
 def count_rows(path: str | os.PathLike, *, column: str | None = None) -> int:

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from embcompress import FormatError, InputError
-from embcompress.io import open_vectors, pages
+from embcompress.io import open_vectors, page_format, pages
 
 from conftest import make_vectors
 
@@ -129,7 +129,7 @@ def test_plain_pages_are_read_into_the_batches(tmp_path, monkeypatch, compressio
     assert sum(taken) == 16 * sum(b - a for a, b in zip(starts, starts[1:]) if a >= 995)  # only pages from row 995 on
 
 
-@pytest.mark.skipif(not hasattr(pages._rle, "snappy_split"), reason="the C extension was not built")
+@pytest.mark.skipif(not hasattr(page_format._rle, "snappy_split"), reason="the C extension was not built")
 def test_snappy_split_is_pyarrows_snappy_and_refuses_bad_blocks():
     """Any split point gives pyarrow's bytes; a cut, corrupted or wrongly sized block raises
     ValueError (never writes out of bounds: a fuzz of 3,000 corrupted blocks)."""
@@ -143,25 +143,25 @@ def test_snappy_split_is_pyarrows_snappy_and_refuses_bad_blocks():
         z = codec.compress(data, asbytes=True)
         for cut in (0, 1, 7, 4096, len(data) - 1, len(data)):
             head, tail = bytearray(cut), bytearray(len(data) - cut)
-            pages._rle.snappy_split(z, head, tail)
+            page_format._rle.snappy_split(z, head, tail)
             assert bytes(head) + bytes(tail) == data
             for cut2 in (cut, cut + 3, len(data)):  # and a third part
                 if cut2 <= len(data):
                     parts = bytearray(cut), bytearray(cut2 - cut), bytearray(len(data) - cut2)
-                    pages._rle.snappy_split(z, *parts)
+                    page_format._rle.snappy_split(z, *parts)
                     assert b"".join(parts) == data
         for wrong in (z[:-1], z[: len(z) // 2], z + b"\x00"):
             with pytest.raises(ValueError):
-                pages._rle.snappy_split(wrong, bytearray(5), bytearray(len(data) - 5))
+                page_format._rle.snappy_split(wrong, bytearray(5), bytearray(len(data) - 5))
         with pytest.raises(ValueError, match="size"):
-            pages._rle.snappy_split(z, bytearray(5), bytearray(len(data)))
+            page_format._rle.snappy_split(z, bytearray(5), bytearray(len(data)))
         for _ in range(1000):
             bad = bytearray(z)
             for i in rng.integers(0, len(bad), rng.integers(1, 4)):
                 bad[i] = int(rng.integers(256))
             head, tail = bytearray(64), bytearray(len(data) - 64)
             try:
-                pages._rle.snappy_split(bytes(bad), head, tail)
+                page_format._rle.snappy_split(bytes(bad), head, tail)
             except ValueError:
                 pass
 
@@ -241,7 +241,7 @@ def test_corrupt_page_fails_its_checksum(tmp_path):
         for _ in open_vectors(tmp_path / "bad.parquet").batches(100):
             pass
     pf = pq.ParquetFile(tmp_path / "bad.parquet")
-    with open(tmp_path / "bad.parquet", "rb") as f, pytest.raises(pages.Unsupported, match="checksum"):
+    with open(tmp_path / "bad.parquet", "rb") as f, pytest.raises(page_format.Unsupported, match="checksum"):
         list(pages.decode_group(f.fileno(), pf.metadata, 2, pages.find_column(pf, "embedding"), 16, 100))
 
 
@@ -268,7 +268,7 @@ def test_columns_it_leaves_to_pyarrow(tmp_path):
     np.testing.assert_allclose(np.concatenate([b.vectors for b in src.batches()]), X, rtol=1e-6)
     # byte-stream-split pages: the chunk's encodings exclude the direct decoder, pyarrow reads them
     path = _write(tmp_path / "b.parquet", X, use_dictionary=False, use_byte_stream_split=True)
-    with open(path, "rb") as f, pytest.raises(pages.Unsupported, match="encodings"):
+    with open(path, "rb") as f, pytest.raises(page_format.Unsupported, match="encodings"):
         pf = pq.ParquetFile(path)
         list(pages.decode_group(f.fileno(), pf.metadata, 0, pages.find_column(pf, "embedding"), 4, 10))
     np.testing.assert_array_equal(np.concatenate([b.vectors for b in open_vectors(path).batches()]), X)
@@ -310,7 +310,7 @@ def test_garbage_page_headers_hand_over(tmp_path):
             rng.integers(0, 256, 64, dtype=np.uint8).tobytes() if trial % 2 else bytes([0x1C]) * 64
         )
         (tmp_path / "g.parquet").write_bytes(bytes(garbage))
-        with open(tmp_path / "g.parquet", "rb") as f, pytest.raises(pages.Unsupported):
+        with open(tmp_path / "g.parquet", "rb") as f, pytest.raises(page_format.Unsupported):
             list(pages.decode_group(f.fileno(), pf.metadata, 0, col, 8, 100))
 
 
@@ -544,7 +544,7 @@ def test_rerank_store_decodes_spans_of_a_huge_row_group(tmp_path, monkeypatch):
     assert ParquetStore(bad).get(np.array([5]))[0].tolist() == X[5].tolist()  # other spans stay readable
 
 
-@pytest.mark.skipif(pages._rle is None, reason="the C extension was not built")
+@pytest.mark.skipif(page_format._rle is None, reason="the C extension was not built")
 def test_crc32_is_zlibs():
     """The extension's CRC-32 (carry-less multiplication where the CPU has it, a table otherwise
     and for the ends) gives zlib.crc32's value for every length, alignment and starting value."""
@@ -557,14 +557,14 @@ def test_crc32_is_zlibs():
         for off in (0, 1, 7, 16, 33):
             chunk = memoryview(data)[off : off + n]
             for start in (0, 1, 0xFFFFFFFF, 0xDEADBEEF):
-                assert pages._rle.crc32(chunk, start) == zlib.crc32(chunk, start), (n, off, start)
+                assert page_format._rle.crc32(chunk, start) == zlib.crc32(chunk, start), (n, off, start)
     # a running value over pieces is the value of the whole
     whole = memoryview(data)[:100_000]
     running = 0
     for a in range(0, len(whole), 777):
-        running = pages._rle.crc32(whole[a : a + 777], running)
+        running = page_format._rle.crc32(whole[a : a + 777], running)
     assert running == zlib.crc32(whole)
-    assert pages.crc32 in (pages._rle.crc32, zlib.crc32)
+    assert page_format.crc32 in (page_format._rle.crc32, zlib.crc32)
 
 
 @pytest.mark.parametrize("kind", ["float32", "int8"])

@@ -14,7 +14,8 @@ import pyarrow.compute as pc
 
 from ...core.errors import InputError
 from ...io import pages
-from ...io.readers import column_to_numpy, read_group
+from ...io.columns import column_to_numpy
+from ...io.readers import read_group
 from ...io.writers import to_arrow
 from ...core.persist import arrays_from_json, arrays_to_json, from_config
 from ...core.persist import build

@@ -9,8 +9,9 @@ import contextlib
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from ...core.base import Compressor
 from ...core.errors import EmbcompressError, InputError, OutputExistsError
@@ -22,14 +23,37 @@ MANIFEST = "_embcompress_manifest.json"
 COMMIT_THREADS = 32  # moves in flight while committing to an object store
 
 
+@dataclass(frozen=True)
+class DatasetWrite:
+    """One write of a dataset's shards by Ray tasks: what runs them (``ray``, at most ``workers`` at
+    once), the fitted ``comp`` and the input ``src``; whether an existing output is replaced
+    (``overwrite``) and finished shards are kept for a rerun (``resume``); ``progress`` of rows,
+    ``received`` (filled with what the driver received, when given) and when the job ``started``."""
+
+    ray: Any
+    comp: Compressor
+    src: Any
+    overwrite: bool = False
+    resume: bool = False
+    workers: int | None = None
+    progress: Any = None
+    received: dict | None = None
+    started: float = 0.0
+
+
 def _staging(dst: Path) -> Path:
     """Where a resumable run stages its shards: beside the output, under a fixed hidden name."""
     return dst.with_name(f".{dst.name}.partial")
 
 
 def _new_manifest(comp: Compressor, src, fingerprint: str, done: dict | None = None) -> dict:
-    return {"format": "embcompress.manifest", "fingerprint": fingerprint, "compressor": comp.name,
-            "source": str(src.path), "shards": dict(done or {})}
+    return {
+        "format": "embcompress.manifest",
+        "fingerprint": fingerprint,
+        "compressor": comp.name,
+        "source": str(src.path),
+        "shards": dict(done or {}),
+    }
 
 
 def _totals(manifest: dict) -> None:
@@ -40,10 +64,15 @@ def _totals(manifest: dict) -> None:
 
 def _result(comp: Compressor, src, manifest: dict, started: float, output: str) -> CompressResult:
     """What a Ray dataset write returns, from its committed manifest."""
-    return CompressResult(rows=src.num_rows, input_bytes=sum(os.path.getsize(s.path) for s in src.shards),
-                          output_bytes=manifest["bytes"], bytes_per_vector_in=src.nbytes_per_row,
-                          bytes_per_vector_out=comp.output_spec.nbytes, seconds=time.perf_counter() - started,
-                          output=output)
+    return CompressResult(
+        rows=src.num_rows,
+        input_bytes=sum(os.path.getsize(s.path) for s in src.shards),
+        output_bytes=manifest["bytes"],
+        bytes_per_vector_in=src.nbytes_per_row,
+        bytes_per_vector_out=comp.output_spec.nbytes,
+        seconds=time.perf_counter() - started,
+        output=output,
+    )
 
 
 def _move_in(out, root: str, rels: Sequence[str]) -> None:
@@ -59,8 +88,7 @@ def _move_in(out, root: str, rels: Sequence[str]) -> None:
         list(pool.map(move, rels))
 
 
-def write_dataset_remote(ray, comp: Compressor, src, out, *, overwrite: bool, resume: bool, workers: int | None,
-                          progress, received: dict | None, started: float) -> CompressResult:
+def write_dataset_remote(job: DatasetWrite, out) -> CompressResult:
     """:func:`write_dataset` to a pyarrow filesystem (``out``, a :class:`~embcompress.core._fs.RemoteOutput`):
     each worker uploads its shards under a staging prefix beside the output; when every shard
     succeeded the driver moves them to their names in the output (an object store's rename is a
@@ -68,9 +96,12 @@ def write_dataset_remote(ray, comp: Compressor, src, out, *, overwrite: bool, re
     output with a manifest is complete. Any failure (Ctrl-C too) deletes the staging prefix."""
     from ...core.persist import describe
 
-    if resume:
-        raise InputError(f"--resume needs an output on a local or shared file system; {out} is on a remote one: "
-                         "rerun without --resume (the staging prefix of a failed run is deleted)")
+    comp, src = job.comp, job.src
+    if job.resume:
+        raise InputError(
+            f"--resume needs an output on a local or shared file system; {out} is on a remote one: "
+            "rerun without --resume (the staging prefix of a failed run is deleted)"
+        )
     # the output itself was checked with the input, before any work (stream.check_destination)
     fingerprint = describe(comp)["fingerprint"]
     root = out.staging()
@@ -79,11 +110,20 @@ def write_dataset_remote(ray, comp: Compressor, src, out, *, overwrite: bool, re
     got = {"bytes": 0, "messages": 0, "task_seconds": 0.0}
     try:
         out.fs.create_dir(root)
-        run_shards(ray, comp, jobs, manifest, workers=workers, resume=False, progress=progress, got=got,
-                    save=lambda m: None)
+        run_shards(
+            job.ray,
+            comp,
+            jobs,
+            manifest,
+            workers=job.workers,
+            resume=False,
+            progress=job.progress,
+            got=got,
+            save=lambda m: None,
+        )
         _totals(manifest)
         if out.kind() != "none":
-            out.check(overwrite=overwrite)  # something appeared meanwhile: replaced only when asked
+            out.check(overwrite=job.overwrite)  # something appeared meanwhile: replaced only when asked
             out.remove(out.path)
         _move_in(out, root, src.rels)
         out.write_text(f"{out.path}/{MANIFEST}", json.dumps(manifest, indent=1, sort_keys=True))
@@ -94,9 +134,9 @@ def write_dataset_remote(ray, comp: Compressor, src, out, *, overwrite: bool, re
             raise InputError(f"writing {out} failed: {str(exc).splitlines()[0]}") from None
         raise
     finally:
-        if received is not None:
-            received.update(got)
-    return _result(comp, src, manifest, started, str(out))
+        if job.received is not None:
+            job.received.update(got)
+    return _result(comp, src, manifest, job.started, str(out))
 
 
 def _write_manifest(root: Path, manifest: dict) -> None:
@@ -119,16 +159,20 @@ def _staged(dst: Path, fingerprint: str, resume: bool) -> tuple[Path, dict]:
     root = _staging(dst)
     old = json.loads((root / MANIFEST).read_text()) if (root / MANIFEST).exists() else None
     if old is not None and old.get("fingerprint") != fingerprint:
-        raise InputError(f"{root} holds shards of another compressor (fingerprint {old.get('fingerprint')}, this one "
-                         f"{fingerprint}); remove it, or resume with the model that wrote them")
+        raise InputError(
+            f"{root} holds shards of another compressor (fingerprint {old.get('fingerprint')}, this one "
+            f"{fingerprint}); remove it, or resume with the model that wrote them"
+        )
     root.mkdir(exist_ok=True)
-    done = {rel: info for rel, info in (old or {}).get("shards", {}).items()
-            if (root / rel).is_file() and (root / rel).stat().st_size == info["bytes"]}
+    done = {
+        rel: info
+        for rel, info in (old or {}).get("shards", {}).items()
+        if (root / rel).is_file() and (root / rel).stat().st_size == info["bytes"]
+    }
     return root, done
 
 
-def write_dataset(ray, comp: Compressor, src, dst_path, *, overwrite: bool, resume: bool, workers: int | None,
-                   progress, received: dict | None, started: float) -> CompressResult:
+def write_dataset(job: DatasetWrite, dst_path) -> CompressResult:
     """Compress a dataset with one Ray task per input shard, each writing its output shard
     itself into a staging directory beside the output (shared storage). The driver only receives
     each shard's row count and size, writes the manifest (shards, rows, bytes, the compressor's
@@ -144,7 +188,8 @@ def write_dataset(ray, comp: Compressor, src, dst_path, *, overwrite: bool, resu
     from ...core._fs import check_output_dir, storage_error
     from ...core.persist import describe
 
-    dst = check_output_dir(dst_path, overwrite=overwrite)
+    comp, src, resume = job.comp, job.src, job.resume
+    dst = check_output_dir(dst_path, overwrite=job.overwrite)
     dst.parent.mkdir(parents=True, exist_ok=True)
     fingerprint = describe(comp)["fingerprint"]
     root, done = _staged(dst, fingerprint, resume)
@@ -152,20 +197,18 @@ def write_dataset(ray, comp: Compressor, src, dst_path, *, overwrite: bool, resu
     jobs = shard_jobs(src, str(root), fingerprint, skip=done)
     got = {"bytes": 0, "messages": 0, "task_seconds": 0.0}
     try:
-        run_shards(ray, comp, jobs, manifest, workers=workers, resume=resume, progress=progress, got=got,
-                    save=lambda m: _write_manifest(root, m))
-        # commit: nothing but the shards and the manifest (a killed worker's temporary file goes)
-        keep = {root / rel for rel in src.rels} | {root / MANIFEST}
-        for f in sorted(root.rglob("*"), reverse=True):
-            if f.is_file() and f not in keep:
-                f.unlink()
-        _totals(manifest)
-        _write_manifest(root, manifest)
-        if dst.exists():
-            if not overwrite and (not dst.is_dir() or any(dst.iterdir())):
-                raise OutputExistsError(f"{dst} appeared while writing; pass --overwrite (overwrite=True) to replace it")
-            shutil.rmtree(dst) if dst.is_dir() else dst.unlink()
-        os.replace(root, dst)
+        run_shards(
+            job.ray,
+            comp,
+            jobs,
+            manifest,
+            workers=job.workers,
+            resume=resume,
+            progress=job.progress,
+            got=got,
+            save=lambda m: _write_manifest(root, m),
+        )
+        _commit(root, dst, src.rels, manifest, job.overwrite)
     except BaseException as exc:  # Ctrl-C included: the workers were stopped; leave no shard
         if not resume:
             shutil.rmtree(root, ignore_errors=True)
@@ -178,6 +221,24 @@ def write_dataset(ray, comp: Compressor, src, dst_path, *, overwrite: bool, resu
             raise storage_error(exc, dst) from None
         raise
     finally:
-        if received is not None:
-            received.update(got)
-    return _result(comp, src, manifest, started, str(dst))
+        if job.received is not None:
+            job.received.update(got)
+    return _result(comp, src, manifest, job.started, str(dst))
+
+
+def _commit(root: Path, dst: Path, rels: Sequence[str], manifest: dict, overwrite: bool) -> None:
+    """Put a staged dataset in place: nothing but the shards and the manifest (a killed worker's
+    temporary file goes), the manifest with its totals, then one rename to ``dst``."""
+    import shutil
+
+    keep = {root / rel for rel in rels} | {root / MANIFEST}
+    for f in sorted(root.rglob("*"), reverse=True):
+        if f.is_file() and f not in keep:
+            f.unlink()
+    _totals(manifest)
+    _write_manifest(root, manifest)
+    if dst.exists():
+        if not overwrite and (not dst.is_dir() or any(dst.iterdir())):
+            raise OutputExistsError(f"{dst} appeared while writing; pass --overwrite (overwrite=True) to replace it")
+        shutil.rmtree(dst) if dst.is_dir() else dst.unlink()
+    os.replace(root, dst)

@@ -9,12 +9,13 @@ import pyarrow as pa
 
 from ...core.base import Compressor
 from ...core.errors import InputError
-from ...io.readers import Batch, column_to_numpy
+from ...io.columns import column_to_numpy
+from ...io.readers import Batch
 from ...core.persist import arrays_to_json, to_config
 from ..local import CompressResult, open_to_compress, write_codes
 from .blocks import in_order, units_of
 from .cluster import connect
-from .commit import write_dataset, write_dataset_remote
+from .commit import DatasetWrite, write_dataset, write_dataset_remote
 from .fit import ray_fit
 
 
@@ -30,52 +31,119 @@ class RayEngine:
         connect(address, num_cpus)  # fail now on an address that does not answer
 
     def fit_file(self, comp, path, *, column=None, batch_size=None, max_rows=None, progress=None, threads=None):
-        return ray_fit(comp, path, address=self.address, num_cpus=self.num_cpus, column=column, max_rows=max_rows,
-                       batch_size=batch_size, progress=progress)
+        return ray_fit(
+            comp,
+            path,
+            address=self.address,
+            num_cpus=self.num_cpus,
+            column=column,
+            max_rows=max_rows,
+            batch_size=batch_size,
+            progress=progress,
+        )
 
-    def compress_file(self, comp, src, dst, *, column=None, id_column=None, keep_columns=(), batch_size=None,
-                      overwrite=False, progress=None, threads=None):
-        return ray_compress(comp, src, dst, address=self.address, num_cpus=self.num_cpus, column=column,
-                            id_column=id_column, keep_columns=keep_columns, overwrite=overwrite, progress=progress,
-                            resume=self.resume)
+    def compress_file(
+        self,
+        comp,
+        src,
+        dst,
+        *,
+        column=None,
+        id_column=None,
+        keep_columns=(),
+        batch_size=None,
+        overwrite=False,
+        progress=None,
+        threads=None,
+    ):
+        return ray_compress(
+            comp,
+            src,
+            dst,
+            address=self.address,
+            num_cpus=self.num_cpus,
+            column=column,
+            id_column=id_column,
+            keep_columns=keep_columns,
+            overwrite=overwrite,
+            progress=progress,
+            resume=self.resume,
+        )
 
 
-def ray_compress(comp: Compressor, src_path, dst_path, *, address: str | None = None, num_cpus: int | None = None,
-                 column: str | None = None, id_column: str | None = None, keep_columns: Sequence[str] = (),
-                 overwrite: bool = False, workers: int | None = None, progress=None, resume: bool = False,
-                 received: dict | None = None) -> CompressResult:
+def ray_compress(
+    comp: Compressor,
+    src_path,
+    dst_path,
+    *,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    column: str | None = None,
+    id_column: str | None = None,
+    keep_columns: Sequence[str] = (),
+    overwrite: bool = False,
+    workers: int | None = None,
+    progress=None,
+    resume: bool = False,
+    received: dict | None = None,
+) -> CompressResult:
     """:func:`~embcompress.engines.local.compress_file` on Ray: the same output bytes. A dataset's shards
     are written by the workers (:func:`write_dataset`); a single file's row groups are
     compressed on the workers and written in order by the driver. ``received``, when given, is
     filled with what the driver received from the workers (``bytes``, ``messages``) and the
     seconds the shard tasks took in all (``task_seconds``)."""
     t0 = time.perf_counter()
-    src = open_to_compress(comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns,
-                           overwrite=overwrite, remote_ok=True)
+    src = open_to_compress(
+        comp,
+        src_path,
+        dst_path,
+        column=column,
+        id_column=id_column,
+        keep_columns=keep_columns,
+        overwrite=overwrite,
+        remote_ok=True,
+    )
     units_of(src)  # refuses .npy shards
     ray = connect(address, num_cpus)
     if src.shards is not None:
         from ...core._fs import remote_output
 
+        job = DatasetWrite(ray, comp, src, overwrite, resume, workers, progress, received, started=t0)
         remote = remote_output(dst_path)
-        if remote is not None:
-            return write_dataset_remote(ray, comp, src, remote, overwrite=overwrite, resume=resume, workers=workers,
-                                         progress=progress, received=received, started=t0)
-        return write_dataset(ray, comp, src, dst_path, overwrite=overwrite, resume=resume, workers=workers,
-                              progress=progress, received=received, started=t0)
+        return write_dataset(job, dst_path) if remote is None else write_dataset_remote(job, remote)
     if resume:
         raise InputError("--resume applies to a dataset's output (a directory of shards); this input is one file")
+    batches = _file_batches(ray, comp, src, workers)
+    return write_codes(comp, src, src_path, dst_path, batches, overwrite=overwrite, progress=progress, started=t0)
+
+
+def _file_batches(ray, comp: Compressor, src, workers: int | None) -> Iterator[Batch]:
+    """The codes of one file's units (row groups or spans), compressed by Ray tasks (at most
+    ``workers`` at once) and delivered in order; the units are planned now, the tasks start with the
+    first batch asked for."""
     units = units_of(src)
     spec = comp.output_spec
     carried = list(src.carried_columns)
     config, arrays = to_config(comp)
-    kwargs = {"config": config, "arrays": arrays_to_json(arrays), "column": src.column, "carried": carried,
-              "dim": src.dim, "spec": spec}
+    kwargs = {
+        "config": config,
+        "arrays": arrays_to_json(arrays),
+        "column": src.column,
+        "carried": carried,
+        "dim": src.dim,
+        "spec": spec,
+    }
 
     def batches() -> Iterator[Batch]:
         for unit, table in in_order(ray, units, kwargs, workers):
-            codes = column_to_numpy(table.column(src.column).combine_chunks(), spec.row_width, column=src.column, finite=False)
-            kept = pa.RecordBatch.from_arrays([table.column(c).combine_chunks() for c in carried], names=carried) if carried else None
+            codes = column_to_numpy(
+                table.column(src.column).combine_chunks(), spec.row_width, column=src.column, finite=False
+            )
+            kept = (
+                pa.RecordBatch.from_arrays([table.column(c).combine_chunks() for c in carried], names=carried)
+                if carried
+                else None
+            )
             yield Batch(codes, kept, 0, unit["shard"])
 
-    return write_codes(comp, src, src_path, dst_path, batches(), overwrite=overwrite, progress=progress, started=t0)
+    return batches()
