@@ -34,7 +34,7 @@ from embcompress.evaluation.evaluate import run_configs
 from embcompress.evaluation.tasks import REFERENCES, LabelFreeTask, Measured, QrelsTask
 from embcompress.io import read_all
 from embcompress.report.candidates import candidates
-from embcompress.report.grid import judged_subset
+from embcompress.report.task_files import judged_subset
 from embcompress.report.recommend import choose_winner
 from embcompress.report.uncertainty import uncertainty
 

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from embcompress.evaluation import evaluate
+from embcompress.evaluation import race
 from embcompress.report.recommend import recommend_files
 
 
@@ -32,10 +32,10 @@ RUNS = ("screened", "full", "norace")
 
 def one(emb: Path, qrels: str | None, budget: int, sample: int, run: str) -> dict:
     screen = run == "screened"
-    slow = evaluate.RACE_MIN_FIT_SECONDS
+    slow = race.RACE_MIN_FIT_SECONDS
     with tempfile.TemporaryDirectory() as tmp:
         if run == "norace":  # every code fitted twice and scored out-of-sample: what the race must not change
-            evaluate.RACE_MIN_FIT_SECONDS = float("inf")
+            race.RACE_MIN_FIT_SECONDS = float("inf")
         try:
             t = time.perf_counter()
             res = recommend_files(
@@ -49,7 +49,7 @@ def one(emb: Path, qrels: str | None, budget: int, sample: int, run: str) -> dic
             )
             wall = time.perf_counter() - t
         finally:
-            evaluate.RACE_MIN_FIT_SECONDS = slow
+            race.RACE_MIN_FIT_SECONDS = slow
     w = res["winner"]
     return {
         "budget": budget,

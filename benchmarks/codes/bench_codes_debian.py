@@ -171,7 +171,8 @@ def load_set(emb, qrels_path, *, queries: int | None = None, fit_rows: int | Non
 def our_rows(D, dids, task, configs, fits, norm_power):
     """Our codes on the benchmark's folds: out-of-sample and in-sample (evaluate_config), and the
     first fold's model encoding every document (half-new: fitted on half, scored on the whole)."""
-    from embcompress.evaluation.evaluate import evaluate_config, parse_config
+    from embcompress.evaluation.configs import parse_config
+    from embcompress.evaluation.evaluate import evaluate_config
     from embcompress.search import ArrayStore, Index
 
     rows = []

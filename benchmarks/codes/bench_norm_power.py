@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _ut
 from codes.bench_codes_debian import load_set  # the same documents, query sample and fit sample as the codes benchmark
 from embcompress.core._util import sample_rows
 from embcompress.evaluation.crossfit import CrossFit
-from embcompress.evaluation.evaluate import RankProxy, evaluate_config, parse_config
+from embcompress.evaluation.configs import parse_config  # noqa: E402
+from embcompress.evaluation.evaluate import RankProxy, evaluate_config
 from _util import DEBIAN  # noqa: E402  (the benchmarks' folder is on the path when they run)
 
 

@@ -6,7 +6,7 @@ import typer
 
 from .._version import __version__
 
-from . import analysis, compress, files, search, train
+from . import analysis, compress, files, recommend, search, train
 
 app = typer.Typer(
     name="embcompress",
@@ -31,7 +31,7 @@ def _root(
     pass
 
 
-for group in (compress, files, search, analysis, train):  # one module per command group
+for group in (compress, files, search, analysis, recommend, train):  # one module per command group
     app.add_typer(group.app)
 
 

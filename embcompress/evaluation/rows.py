@@ -6,11 +6,14 @@ the float reference scored first) makes a new row (:meth:`ResultRow.with_retenti
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from ..analysis import retention
+
+if TYPE_CHECKING:
+    from .configs import Config
 
 
 @dataclass(frozen=True)
@@ -90,3 +93,46 @@ class ResultRow:
 
 
 _NAMES = frozenset(f.name for f in fields(ResultRow))
+
+
+def row_of(
+    cfg: Config,
+    index,
+    m,
+    inside: float | None,
+    costs: Mapping[str, Any],
+    fitted: str,
+    dim: int,
+    in_sample_queries: int | None = None,
+    **more: Any,
+) -> ResultRow:
+    """The row of configuration ``cfg`` searched through ``index``: the task's measurement ``m``, the
+    in-sample score ``inside``, the fit and encoding ``costs``, how it was ``fitted``, the input width
+    ``dim``; ``more`` fields as they are."""
+    comp = index.compressor
+    return ResultRow(
+        config=cfg.label,
+        spec=cfg.spec,
+        rerank=cfg.rerank,
+        kind="float" if comp is None else comp.output_spec.kind,
+        bytes_per_vector=index.nbytes_per_vector,
+        compression=4 * dim / index.nbytes_per_vector,
+        extra_storage=None
+        if cfg.rerank != "float"
+        else "original float vectors"
+        if cfg.copy == "float32"
+        else f"a {cfg.copy} copy of the documents",
+        copy=cfg.copy if cfg.rerank == "float" else None,
+        fitted=fitted,
+        score=m.score,
+        metrics=dict(m.metrics),
+        score_in_sample=inside,
+        in_sample_queries=in_sample_queries,
+        fit_seconds=costs["fit_seconds"],
+        encode_rows_per_second=costs["encode_rows_per_second"],
+        search_seconds=m.seconds,
+        queries_per_second=m.queries / m.seconds if m.seconds > 0 else float("inf"),
+        candidates=m.candidates,
+        per_query=m.per_query,
+        **more,
+    )

@@ -18,7 +18,7 @@ from ..search import Index, PartedIndex
 from ..search.stores import ArrayStore, DecodedStore, VectorStore
 
 if TYPE_CHECKING:
-    from .evaluate import Config
+    from .configs import Config
 
 
 #: the int8 copy's calibration is fitted on a seeded sample of at most this many documents

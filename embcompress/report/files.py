@@ -11,7 +11,8 @@ from ..core.errors import InputError
 from ..evaluation.tasks import DEFAULT_REFERENCE
 from ..io import count_rows
 from .candidates import available_families
-from .grid import CODE_FAMILIES, DEFAULT_METHODS, build_report, load_task_files
+from .grid import CODE_FAMILIES, DEFAULT_METHODS, build_report
+from .task_files import load_task_files
 from .html import write_report
 from .plans import plan_setup, rank_plans
 

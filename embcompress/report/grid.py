@@ -19,14 +19,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..analysis import check_unique_ids, intrinsic_dimensionality, spearman, uniformity
-from ..io.datasets import read_qrels
+from ..analysis import intrinsic_dimensionality, spearman, uniformity
 from ..core.errors import InputError
-from ..evaluation.evaluate import FLOAT, IN_SAMPLE_QUERIES, Config, parse_config, run_configs, trainable
+from ..evaluation.configs import FLOAT, Config, parse_config, trainable
+from ..evaluation.evaluate import IN_SAMPLE_QUERIES, run_configs
 from ..evaluation.rows import ResultRow
 from ..evaluation.tasks import DEFAULT_REFERENCE, REFERENCES, LabelFreeTask, LabelTask, QrelsTask
 from ..evaluation.crossfit import CrossFit, fold_pool_rows
-from ..io import count_rows, read_all, read_sample
 from .candidates import available_families, candidates, grid_budgets, grid_families
 from .candidates import code_families as registered_families
 from .uncertainty import uncertainty
@@ -85,9 +84,24 @@ class Setup:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def validate(docs, *, doc_ids=None, queries=None, query_ids=None, qrels=None, labels=None, widths=None,
-             methods=DEFAULT_METHODS, chain_methods=CHAINED, budget=None, proxy_sample=2000, geopres_params="",
-             code_families=CODE_FAMILIES, reference: str = DEFAULT_REFERENCE, k: int = K) -> Setup:
+def validate(
+    docs,
+    *,
+    doc_ids=None,
+    queries=None,
+    query_ids=None,
+    qrels=None,
+    labels=None,
+    widths=None,
+    methods=DEFAULT_METHODS,
+    chain_methods=CHAINED,
+    budget=None,
+    proxy_sample=2000,
+    geopres_params="",
+    code_families=CODE_FAMILIES,
+    reference: str = DEFAULT_REFERENCE,
+    k: int = K,
+) -> Setup:
     """Check the request and choose the task: qrels (nDCG@10), labels (kNN accuracy), the
     user's own queries without judgments (label-free against float search, read as ``reference``
     says: :data:`~embcompress.evaluation.evaluate.REFERENCES`), or neither (recall@10 against float
@@ -96,23 +110,54 @@ def validate(docs, *, doc_ids=None, queries=None, query_ids=None, qrels=None, la
     n, dim = docs.shape
     if n < MIN_VECTORS:
         raise InputError(f"a report needs at least {MIN_VECTORS} vectors, got {n}")
-    widths = sorted(set(widths or default_widths(dim)), reverse=True)
-    bad = [w for w in widths if not 1 <= w < dim]
-    if bad:
-        raise InputError(f"widths {bad} are out of range: the embeddings have {dim} dimensions, allowed is 1..{dim - 1}")
-    unknown = sorted(set(methods) - set(DEFAULT_METHODS) - {"autoencoder"})
-    if unknown:
-        raise InputError(f"unknown report method(s) {unknown}; known: {', '.join(DEFAULT_METHODS)}, autoencoder")
-    known_codes = [cls.name for cls in registered_families()]
-    bad_codes = sorted(set(code_families) - set(known_codes))
-    if bad_codes:
-        raise InputError(f"unknown code famil{'ies' if len(bad_codes) > 1 else 'y'} {bad_codes}; known: {', '.join(known_codes)}")
+    widths = _checked_grid(widths, dim, methods, code_families)
     if qrels is not None and queries is None:
         raise InputError("qrels judge queries: give the queries too")
     if reference not in REFERENCES:
         raise InputError(f"reference must be one of {', '.join(REFERENCES)}, got {reference!r}")
     if labels is not None and queries is not None:
         raise InputError("give either labels or queries (with or without qrels), not both")
+    task, docs, doc_ids = _task_of(docs, doc_ids, queries, query_ids, qrels, labels, reference, k)
+    info = task.check(docs, doc_ids)
+    return Setup(
+        docs,
+        doc_ids,
+        task,
+        widths,
+        list(methods),
+        list(chain_methods),
+        budget,
+        proxy_sample,
+        geopres_params,
+        list(code_families),
+        info,
+    )
+
+
+def _checked_grid(widths, dim: int, methods, code_families) -> list[int]:
+    """The report's widths, largest first (default: :func:`default_widths`), once the widths, methods
+    and code families are checked."""
+    widths = sorted(set(widths or default_widths(dim)), reverse=True)
+    bad = [w for w in widths if not 1 <= w < dim]
+    if bad:
+        raise InputError(
+            f"widths {bad} are out of range: the embeddings have {dim} dimensions, allowed is 1..{dim - 1}"
+        )
+    unknown = sorted(set(methods) - set(DEFAULT_METHODS) - {"autoencoder"})
+    if unknown:
+        raise InputError(f"unknown report method(s) {unknown}; known: {', '.join(DEFAULT_METHODS)}, autoencoder")
+    known_codes = [cls.name for cls in registered_families()]
+    bad_codes = sorted(set(code_families) - set(known_codes))
+    if bad_codes:
+        raise InputError(
+            f"unknown code famil{'ies' if len(bad_codes) > 1 else 'y'} {bad_codes}; known: {', '.join(known_codes)}"
+        )
+    return widths
+
+
+def _task_of(docs: np.ndarray, doc_ids, queries, query_ids, qrels, labels, reference: str, k: int):
+    """(the task the inputs allow, the documents indexed, their ids as strings): see :func:`validate`."""
+    n = len(docs)
     doc_ids = [str(i) for i in (doc_ids if doc_ids is not None else range(n))]
     if qrels is not None:
         query_ids = [str(i) for i in (query_ids if query_ids is not None else range(len(queries)))]
@@ -125,9 +170,7 @@ def validate(docs, *, doc_ids=None, queries=None, query_ids=None, qrels=None, la
         n_q = min(1000, max(1, n // 10))
         task = LabelFreeTask(docs[:n_q], k)
         docs, doc_ids = docs[n_q:], doc_ids[n_q:]
-    info = task.check(docs, doc_ids)
-    return Setup(docs, doc_ids, task, widths, list(methods), list(chain_methods), budget, proxy_sample, geopres_params,
-                 list(code_families), info)
+    return task, docs, doc_ids
 
 
 def grid_items(setup: Setup) -> list[GridItem]:
@@ -159,62 +202,116 @@ def grid_items(setup: Setup) -> list[GridItem]:
                 else:
                     items.append(item)
     if too_small:
-        warnings.warn(f"left out of the report, as {fold_pool_rows(len(setup.docs), FOLDS)} document(s) (half of the "
-                      f"{len(setup.docs)}) are too few to train them: "
-                      f"{', '.join(too_small)}")
+        warnings.warn(
+            f"left out of the report, as {fold_pool_rows(len(setup.docs), FOLDS)} document(s) (half of the "
+            f"{len(setup.docs)}) are too few to train them: "
+            f"{', '.join(too_small)}"
+        )
     return items
 
 
-def run(setup: Setup, items: Sequence[GridItem], progress: Callable[[str, int, int], None] | None = None) -> list[ResultRow]:
+def run(
+    setup: Setup, items: Sequence[GridItem], progress: Callable[[str, int, int], None] | None = None
+) -> list[ResultRow]:
     """Every grid item through the evaluation engine: one result row per item, in the items' order."""
     by_config = {it.config.label: it for it in items}
-    step = (lambda label, i, n: progress(by_config[label].label if label in by_config else label, i, n)) if progress else None
-    return run_configs(setup.docs, setup.task, [it.config for it in items], doc_ids=setup.doc_ids, folds=FOLDS,
-                       proxy_sample=setup.proxy_sample, progress=step, in_sample=IN_SAMPLE_QUERIES, per_query=True)
+    step = (
+        (lambda label, i, n: progress(by_config[label].label if label in by_config else label, i, n))
+        if progress
+        else None
+    )
+    return run_configs(
+        setup.docs,
+        setup.task,
+        [it.config for it in items],
+        doc_ids=setup.doc_ids,
+        folds=FOLDS,
+        proxy_sample=setup.proxy_sample,
+        progress=step,
+        in_sample=IN_SAMPLE_QUERIES,
+        per_query=True,
+    )
 
 
 def report_row(it: GridItem, r: ResultRow) -> dict[str, Any]:
     """The report's row of a grid item: its result row's figures, labelled for the report."""
     label = it.label if it.ratio is None else f"{it.label} ({r.compression:.0f}x)"  # its own size
-    return {"config": label, "method": it.method, "width": it.width, "kind": r.kind, "ratio": it.ratio,
-            "bytes_per_vector": r.bytes_per_vector, "extra_storage": r.extra_storage, "rerank": r.rerank,
-            "score": r.score, "retention": r.retention, "score_in_sample": r.score_in_sample,
-            "retention_in_sample": r.retention_in_sample, "in_sample_queries": r.in_sample_queries,
-            "fitted": r.fitted, "rank_proxy": r.rank_proxy,
-            "fit_seconds": r.fit_seconds, "encode_rows_per_second": r.encode_rows_per_second,
-            "eval_seconds": round(r.search_seconds, 3)}
+    return {
+        "config": label,
+        "method": it.method,
+        "width": it.width,
+        "kind": r.kind,
+        "ratio": it.ratio,
+        "bytes_per_vector": r.bytes_per_vector,
+        "extra_storage": r.extra_storage,
+        "rerank": r.rerank,
+        "score": r.score,
+        "retention": r.retention,
+        "score_in_sample": r.score_in_sample,
+        "retention_in_sample": r.retention_in_sample,
+        "in_sample_queries": r.in_sample_queries,
+        "fitted": r.fitted,
+        "rank_proxy": r.rank_proxy,
+        "fit_seconds": r.fit_seconds,
+        "encode_rows_per_second": r.encode_rows_per_second,
+        "eval_seconds": round(r.search_seconds, 3),
+    }
 
 
-def summarize(setup: Setup, items: Sequence[GridItem], results: Sequence[ResultRow], all_docs: np.ndarray) -> dict[str, Any]:
+def summarize(
+    setup: Setup, items: Sequence[GridItem], results: Sequence[ResultRow], all_docs: np.ndarray
+) -> dict[str, Any]:
     """The report: one row per grid item, marked on the Pareto front and within the budget, the best
     per ratio with its uncertainty, intrinsic dimensionality, uniformity and the proxy/retention
     correlation around them."""
     base = [report_row(it, r) for it, r in zip(items, results)]
     per = {row["config"]: r.per_query for row, r in zip(base, results)}
     standalone = [r for r in base if r["extra_storage"] is None]
-    front = {standalone[i]["config"] for i in pareto_front([(r["bytes_per_vector"], r["retention"]) for r in standalone])}
-    best = None
-    if setup.budget is not None:
-        within = [r for r in standalone if r["bytes_per_vector"] <= setup.budget]
-        best = max(within, key=lambda r: (r["retention"], -r["bytes_per_vector"]))["config"] if within else None
+    front = {
+        standalone[i]["config"] for i in pareto_front([(r["bytes_per_vector"], r["retention"]) for r in standalone])
+    }
+    best = _best_within(standalone, setup.budget)
     answers, notes = best_per_ratio(base, per, base[0]["score"])
-    rows = [{**r, **({"pareto": True} if r["config"] in front else {}),
-             **({} if setup.budget is None else {"within_budget": r["bytes_per_vector"] <= setup.budget}),
-             **notes.get(r["config"], {})} for r in base]
+    rows = [
+        {
+            **r,
+            **({"pareto": True} if r["config"] in front else {}),
+            **({} if setup.budget is None else {"within_budget": r["bytes_per_vector"] <= setup.budget}),
+            **notes.get(r["config"], {}),
+        }
+        for r in base
+    ]
     intr = intrinsic_dimensionality(all_docs)
     # every row's proxy runs that row's own search (reranks included), so all are compared
     scored = rows[1:]
-    corr = spearman([r["rank_proxy"] for r in scored], [r["retention"] for r in scored]) if len(scored) > 1 else float("nan")
+    corr = (
+        spearman([r["rank_proxy"] for r in scored], [r["retention"] for r in scored])
+        if len(scored) > 1
+        else float("nan")
+    )
     n, dim = all_docs.shape
     task = setup.task
     return {
-        "format": "embcompress.report", "format_version": 1,
+        "format": "embcompress.report",
+        "format_version": 1,
         "summary": {
-            "vectors": n, "dim": dim, "metric": task.metric, "float_score": rows[0]["score"], "mode": task.mode,
-            "queries": None if task.queries is None else len(task.queries), "widths": setup.widths,
-            "methods": setup.methods, "intrinsic_dimensionality": intr.components, "intrinsic_threshold": intr.threshold,
-            "uniformity": uniformity(all_docs), "proxy_retention_spearman": corr, "proxy_retention_configs": len(scored),
-            "budget_bytes": setup.budget, "best_within_budget": best, "fitted": CrossFit.describe(FOLDS), **setup.info,
+            "vectors": n,
+            "dim": dim,
+            "metric": task.metric,
+            "float_score": rows[0]["score"],
+            "mode": task.mode,
+            "queries": None if task.queries is None else len(task.queries),
+            "widths": setup.widths,
+            "methods": setup.methods,
+            "intrinsic_dimensionality": intr.components,
+            "intrinsic_threshold": intr.threshold,
+            "uniformity": uniformity(all_docs),
+            "proxy_retention_spearman": corr,
+            "proxy_retention_configs": len(scored),
+            "budget_bytes": setup.budget,
+            "best_within_budget": best,
+            "fitted": CrossFit.describe(FOLDS),
+            **setup.info,
             "best_per_ratio": answers,
         },
         "explained_variance": np.cumsum(intr.explained_variance_ratio).round(6).tolist(),
@@ -222,8 +319,15 @@ def summarize(setup: Setup, items: Sequence[GridItem], results: Sequence[ResultR
     }
 
 
-def best_per_ratio(rows: Sequence[Mapping[str, Any]], per: Mapping[str, np.ndarray | None],
-                   ref_score: float) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+def _best_within(rows: Sequence[Mapping[str, Any]], budget: int | None) -> str | None:
+    """The configuration that keeps the most within ``budget`` bytes per vector (ties: fewer bytes)."""
+    within = [] if budget is None else [r for r in rows if r["bytes_per_vector"] <= budget]
+    return max(within, key=lambda r: (r["retention"], -r["bytes_per_vector"]))["config"] if within else None
+
+
+def best_per_ratio(
+    rows: Sequence[Mapping[str, Any]], per: Mapping[str, np.ndarray | None], ref_score: float
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """(the answers, the uncertainty of each code by config). Per compression ratio the codes were
     planned for (16x, 32x, 64x, 128x), the code that keeps the most on documents its fit did not
     see, with its cost: the report's answer. With per-query figures (``per``, by config), every code
@@ -239,10 +343,19 @@ def best_per_ratio(rows: Sequence[Mapping[str, Any]], per: Mapping[str, np.ndarr
             u = uncertainty(group, per, ref_score, b["config"])
             notes.update(u)
             tied = [r["config"] for r in group if u[r["config"]]["within_uncertainty"] and r is not b]
-            out.append({"ratio": ratio, "config": b["config"], "bytes_per_vector": b["bytes_per_vector"],
-                        "retention": b["retention"], "retention_ci95": u[b["config"]]["retention_ci95"],
-                        "retention_in_sample": b["retention_in_sample"], "within_uncertainty": tied or None,
-                        "fit_seconds": b["fit_seconds"], "encode_rows_per_second": b["encode_rows_per_second"]})
+            out.append(
+                {
+                    "ratio": ratio,
+                    "config": b["config"],
+                    "bytes_per_vector": b["bytes_per_vector"],
+                    "retention": b["retention"],
+                    "retention_ci95": u[b["config"]]["retention_ci95"],
+                    "retention_in_sample": b["retention_in_sample"],
+                    "within_uncertainty": tied or None,
+                    "fit_seconds": b["fit_seconds"],
+                    "encode_rows_per_second": b["encode_rows_per_second"],
+                }
+            )
     return out, notes
 
 
@@ -267,14 +380,27 @@ def build_report(
 ) -> dict[str, Any]:
     """Run the grid; returns the report as a JSON-able dict (see module docstring): validate, plan,
     run through the evaluation engine, summarize."""
-    setup = validate(docs, doc_ids=doc_ids, queries=queries, query_ids=query_ids, qrels=qrels, labels=labels,
-                     widths=widths, methods=methods, chain_methods=chain_methods, budget=budget,
-                     proxy_sample=proxy_sample, geopres_params=geopres_params,
-                     code_families=available_families(code_families) if code_families == CODE_FAMILIES else code_families,
-                     reference=reference)
+    setup = validate(
+        docs,
+        doc_ids=doc_ids,
+        queries=queries,
+        query_ids=query_ids,
+        qrels=qrels,
+        labels=labels,
+        widths=widths,
+        methods=methods,
+        chain_methods=chain_methods,
+        budget=budget,
+        proxy_sample=proxy_sample,
+        geopres_params=geopres_params,
+        code_families=available_families(code_families) if code_families == CODE_FAMILIES else code_families,
+        reference=reference,
+    )
     items = grid_items(setup)
     rep = summarize(setup, items, run(setup, items, progress), np.ascontiguousarray(docs, dtype=np.float32))
-    rep["summary"]["sampled_from"] = dict(sampled) if sampled else None  # judged_subset's or the uniform sample's counts
+    rep["summary"]["sampled_from"] = (
+        dict(sampled) if sampled else None
+    )  # judged_subset's or the uniform sample's counts
     rep["summary"]["queries_note"] = queries_note(setup.task)
     return rep
 
@@ -284,77 +410,12 @@ def queries_note(task) -> str | None:
     if task.mode != "label-free":
         return None
     if task.source == "documents":
-        return ("no queries given: held-out documents stand in for them, scored against float search's neighbours; "
-                "documents are longer and closer to each other than real queries are to them, so this can favour "
-                "codes that keep fine local structure over those that keep what a query needs (give --queries)")
-    return ("your queries are not judged: each is scored against float search's ranking of it "
-            f"({task.metric}); a code can only lose against that reference, never beat it")
-
-
-def load_task_files(input, *, queries=None, qrels=None, labels=None, sample: int | None = None,
-                    default_sample: int = 50_000, column: str | None = None) -> dict[str, Any]:
-    """What a report or ``recommend`` reads from files: documents, their ids and labels, queries
-    and qrels. Keyword arguments for :func:`validate` / :func:`build_report` (``docs`` first), and
-    ``sampled`` (None, or what :func:`judged_subset` kept).
-
-    Without qrels: a seeded uniform sample of ``sample`` rows (``default_sample`` when not given)
-    drawn across the whole file, so a file sorted by source, date or cluster is sampled as a
-    shuffled one would be; ``sampled`` then says how many rows it was drawn from. With qrels, every
-    document by default (judged documents may be anywhere in the file); with ``sample``, the judged
-    documents of a seeded sample of queries and random others, ``sample`` in all."""
-    if qrels is not None and queries is None:
-        raise InputError("--qrels judges queries: give --queries too")
-    if labels and queries:
-        raise InputError("give either --labels or --queries (with or without --qrels), not both")
-    limit = None if qrels else (sample or default_sample)
-    D, ids, lab = read_sample(input, limit=limit, column=column, label_column=labels)
-    Q = qids = judged = sampled = None
-    if limit is not None and (total := count_rows(input, column=column)) > len(D):
-        sampled = {"documents": total, "kept_documents": len(D), "seed": 0}
-    if queries and not qrels:
-        Q, qids = read_all(queries)
-    if qrels:
-        Q, qids = read_all(queries)
-        judged = read_qrels(qrels)
-        check_unique_ids(ids, str(input))
-        check_unique_ids(qids, str(queries))
-        if sample is not None and sample < len(D):
-            rows, keep_q, judged, sampled = judged_subset(ids, qids, judged, sample)
-            D, ids = D[rows], [ids[i] for i in rows]
-            lab = None if lab is None else [lab[i] for i in rows]
-            Q, qids = Q[keep_q], [qids[i] for i in keep_q]
-    return {"docs": D, "doc_ids": ids, "queries": Q, "query_ids": qids, "qrels": judged, "labels": lab,
-            "sampled": sampled}
-
-
-def judged_subset(doc_ids: Sequence, query_ids: Sequence, qrels: Mapping[str, Mapping[str, int]], n: int,
-                  seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict[str, dict[str, int]], dict[str, int]]:
-    """``n`` documents for a quicker run with qrels: the documents judged relevant to queries drawn
-    in a seeded random order, as long as they fill at most half of ``n``, and random other
-    documents for the rest (so that the judged ones still compete with as many distractors). A
-    smaller corpus scores higher, but each code's *retention* (its score over float32's on the
-    same sample) is what the report compares. Returns the kept document rows and query rows (in
-    file order), the qrels restricted to them, and counts for the report."""
-    if n < 2:
-        raise InputError(f"--sample {n}: a sample with qrels needs at least 2 documents")
-    pos = {str(d): i for i, d in enumerate(doc_ids)}
-    rng = np.random.default_rng(seed)
-    judged: set[int] = set()
-    keep_q: list[int] = []
-    for qi in rng.permutation(len(query_ids)):
-        rel = {pos[d] for d, g in qrels.get(str(query_ids[qi]), {}).items() if g > 0 and d in pos}
-        if rel and len(judged) + len(rel - judged) <= n // 2:  # no copy of the growing set per query
-            judged |= rel
-            keep_q.append(int(qi))
-    if not keep_q:
-        raise InputError(f"--sample {n} is too small for these qrels: no query's relevant documents fit in half of "
-                         f"it; give a larger --sample, or none to use every document")
-    others = np.setdiff1d(np.arange(len(doc_ids)), np.fromiter(judged, dtype=np.int64))
-    rows = np.sort(np.concatenate([np.fromiter(judged, dtype=np.int64),
-                                   rng.choice(others, size=min(n - len(judged), len(others)), replace=False)]))
-    kept = {str(doc_ids[i]) for i in rows}
-    q_rows = np.sort(np.asarray(keep_q, dtype=np.int64))
-    sub = {str(query_ids[q]): {d: g for d, g in qrels[str(query_ids[q])].items() if d in kept} for q in q_rows}
-    counts = {"documents": len(doc_ids), "queries": len(query_ids), "kept_documents": int(len(rows)),
-              "kept_queries": int(len(q_rows)), "judged_documents": len(judged), "seed": seed}
-    return rows, q_rows, sub, counts
+        return (
+            "no queries given: held-out documents stand in for them, scored against float search's neighbours; "
+            "documents are longer and closer to each other than real queries are to them, so this can favour "
+            "codes that keep fine local structure over those that keep what a query needs (give --queries)"
+        )
+    return (
+        "your queries are not judged: each is scored against float search's ranking of it "
+        f"({task.metric}); a code can only lose against that reference, never beat it"
+    )

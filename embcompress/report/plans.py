@@ -33,12 +33,14 @@ import numpy as np
 from ..core.errors import InputError
 from ..core.registry import from_spec
 from ..evaluation.crossfit import check_folds, fold_pool_rows
-from ..evaluation.evaluate import paired_difference, parse_config, run_configs
+from ..evaluation.configs import parse_config
+from ..evaluation.evaluate import run_configs
+from ..evaluation.race import paired_difference
 from ..evaluation.rows import ResultRow
 from ..search import Index
 from ..serving.plan import COPIES
 from ..serving.tiers import DiskCopy, copy_codec
-from .grid import load_task_files, validate
+from .grid import validate
 from .recommend import _candidates
 
 #: candidates rescored per query, as multiples of k (k = 10: 20 to 500)
@@ -109,16 +111,37 @@ def _plans(rows: list[ResultRow], cands: dict[str, str], dim: int, target: float
         code = by_config[cfg]
         spec = parse_config(cfg).spec
         own = "decoded" if code.rerank == "asymmetric" else "none"  # the codes rescored by themselves, or not
-        plans.append(PlanRow(cfg, spec, label, own, code.candidates, code.bytes_per_vector, 0,
-                             code.retention, ((code.candidates, code.retention),)))
+        plans.append(
+            PlanRow(
+                cfg,
+                spec,
+                label,
+                own,
+                code.candidates,
+                code.bytes_per_vector,
+                0,
+                code.retention,
+                ((code.candidates, code.retention),),
+            )
+        )
         for copy in COPY_KINDS:
             sweep = [by_config[f"{spec}@{copy}x{m}"] for m in MULTIPLIERS if f"{spec}@{copy}x{m}" in by_config]
             if not sweep:
                 continue
             r = choose_count(sweep, float_score, target)
-            plans.append(PlanRow(r.config, spec, label, copy, r.candidates, r.bytes_per_vector,
-                                 COPIES[copy] * dim, r.retention,
-                                 tuple((s.candidates, s.retention) for s in sweep)))
+            plans.append(
+                PlanRow(
+                    r.config,
+                    spec,
+                    label,
+                    copy,
+                    r.candidates,
+                    r.bytes_per_vector,
+                    COPIES[copy] * dim,
+                    r.retention,
+                    tuple((s.candidates, s.retention) for s in sweep),
+                )
+            )
     return plans
 
 
@@ -173,10 +196,15 @@ class LatencyBench:
         batch = self.queries[:LATENCY_BATCH]
         b_first, b_rest = run(batch)
         med_first, med_rest = np.median(single[:, 0]), np.median(single[:, 1])
-        return PlanRow(**{**asdict(plan), "sweep": plan.sweep,
-                          "latency_ms": 1e3 * (med_first * self.scale + med_rest),
-                          "batch_ms": 1e3 * (b_first * self.scale + b_rest) / len(batch),
-                          "first_stage_ms": 1e3 * med_first * self.scale})
+        return PlanRow(
+            **{
+                **asdict(plan),
+                "sweep": plan.sweep,
+                "latency_ms": 1e3 * (med_first * self.scale + med_rest),
+                "batch_ms": 1e3 * (b_first * self.scale + b_rest) / len(batch),
+                "first_stage_ms": 1e3 * med_first * self.scale,
+            }
+        )
 
 
 def near_ties(winner: PlanRow, ranked: list[PlanRow], per_query: dict, float_score: float) -> list[PlanRow]:
@@ -188,7 +216,8 @@ def near_ties(winner: PlanRow, ranked: list[PlanRow], per_query: dict, float_sco
     out = []
     for p in ranked:
         cheaper = (p.ram_bytes, p.disk_bytes) < (winner.ram_bytes, winner.disk_bytes) or (
-            p.ram_bytes <= winner.ram_bytes and p.disk_bytes <= winner.disk_bytes and p.candidates < winner.candidates)
+            p.ram_bytes <= winner.ram_bytes and p.disk_bytes <= winner.disk_bytes and p.candidates < winner.candidates
+        )
         if p.config == winner.config or not cheaper:
             continue
         if winner.retention - p.retention <= GAIN_Z * _paired_se(per_query[p.config], base, float_score):
@@ -206,8 +235,9 @@ def _preference(plans: list[PlanRow], target: float | None) -> list[PlanRow]:
     return reach + [p for p in by_quality if p.retention < target]
 
 
-def pick(plans: list[PlanRow], target: float | None, max_latency_ms: float | None,
-         measure: Callable[[PlanRow], PlanRow]) -> tuple[PlanRow, list[PlanRow]]:
+def pick(
+    plans: list[PlanRow], target: float | None, max_latency_ms: float | None, measure: Callable[[PlanRow], PlanRow]
+) -> tuple[PlanRow, list[PlanRow]]:
     """(the winner, the plans with latencies filled in where measured): the first plan in order of
     preference whose measured latency is within ``max_latency_ms``."""
     order = _preference(plans, target)
@@ -219,9 +249,11 @@ def pick(plans: list[PlanRow], target: float | None, max_latency_ms: float | Non
             winner = m
             break
     if winner is None:
-        raise InputError(f"no plan answers within {max_latency_ms:g} ms per query on this machine; the fastest took "
-                         f"{min(d.latency_ms for d in done.values()):.2f} ms. Allow more (--max-latency-ms) "
-                         "or more RAM")
+        raise InputError(
+            f"no plan answers within {max_latency_ms:g} ms per query on this machine; the fastest took "
+            f"{min(d.latency_ms for d in done.values()):.2f} ms. Allow more (--max-latency-ms) "
+            "or more RAM"
+        )
     for p in order[:MEASURED_PLANS]:  # the leaders' latencies, for the table (each plan measured once)
         if p.config not in done:
             done[p.config] = measure(p)
@@ -229,10 +261,17 @@ def pick(plans: list[PlanRow], target: float | None, max_latency_ms: float | Non
 
 
 def plan_setup(data: dict[str, Any], reference: str, k: int = 10):
-    """The validated request of a plan ranking, from what :func:`~embcompress.report.grid.load_task_files`
+    """The validated request of a plan ranking, from what :func:`~embcompress.report.task_files.load_task_files`
     read: documents with their ids, and queries with their ids and qrels when given."""
-    return validate(data["docs"], doc_ids=data.get("doc_ids"), queries=data.get("queries"),
-                    query_ids=data.get("query_ids"), qrels=data.get("qrels"), reference=reference, k=k)
+    return validate(
+        data["docs"],
+        doc_ids=data.get("doc_ids"),
+        queries=data.get("queries"),
+        query_ids=data.get("query_ids"),
+        qrels=data.get("qrels"),
+        reference=reference,
+        k=k,
+    )
 
 
 @dataclass(frozen=True)
@@ -250,8 +289,15 @@ class PlanGrid:
         return _plans(list(self.rows), self.cands, self.dim, target)
 
 
-def measure_grid(setup, ram_budget: int, *, cands: dict[str, str] | None = None, disk_budget: int | None = None,
-                 folds: int = 2, progress=None) -> PlanGrid:
+def measure_grid(
+    setup,
+    ram_budget: int,
+    *,
+    cands: dict[str, str] | None = None,
+    disk_budget: int | None = None,
+    folds: int = 2,
+    progress=None,
+) -> PlanGrid:
     """Measure every plan a ranking chooses from, on the validated request ``setup`` (:func:`plan_setup`):
     each first-stage candidate of ``cands`` (config -> label, each within ``ram_budget``; None:
     ``recommend --budget``'s) alone and with each copy within ``disk_budget`` at every candidate
@@ -259,18 +305,37 @@ def measure_grid(setup, ram_budget: int, *, cands: dict[str, str] | None = None,
     docs, task = setup.docs, setup.task
     folds = check_folds(folds, len(docs))
     if cands is None:  # recommend --budget's candidates within the RAM budget
-        cands = _candidates(docs.shape[1], int(ram_budget), None, False, fold_pool_rows(len(docs), folds),
-                            by_quality=True)
+        cands = _candidates(
+            docs.shape[1], int(ram_budget), None, False, fold_pool_rows(len(docs), folds), by_quality=True
+        )
     dim = docs.shape[1]
     copies = tuple(c for c in COPY_KINDS if disk_budget is None or COPIES[c] * dim <= disk_budget)
-    rows = run_configs(docs, task, ["float", *_configs(cands, list(copies))], doc_ids=setup.doc_ids, folds=folds,
-                       progress=progress, per_query=True, in_sample=False)
+    rows = run_configs(
+        docs,
+        task,
+        ["float", *_configs(cands, list(copies))],
+        doc_ids=setup.doc_ids,
+        folds=folds,
+        progress=progress,
+        per_query=True,
+        in_sample=False,
+    )
     return PlanGrid(tuple(rows), dict(cands), copies, dim)
 
 
-def rank_plans(setup, ram_budget: int, *, cands: dict[str, str] | None = None, disk_budget: int | None = None,
-               target: float | None = None, max_latency_ms: float | None = None, total_rows: int | None = None,
-               folds: int = 2, progress=None, grid: PlanGrid | None = None) -> dict[str, Any]:
+def rank_plans(
+    setup,
+    ram_budget: int,
+    *,
+    cands: dict[str, str] | None = None,
+    disk_budget: int | None = None,
+    target: float | None = None,
+    max_latency_ms: float | None = None,
+    total_rows: int | None = None,
+    folds: int = 2,
+    progress=None,
+    grid: PlanGrid | None = None,
+) -> dict[str, Any]:
     """Rank serving plans on the validated request ``setup`` (:func:`plan_setup`) over the first-stage
     candidates ``cands`` (config -> label, each within ``ram_budget``; None: ``recommend --budget``'s),
     measured by :func:`measure_grid` (or given as ``grid``, measured so already)."""
@@ -291,59 +356,28 @@ def rank_plans(setup, ram_budget: int, *, cands: dict[str, str] | None = None, d
     code_only = max((p for p in ranked if p.copy not in COPY_KINDS), key=lambda p: p.retention)
     per = {r.config: r.per_query for r in rows[1:]}
     tied = near_ties(winner, ranked, per, rows[0].score)
-    return {"ram_budget": int(ram_budget), "disk_budget": disk_budget, "target": target,
-            "max_latency_ms": max_latency_ms, "k": task.k, "metric": task.metric, "mode": task.mode,
-            "fitted": rows[1].fitted, "sample": len(docs), "fit_rows": fold_pool_rows(len(docs), folds),
-            "total_rows": total, "float_score": rows[0].score, "copies": copies,
-            "ranking": [asdict(p) for p in ranked], "winner": asdict(winner), "code_only": asdict(code_only),
-            "target_reached": None if target is None else winner.retention >= target,
-            "within_uncertainty": [asdict(p) for p in tied],
-            "latency_note": (f"latency on this machine ({os.cpu_count()} cores), one thread: the exact first stage "
-                             f"timed over the {len(docs):,} sampled rows and scaled to {total:,}, the rescoring "
-                             "from a copy in a file (page cache warm) as measured")}
-
-
-def _check_request(ram_budget, disk_budget, target, max_latency_ms, k) -> None:
-    for name, v, low in (("ram budget", ram_budget, 1), ("disk budget", disk_budget, 0), ("k", k, 1)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low):
-            raise InputError(f"{name} must be a whole number of at least {low}, got {v!r}")
-    if target is not None and not 0 < target <= 1:
-        raise InputError(f"target must be a retention in (0, 1], e.g. 0.99, got {target!r}")
-    if max_latency_ms is not None and not max_latency_ms > 0:
-        raise InputError(f"max latency must be a positive number of milliseconds, got {max_latency_ms!r}")
-
-
-def recommend_plan_files(input, plan_dir, ram_budget: int, *, disk_budget: int | None = None,
-                         target: float | None = None, max_latency_ms: float | None = None, k: int = 10,
-                         queries=None, qrels=None, sample: int | None = None, column: str | None = None,
-                         reference: str = "top1", folds: int = 2, overwrite: bool = False, progress=None,
-                         fit_progress=None) -> dict[str, Any]:
-    """Rank serving plans on a seeded sample of ``input`` (with queries and qrels when given), fit
-    the winner's first stage (and an int8 copy's calibration) on the whole file, streaming, and save
-    the plan to ``plan_dir``, ready for ``embcompress apply PLAN_DIR IN OUT``."""
-    from ..compressors import Int8
-    from ..core._fs import check_output_dir
-    from ..engines.local import fit_file
-    from ..io import count_rows
-    from ..serving.plan import Plan, save_plan
-
-    _check_request(ram_budget, disk_budget, target, max_latency_ms, k)
-    check_output_dir(plan_dir, overwrite=overwrite)
-    data = load_task_files(input, queries=queries, qrels=qrels, sample=sample, default_sample=20_000, column=column)
-    setup = plan_setup(data, reference, k)
-    t0 = time.perf_counter()
-    res = rank_plans(setup, ram_budget, disk_budget=disk_budget, target=target,
-                     max_latency_ms=max_latency_ms, total_rows=count_rows(input, column=column), folds=folds,
-                     progress=progress)
-    t1 = time.perf_counter()
-    w = res["winner"]
-    first = fit_file(from_spec(w["spec"]), input, column=column, progress=fit_progress)
-    copy_model = fit_file(Int8(), input, column=column) if w["copy"] == "int8" else None
-    measured = {key: w[key] for key in ("retention", "latency_ms", "batch_ms", "ram_bytes", "disk_bytes")}
-    plan = Plan(copy=w["copy"], candidates=w["candidates"] if w["copy"] != "none" else k, k=k,
-                measured={**measured, "mode": res["mode"], "metric": res["metric"], "fitted": res["fitted"],
-                          "total_rows": res["total_rows"]})
-    save_plan(plan, first, plan_dir, copy_model=copy_model, overwrite=overwrite)
-    res.update({"plan_dir": str(plan_dir), "plan": plan.describe(first),
-                "seconds": {"rank": round(t1 - t0, 2), "fit_winner": round(time.perf_counter() - t1, 2)}})
-    return res
+    return {
+        "ram_budget": int(ram_budget),
+        "disk_budget": disk_budget,
+        "target": target,
+        "max_latency_ms": max_latency_ms,
+        "k": task.k,
+        "metric": task.metric,
+        "mode": task.mode,
+        "fitted": rows[1].fitted,
+        "sample": len(docs),
+        "fit_rows": fold_pool_rows(len(docs), folds),
+        "total_rows": total,
+        "float_score": rows[0].score,
+        "copies": copies,
+        "ranking": [asdict(p) for p in ranked],
+        "winner": asdict(winner),
+        "code_only": asdict(code_only),
+        "target_reached": None if target is None else winner.retention >= target,
+        "within_uncertainty": [asdict(p) for p in tied],
+        "latency_note": (
+            f"latency on this machine ({os.cpu_count()} cores), one thread: the exact first stage "
+            f"timed over the {len(docs):,} sampled rows and scaled to {total:,}, the rescoring "
+            "from a copy in a file (page cache warm) as measured"
+        ),
+    }

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from embcompress import InputError, from_spec
 from embcompress.report import build_report, render_html
-from embcompress.evaluation.evaluate import parse_config
+from embcompress.evaluation.configs import parse_config
 from embcompress.report.grid import pareto_front
 
 from conftest import make_vectors, write_parquet
@@ -85,7 +85,8 @@ def test_label_free_report_grid_and_budget():
 def test_rank_proxy_equals_a_direct_computation():
     """The proxy of sign bits, by hand: Hamming similarity over all documents (ties by row), the
     query's own row left out, nDCG@10 against the 10 nearest rows by float cosine."""
-    from embcompress.evaluation.evaluate import RankProxy, parse_config
+    from embcompress.evaluation.configs import parse_config
+    from embcompress.evaluation.evaluate import RankProxy
     from embcompress.core.registry import from_spec
     from embcompress.search import Index
 
@@ -328,7 +329,7 @@ def test_cli_analyze_and_report(tmp_path):
 
 
 def test_judged_subset_keeps_every_kept_querys_relevant_documents_and_random_others():
-    from embcompress.report.grid import judged_subset
+    from embcompress.report.task_files import judged_subset
 
     ids = [f"d{i}" for i in range(1000)]
     qids = [f"q{i}" for i in range(400)]
@@ -504,7 +505,7 @@ def _two_regimes(n: int = 2000, d: int = 32, seed: int = 0) -> np.ndarray:
 
 
 def test_a_sorted_file_ranks_as_the_same_file_shuffled(tmp_path):
-    from embcompress.report.grid import load_task_files
+    from embcompress.report.task_files import load_task_files
     from embcompress.report.recommend import rank_candidates
 
     X = _two_regimes()
@@ -780,12 +781,12 @@ def test_recommend_screens_in_two_rounds_and_only_the_second_can_win(monkeypatch
 
 
 def test_recommend_stops_a_code_slow_to_fit_after_one_model_when_it_cannot_lead(monkeypatch):
-    import embcompress.evaluation.evaluate as ev
+    import embcompress.evaluation.race as race
     from embcompress.report import recommend as rec
 
     X, _ = clustered(n=800, d=32)
     configs = ["sq:4", "pca:2+sq:4", "pca:24+sq:4"]
-    monkeypatch.setattr(ev, "RACE_MIN_FIT_SECONDS", 0.0)  # every code counts as slow to fit
+    monkeypatch.setattr(race, "RACE_MIN_FIT_SECONDS", 0.0)  # every code counts as slow to fit
     fits = []
     from embcompress.evaluation.crossfit import FitCache
 
@@ -818,9 +819,11 @@ def test_race_stops_a_code_that_leads_only_on_its_fit_rows(monkeypatch):
     """A code that memorizes its fit rows (``pq:4``: 256 centroids per 8-dimensional slice, fitted
     on 600 rows) scores above the leader with half the documents its fit rows, and below it on
     documents new to it: the race's second test, on the first fold alone, stops it."""
-    import embcompress.evaluation.evaluate as ev
+    import embcompress.evaluation.race as race
+    from embcompress.evaluation.configs import parse_config
+    from embcompress.evaluation.crossfit import CrossFit
     from embcompress.evaluation.evaluate import run_configs
-    from embcompress.evaluation.tasks import QrelsTask
+    from embcompress.evaluation.tasks import LabelFreeTask, QrelsTask
     from embcompress.report.recommend import _stopped_note
 
     X, _ = clustered(n=1200, d=32)
@@ -829,7 +832,7 @@ def test_race_stops_a_code_that_leads_only_on_its_fit_rows(monkeypatch):
     Q /= np.linalg.norm(Q, axis=1, keepdims=True)
     task = QrelsTask(Q, [f"q{i}" for i in range(len(X))], {f"q{i}": {str(i): 1} for i in range(len(X))})
     ids = [str(i) for i in range(len(X))]
-    monkeypatch.setattr(ev, "RACE_MIN_FIT_SECONDS", 0.0)  # every code counts as slow to fit
+    monkeypatch.setattr(race, "RACE_MIN_FIT_SECONDS", 0.0)  # every code counts as slow to fit
     full = {r["config"]: r for r in run_configs(X, task, ["sq:2", "pq:4"], doc_ids=ids)}
     raced = {r["config"]: r for r in run_configs(X, task, ["sq:2", "pq:4"], doc_ids=ids, race=True)}
     assert full["pq:4"]["score"] < full["sq:2"]["score"] < full["pq:4"]["score_in_sample"]  # out-of-sample it loses
@@ -842,17 +845,12 @@ def test_race_stops_a_code_that_leads_only_on_its_fit_rows(monkeypatch):
     assert "on the documents that model had not seen" in _stopped_note(stopped)
     assert not raced["sq:2"]["stopped_early"] and raced["sq:2"]["race"] is None
     # without judgments the first fold's float search is the reference: every query is kept
-    lf = ev._gap_on_first_fold(
-        ev.parse_config("pq:4"),
-        ev.parse_config("sq:2"),
-        ev.LabelFreeTask(Q, 10, reference="top1"),
-        ids,
-        ev.CrossFit(X, 2),
-        1.0,
+    lf = race.gap_on_first_fold(
+        parse_config("pq:4"), parse_config("sq:2"), LabelFreeTask(Q, 10, reference="top1"), ids, CrossFit(X, 2), 1.0
     )
     assert lf["queries"] == len(Q) and lf["difference"] < 0 < lf["standard_error"]
     # a code behind on its fit rows too is stopped by the first test, as before
-    monkeypatch.setattr(ev, "RACE_Z", 1e9)  # the second test can no longer stop anything
+    monkeypatch.setattr(race, "RACE_Z", 1e9)  # the second test can no longer stop anything
     again = {r["config"]: r for r in run_configs(X, task, ["sq:2", "pq:4"], doc_ids=ids, race=True)}
     assert not again["pq:4"]["stopped_early"] and again["pq:4"]["score"] == pytest.approx(full["pq:4"]["score"])
 
