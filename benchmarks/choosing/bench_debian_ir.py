@@ -63,8 +63,7 @@ def main() -> None:
     for r in res["rows"]:
         print(
             f"{r['config']:32s} {r['bytes_per_vector']:6d} {r['ndcg@10']:8.4f} {r['recall@10']:7.4f} "
-            f"{r['mrr@10']:7.4f} "
-            f"{100 * r['retention']:8.1f}% {r['search_seconds']:9.2f} {r['queries_per_second']:8.0f}"
+            f"{r['mrr@10']:7.4f} {100 * r['retention']:8.1f}% {r['search_seconds']:9.2f} {r['queries_per_second']:8.0f}"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))

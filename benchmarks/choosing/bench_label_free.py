@@ -161,8 +161,7 @@ def main() -> None:
             f"  {budget:3d} B  judged pick {judged_pick} {100 * line['judged']:.2f}%  |  "
             + "  |  ".join(
                 f"{n}: {line[n + '_pick']} {100 * line[n + '_judged']:.2f}% "
-                f"({100 * (line[n + '_judged'] - line['judged']):+.2f}), "
-                f"rho {line[n + '_spearman']:.2f}"
+                f"({100 * (line[n + '_judged'] - line['judged']):+.2f}), rho {line[n + '_spearman']:.2f}"
                 for n in REFERENCES
             )
             + f"  [{line['seconds']} s]",

@@ -115,8 +115,7 @@ def main() -> None:
         s, f = out[-2], out[-1]
         print(
             f"  {b:6d} same pick: {s['pick'] == f['pick']}; retention {100 * (s['retention'] - f['retention']):+.2f} "
-            "points; "
-            f"wall {f['wall_seconds'] / s['wall_seconds']:.2f}x faster {s['run']} than {f['run']}",
+            f"points; wall {f['wall_seconds'] / s['wall_seconds']:.2f}x faster {s['run']} than {f['run']}",
             flush=True,
         )
     if args.json:

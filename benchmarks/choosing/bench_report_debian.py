@@ -96,8 +96,7 @@ def main() -> None:
         fam.setdefault("codes" if r["method"].startswith("codes") else "reductions and bits", []).append(r)
     print(
         f"\nSpearman correlation of rank proxy and nDCG@10 retention over {s['proxy_retention_configs']} "
-        "configurations "
-        f"(each row's own search, reranks included): {s['proxy_retention_spearman']:.3f} (target 0.95)"
+        f"configurations (each row's own search, reranks included): {s['proxy_retention_spearman']:.3f} (target 0.95)"
     )
     for k, rs in fam.items():
         print(f"  within {k} ({len(rs)}): {spearman([r['rank_proxy'] for r in rs], [r['retention'] for r in rs]):.3f}")

@@ -82,8 +82,7 @@ def main() -> None:
         oi = scan_adc(tables, codes, 10)[1]
         print(
             f"  {nq:8d} {nq / t_f:18,.1f} {nq / (t_o + t_tab):10,.1f} {t_f / (t_o + t_tab):6.2f}x   "
-            f"{(fi == oi).mean():.3f}"
-            f"   (tables {1000 * t_tab:.1f} ms included)"
+            f"{(fi == oi).mean():.3f}   (tables {1000 * t_tab:.1f} ms included)"
         )
 
     X = correlated(200_000, d, rng)
@@ -123,8 +122,7 @@ def main() -> None:
     t_itq = time.perf_counter() - t0
     print(
         f"\nitq fitted on 100,000 x {d}: {t_itq:.1f} s ({len(itq.loss_) - 1} iterations on a {itq.max_rows:,}-row "
-        "sample; "
-        f"loss {itq.loss_[0]:.4f} -> {itq.loss_[-1]:.4f}); target < 10 s"
+        f"sample; loss {itq.loss_[0]:.4f} -> {itq.loss_[-1]:.4f}); target < 10 s"
     )
     dense_section(args, d, threads, rng)
     encode_section(args, d, threads, rng)
@@ -195,8 +193,7 @@ def dense_section(args, d: int, threads: int, rng) -> None:
     Q = correlated(1000, d, rng)
     print(
         f"\nper-dimension codes, {args.dense_docs:,} documents x {d} dims, top-10, {threads} threads, best of "
-        f"{args.repeat} "
-        "(query preparation included: tables, or the rotated queries)"
+        f"{args.repeat} (query preparation included: tables, or the rotated queries)"
     )
     print(
         f"  {'code':10s} {'bytes':>5s} {'queries':>8s} {'tables q/s':>11s} {'dense q/s':>10s} {'dense/tables':>13s} "

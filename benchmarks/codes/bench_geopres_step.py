@@ -72,8 +72,7 @@ def main() -> None:
                 torch.set_num_threads(before)
             print(
                 f"  {m:6d} {threads:7d} {best['plain']:10.4f} {best['library']:9.4f} "
-                f"{best['plain'] / best['library']:7.2f}x "
-                f"{diff:18.2e}",
+                f"{best['plain'] / best['library']:7.2f}x {diff:18.2e}",
                 flush=True,
             )
 

@@ -86,7 +86,7 @@ def run(args) -> None:
     fit_rows = CrossFit(D, 2, fit_rows=args.fit_rows).fit_rows
     print(
         f"{args.name} ({args.model}), {len(D):,} documents x {D.shape[1]}, {len(task.queries):,} queries; float32 "
-        "nDCG@10 "
+        f"nDCG@10 "
         f"{ref['score']:.4f}; each model fitted on {fit_rows:,} rows; {time.strftime('%Y-%m-%d %H:%M')}\n{HEADER}",
         flush=True,
     )

@@ -210,8 +210,7 @@ def main() -> None:
     qlen = np.array([len(pairs[i].query) for i in picked])
     print(
         f"{len(kept):,} documents of {len(pairs):,} pairs (median {np.median(lengths):.0f} chars), {len(picked):,} "
-        "judged "
-        f"queries (median {np.median(qlen):.0f} chars) from {len(pinned())} pinned packages and torch in "
+        f"judged queries (median {np.median(qlen):.0f} chars) from {len(pinned())} pinned packages and torch in "
         f"{time.perf_counter() - t0:.0f} s",
         flush=True,
     )

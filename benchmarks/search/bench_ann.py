@@ -113,8 +113,7 @@ def main() -> None:
                 r = recall_with_ties(res.rows, exact_dist, codes, qcodes)
                 print(
                     f"{f'faiss IndexBinaryHNSW M={m} efC={efc}{step}, ef={ef}':<44} build {t_build:5.0f} s ({cpu:5.0f} "
-                    "cpu-s) "
-                    f"{len(Q) / secs:9,.0f} q/s   recall {r:.3f}   {t_exact / secs:5.1f}x the exact scan",
+                    f"cpu-s) {len(Q) / secs:9,.0f} q/s   recall {r:.3f}   {t_exact / secs:5.1f}x the exact scan",
                     flush=True,
                 )
             del hnsw

@@ -164,8 +164,7 @@ def main() -> None:
         s = served[mode][mode]
         print(
             f"serve {mode}: p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms, peak RSS "
-            f"{served[mode]['peak_rss_mib']:.0f} MiB "
-            f"(codes {served[mode]['first_stage_mib']:.0f} MiB)",
+            f"{served[mode]['peak_rss_mib']:.0f} MiB (codes {served[mode]['first_stage_mib']:.0f} MiB)",
             flush=True,
         )
     out["serve"] = served

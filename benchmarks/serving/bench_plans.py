@@ -279,8 +279,7 @@ def reserve(args) -> None:
                 s = p["served"]
                 print(
                     f"  {budget:>3} B {name:16s} warm p50 {s['warm']['p50_ms']:7.2f} ms p99 {s['warm']['p99_ms']:7.2f} "
-                    " "
-                    f"cold p50 {s['cold']['p50_ms']:7.2f} ms  peak RSS {s['peak_rss_mib']:.0f} MiB",
+                    f" cold p50 {s['cold']['p50_ms']:7.2f} ms  peak RSS {s['peak_rss_mib']:.0f} MiB",
                     flush=True,
                 )
             for f in b.get("faiss", []):
@@ -434,8 +433,7 @@ def main() -> None:
         results = {**before, "date": dates, "budgets": dict(before["budgets"])}
     print(
         f"{args.name} ({args.model}): {len(D):,} documents x {D.shape[1]}, {len(task.queries):,} queries, float "
-        "nDCG@10 "
-        f"{float_score:.4f}; retention out-of-sample (2 folds); served over {args.rows:,} tiled rows",
+        f"nDCG@10 {float_score:.4f}; retention out-of-sample (2 folds); served over {args.rows:,} tiled rows",
         flush=True,
     )
     if args.label_free_only:

@@ -123,16 +123,10 @@ def check_disk(out: Path, rows: int, d: int, forms: int = 2) -> None:
 
 _LAUNCH = (
     "import json, resource, subprocess, sys, time\n"
-    "proc, peak = subprocess.Popen(sys.argv[2:]), {'RssAnon': 0, 'RssFile': 0}\n"
-    "while proc.poll() is None:\n"
-    "    try:\n"
-    "        for line in open(f'/proc/{proc.pid}/status'):\n"
-    "            k, _, v = line.partition(':')\n"
-    "            if k in peak:\n"
-    "                peak[k] = max(peak[k], int(v.split()[0]))\n"
-    "    except (OSError, ValueError):\n"
-    "        pass\n"
-    "    time.sleep(0.05)\n"
+    "proc, peak = subprocess.Popen(sys.argv[2:]), {'RssAnon': 0, 'RssFile': 0}\nwhile proc.poll() is None:\n    try:\n"
+    "        for line in open(f'/proc/{proc.pid}/status'):\n            k, _, v = line.partition(':')\n"
+    "            if k in peak:\n                peak[k] = max(peak[k], int(v.split()[0]))\n"
+    "    except (OSError, ValueError):\n        pass\n    time.sleep(0.05)\n"
     "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
     "open(sys.argv[1], 'w').write(json.dumps({'rc': proc.returncode, 'maxrss_kib': u.ru_maxrss, 'cpu': u.ru_utime + "
     "u.ru_stime,\n"
@@ -193,8 +187,7 @@ def step(
     }
     print(
         f"  {name:40s} {wall:8.1f} s {cpu:8.1f} cpu-s {'' if rows is None else f'{rows / wall:12,.0f} rows/s'} "
-        f"{rss:8.0f} MiB"
-        f" (private {usage['anon_kib'] / 1024:.0f}, file-mapped {usage['file_kib'] / 1024:.0f})"
+        f"{rss:8.0f} MiB (private {usage['anon_kib'] / 1024:.0f}, file-mapped {usage['file_kib'] / 1024:.0f})"
         f"{'' if proc.returncode == 0 else '  FAILED: ' + out.strip().splitlines()[-1]}",
         flush=True,
     )
@@ -334,7 +327,7 @@ def run(args) -> None:
         build = built["wall_seconds"] if built is not None else None
         print(
             f"  HNSW recall@10 at ef {ef} against the exact Hamming search: {rec:.4f} (same ids), {ties:.4f} (ties "
-            "counted); "
+            f"counted); "
             f"graph read in {s['graph_seconds']:.1f} s; {args.queries} queries searched in {s['seconds']:.2f} s",
             flush=True,
         )

@@ -204,8 +204,7 @@ def grid_items(setup: Setup) -> list[GridItem]:
     if too_small:
         warnings.warn(
             f"left out of the report, as {fold_pool_rows(len(setup.docs), FOLDS)} document(s) (half of the "
-            f"{len(setup.docs)}) are too few to train them: "
-            f"{', '.join(too_small)}"
+            f"{len(setup.docs)}) are too few to train them: {', '.join(too_small)}"
         )
     return items
 
@@ -416,6 +415,6 @@ def queries_note(task) -> str | None:
             "codes that keep fine local structure over those that keep what a query needs (give --queries)"
         )
     return (
-        "your queries are not judged: each is scored against float search's ranking of it "
+        f"your queries are not judged: each is scored against float search's ranking of it "
         f"({task.metric}); a code can only lose against that reference, never beat it"
     )

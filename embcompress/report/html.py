@@ -93,8 +93,7 @@ def _retention_plot(rows: list[dict], budget: int | None) -> str:
     py = lambda r: H - PAD + (lo_y - r) / (hi_y - lo_y) * (H - PAD - TOP)  # noqa: E731
     out = [
         f'<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="retention against '
-        "bytes "
-        "per "
+        "bytes per "
         'vector">',
         f'<rect x="{PAD}" y="{TOP}" width="{W - 2 * PAD}" height="{H - PAD - TOP}" fill="#fafafa" stroke="#ccc"/>',
     ]
@@ -117,9 +116,7 @@ def _retention_plot(rows: list[dict], budget: int | None) -> str:
     )
     return (
         "".join(out) + f'<div class="legend">{legend}<span class="key">dashed line: Pareto front; squares need the '
-        "original "
-        "vectors "
-        "too</span></div>"
+        "original vectors too</span></div>"
     )
 
 
@@ -161,9 +158,7 @@ def _marker(r: dict[str, Any], x: float, y: float) -> str:
     c = color(r["method"])
     shape = "rect" if r.get("extra_storage") else "circle"
     tip = (
-        f"{r['config']}: {r['bytes_per_vector']} B, retention {100 * r['retention']:.1f}%, "
-        "rank "
-        "proxy "
+        f"{r['config']}: {r['bytes_per_vector']} B, retention {100 * r['retention']:.1f}%, rank proxy "
         f"{r['rank_proxy']:.3f}"
     )
     if shape == "circle":
@@ -316,9 +311,7 @@ def _facts_html(s: dict[str, Any]) -> str:
         ),
         ("uniformity (Dinu et al., 2025; higher = more concentrated)", f"{s['uniformity']:.4f}"),
         (
-            "Spearman correlation of rank proxy and "
-            "retention "
-            f"({s.get('proxy_retention_configs', '?')} "
+            f"Spearman correlation of rank proxy and retention ({s.get('proxy_retention_configs', '?')} "
             "configurations, reranks included)",
             _fmt(corr),
         ),

@@ -251,8 +251,7 @@ def pick(
     if winner is None:
         raise InputError(
             f"no plan answers within {max_latency_ms:g} ms per query on this machine; the fastest took "
-            f"{min(d.latency_ms for d in done.values()):.2f} ms. Allow more (--max-latency-ms) "
-            "or more RAM"
+            f"{min(d.latency_ms for d in done.values()):.2f} ms. Allow more (--max-latency-ms) or more RAM"
         )
     for p in order[:MEASURED_PLANS]:  # the leaders' latencies, for the table (each plan measured once)
         if p.config not in done:

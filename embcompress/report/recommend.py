@@ -228,7 +228,7 @@ def _stopped_note(r: ResultRow) -> str:
     race = r.race
     if race["test"] == "first fold":
         return (
-            "stopped after one of its models: on the documents that model had not seen, "
+            f"stopped after one of its models: on the documents that model had not seen, "
             f"{100 * -race['difference']:.2f} "
             f"points of the score below the leader then over {race['queries']:,} queries (standard error "
             f"{100 * race['standard_error']:.2f})"

@@ -36,13 +36,17 @@ except ImportError:  # pragma: no cover - depends on the build
     _adc = None
 
 
-
 def kernel_available() -> bool:
     return _adc is not None
 
 
-def adc_scores(tables: np.ndarray, codes: np.ndarray, scale: np.ndarray | None = None,
-               bias: np.ndarray | None = None, qconst: np.ndarray | None = None) -> np.ndarray:
+def adc_scores(
+    tables: np.ndarray,
+    codes: np.ndarray,
+    scale: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+    qconst: np.ndarray | None = None,
+) -> np.ndarray:
     """(queries, documents) float32 scores ``sum_b tables[q, b, codes[j, b]] * scale[j] +
     bias[j] * qconst[q]`` (scale and bias optional), in numpy: the reference for the kernel."""
     nq, nb, _ = tables.shape
@@ -52,8 +56,9 @@ def adc_scores(tables: np.ndarray, codes: np.ndarray, scale: np.ndarray | None =
     return _with_factors(out, scale, bias, qconst)
 
 
-def _with_factors(out: np.ndarray, scale: np.ndarray | None, bias: np.ndarray | None,
-                  qconst: np.ndarray | None) -> np.ndarray:
+def _with_factors(
+    out: np.ndarray, scale: np.ndarray | None, bias: np.ndarray | None, qconst: np.ndarray | None
+) -> np.ndarray:
     """(queries, documents) sums, in place: times the per-document ``scale``, plus ``bias[j] *
     qconst[q]`` (each when given), as the kernels compose a score."""
     if scale is not None:
@@ -63,16 +68,25 @@ def _with_factors(out: np.ndarray, scale: np.ndarray | None, bias: np.ndarray | 
     return out
 
 
-def adc_topk(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray | None = None,
-             bias: np.ndarray | None = None, qconst: np.ndarray | None = None,
-             threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def adc_topk(
+    tables: np.ndarray,
+    codes: np.ndarray,
+    k: int,
+    *,
+    scale: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+    qconst: np.ndarray | None = None,
+    threads: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """For each query's tables (queries, bytes, 256), the ``k`` best document rows of ``codes``
     (documents, bytes) by the scores of :func:`adc_scores`. Returns (scores float32, indices
     int64), best first, ties by lower index."""
     tables = np.ascontiguousarray(tables, dtype=np.float32)
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
     if tables.ndim != 3 or tables.shape[2] != 256 or codes.ndim != 2 or tables.shape[1] != codes.shape[1]:
-        raise InputError(f"tables of shape {tables.shape} do not fit codes of shape {codes.shape}; expected (queries, bytes, 256)")
+        raise InputError(
+            f"tables of shape {tables.shape} do not fit codes of shape {codes.shape}; expected (queries, bytes, 256)"
+        )
     if scale is not None:
         scale = np.ascontiguousarray(scale, dtype=np.float32)
         if scale.shape != (len(codes),):
@@ -81,13 +95,22 @@ def adc_topk(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray
         bias = np.ascontiguousarray(bias, dtype=np.float32)
         qconst = np.ascontiguousarray(qconst, dtype=np.float32)
         if bias.shape != (len(codes),) or qconst.shape != (len(tables),):
-            raise InputError(f"bias needs one value per document ({len(codes)}) and qconst one per query ({len(tables)})")
+            raise InputError(
+                f"bias needs one value per document ({len(codes)}) and qconst one per query ({len(tables)})"
+            )
     return scan_adc(tables, codes, check_k(k, len(codes)), scale=scale, bias=bias, qconst=qconst, threads=threads)
 
 
-def scan_adc(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray | None = None,
-             bias: np.ndarray | None = None, qconst: np.ndarray | None = None,
-             threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def scan_adc(
+    tables: np.ndarray,
+    codes: np.ndarray,
+    k: int,
+    *,
+    scale: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+    qconst: np.ndarray | None = None,
+    threads: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`adc_topk` on validated arrays and a ``k`` already in 1..len(codes)."""
     tables = np.ascontiguousarray(tables, dtype=np.float32)
     nq, nb, _ = tables.shape
@@ -95,14 +118,25 @@ def scan_adc(tables: np.ndarray, codes: np.ndarray, k: int, *, scale: np.ndarray
     if bias is not None:
         qconst = np.ascontiguousarray(qconst, dtype=np.float32)
     if _adc is None:
-        return scan_blocks(lambda q0, q1, d0, d1: adc_scores(
-            tables[q0:q1], codes[d0:d1], None if scale is None else scale[d0:d1],
-            None if bias is None else bias[d0:d1], None if bias is None else qconst[q0:q1]), nq, nd, k)
+        return scan_blocks(
+            lambda q0, q1, d0, d1: adc_scores(
+                tables[q0:q1],
+                codes[d0:d1],
+                None if scale is None else scale[d0:d1],
+                None if bias is None else bias[d0:d1],
+                None if bias is None else qconst[q0:q1],
+            ),
+            nq,
+            nd,
+            k,
+        )
     sc = b"" if scale is None else scale
     bi = b"" if bias is None else bias
 
     def run(q0: int, q1: int, start: int, end: int, s: np.ndarray, i: np.ndarray) -> None:
-        _adc.topk(codes, tables[q0:q1], sc, bi, b"" if bias is None else qconst[q0:q1], nb, i.shape[1], start, end, s, i)
+        _adc.topk(
+            codes, tables[q0:q1], sc, bi, b"" if bias is None else qconst[q0:q1], nb, i.shape[1], start, end, s, i
+        )
 
     return _split(run, nq, nd, k, threads)
 
@@ -122,8 +156,9 @@ def rows_table_sums(tables: np.ndarray, codes: np.ndarray, rows: np.ndarray) -> 
     return out
 
 
-def _split(run, nq: int, nd: int, k: int, threads: int | None,
-           queries_per_thread: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def _split(
+    run, nq: int, nd: int, k: int, threads: int | None, queries_per_thread: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
     """Calls ``run(q0, q1, d0, d1, scores_out, indices_out)`` of a kernel through :func:`split_scan`."""
 
     def part(q0: int, q1: int, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
@@ -145,9 +180,16 @@ def unpack_dense(codes: np.ndarray, layout: str, bits: int, d: int) -> np.ndarra
     return (unpack_codes if layout == "packed" else unpack_planes)(codes, bits, d)
 
 
-def dense_scores(queries: np.ndarray, codes: np.ndarray, layout: str, bits: int, levels: np.ndarray,
-                 scale: np.ndarray | None = None, bias: np.ndarray | None = None,
-                 qconst: np.ndarray | None = None) -> np.ndarray:
+def dense_scores(
+    queries: np.ndarray,
+    codes: np.ndarray,
+    layout: str,
+    bits: int,
+    levels: np.ndarray,
+    scale: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+    qconst: np.ndarray | None = None,
+) -> np.ndarray:
     """(queries, documents) float32 ``<queries[q], levels[j, u_j]> * scale + bias * qconst`` for
     per-dimension codes ``u`` in ``layout``, in numpy: the reference for :func:`scan_dense`."""
     X = dense_vectors(codes, layout, bits, levels)
@@ -188,9 +230,20 @@ def book_vectors(codes: np.ndarray, books: np.ndarray, add: bool, nbits: int) ->
     return out
 
 
-def scan_dense(queries: np.ndarray, codes: np.ndarray, k: int, *, layout: str, bits: int, levels: np.ndarray,
-               scale: np.ndarray | None = None, bias: np.ndarray | None = None, qconst: np.ndarray | None = None,
-               threads: int | None = None, portable: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def scan_dense(
+    queries: np.ndarray,
+    codes: np.ndarray,
+    k: int,
+    *,
+    layout: str,
+    bits: int,
+    levels: np.ndarray,
+    scale: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+    qconst: np.ndarray | None = None,
+    threads: int | None = None,
+    portable: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` (1..len(codes), validated by the caller) of per-dimension codes by the scores of
     :func:`dense_scores`, best first, ties by lower index. The C kernel's AVX2 path and its
     portable one (``portable=True``) give the same results; numpy where it was not built."""
@@ -200,22 +253,28 @@ def scan_dense(queries: np.ndarray, codes: np.ndarray, k: int, *, layout: str, b
     if layout not in LAYOUTS:
         raise InputError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     nq, nd, d = len(queries), len(codes), levels.shape[0]
-    if queries.ndim != 2 or queries.shape[1] != d or levels.shape != (d, 2 ** bits):
-        raise InputError(f"queries of shape {queries.shape} and levels of shape {levels.shape} do not fit "
-                         f"{d} dimensions of {bits}-bit codes")
+    if queries.ndim != 2 or queries.shape[1] != d or levels.shape != (d, 2**bits):
+        raise InputError(
+            f"queries of shape {queries.shape} and levels of shape {levels.shape} do not fit "
+            f"{d} dimensions of {bits}-bit codes"
+        )
     if bias is not None:
         qconst = np.ascontiguousarray(qconst, dtype=np.float32)
     if _adc is None:
-        return scan_blocks(lambda q0, q1, d0, d1: dense_scores(
-            queries[q0:q1], codes[d0:d1], layout, bits, levels, None if scale is None else scale[d0:d1],
-            None if bias is None else bias[d0:d1], None if bias is None else qconst[q0:q1]), nq, nd, k)
+
+        def block(q0: int, q1: int, d0: int, d1: int) -> np.ndarray:
+            docs = (None if a is None else a[d0:d1] for a in (scale, bias))
+            qc = None if bias is None else qconst[q0:q1]
+            return dense_scores(queries[q0:q1], codes[d0:d1], layout, bits, levels, *docs, qc)
+
+        return scan_blocks(block, nq, nd, k)
     sc = b"" if scale is None else np.ascontiguousarray(scale, dtype=np.float32)
     bi = b"" if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
-    lay = LAYOUTS.index(layout)
+    fixed = (codes, codes.shape[1], LAYOUTS.index(layout), bits, d, levels)
 
     def run(q0: int, q1: int, start: int, end: int, s: np.ndarray, i: np.ndarray) -> None:
-        _adc.dense_topk(codes, codes.shape[1], lay, bits, d, levels, queries[q0:q1], sc, bi,
-                        b"" if bias is None else qconst[q0:q1], i.shape[1], start, end, portable, s, i)
+        qc = b"" if bias is None else qconst[q0:q1]
+        _adc.dense_topk(*fixed, queries[q0:q1], sc, bi, qc, i.shape[1], start, end, portable, s, i)
 
     return _split(run, nq, nd, k, threads)
 
@@ -224,9 +283,18 @@ def scan_dense(queries: np.ndarray, codes: np.ndarray, k: int, *, layout: str, b
 DECODED_DOC_BLOCK = 8192
 
 
-def scan_decoded(queries: np.ndarray, vectors: Callable[[int, int], np.ndarray], nd: int, k: int, *,
-                 scale: np.ndarray | None = None, bias: np.ndarray | None = None, qconst: np.ndarray | None = None,
-                 doc_block: int = DECODED_DOC_BLOCK, query_block: int = QUERY_BLOCK) -> tuple[np.ndarray, np.ndarray]:
+def scan_decoded(
+    queries: np.ndarray,
+    vectors: Callable[[int, int], np.ndarray],
+    nd: int,
+    k: int,
+    *,
+    scale: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+    qconst: np.ndarray | None = None,
+    doc_block: int = DECODED_DOC_BLOCK,
+    query_block: int = QUERY_BLOCK,
+) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` (1..nd, validated by the caller) of ``<queries[q], vectors(d0, d1)[j]> * scale +
     bias * qconst`` over ``nd`` documents, best first, ties by lower index: each block of documents
     is decoded once (``vectors(d0, d1)``, float32) and multiplied with every query by BLAS. For a
@@ -243,8 +311,12 @@ def scan_decoded(queries: np.ndarray, vectors: Callable[[int, int], np.ndarray],
         parts_s, parts_i = [], []
         for q0 in range(0, nq, query_block):
             q1 = min(q0 + query_block, nq)
-            S = _with_factors(queries[q0:q1] @ X.T, None if scale is None else scale[d0:d1],
-                              None if bias is None else bias[d0:d1], None if bias is None else qconst[q0:q1])
+            S = _with_factors(
+                queries[q0:q1] @ X.T,
+                None if scale is None else scale[d0:d1],
+                None if bias is None else bias[d0:d1],
+                None if bias is None else qconst[q0:q1],
+            )
             s, i = block_topk(S, min(k, d1 - d0), d0)
             parts_s.append(s)
             parts_i.append(i)
@@ -260,9 +332,17 @@ PLANE_QUERIES_PER_THREAD = 32
 PLANE_PATHS = ("auto", "portable", "avx2")
 
 
-def planes_scores(q8: np.ndarray, step: np.ndarray, offset: np.ndarray, codes: np.ndarray, bits: int, plane_bytes: int,
-                  scale: np.ndarray | None = None, bias: np.ndarray | None = None,
-                  qconst: np.ndarray | None = None) -> np.ndarray:
+def planes_scores(
+    q8: np.ndarray,
+    step: np.ndarray,
+    offset: np.ndarray,
+    codes: np.ndarray,
+    bits: int,
+    plane_bytes: int,
+    scale: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+    qconst: np.ndarray | None = None,
+) -> np.ndarray:
     """(queries, documents) float32 ``(<q8, u> * step + offset) * scale + bias * qconst`` for rows
     of ``bits`` bit-planes of ``plane_bytes`` bytes (``u``: the per-dimension code), in numpy: the
     reference for :func:`scan_planes`. The inner product is exact (integers)."""
@@ -273,15 +353,25 @@ def planes_scores(q8: np.ndarray, step: np.ndarray, offset: np.ndarray, codes: n
     return _with_factors(out.astype(np.float32), scale, bias, qconst)
 
 
-def scan_planes(q8: np.ndarray, step: np.ndarray, offset: np.ndarray, codes: np.ndarray, k: int, *, bits: int,
-                plane_bytes: int, scale: np.ndarray | None = None, bias: np.ndarray | None = None,
-                qconst: np.ndarray | None = None, threads: int | None = None,
-                path: str = "auto") -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` (1..len(codes), validated by the caller) of bit-plane codes for 8-bit queries by
-    the scores of :func:`planes_scores`, best first, ties by lower index. The integer inner
-    products are exact, so every path of the kernel (``path``: "auto", the best this CPU has;
-    "avx2", at most AVX2; "portable") and numpy (where the kernel was not built) give the same
-    results."""
+def scan_planes(
+    q8: np.ndarray,
+    step: np.ndarray,
+    offset: np.ndarray,
+    codes: np.ndarray,
+    k: int,
+    *,
+    bits: int,
+    plane_bytes: int,
+    scale: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+    qconst: np.ndarray | None = None,
+    threads: int | None = None,
+    path: str = "auto",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` (1..len(codes), validated by the caller) of bit-plane codes for 8-bit queries by the scores of
+    :func:`planes_scores`, best first, ties by lower index. The integer inner products are exact, so every path of
+    the kernel (``path``: "auto", the best this CPU has; "avx2", at most AVX2; "portable") and numpy (where the
+    kernel was not built) give the same results."""
     if path not in PLANE_PATHS:
         raise InputError(f"path must be one of {', '.join(PLANE_PATHS)}, got {path!r}")
     q8 = np.ascontiguousarray(q8, dtype=np.int8)
@@ -292,15 +382,34 @@ def scan_planes(q8: np.ndarray, step: np.ndarray, offset: np.ndarray, codes: np.
     if bias is not None:
         qconst = np.ascontiguousarray(qconst, dtype=np.float32)
     if _adc is None:
-        return scan_blocks(lambda q0, q1, d0, d1: planes_scores(
-            q8[q0:q1], step[q0:q1], offset[q0:q1], codes[d0:d1], bits, plane_bytes,
-            None if scale is None else scale[d0:d1], None if bias is None else bias[d0:d1],
-            None if bias is None else qconst[q0:q1]), nq, nd, k)
+
+        def block(q0: int, q1: int, d0: int, d1: int) -> np.ndarray:
+            docs = (None if a is None else a[d0:d1] for a in (scale, bias))
+            qc = None if bias is None else qconst[q0:q1]
+            return planes_scores(q8[q0:q1], step[q0:q1], offset[q0:q1], codes[d0:d1], bits, plane_bytes, *docs, qc)
+
+        return scan_blocks(block, nq, nd, k)
     sc = b"" if scale is None else np.ascontiguousarray(scale, dtype=np.float32)
     bi = b"" if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
 
     def run(q0: int, q1: int, start: int, end: int, s: np.ndarray, i: np.ndarray) -> None:
-        _adc.planes_topk(codes, codes.shape[1], bits, plane_bytes, q8[q0:q1], step[q0:q1], offset[q0:q1], sc, bi,
-                         b"" if bias is None else qconst[q0:q1], i.shape[1], start, end, PLANE_PATHS.index(path), s, i)
+        qs = (q8[q0:q1], step[q0:q1], offset[q0:q1])
+        qc = b"" if bias is None else qconst[q0:q1]
+        _adc.planes_topk(
+            codes,
+            codes.shape[1],
+            bits,
+            plane_bytes,
+            *qs,
+            sc,
+            bi,
+            qc,
+            i.shape[1],
+            start,
+            end,
+            PLANE_PATHS.index(path),
+            s,
+            i,
+        )
 
     return _split(run, nq, nd, k, threads, queries_per_thread=PLANE_QUERIES_PER_THREAD)

@@ -31,7 +31,8 @@ def compressor_for(meta: dict | None, model_dir: str | os.PathLike | None, path)
         if describe(comp)["fingerprint"] != info.get("fingerprint"):
             raise InputError(
                 f"{path} was made by {info['name']} with fingerprint {info.get('fingerprint')}, but the compressor in "
-                f"{model_dir} has fingerprint {describe(comp)['fingerprint']}; codes from different compressors cannot be compared"
+                f"{model_dir} has fingerprint {describe(comp)['fingerprint']}; codes from different compressors cannot "
+                "be compared"
             )
         return comp
     try:
@@ -46,9 +47,17 @@ def compressor_for(meta: dict | None, model_dir: str | os.PathLike | None, path)
     return comp
 
 
-def load_index(path: str | os.PathLike, *, model: str | os.PathLike | None = None, column: str | None = None,
-               id_column: str | None = None, threads: int | None = None, structure: str = "exact",
-               hnsw: Hnsw | None = None, norm_power: float = 1.0) -> Index:
+def load_index(
+    path: str | os.PathLike,
+    *,
+    model: str | os.PathLike | None = None,
+    column: str | None = None,
+    id_column: str | None = None,
+    threads: int | None = None,
+    structure: str = "exact",
+    hnsw: Hnsw | None = None,
+    norm_power: float = 1.0,
+) -> Index:
     """An index over a vector file: float embeddings (exact cosine search) or codes written by
     ``binarize`` / ``truncate`` / ``apply`` (``norm_power``: see :class:`Index`)."""
     src = open_vectors(path, column=column, id_column=id_column, codes=None)
@@ -57,15 +66,22 @@ def load_index(path: str | os.PathLike, *, model: str | os.PathLike | None = Non
     meta = src.metadata
     data, ids = read_all(path, column=column, id_column=id_column, codes=None, threads=threads, arrow_ids=True)
     if meta and meta.get("format") == "embcompress.vectors":
-        return Index(data, compressor=compressor_for(meta, model, path), ids=ids, structure=structure, hnsw=hnsw,
-                     norm_power=norm_power)
+        return Index(
+            data,
+            compressor=compressor_for(meta, model, path),
+            ids=ids,
+            structure=structure,
+            hnsw=hnsw,
+            norm_power=norm_power,
+        )
     if data.dtype.kind != "f":
         raise InputError(f"{path} holds {data.dtype} codes without embcompress metadata; cannot search them")
     return Index(data, ids=ids, structure=structure, hnsw=hnsw)
 
 
-def load_queries(path: str | os.PathLike, index: Index, *, column: str | None = None,
-                 id_column: str | None = None) -> tuple[np.ndarray, list]:
+def load_queries(
+    path: str | os.PathLike, index: Index, *, column: str | None = None, id_column: str | None = None
+) -> tuple[np.ndarray, list]:
     """Float query embeddings (and ids) for ``index``; refuses code files of another compressor
     and widths that do not match."""
     src = open_vectors(path, column=column, id_column=id_column, codes=None)
@@ -77,11 +93,14 @@ def load_queries(path: str | os.PathLike, index: Index, *, column: str | None = 
         ours = describe(index.compressor)["fingerprint"] if index.compressor else None
         if theirs != ours:
             raise InputError(
-                f"{path} holds codes made by {meta['compressor']['name']} (fingerprint {theirs}), but the index was made by "
-                f"{index.compressor.name if index.compressor else 'no compressor (float vectors)'} (fingerprint {ours}); "
+                f"{path} holds codes made by {meta['compressor']['name']} (fingerprint {theirs}), but the index was "
+                f"made by {index.compressor.name if index.compressor else 'no compressor (float vectors)'} "
+                f"(fingerprint {ours}); "
                 "codes from different compressors cannot be compared. Give float query embeddings instead"
             )
-        raise InputError(f"{path} holds compressed codes; give the float query embeddings, they are compressed by the index")
+        raise InputError(
+            f"{path} holds compressed codes; give the float query embeddings, they are compressed by the index"
+        )
     Q, ids = read_all(path, column=column, id_column=id_column)
     expected = index.compressor.n_features_in_ if index.compressor else index.width
     if Q.shape[1] != expected:
@@ -94,61 +113,113 @@ def write_results(path: str | os.PathLike, query_ids: list, result: SearchResult
     check_output_path(path, overwrite=overwrite)
     nq, k = result.rows.shape
     doc_ids = result.ids if result.ids is not None else result.rows
-    table = pa.table({
-        "query_id": pa.array(np.repeat(np.asarray(query_ids, dtype=object), k).tolist()),
-        "rank": pa.array(np.tile(np.arange(1, k + 1, dtype=np.int32), nq)),
-        "doc_id": pa.array(doc_ids.reshape(-1).tolist()),
-        "row": pa.array(result.rows.reshape(-1)),
-        "score": pa.array(result.scores.reshape(-1)),
-    })
+    table = pa.table(
+        {
+            "query_id": pa.array(np.repeat(np.asarray(query_ids, dtype=object), k).tolist()),
+            "rank": pa.array(np.tile(np.arange(1, k + 1, dtype=np.int32), nq)),
+            "doc_id": pa.array(doc_ids.reshape(-1).tolist()),
+            "row": pa.array(result.rows.reshape(-1)),
+            "score": pa.array(result.scores.reshape(-1)),
+        }
+    )
     with atomic_file(path, overwrite=overwrite) as tmp:
         pq.write_table(table, tmp, write_page_checksum=True)
 
 
-def search_files(index_file: str | os.PathLike, queries: str | os.PathLike, output: str | os.PathLike, *, k: int = 10,
-                 model: str | os.PathLike | None = None, rerank: str | None = None, multiplier: int = 10,
-                 originals: str | os.PathLike | None = None, column: str | None = None, id_column: str | None = None,
-                 overwrite: bool = False, threads: int | None = None, index: str = "exact",
-                 hnsw: Hnsw | None = None, norm_power: float = 1.0, graph: str | os.PathLike | None = None,
-                 stage: Callable[[str, int], Callable[[int], None] | None] | None = None) -> dict[str, Any]:
-    """Search the documents of ``index_file`` (float vectors or codes) with the float queries of
-    ``queries`` and write the ranked results to ``output``. Returns a summary (k is capped at the
-    number of documents). ``threads`` (None: every core) decode the index file's row groups and
-    run the rerank blocks, which decode the parquet originals' row groups in parallel. ``index``
-    ``"hnsw"`` searches bits or float vectors through a faiss HNSW graph built on the fly (with
-    ``hnsw``'s settings, :class:`~embcompress.search.ann.Hnsw`) instead of the exact scan; its build
-    time is ``graph_seconds``, apart from the search's ``seconds``. ``norm_power``:
-    how asymmetric scores of codes weigh the reconstruction's norm (see :class:`Index`).
-    ``graph``: an HNSW graph that ``export --to faiss --structure hnsw`` or ``export --to
-    usearch`` wrote for ``index_file``, memory-mapped and searched instead of building one
-    (``index`` is then ``"hnsw"``; of ``hnsw`` only ``ef_search`` may be given, the graph has the
+def _structure(index: str, graph, hnsw: Hnsw | None) -> str:
+    """The first stage searched: ``index``, or ``"hnsw"`` with a saved ``graph``, whose own settings leave
+    only ``ef_search`` of ``hnsw`` to apply."""
+    if graph is None:
+        return index
+    if hnsw is not None and (hnsw.m, hnsw.ef_construction) != (Hnsw().m, Hnsw().ef_construction):
+        raise InputError(
+            "a saved graph was built with its own links per node and ef_construction; of the HNSW "
+            "settings only ef (candidates per query) applies to it"
+        )
+    return "hnsw"
+
+
+def _graph(index, structure: str, graph, hnsw: Hnsw | None, stage) -> float | None:
+    """Seconds to read the saved ``graph`` or to build one for an HNSW ``structure``; None for the exact scan."""
+    if graph is not None:
+        return index.load_graph(graph, ef_search=hnsw.ef_search if hnsw is not None else None)
+    if structure == "hnsw":
+        return index.build_graph(stage("building the HNSW graph", index.num_docs) if stage is not None else None)
+    return None
+
+
+def search_files(
+    index_file: str | os.PathLike,
+    queries: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    k: int = 10,
+    model: str | os.PathLike | None = None,
+    rerank: str | None = None,
+    multiplier: int = 10,
+    originals: str | os.PathLike | None = None,
+    column: str | None = None,
+    id_column: str | None = None,
+    overwrite: bool = False,
+    threads: int | None = None,
+    index: str = "exact",
+    hnsw: Hnsw | None = None,
+    norm_power: float = 1.0,
+    graph: str | os.PathLike | None = None,
+    stage: Callable[[str, int], Callable[[int], None] | None] | None = None,
+) -> dict[str, Any]:
+    """Search the documents of ``index_file`` (float vectors or codes) with the float queries of ``queries`` and write
+    the ranked results to ``output``. Returns a summary (k is capped at the number of documents). ``threads`` (None:
+    every core) decode the index file's row groups and run the rerank blocks, which decode the parquet originals'
+    row groups in parallel. ``index`` ``"hnsw"`` searches bits or float vectors through a faiss HNSW graph built on
+    the fly (with ``hnsw``'s settings, :class:`~embcompress.search.ann.Hnsw`) instead of the exact scan; its build
+    time is ``graph_seconds``, apart from the search's ``seconds``. ``norm_power``: how asymmetric scores of codes
+    weigh the reconstruction's norm (see :class:`Index`). ``graph``: an HNSW graph that ``export --to faiss
+    --structure hnsw`` or ``export --to usearch`` wrote for ``index_file``, memory-mapped and searched instead of
+    building one (``index`` is then ``"hnsw"``; of ``hnsw`` only ``ef_search`` may be given, the graph has the
     rest). ``stage(description, rows)`` may return a progress callback for the graph's build."""
     from .stores import open_store
 
     check_output_path(output, overwrite=overwrite, inputs=(index_file, queries))
-    if graph is not None:
-        if hnsw is not None and (hnsw.m, hnsw.ef_construction) != (Hnsw().m, Hnsw().ef_construction):
-            raise InputError("a saved graph was built with its own links per node and ef_construction; of the HNSW "
-                             "settings only ef (candidates per query) applies to it")
-        index = "hnsw"
-    structure = index
-    index = load_index(index_file, model=model, column=column, id_column=id_column, threads=threads,
-                       structure=structure, hnsw=hnsw, norm_power=norm_power)
+    structure = _structure(index, graph, hnsw)
+    index = load_index(
+        index_file,
+        model=model,
+        column=column,
+        id_column=id_column,
+        threads=threads,
+        structure=structure,
+        hnsw=hnsw,
+        norm_power=norm_power,
+    )
     Q, qids = load_queries(queries, index)
     store = open_store(originals) if originals is not None else None
-    graph_seconds = None
-    if graph is not None:
-        graph_seconds = index.load_graph(graph, ef_search=hnsw.ef_search if hnsw is not None else None)
-    elif structure == "hnsw":
-        graph_seconds = index.build_graph(stage("building the HNSW graph", index.num_docs) if stage is not None else None)
+    graph_seconds = _graph(index, structure, graph, hnsw, stage)
     res = index.search(Q, k, rerank=rerank, multiplier=multiplier, originals=store, threads=threads)
     write_results(output, qids, res, overwrite=overwrite)
-    return {"queries": len(Q), "documents": index.num_docs, "k": res.rows.shape[1], "index": index.kind,
-            "bytes_per_vector": index.nbytes_per_vector, "structure": structure, "graph_seconds": graph_seconds,
-            "graph": dataclasses.asdict(index.hnsw) if structure == "hnsw" else None,
-            "graph_file": None if graph is None else str(graph),
-            "rerank": rerank, "candidates": res.info["candidates"],
-            "seconds": res.seconds, "queries_per_second": len(Q) / res.seconds, "output": str(output)}
+    return _summary(Q, index, res, structure, (graph, graph_seconds), rerank, output)
+
+
+def _summary(Q: np.ndarray, index, res: SearchResult, structure: str, graph_info: tuple, rerank, output) -> dict:
+    """What :func:`search_files` returns: the sizes, the first stage and its graph (``graph_info``: the saved
+    graph's path or None, and the seconds to read or build it), the rerank and the time."""
+    graph, graph_seconds = graph_info
+    return {
+        "queries": len(Q),
+        "documents": index.num_docs,
+        "k": res.rows.shape[1],
+        "index": index.kind,
+        "bytes_per_vector": index.nbytes_per_vector,
+        "structure": structure,
+        "graph_seconds": graph_seconds,
+        "graph": dataclasses.asdict(index.hnsw) if structure == "hnsw" else None,
+        "graph_file": None if graph is None else str(graph),
+        "rerank": rerank,
+        "candidates": res.info["candidates"],
+        "seconds": res.seconds,
+        "queries_per_second": len(Q) / res.seconds,
+        "output": str(output),
+    }
 
 
 __all__ = ["compressor_for", "load_index", "load_queries", "search_files", "write_results"]

@@ -34,27 +34,67 @@ TARGETS = ann.TARGETS
 
 QUERY_HOWTO = {
     "bits": "compress float queries with the same compressor (embcompress binarize/apply, or the saved model) "
-            "and search the packed bits; scores are Hamming distances",
+    "and search the packed bits; scores are Hamming distances",
     "float": "normalize float queries to unit length; scores are cosine similarities (inner products)",
     "int8": "give float queries as they are; scores are inner products with the decoded documents",
     "codes": "give float queries (after the compressor's linear prefix, if any); scores are inner products with the "
-             "decoded documents",
+    "decoded documents",
 }
 
 
-def export(codes_path: str | os.PathLike, out: str | os.PathLike, *, to: str, model: str | os.PathLike | None = None,
-           structure: str = "flat", table: str = "vectors", column: str | None = None, id_column: str | None = None,
-           overwrite: bool = False, hnsw: ann.Hnsw | None = None,
-           stage: Callable[[str, int], Callable[[int], None] | None] | None = None) -> dict[str, Any]:
+def export(
+    codes_path: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    to: str,
+    model: str | os.PathLike | None = None,
+    structure: str = "flat",
+    table: str = "vectors",
+    column: str | None = None,
+    id_column: str | None = None,
+    overwrite: bool = False,
+    hnsw: ann.Hnsw | None = None,
+    stage: Callable[[str, int], Callable[[int], None] | None] | None = None,
+) -> dict[str, Any]:
     """Export the vectors or codes of ``codes_path`` to ``out`` as a ``to`` index (faiss, usearch
     or lancedb). ``structure`` (faiss only): ``flat`` (exact) or ``hnsw`` (bits and floats).
     ``hnsw``: the graph's settings (:class:`~embcompress.search.ann.Hnsw`; None: the defaults)
     for faiss's HNSW and for usearch, whose indexes are HNSW graphs. ``stage(description, rows)``
     may return a progress callback for a graph's build (an hour or more at ten million rows).
     Returns what was written."""
+    out = Path(out)
+    sidecars, graph = _checked(to, structure, hnsw, out, codes_path, overwrite)
+    hnsw = (hnsw or ann.Hnsw()) if graph else None
+    index = load_index(codes_path, model=model, column=column, id_column=id_column)
+    description = _description(index, codes_path, to, structure, hnsw)
+    if to == "lancedb":
+        _write_lancedb(
+            index, codes_path, out, table, description, column=column, id_column=id_column, overwrite=overwrite
+        )
+        return {"output": str(out), "target": to, "table": table, "rows": index.num_docs, "kind": index.kind}
+    progress = stage(f"building the {to} HNSW graph", index.num_docs) if stage is not None and graph else None
+    built = (
+        ann.faiss_index(index, structure, hnsw or ann.Hnsw(), progress)
+        if to == "faiss"
+        else ann.usearch_index(index, hnsw, progress)
+    )
+    written = _write_index(built, index, description, [out, *sidecars], overwrite)
+    return {
+        "output": str(out),
+        "target": to,
+        "structure": structure if to == "faiss" else "hnsw",
+        "graph": description["graph"],
+        "rows": index.num_docs,
+        "kind": index.kind,
+        "files": [str(p) for p in written],
+    }
+
+
+def _checked(to: str, structure: str, hnsw, out: Path, codes_path, overwrite: bool) -> tuple[list[Path], bool]:
+    """(the sidecar files of a faiss or usearch index, whether the index is a graph), once the target, the
+    structure, the HNSW settings and every output are checked."""
     if to not in TARGETS:
         raise InputError(f"export target must be one of {', '.join(TARGETS)}, got {to!r}")
-    out = Path(out)
     sidecars = [Path(str(out) + ".ids.parquet"), Path(str(out) + ".embcompress.json")] if to != "lancedb" else []
     if to == "lancedb":
         _check_new_dir(out, overwrite)
@@ -68,40 +108,45 @@ def export(codes_path: str | os.PathLike, out: str | os.PathLike, *, to: str, mo
         raise InputError(f"--structure hnsw is for faiss; {to} indexes are built its own way")
     graph = structure == "hnsw" or to == "usearch"
     if hnsw is not None and not graph:
-        raise InputError("HNSW settings (links per node, ef) apply to a graph: export --to faiss --structure hnsw, "
-                         f"or --to usearch; a {to} {'flat index' if to == 'faiss' else 'table'} has none")
-    hnsw = (hnsw or ann.Hnsw()) if graph else None
-    index = load_index(codes_path, model=model, column=column, id_column=id_column)
-    description = _description(index, codes_path, to, structure, hnsw)
-    if to == "lancedb":
-        _write_lancedb(index, codes_path, out, table, description, column=column, id_column=id_column, overwrite=overwrite)
-        return {"output": str(out), "target": to, "table": table, "rows": index.num_docs, "kind": index.kind}
-    progress = stage(f"building the {to} HNSW graph", index.num_docs) if stage is not None and graph else None
-    built = ann.faiss_index(index, structure, hnsw or ann.Hnsw(), progress) if to == "faiss" else \
-        ann.usearch_index(index, hnsw, progress)
+        raise InputError(
+            f"HNSW settings (links per node, ef) apply to a graph: export --to faiss --structure hnsw, "
+            f"or --to usearch; a {to} {'flat index' if to == 'faiss' else 'table'} has none"
+        )
+    return sidecars, graph
+
+
+def _write_index(built, index, description: dict, paths: list[Path], overwrite: bool) -> list[Path]:
+    """Write the built index to ``paths[0]``, the ids (when the codes have them) and the description beside it;
+    all or nothing. The files written."""
+    out, ids_file, meta_file = paths
+    is_faiss = description["target"] == "faiss"
     written: list[Path] = []
     try:
         with atomic_file(out, overwrite=overwrite) as tmp:
-            if to == "faiss":
+            if is_faiss:
                 faiss = ann.require_faiss()
-                (faiss.write_index_binary if ann.SERVING[index.kind].faiss_binary else faiss.write_index)(built, str(tmp))
+                (faiss.write_index_binary if ann.SERVING[index.kind].faiss_binary else faiss.write_index)(
+                    built, str(tmp)
+                )
             else:
                 built.save(str(tmp))
         written.append(out)
         if index.ids is not None:
-            with atomic_file(sidecars[0], overwrite=overwrite) as tmp:
-                pq.write_table(pa.table({"row": np.arange(index.num_docs, dtype=np.int64),
-                                         "id": arrow_ids(index.ids)}), tmp, write_page_checksum=True)
-            written.append(sidecars[0])
-        with atomic_file(sidecars[1], overwrite=overwrite) as tmp:
+            with atomic_file(ids_file, overwrite=overwrite) as tmp:
+                pq.write_table(
+                    pa.table({"row": np.arange(index.num_docs, dtype=np.int64), "id": arrow_ids(index.ids)}),
+                    tmp,
+                    write_page_checksum=True,
+                )
+            written.append(ids_file)
+        with atomic_file(meta_file, overwrite=overwrite) as tmp:
             tmp.write_text(json.dumps(description, indent=2, sort_keys=True, default=str) + "\n")
-        written.append(sidecars[1])
+        written.append(meta_file)
     except BaseException:
         for p in written:  # all or nothing
             p.unlink(missing_ok=True)
         raise
-    return {"output": str(out), "target": to, "structure": structure if to == "faiss" else "hnsw",
-            "graph": description["graph"], "rows": index.num_docs, "kind": index.kind, "files": [str(p) for p in written]}
+    return written
 
 
 def _check_new_dir(out: Path, overwrite: bool) -> None:
@@ -113,10 +158,16 @@ def _check_new_dir(out: Path, overwrite: bool) -> None:
 def _description(index, codes_path, to: str, structure: str, hnsw: ann.Hnsw | None) -> dict[str, Any]:
     comp = index.compressor
     return {
-        "format": "embcompress.serving.export", "source": str(Path(codes_path).name), "target": to, "structure": structure,
+        "format": "embcompress.serving.export",
+        "source": str(Path(codes_path).name),
+        "target": to,
+        "structure": structure,
         "graph": None if hnsw is None else dataclasses.asdict(hnsw),
-        "rows": index.num_docs, "kind": index.kind, "ids": "OUT.ids.parquet maps row -> id" if index.ids is not None else None,
-        "compressor": describe(comp) if comp is not None else None, "queries": QUERY_HOWTO[index.kind],
+        "rows": index.num_docs,
+        "kind": index.kind,
+        "ids": "OUT.ids.parquet maps row -> id" if index.ids is not None else None,
+        "compressor": describe(comp) if comp is not None else None,
+        "queries": QUERY_HOWTO[index.kind],
         "load": _load_howto(to, ann.SERVING[index.kind].faiss_binary),
     }
 
@@ -125,18 +176,27 @@ def _load_howto(to: str, binary: bool) -> str | None:
     """How a server opens the index mapped from its file (page cache that processes share) rather
     than read into its own memory, as ``search --graph`` does."""
     if to == "faiss":
-        return (f"faiss.{'read_index_binary' if binary else 'read_index'}(path, faiss.IO_FLAG_MMAP_IFC) maps the "
-                "codes and any graph from the file (faiss 1.11 or later); without the flag faiss reads them into memory")
+        return (
+            f"faiss.{'read_index_binary' if binary else 'read_index'}(path, faiss.IO_FLAG_MMAP_IFC) maps the "
+            "codes and any graph from the file (faiss 1.11 or later); without the flag faiss reads them into memory"
+        )
     if to == "usearch":
-        return "usearch.index.Index.restore(path, view=True) maps the index from the file; without view=True usearch loads it"
+        return (
+            "usearch.index.Index.restore(path, view=True) maps the index from the file; "
+            "without view=True usearch loads it"
+        )
     return None
 
 
-def _write_lancedb(index, codes_path, out: Path, table: str, description: dict, *, column, id_column, overwrite) -> None:
+def _write_lancedb(
+    index, codes_path, out: Path, table: str, description: dict, *, column, id_column, overwrite
+) -> None:
     lancedb = require("lancedb", "export", "LanceDB tables")
     if index.kind not in ("bits", "float"):
-        raise InputError(f"{index.compressor.name} codes ({index.kind}) have no LanceDB vector type; LanceDB searches "
-                         "float vectors and bits (uint8, Hamming): export the float vectors or binary codes instead")
+        raise InputError(
+            f"{index.compressor.name} codes ({index.kind}) have no LanceDB vector type; LanceDB searches "
+            "float vectors and bits (uint8, Hamming): export the float vectors or binary codes instead"
+        )
     src = open_vectors(codes_path, column=column, id_column=id_column, codes=None)
     names = src.schema.names if src.schema is not None else []
     keep = [c for c in names if c not in (src.column, src.id_column)]  # every other column of the file
@@ -157,18 +217,36 @@ def _write_lancedb(index, codes_path, out: Path, table: str, description: dict, 
 #: what each target does with a plan's rescoring copy, in one line
 PLAN_NOTES = {
     "faiss": "faiss holds the first stage; the rescoring copy is OUT.rescore.npy beside it: take candidates rows "
-             "from the index and rescore them with those rows (faiss's IndexRefine needs both in memory, the plan "
-             "reads them from disk)",
+    "from the index and rescore them with those rows (faiss's IndexRefine needs both in memory, the plan "
+    "reads them from disk)",
     "usearch": "usearch holds the first stage as an HNSW graph; it has no rescoring stage: the copy is "
-               "OUT.rescore.npy beside it, rescore the candidates in your server",
+    "OUT.rescore.npy beside it, rescore the candidates in your server",
     "lancedb": "LanceDB holds the first stage; its refine_factor rescores from the table's own vectors, so the "
-               "plan's rescoring copy is not carried",
+    "plan's rescoring copy is not carried",
 }
 
 
-def export_plan(tiers_dir: str | os.PathLike, plan_dir: str | os.PathLike, out: str | os.PathLike, *, to: str,
-                overwrite: bool = False, table: str = "vectors",
-                stage: Callable[[str, int], Callable[[int], None] | None] | None = None) -> dict[str, Any]:
+def _plan_description(plan, plan_dir, rescore: Path) -> dict[str, Any]:
+    """The plan as an exported index's description holds it: its fields, the rescoring file beside the index
+    and how its rows become vectors."""
+    decode = None
+    if plan.copy == "int8":
+        decode = f"embcompress.load('{Path(plan_dir) / 'copy'}').decode(rows)"
+    elif plan.stored:
+        decode = "the rows as they are"
+    return {**plan.to_json(), "rescore_file": rescore.name if plan.stored else None, "rescore_decode": decode}
+
+
+def export_plan(
+    tiers_dir: str | os.PathLike,
+    plan_dir: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    to: str,
+    overwrite: bool = False,
+    table: str = "vectors",
+    stage: Callable[[str, int], Callable[[int], None] | None] | None = None,
+) -> dict[str, Any]:
     """Export what ``to`` can hold of the plan in ``plan_dir`` served from ``tiers_dir`` (written by
     ``apply PLAN IN TIERS``): the first stage as its index, and for faiss and usearch the rescoring
     copy beside it (``OUT.rescore.npy``) with the plan in the description. ``note`` says in one line
@@ -182,18 +260,22 @@ def export_plan(tiers_dir: str | os.PathLike, plan_dir: str | os.PathLike, out: 
     rescore = Path(str(out) + ".rescore.npy")
     if plan.stored and to != "lancedb":
         check_output_path(rescore, overwrite=overwrite)
-    res = export(Path(tiers_dir) / FIRST_FILE, out, to=to, model=Path(plan_dir) / "first", table=table,
-                 structure="hnsw" if plan.structure == "hnsw" and to == "faiss" else "flat", overwrite=overwrite,
-                 hnsw=plan.graph if to == "usearch" or (to == "faiss" and plan.structure == "hnsw") else None,
-                 stage=stage)
+    res = export(
+        Path(tiers_dir) / FIRST_FILE,
+        out,
+        to=to,
+        model=Path(plan_dir) / "first",
+        table=table,
+        structure="hnsw" if plan.structure == "hnsw" and to == "faiss" else "flat",
+        overwrite=overwrite,
+        hnsw=plan.graph if to == "usearch" or (to == "faiss" and plan.structure == "hnsw") else None,
+        stage=stage,
+    )
     if to == "lancedb":
         return {**res, "note": PLAN_NOTES[to] if plan.stored else None}
     description = Path(str(out) + ".embcompress.json")
     doc = json.loads(description.read_text())
-    doc["plan"] = {**plan.to_json(), "rescore_file": rescore.name if plan.stored else None,
-                   "rescore_decode": (f"embcompress.load('{Path(plan_dir) / 'copy'}').decode(rows)"
-                                      if plan.copy == "int8"
-                                      else "the rows as they are" if plan.stored else None)}
+    doc["plan"] = _plan_description(plan, plan_dir, rescore)
     try:
         if plan.stored:
             with atomic_file(rescore, overwrite=overwrite) as tmp:

@@ -74,8 +74,10 @@ class _CopyWriter:
 
     def write(self, values: np.ndarray) -> None:
         if values.shape[1:] != (self.dim,) or values.dtype != self.dtype:
-            raise FormatError(f"rescoring copy rows of shape {values.shape} and {values.dtype}; expected "
-                              f"{self.dim} {self.dtype} values")
+            raise FormatError(
+                f"rescoring copy rows of shape {values.shape} and {values.dtype}; expected "
+                f"{self.dim} {self.dtype} values"
+            )
         self._f.write(np.ascontiguousarray(values).data)
         self.written += len(values)
 
@@ -85,10 +87,19 @@ class _CopyWriter:
             raise FormatError(f"the rescoring copy holds {self.written} rows, the input {self.rows}")
 
 
-def apply_plan(plan_dir: str | os.PathLike, src_path: str | os.PathLike, out_dir: str | os.PathLike, *,
-               column: str | None = None, id_column: str | None = None, keep_columns=(),
-               batch_size: int | None = DEFAULT_BATCH_SIZE, overwrite: bool = False, threads: int | None = None,
-               progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+def apply_plan(
+    plan_dir: str | os.PathLike,
+    src_path: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    column: str | None = None,
+    id_column: str | None = None,
+    keep_columns=(),
+    batch_size: int | None = DEFAULT_BATCH_SIZE,
+    overwrite: bool = False,
+    threads: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
     """Write every tier the plan in ``plan_dir`` needs for the vectors of ``src_path`` into the
     directory ``out_dir``, reading the input once; the codes' file carries the ids and ``keep_columns``
     as ``apply`` does. Returns the sizes written."""
@@ -97,46 +108,83 @@ def apply_plan(plan_dir: str | os.PathLike, src_path: str | os.PathLike, out_dir
     encode = encoder_of(saved)
     first = saved.first
     with atomic_dir(out_dir, overwrite=overwrite) as tmp:
-        src = open_to_compress(first, src_path, tmp / FIRST_FILE, column=column, id_column=id_column,
-                               keep_columns=keep_columns)
-        writer = None if encode is None else _CopyWriter(tmp / COPY_FILE, _DTYPES[saved.plan.copy], src.num_rows,
-                                                         src.dim)
+        src = open_to_compress(
+            first, src_path, tmp / FIRST_FILE, column=column, id_column=id_column, keep_columns=keep_columns
+        )
+        writer = (
+            None if encode is None else _CopyWriter(tmp / COPY_FILE, _DTYPES[saved.plan.copy], src.num_rows, src.dim)
+        )
 
         def both(X: np.ndarray, offset: int):
             codes = first.transform(X, row_offset=offset)  # checks the values first
             return codes, (None if encode is None else encode(X))
 
         copy_bytes = saved.plan.copy_bytes(src.dim)  # 0 without a stored copy
-        batches = src.batches(batch_size, threads=threads, transform=both,
-                              result_row_bytes=first.output_spec.nbytes + copy_bytes)
-
-        def codes_only():
-            try:
-                for b in batches:
-                    codes, rows = b.vectors
-                    if writer is not None:
-                        writer.write(rows)  # batches come in row order: the copy's rows follow the file's
-                    yield replace(b, vectors=codes)
-            finally:
-                batches.close()
+        batches = src.batches(
+            batch_size, threads=threads, transform=both, result_row_bytes=first.output_spec.nbytes + copy_bytes
+        )
 
         try:
-            res = write_codes(first, src, src_path, tmp / FIRST_FILE, codes_only(), overwrite=True, progress=progress,
-                              threads=threads)
+            res = write_codes(
+                first,
+                src,
+                src_path,
+                tmp / FIRST_FILE,
+                _codes_only(batches, writer),
+                overwrite=True,
+                progress=progress,
+                threads=threads,
+            )
         except BaseException:
             if writer is not None:
                 writer.close(complete=False)  # the directory is removed with it
             raise
         if writer is not None:
             writer.close()
-        tiers = {"format": TIERS_FORMAT, "version": 1, "plan": saved.fingerprint, "rows": src.num_rows,
-                 "dim": src.dim, "first": FIRST_FILE, "copy": None if encode is None else COPY_FILE,
-                 "copy_kind": saved.plan.copy}
-        (tmp / TIERS_FILE).write_text(json.dumps(tiers, indent=2) + "\n")
-    copy_size = os.path.getsize(Path(out_dir) / COPY_FILE) if encode is not None else 0
-    return {"rows": src.num_rows, "first_bytes": res.output_bytes, "copy_bytes": copy_size,
-            "ram_bytes_per_vector": first.output_spec.nbytes, "disk_bytes_per_vector": copy_bytes,
-            "seconds": res.seconds, "output": str(out_dir), "plan": saved.plan.describe(first)}
+        (tmp / TIERS_FILE).write_text(json.dumps(_tiers_doc(saved, src.num_rows, src.dim), indent=2) + "\n")
+    return _applied(saved, src.num_rows, res, out_dir, copy_bytes)
+
+
+def _applied(saved: SavedPlan, rows: int, res, out_dir, copy_bytes: int) -> dict[str, Any]:
+    """What :func:`apply_plan` returns: the rows, the bytes of each tier and per vector, the time and the plan."""
+    copy_size = os.path.getsize(Path(out_dir) / COPY_FILE) if saved.plan.stored else 0
+    return {
+        "rows": rows,
+        "first_bytes": res.output_bytes,
+        "copy_bytes": copy_size,
+        "ram_bytes_per_vector": saved.first.output_spec.nbytes,
+        "disk_bytes_per_vector": copy_bytes,
+        "seconds": res.seconds,
+        "output": str(out_dir),
+        "plan": saved.plan.describe(saved.first),
+    }
+
+
+def _codes_only(batches, writer: _CopyWriter | None):
+    """The batches of (codes, copy rows) as batches of codes, the copy's rows written by ``writer`` on the way
+    (the batches come in row order: the copy's rows follow the file's)."""
+    try:
+        for b in batches:
+            codes, rows = b.vectors
+            if writer is not None:
+                writer.write(rows)
+            yield replace(b, vectors=codes)
+    finally:
+        batches.close()
+
+
+def _tiers_doc(saved: SavedPlan, rows: int, dim: int) -> dict[str, Any]:
+    """The tiers directory's description: its format, the plan it belongs to, the rows and the files."""
+    return {
+        "format": TIERS_FORMAT,
+        "version": 1,
+        "plan": saved.fingerprint,
+        "rows": rows,
+        "dim": dim,
+        "first": FIRST_FILE,
+        "copy": COPY_FILE if saved.plan.stored else None,
+        "copy_kind": saved.plan.copy,
+    }
 
 
 class DiskCopy:
@@ -144,12 +192,15 @@ class DiskCopy:
 
     _fd: int | None = None  # open once the file has passed its checks; close() and __del__ see None before
 
-    def __init__(self, path: str | os.PathLike, decode: Callable[[np.ndarray], np.ndarray], *, rows: int, dim: int,
-                 kind: str):
+    def __init__(
+        self, path: str | os.PathLike, decode: Callable[[np.ndarray], np.ndarray], *, rows: int, dim: int, kind: str
+    ):
         self.path = Path(path)
         if not self.path.is_file():
-            raise InputError(f"{self.path}: the rescoring copy is missing; write the tiers again with "
-                             "embcompress apply PLAN_DIR IN OUT")
+            raise InputError(
+                f"{self.path}: the rescoring copy is missing; write the tiers again with "
+                "embcompress apply PLAN_DIR IN OUT"
+            )
         with open(self.path, "rb") as f:
             try:
                 major, _ = np.lib.format.read_magic(f)
@@ -165,8 +216,10 @@ class DiskCopy:
         need = self.offset + rows * self.row_bytes
         size = self.path.stat().st_size
         if size != need:
-            raise FormatError(f"{self.path} is {size:,} bytes; {rows:,} rows of {self.row_bytes} bytes need {need:,} "
-                              "(truncated or not this plan's copy)")
+            raise FormatError(
+                f"{self.path} is {size:,} bytes; {rows:,} rows of {self.row_bytes} bytes need {need:,} "
+                "(truncated or not this plan's copy)"
+            )
         self._decode = decode
         self._fd = os.open(self.path, os.O_RDONLY)
 
@@ -188,7 +241,10 @@ class DiskCopy:
         cut = np.flatnonzero(np.diff(uniq) != 1) + 1
         for s, e in zip(np.r_[0, cut], np.r_[cut, len(uniq)]):
             want = int(e - s) * self.row_bytes
-            if os.preadv(self._fd, [memoryview(buf[s:e]).cast("B")], self.offset + int(uniq[s]) * self.row_bytes) != want:
+            if (
+                os.preadv(self._fd, [memoryview(buf[s:e]).cast("B")], self.offset + int(uniq[s]) * self.row_bytes)
+                != want
+            ):
                 return int(uniq[s])
         return -1
 
@@ -244,21 +300,30 @@ class Served:
         if not plan.rescored:
             return self.index.search(queries, k, threads=threads)
         if not plan.stored:
-            return self.index.search(queries, k, rerank="asymmetric", candidates=max(plan.candidates, k),
-                                     threads=threads)
-        return self.index.search(queries, k, rerank="float", candidates=max(plan.candidates, k), originals=self.copy,
-                                 threads=threads)
+            return self.index.search(
+                queries, k, rerank="asymmetric", candidates=max(plan.candidates, k), threads=threads
+            )
+        return self.index.search(
+            queries, k, rerank="float", candidates=max(plan.candidates, k), originals=self.copy, threads=threads
+        )
 
 
-def open_tiers(out_dir: str | os.PathLike, plan_dir: str | os.PathLike, *, threads: int | None = None,
-               id_column: str | None = None) -> Served:
+def open_tiers(
+    out_dir: str | os.PathLike, plan_dir: str | os.PathLike, *, threads: int | None = None, id_column: str | None = None
+) -> Served:
     """The tiers ``apply_plan`` wrote to ``out_dir``, checked against the plan in ``plan_dir``."""
     out_dir = Path(out_dir)
     saved = load_plan(plan_dir)
     tiers = read_tiers(out_dir, saved)
     plan = saved.plan
-    index = load_index(out_dir / FIRST_FILE, model=saved.path / "first", id_column=id_column, threads=threads,
-                       structure=plan.structure, hnsw=plan.graph)
+    index = load_index(
+        out_dir / FIRST_FILE,
+        model=saved.path / "first",
+        id_column=id_column,
+        threads=threads,
+        structure=plan.structure,
+        hnsw=plan.graph,
+    )
     _check_rows(out_dir, index.num_docs, tiers)
     copy = stored_copy(out_dir, saved, tiers)
     if copy is not None and plan.place == "ram":
@@ -271,8 +336,10 @@ def read_tiers(out_dir: Path, saved: SavedPlan) -> dict[str, Any]:
     plan_dir = saved.path
     where = out_dir / TIERS_FILE
     if not where.is_file():
-        raise InputError(f"{out_dir} holds no serving tiers ({TIERS_FILE}); write them with "
-                         f"embcompress apply {plan_dir} IN {out_dir}")
+        raise InputError(
+            f"{out_dir} holds no serving tiers ({TIERS_FILE}); write them with "
+            f"embcompress apply {plan_dir} IN {out_dir}"
+        )
     try:
         tiers = json.loads(where.read_text())
     except ValueError as exc:
@@ -280,8 +347,10 @@ def read_tiers(out_dir: Path, saved: SavedPlan) -> dict[str, Any]:
     if not isinstance(tiers, dict) or tiers.get("format") != TIERS_FORMAT:
         raise FormatError(f"{where} is not an embcompress tiers file")
     if tiers.get("plan") != saved.fingerprint:
-        raise InputError(f"{out_dir} was written by another plan (or other models) than {plan_dir}; "
-                         f"write the tiers again with embcompress apply {plan_dir} IN {out_dir}")
+        raise InputError(
+            f"{out_dir} was written by another plan (or other models) than {plan_dir}; "
+            f"write the tiers again with embcompress apply {plan_dir} IN {out_dir}"
+        )
     return tiers
 
 
@@ -311,9 +380,17 @@ def check_tiers(out_dir: str | os.PathLike, saved: SavedPlan) -> dict[str, Any]:
     return tiers
 
 
-def search_plan_files(out_dir: str | os.PathLike, queries: str | os.PathLike, output: str | os.PathLike,
-                      plan_dir: str | os.PathLike, *, k: int | None = None, overwrite: bool = False,
-                      threads: int | None = None, id_column: str | None = None) -> dict[str, Any]:
+def search_plan_files(
+    out_dir: str | os.PathLike,
+    queries: str | os.PathLike,
+    output: str | os.PathLike,
+    plan_dir: str | os.PathLike,
+    *,
+    k: int | None = None,
+    overwrite: bool = False,
+    threads: int | None = None,
+    id_column: str | None = None,
+) -> dict[str, Any]:
     """Serve the tiers in ``out_dir`` by the plan in ``plan_dir`` for the float queries of ``queries``
     and write the ranked results to ``output`` (as ``search`` does)."""
     from ..io.writers import check_output_path
@@ -325,8 +402,15 @@ def search_plan_files(out_dir: str | os.PathLike, queries: str | os.PathLike, ou
     res = served.search(Q, k, threads=threads)
     write_results(output, qids, res, overwrite=overwrite)
     plan = served.saved.plan
-    return {"queries": len(Q), "documents": served.index.num_docs, "k": res.rows.shape[1],
-            "plan": plan.describe(served.saved.first), "candidates": res.info["candidates"],
-            "ram_bytes_per_vector": served.index.nbytes_per_vector,
-            "disk_bytes_per_vector": plan.copy_bytes(Q.shape[1]) if plan.place == "disk" else 0,
-            "seconds": res.seconds, "queries_per_second": len(Q) / res.seconds, "output": str(output)}
+    return {
+        "queries": len(Q),
+        "documents": served.index.num_docs,
+        "k": res.rows.shape[1],
+        "plan": plan.describe(served.saved.first),
+        "candidates": res.info["candidates"],
+        "ram_bytes_per_vector": served.index.nbytes_per_vector,
+        "disk_bytes_per_vector": plan.copy_bytes(Q.shape[1]) if plan.place == "disk" else 0,
+        "seconds": res.seconds,
+        "queries_per_second": len(Q) / res.seconds,
+        "output": str(output),
+    }

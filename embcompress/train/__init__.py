@@ -22,7 +22,8 @@ from .modules import (
     TemperatureLoss,
 )
 from .sampling import SourceBatchSampler
-from .trainer import LOSS_KINDS, LossConfig, TrainConfig, freeze_first_layers, train
+from .config import LOSS_KINDS, LossConfig, TrainConfig
+from .trainer import freeze_first_layers, train
 
 __all__ = [
     "GradCacheLoss",

@@ -21,17 +21,26 @@ from ..io.datasets import load_beir
 from ..embedding.embed import encode, load_model
 from ..evaluation.evaluate import evaluate
 from .data import Pair, read_pairs
-from .trainer import LossConfig, TrainConfig, train
+from .config import LossConfig, TrainConfig
+from .trainer import train
 
 
-def evaluate_model(model, corpus: Mapping[str, str], queries: Mapping[str, str], qrels, *, batch_size: int = 64) -> dict[str, Any]:
+def evaluate_model(
+    model, corpus: Mapping[str, str], queries: Mapping[str, str], qrels, *, batch_size: int = 64
+) -> dict[str, Any]:
     """Full nDCG@10, intrinsic dimensionality and retention figures of one model."""
     doc_ids, q_ids = list(corpus), [q for q in queries if q in qrels]
     D = encode(model, [corpus[d] for d in doc_ids], batch_size=batch_size)
     Q = encode(model, [queries[q] for q in q_ids], batch_size=batch_size)
     dim = D.shape[1]
-    res = evaluate(D, Q, doc_ids=doc_ids, query_ids=q_ids, qrels=qrels,
-                   configs=["float", f"truncate:{dim // 4}", f"truncate:{dim // 2}", "binary", "binary@asym"])
+    res = evaluate(
+        D,
+        Q,
+        doc_ids=doc_ids,
+        query_ids=q_ids,
+        qrels=qrels,
+        configs=["float", f"truncate:{dim // 4}", f"truncate:{dim // 2}", "binary", "binary@asym"],
+    )
     r = {row["config"]: row for row in res["rows"]}
     return {
         "ndcg@10": r["float"]["ndcg@10"],
@@ -44,10 +53,19 @@ def evaluate_model(model, corpus: Mapping[str, str], queries: Mapping[str, str],
     }
 
 
-def temperature_study(pairs: Sequence[Pair], corpus: Mapping[str, str], queries: Mapping[str, str], qrels,
-                      losses: Sequence[LossConfig], base: TrainConfig, out_dir: str | Path, *,
-                      include_base: bool = True, progress: Callable[[str], None] | None = None,
-                      overwrite: bool = False) -> dict[str, Any]:
+def temperature_study(
+    pairs: Sequence[Pair],
+    corpus: Mapping[str, str],
+    queries: Mapping[str, str],
+    qrels,
+    losses: Sequence[LossConfig],
+    base: TrainConfig,
+    out_dir: str | Path,
+    *,
+    include_base: bool = True,
+    progress: Callable[[str], None] | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
     """Train one model per entry of ``losses`` (each from ``base.model``) and evaluate each."""
     out = Path(out_dir)
     rows = []
@@ -65,11 +83,24 @@ def temperature_study(pairs: Sequence[Pair], corpus: Mapping[str, str], queries:
         if progress:
             progress(f"evaluating {label}")
         model = load_model(summary["output"])
-        rows.append({"model": label, **evaluate_model(model, corpus, queries, qrels),
-                     "train_seconds": time.perf_counter() - t0, "pairs_per_second": summary["pairs_per_second"],
-                     "first_loss": summary["first_loss"], "last_loss": summary["last_loss"], "path": summary["output"]})
-    return {"rows": rows, "steps": base.steps, "batch_size": base.batch_size, "documents": len(corpus),
-            "queries": sum(1 for q in queries if q in qrels)}
+        rows.append(
+            {
+                "model": label,
+                **evaluate_model(model, corpus, queries, qrels),
+                "train_seconds": time.perf_counter() - t0,
+                "pairs_per_second": summary["pairs_per_second"],
+                "first_loss": summary["first_loss"],
+                "last_loss": summary["last_loss"],
+                "path": summary["output"],
+            }
+        )
+    return {
+        "rows": rows,
+        "steps": base.steps,
+        "batch_size": base.batch_size,
+        "documents": len(corpus),
+        "queries": sum(1 for q in queries if q in qrels),
+    }
 
 
 def count_leaks(pairs: Sequence[Pair], queries: Mapping[str, str]) -> int:
@@ -78,9 +109,16 @@ def count_leaks(pairs: Sequence[Pair], queries: Mapping[str, str]) -> int:
     return sum(1 for q in queries.values() if q in anchors)
 
 
-def study_files(data: str | os.PathLike, eval_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
-                losses: Sequence[LossConfig], base: TrainConfig, overwrite: bool = False,
-                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def study_files(
+    data: str | os.PathLike,
+    eval_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    losses: Sequence[LossConfig],
+    base: TrainConfig,
+    overwrite: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """The temperature study on files: training pairs from ``data``, a held-out BEIR set in
     ``eval_dir``; trained models and ``study.json`` go to ``out_dir``. Warns when evaluation
     queries leak into the training anchors."""
@@ -90,9 +128,12 @@ def study_files(data: str | os.PathLike, eval_dir: str | os.PathLike, out_dir: s
     ev = load_beir(eval_dir)
     leaked = count_leaks(pairs, ev.queries)
     if leaked:
-        warnings.warn(f"{leaked} evaluation queries also appear as training anchors; the study is not held out", stacklevel=2)
-    res = temperature_study(pairs, ev.corpus, ev.queries, ev.qrels, losses, base, out_dir, overwrite=overwrite,
-                            progress=progress)
+        warnings.warn(
+            f"{leaked} evaluation queries also appear as training anchors; the study is not held out", stacklevel=2
+        )
+    res = temperature_study(
+        pairs, ev.corpus, ev.queries, ev.qrels, losses, base, out_dir, overwrite=overwrite, progress=progress
+    )
     res["leaked_queries"] = leaked
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -114,13 +155,18 @@ def _series(keys, taus, others, dash: dict, x, y, span: tuple[float, float]) -> 
     for k, color, _ in keys:
         pts = [(x(t), y(r[k])) for t, r in taus if r.get(k) is not None]
         if pts:
-            out.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="' +
-                       " ".join(f"{a:.1f},{b:.1f}" for a, b in pts) + '"/>')
+            out.append(
+                f'<polyline fill="none" stroke="{color}" stroke-width="2" points="'
+                + " ".join(f"{a:.1f},{b:.1f}" for a, b in pts)
+                + '"/>'
+            )
             out.extend(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3" fill="{color}"/>' for a, b in pts)
         for r in others:
             if r.get(k) is not None:
-                out.append(f'<line x1="{span[0]}" x2="{span[1]}" y1="{y(r[k]):.1f}" y2="{y(r[k]):.1f}" stroke="{color}" '
-                           f'stroke-dasharray="{dash[r["model"]]}" opacity="0.8"><title>{r["model"]}</title></line>')
+                out.append(
+                    f'<line x1="{span[0]}" x2="{span[1]}" y1="{y(r[k]):.1f}" y2="{y(r[k]):.1f}" stroke="{color}" '
+                    f'stroke-dasharray="{dash[r["model"]]}" opacity="0.8"><title>{r["model"]}</title></line>'
+                )
     return out
 
 
@@ -128,10 +174,31 @@ def _key_legend(keys, left: float, at: float) -> list[str]:
     """SVG of a legend line per key (its colour and label) from ``left``, at height ``at``."""
     out, lx = [], left
     for _, color, label in keys:
-        out.append(f'<line x1="{lx}" x2="{lx + 16}" y1="{at}" y2="{at}" stroke="{color}" stroke-width="2"/>'
-                   f'<text x="{lx + 20}" y="{at + 4}" fill="{color}">{label}</text>')
+        out.append(
+            f'<line x1="{lx}" x2="{lx + 16}" y1="{at}" y2="{at}" stroke="{color}" stroke-width="2"/>'
+            f'<text x="{lx + 20}" y="{at + 4}" fill="{color}">{label}</text>'
+        )
         lx += 30 + 6 * len(label)
     return out
+
+
+def _panels(rows: list[Mapping[str, Any]]) -> list[tuple[str, str, list[tuple[str, str, str]]]]:
+    """The study plot's panels: (kind, title, the (key, colour, label) of each series)."""
+    widths = sorted(int(k.rsplit("_", 1)[1]) for k in rows[-1] if k.startswith("retention_trunc_"))
+    truncated = [(f"retention_trunc_{widths[0]}", "#1f77b4", f"1/4 width ({widths[0]} dims)")] if widths else []
+    return [
+        ("ndcg@10", "full nDCG@10", [("ndcg@10", "#333", "nDCG@10")]),
+        ("intrinsic_dim", "intrinsic dimensionality (PCA, 95% variance)", [("intrinsic_dim", "#333", "ID")]),
+        (
+            "retention",
+            "nDCG@10 retention",
+            [
+                *truncated,
+                ("retention_binary", "#d62728", "binary"),
+                ("retention_binary_rerank", "#2ca02c", "binary + rerank"),
+            ],
+        ),
+    ]
 
 
 def study_svg(res: Mapping[str, Any]) -> str:
@@ -140,12 +207,7 @@ def study_svg(res: Mapping[str, Any]) -> str:
     are points joined by lines; the base model (dotted) and TempAgg-like rows (dashed) are
     horizontal lines."""
     rows = list(res["rows"])
-    widths = sorted(int(k.rsplit("_", 1)[1]) for k in rows[-1] if k.startswith("retention_trunc_"))
-    truncated = [(f"retention_trunc_{widths[0]}", "#1f77b4", f"1/4 width ({widths[0]} dims)")] if widths else []
-    panels = [("ndcg@10", "full nDCG@10", [("ndcg@10", "#333", "nDCG@10")]),
-              ("intrinsic_dim", "intrinsic dimensionality (PCA, 95% variance)", [("intrinsic_dim", "#333", "ID")]),
-              ("retention", "nDCG@10 retention", [*truncated, ("retention_binary", "#d62728", "binary"),
-                                                  ("retention_binary_rerank", "#2ca02c", "binary + rerank")])]
+    panels = _panels(rows)
     taus = [(t, r) for r in rows if (t := _tau_of(r["model"])) is not None]
     others = [r for r in rows if _tau_of(r["model"]) is None]
     dash = {r["model"]: ("1 3" if r["model"].startswith("base") else "6 3") for r in others}
@@ -158,10 +220,14 @@ def study_svg(res: Mapping[str, Any]) -> str:
         return left + (math.log10(t) - lo) / (hi - lo) * (W - left - right)
 
     legend = "; ".join(f"{'dotted' if dash[r['model']] == '1 3' else 'dashed'}: {r['model']}" for r in others)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{3 * W}" height="{H + 60}" font-family="sans-serif" font-size="11">',
-             '<rect width="100%" height="100%" fill="white"/>',
-             f'<text x="8" y="16" font-size="13">temperature study: {res.get("steps", "?")} steps x batch {res.get("batch_size", "?")}, '
-             f'{res.get("queries", "?")} held-out queries. Lines: InfoNCE at each tau; {legend}</text>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{3 * W}" height="{H + 60}" font-family="sans-serif" '
+        'font-size="11">',
+        '<rect width="100%" height="100%" fill="white"/>',
+        f'<text x="8" y="16" font-size="13">temperature study: {res.get("steps", "?")} steps x batch '
+        f"{res.get('batch_size', '?')}, "
+        f"{res.get('queries', '?')} held-out queries. Lines: InfoNCE at each tau; {legend}</text>",
+    ]
     for panel, (name, title, keys) in enumerate(panels):
         ox = panel * W
         vals = [r[k] for r in rows for k, _, _ in keys if r.get(k) is not None]
@@ -173,7 +239,9 @@ def study_svg(res: Mapping[str, Any]) -> str:
             return top + 20 + (vmax - v) / (vmax - vmin) * (H - top - bottom)
 
         parts.append(f'<g transform="translate({ox},0)"><text x="{left}" y="{top + 10}" font-size="12">{title}</text>')
-        parts.append(f'<line x1="{left}" y1="{H - bottom + 20}" x2="{W - right}" y2="{H - bottom + 20}" stroke="#999"/>')
+        parts.append(
+            f'<line x1="{left}" y1="{H - bottom + 20}" x2="{W - right}" y2="{H - bottom + 20}" stroke="#999"/>'
+        )
         parts.append(f'<line x1="{left}" y1="{top + 20}" x2="{left}" y2="{H - bottom + 20}" stroke="#999"/>')
         for frac in (0, 0.5, 1):
             v = vmin + pad + frac * (vmax - vmin - 2 * pad)

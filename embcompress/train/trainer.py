@@ -20,118 +20,19 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
 
 from ..core._fs import check_output_dir
-from ..core._util import check_positive_int, pick_device
+from ..core._util import pick_device
 from ..embedding.embed import load_model, resolve_model_path
 from ..core.errors import InputError
-from . import losses, modules
+from .config import TrainConfig
 from .data import Pair
-from .sampling import SMALL_SOURCES, FixedSampler, SourceBatchSampler
-
-LOSS_KINDS = ("infonce", "tempagg", "mrl", "tempaggmrl", "tempspecmrl")
-
-
-@dataclass
-class LossConfig:
-    kind: str = "infonce"
-    tau: float = 0.05
-    taus: Sequence[float] = (0.03, 0.06, 0.1)
-    dims: Sequence[int] | None = None  # Matryoshka widths (default: d/4, d/2, d)
-    tau_by_dim: dict[int, float] | None = None  # TempSpecMRL (default: d/4: 0.03, d/2: 0.06, d: 0.1)
-    negative_weight_beta: float = 0.0
-
-    def validate(self, dim: int | None) -> "LossConfig":
-        """Check the settings; with the model's width ``dim``, also fill in and check the widths."""
-        if self.kind not in LOSS_KINDS:
-            raise InputError(f"loss must be one of {', '.join(LOSS_KINDS)}, got {self.kind!r}")
-        losses.check_tau(self.tau)
-        for t in self.taus:
-            losses.check_tau(t)
-        for t in (self.tau_by_dim or {}).values():
-            losses.check_tau(t)
-        if dim is None:
-            if self.dims is not None:
-                losses.check_dims(list(self.dims))
-            return self
-        if self.kind in ("mrl", "tempaggmrl"):
-            self.dims = losses.check_dims(list(self.dims or [dim // 4, dim // 2, dim]), dim)
-        if self.kind == "tempspecmrl":
-            spec = self.tau_by_dim or {dim // 4: 0.03, dim // 2: 0.06, dim: 0.1}
-            spec = {int(k): losses.check_tau(v) for k, v in spec.items()}
-            losses.check_dims(list(spec), dim)
-            self.tau_by_dim = spec
-        return self
-
-    def label(self) -> str:
-        if self.kind == "infonce":
-            return f"InfoNCE tau={self.tau:g}"
-        if self.kind == "tempagg":
-            return f"TempAgg {list(self.taus)}"
-        if self.kind == "mrl":
-            return f"MRL tau={self.tau:g} {list(self.dims or [])}"
-        if self.kind == "tempaggmrl":
-            return f"TempAggMRL {list(self.taus)} {list(self.dims or [])}"
-        return f"TempSpecMRL {self.tau_by_dim}"
-
-    def module(self, model, *, mini_batch_size: int | None = None, gather_across_devices: bool = False) -> torch.nn.Module:
-        """This loss as a sentence-transformers loss module on ``model``; with ``mini_batch_size``,
-        wrapped in gradient caching (:class:`~.modules.GradCacheLoss`)."""
-        self.validate(modules.model_width(model))
-        beta, g = self.negative_weight_beta, gather_across_devices
-        if self.kind == "infonce":
-            m = modules.InfoNCELoss(model, self.tau, negative_weight_beta=beta, gather_across_devices=g)
-        elif self.kind == "tempagg":
-            m = modules.TempAggLoss(model, self.taus, negative_weight_beta=beta, gather_across_devices=g)
-        elif self.kind == "mrl":
-            m = modules.MatryoshkaInfoNCELoss(model, self.dims, tau=self.tau, negative_weight_beta=beta, gather_across_devices=g)
-        elif self.kind == "tempaggmrl":
-            m = modules.TempAggMRLLoss(model, self.dims, self.taus, negative_weight_beta=beta, gather_across_devices=g)
-        else:
-            m = modules.TempSpecMRLLoss(model, self.tau_by_dim, negative_weight_beta=beta, gather_across_devices=g)
-        return modules.GradCacheLoss(m, mini_batch_size) if mini_batch_size else m
-
-
-@dataclass
-class TrainConfig:
-    model: str | None = None  # local sentence-transformers directory; None: packaged MiniLM
-    loss: LossConfig = field(default_factory=LossConfig)
-    steps: int = 300
-    batch_size: int = 32
-    lr: float = 2e-5
-    min_lr_ratio: float = 0.1
-    warmup_ratio: float = 0.02
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    freeze_layers: int = 0
-    max_seq_length: int | None = 128
-    homogeneous: bool = True
-    small_sources: str = "error"  # sources with fewer pairs than a batch: error, mix (pool them) or drop
-    group_by_length: bool = False  # batches of similar length within a source (less padding)
-    mini_batch_size: int | None = None  # gradient caching: embed in mini-batches of this size
-    checkpoint_every: int = 0  # 0: only at the end
-    seed: int = 0
-    device: str | None = None
-
-    def validate(self) -> None:
-        check_positive_int("steps", self.steps)
-        check_positive_int("batch_size (at least 2 for in-batch negatives)", self.batch_size, minimum=2)
-        if not self.lr > 0:
-            raise InputError(f"lr must be positive, got {self.lr}")
-        if not 0 <= self.min_lr_ratio <= 1 or not 0 <= self.warmup_ratio < 1:
-            raise InputError("min_lr_ratio must be in [0, 1] and warmup_ratio in [0, 1)")
-        if self.freeze_layers < 0:
-            raise InputError(f"freeze_layers must be >= 0, got {self.freeze_layers}")
-        self.loss.validate(None)
-        if self.small_sources not in SMALL_SOURCES:
-            raise InputError(f"small_sources must be one of {', '.join(SMALL_SOURCES)}, got {self.small_sources!r}")
-        if self.mini_batch_size is not None:
-            check_positive_int("mini_batch_size", self.mini_batch_size)
+from .sampling import FixedSampler, SourceBatchSampler
 
 
 def _encoder_layers(model) -> tuple[Any, list]:
@@ -167,17 +68,33 @@ def _trainer_classes():
         from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
         from transformers import PrinterCallback, TrainerCallback
         from transformers.utils import logging as hf_logging
+
         __import__("datasets")  # the trainer needs it: a clear error here rather than deep inside
     except ImportError as exc:
-        raise InputError(f"training needs sentence-transformers' trainer and its dependencies ({exc.name} is missing); "
-                         "pip install 'embcompress[train]'") from None
-    return SentenceTransformerTrainer, SentenceTransformerTrainingArguments, TrainerCallback, PrinterCallback, hf_logging
+        raise InputError(
+            f"training needs sentence-transformers' trainer and its dependencies ({exc.name} is missing); "
+            "pip install 'embcompress[train]'"
+        ) from None
+    return (
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+        TrainerCallback,
+        PrinterCallback,
+        hf_logging,
+    )
 
 
 def last_checkpoint(directory: Path) -> Path | None:
     """The trainer checkpoint with the most steps in ``directory`` (``checkpoint-N``), if any."""
-    found = [(int(p.name.split("-")[1]), p) for p in directory.glob("checkpoint-*")
-             if p.name.split("-")[1].isdigit() and (p / "trainer_state.json").exists()] if directory.is_dir() else []
+    found = (
+        [
+            (int(p.name.split("-")[1]), p)
+            for p in directory.glob("checkpoint-*")
+            if p.name.split("-")[1].isdigit() and (p / "trainer_state.json").exists()
+        ]
+        if directory.is_dir()
+        else []
+    )
     return max(found)[1] if found else None
 
 
@@ -195,13 +112,27 @@ def train_dataset(pairs: Sequence[Pair]):
 def make_sampler(pairs: Sequence[Pair], config: TrainConfig, world: int = 1) -> SourceBatchSampler:
     """The batches ``config`` asks for over ``pairs`` on ``world`` processes (errors for sources
     smaller than a batch, or a batch that does not split evenly, come from here)."""
-    return SourceBatchSampler([p.source for p in pairs], config.batch_size, world_size=world, seed=config.seed,
-                              homogeneous=config.homogeneous, small_sources=config.small_sources,
-                              lengths=[len(p.anchor) + len(p.positive) for p in pairs] if config.group_by_length else None)
+    return SourceBatchSampler(
+        [p.source for p in pairs],
+        config.batch_size,
+        world_size=world,
+        seed=config.seed,
+        homogeneous=config.homogeneous,
+        small_sources=config.small_sources,
+        lengths=[len(p.anchor) + len(p.positive) for p in pairs] if config.group_by_length else None,
+    )
 
 
-def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig, *, resume: bool = False,
-          overwrite: bool = False, model=None, progress: Callable[[int, float], None] | None = None) -> dict[str, Any]:
+def train(
+    pairs: Sequence[Pair],
+    out_dir: str | os.PathLike,
+    config: TrainConfig,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    model=None,
+    progress: Callable[[int, float], None] | None = None,
+) -> dict[str, Any]:
     """Fine-tune with ``SentenceTransformerTrainer`` and save the model directory ``out_dir/model``.
 
     Trainer checkpoints (model, optimizer, scheduler, sampler epoch) go to ``out_dir/checkpoints``
@@ -214,52 +145,93 @@ def train(pairs: Sequence[Pair], out_dir: str | os.PathLike, config: TrainConfig
     world, rank, local_rank = process_world()
     out, ckpts = Path(out_dir), Path(out_dir) / "checkpoints"
     latest = _checkpoint_to_resume(out, resume=resume, overwrite=overwrite)
-    if model is None:
-        resolve_model_path(config.model)  # a clear error before anything is read or loaded
-    if not pairs or len(pairs) < 2:
-        raise InputError("training needs at least 2 pairs")
+    _check_inputs(pairs, config, model)
     sampler = make_sampler(pairs, config, world)
     device = _process_device(config.device, world, local_rank)
-    if model is None:
-        model = load_model(config.model, device=device)
-    model.to(device)
-    # the loss module checks the widths against the model, before the model is changed
-    loss = config.loss.module(model, mini_batch_size=config.mini_batch_size, gather_across_devices=world > 1)
-    if config.max_seq_length:
-        model.max_seq_length = config.max_seq_length
-    n_layers = freeze_first_layers(model, config.freeze_layers)
+    model, loss, n_layers = _model_and_loss(model, config, device, world)
     use_bf16 = device.startswith("cuda") and torch.cuda.is_bf16_supported()
     if rank == 0 and not resume and overwrite:
         for old in (ckpts, out / "model"):
             shutil.rmtree(old, ignore_errors=True)
-    seconds_at: dict[int, float] = {}
-
-    class _Log(Callback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and "loss" in logs:
-                seconds_at[state.global_step] = time.perf_counter() - t0
-                if progress:
-                    progress(state.global_step, float(logs["loss"]))
-
+    log = _step_log(Callback, progress)
     args = _training_args(Args, config, ckpts, sampler, world=world, device=device, bf16=use_bf16)
-    trainer = Trainer(model=model, args=args, train_dataset=train_dataset(pairs), loss=loss, callbacks=[_Log()])
+    trainer = Trainer(model=model, args=args, train_dataset=train_dataset(pairs), loss=loss, callbacks=[log])
     trainer.remove_callback(PrinterCallback)  # the summary and the progress callback report instead
     hf_logging.disable_progress_bar()
     start = int(json.loads((latest / "trainer_state.json").read_text())["global_step"]) if latest else 0
-    t0 = time.perf_counter()  # the history's "seconds" count from here
+    log.t0 = t0 = time.perf_counter()  # the history's "seconds" count from here
     trainer.train(resume_from_checkpoint=str(latest) if latest else None)
     seconds = time.perf_counter() - t0
-    history = [{"step": e["step"], "loss": float(e["loss"]), "lr": float(e.get("learning_rate", float("nan"))),
-                **({"seconds": seconds_at[e["step"]]} if e["step"] in seconds_at else {})}
-               for e in trainer.state.log_history if "loss" in e]  # with the steps before a resume
-    summary = {"output": str(out / "model"), "steps": config.steps, "resumed_from": start, "device": device,
-               "bf16": use_bf16, "processes": world, "layers": n_layers, **_run_figures(config, start, seconds, history)}
+    history = _history(trainer.state.log_history, log.seconds_at)  # with the steps before a resume
+    summary = {
+        "output": str(out / "model"),
+        "steps": config.steps,
+        "resumed_from": start,
+        "device": device,
+        "bf16": use_bf16,
+        "processes": world,
+        "layers": n_layers,
+        **_run_figures(config, start, seconds, history),
+    }
     if trainer.is_world_process_zero():
         model.eval()
         _save_model(trainer, out, {**summary, "history": history})
     del trainer, loss, model  # before the process group goes: see _leave_process_group
     _leave_process_group(world)
     return summary
+
+
+def _check_inputs(pairs: Sequence[Pair], config: TrainConfig, model) -> None:
+    """Clear errors before anything is read or loaded: the model directory, and at least 2 pairs."""
+    if model is None:
+        resolve_model_path(config.model)
+    if not pairs or len(pairs) < 2:
+        raise InputError("training needs at least 2 pairs")
+
+
+def _model_and_loss(model, config: TrainConfig, device: str, world: int):
+    """(the model on ``device``, its loss module, the layers frozen): the loss module checks the widths
+    against the model before the model is changed (its sequence length, its frozen layers)."""
+    if model is None:
+        model = load_model(config.model, device=device)
+    model.to(device)
+    loss = config.loss.module(model, mini_batch_size=config.mini_batch_size, gather_across_devices=world > 1)
+    if config.max_seq_length:
+        model.max_seq_length = config.max_seq_length
+    return model, loss, freeze_first_layers(model, config.freeze_layers)
+
+
+def _step_log(Callback: type, progress: Callable[[int, float], None] | None):
+    """A trainer callback that notes the seconds at each logged step (counted from its ``t0``, set when
+    training starts) and reports (step, loss) to ``progress``."""
+
+    class _Log(Callback):
+        t0 = 0.0
+        seconds_at: dict[int, float] = {}
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                self.seconds_at[state.global_step] = time.perf_counter() - self.t0
+                if progress:
+                    progress(state.global_step, float(logs["loss"]))
+
+    log = _Log()
+    log.seconds_at = {}
+    return log
+
+
+def _history(log_history: list[dict], seconds_at: dict[int, float]) -> list[dict[str, Any]]:
+    """The loss curve from the trainer's log: step, loss, learning rate and, where noted, seconds."""
+    return [
+        {
+            "step": e["step"],
+            "loss": float(e["loss"]),
+            "lr": float(e.get("learning_rate", float("nan"))),
+            **({"seconds": seconds_at[e["step"]]} if e["step"] in seconds_at else {}),
+        }
+        for e in log_history
+        if "loss" in e
+    ]
 
 
 def _leave_process_group(world: int) -> None:
@@ -283,10 +255,15 @@ def _run_figures(config: TrainConfig, start: int, seconds: float, history: list[
     """The summary's figures of a run: time, throughput (pairs/s over the steps run here), first and
     last loss, and the configuration."""
     n_pairs = (config.steps - start) * config.batch_size
-    return {"frozen_layers": config.freeze_layers, "loss": config.loss.label(), "seconds": seconds,
-            "pairs_per_second": n_pairs / seconds if seconds > 0 else float("nan"),
-            "first_loss": history[0]["loss"] if history else None, "last_loss": history[-1]["loss"] if history else None,
-            "config": {**asdict(config), "loss": {**asdict(config.loss), "taus": list(config.loss.taus)}}}
+    return {
+        "frozen_layers": config.freeze_layers,
+        "loss": config.loss.label(),
+        "seconds": seconds,
+        "pairs_per_second": n_pairs / seconds if seconds > 0 else float("nan"),
+        "first_loss": history[0]["loss"] if history else None,
+        "last_loss": history[-1]["loss"] if history else None,
+        "config": {**asdict(config), "loss": {**asdict(config.loss), "taus": list(config.loss.taus)}},
+    }
 
 
 def _process_device(asked: str | None, world: int, local_rank: int) -> str:
@@ -306,8 +283,10 @@ def _checkpoint_to_resume(out: Path, *, resume: bool, overwrite: bool) -> Path |
         return None
     latest = last_checkpoint(out / "checkpoints")
     if latest is None:
-        raise InputError(f"nothing to resume: {out / 'checkpoints'} holds no trainer checkpoint (checkpoint-N); "
-                         "train with --checkpoint-every first")
+        raise InputError(
+            f"nothing to resume: {out / 'checkpoints'} holds no trainer checkpoint (checkpoint-N); "
+            "train with --checkpoint-every first"
+        )
     return latest
 
 
@@ -315,14 +294,27 @@ def _training_args(Args, config: TrainConfig, ckpts: Path, sampler, *, world: in
     """The trainer's arguments: the global batch split over ``world`` processes, a cosine schedule
     with warm-up down to ``min_lr_ratio``, our sampler's batches, checkpoints as asked."""
     return Args(
-        output_dir=str(ckpts), max_steps=config.steps, per_device_train_batch_size=config.batch_size // world,
-        learning_rate=config.lr, weight_decay=config.weight_decay, max_grad_norm=config.grad_clip or 0.0,
+        output_dir=str(ckpts),
+        max_steps=config.steps,
+        per_device_train_batch_size=config.batch_size // world,
+        learning_rate=config.lr,
+        weight_decay=config.weight_decay,
+        max_grad_norm=config.grad_clip or 0.0,
         warmup_steps=int(round(config.warmup_ratio * config.steps)),
-        lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr_rate": config.min_lr_ratio},
-        batch_sampler=FixedSampler(sampler), dataloader_drop_last=True, seed=config.seed,
-        bf16=bf16, use_cpu=device == "cpu", ddp_backend="gloo" if world > 1 and device == "cpu" else None,
-        save_strategy="steps" if config.checkpoint_every else "no", save_steps=config.checkpoint_every or config.steps,
-        save_total_limit=2, logging_steps=1, report_to="none", disable_tqdm=True,
+        lr_scheduler_type="cosine_with_min_lr",
+        lr_scheduler_kwargs={"min_lr_rate": config.min_lr_ratio},
+        batch_sampler=FixedSampler(sampler),
+        dataloader_drop_last=True,
+        seed=config.seed,
+        bf16=bf16,
+        use_cpu=device == "cpu",
+        ddp_backend="gloo" if world > 1 and device == "cpu" else None,
+        save_strategy="steps" if config.checkpoint_every else "no",
+        save_steps=config.checkpoint_every or config.steps,
+        save_total_limit=2,
+        logging_steps=1,
+        report_to="none",
+        disable_tqdm=True,
     )
 
 
@@ -332,7 +324,9 @@ def _save_model(trainer, out: Path, summary: dict) -> None:
     final, tmp, ckpts = out / "model", out / ".model.tmp", out / "checkpoints"
     shutil.rmtree(tmp, ignore_errors=True)
     trainer.save_model(str(tmp))
-    (tmp / "training_args.bin").unlink(missing_ok=True)  # a pickle of the trainer's arguments; train_summary.json has them
+    (tmp / "training_args.bin").unlink(
+        missing_ok=True
+    )  # a pickle of the trainer's arguments; train_summary.json has them
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     if ckpts.is_dir() and not any(ckpts.iterdir()):
@@ -352,12 +346,18 @@ def check_distributed(nproc: int, device: str | None = None) -> str:
     dev = pick_device(device)
     if dev.startswith("cuda"):
         if not dist.is_nccl_available():
-            raise InputError(f"--nproc {nproc} on CUDA needs torch.distributed's nccl backend, which this torch build lacks; "
-                             "run without --nproc or with --device cpu")
+            raise InputError(
+                f"--nproc {nproc} on CUDA needs torch.distributed's nccl backend, which this torch build lacks; "
+                "run without --nproc or with --device cpu"
+            )
         if torch.cuda.device_count() < nproc:
-            raise InputError(f"--nproc {nproc} on CUDA needs {nproc} GPUs; this machine has {torch.cuda.device_count()}")
+            raise InputError(
+                f"--nproc {nproc} on CUDA needs {nproc} GPUs; this machine has {torch.cuda.device_count()}"
+            )
         return "nccl"
     if not dist.is_gloo_available():
-        raise InputError(f"--nproc {nproc} on the CPU needs torch.distributed's gloo backend, which this torch build lacks; "
-                         "run without --nproc")
+        raise InputError(
+            f"--nproc {nproc} on the CPU needs torch.distributed's gloo backend, which this torch build lacks; "
+            "run without --nproc"
+        )
     return "gloo"

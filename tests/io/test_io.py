@@ -230,8 +230,7 @@ def test_streaming_does_not_import_pandas(tmp_path):
     files = [write_parquet(tmp_path / f"{k}.parquet", X, kind=k, row_group_size=1000) for k in ("fixed", "list")]
     code = (
         "import sys; from embcompress import from_spec; from embcompress.engines.local import fit_and_compress\n"
-        "for i, path in enumerate(sys.argv[1:]):\n"
-        "    for j, spec in enumerate(('truncate:8', 'int8', 'binary')):\n"
+        "for i, path in enumerate(sys.argv[1:]):\n    for j, spec in enumerate(('truncate:8', 'int8', 'binary')):\n"
         "        fit_and_compress(from_spec(spec), path, f'{path}.{j}.out.parquet', threads=2)\n"
         "sys.exit(3 if 'pandas' in sys.modules else 0)"
     )

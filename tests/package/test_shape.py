@@ -13,6 +13,7 @@ MAX_FUNCTION_LINES = 60
 MAX_MODULE_LINES = 450
 MAX_SEARCH_KIND_COMPARISONS = 2
 MAX_COMPRESSOR_METHODS = 30
+MAX_LINE = 120  # also the formatter's and the linter's line length (pyproject.toml)
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +32,19 @@ def test_no_function_over_the_limit(figures):
 def test_no_module_over_the_limit(figures):
     big = [f"{where} ({n} lines)" for n, where in figures["modules"] if n > MAX_MODULE_LINES]
     assert not big, f"modules over {MAX_MODULE_LINES} lines: {big}"
+
+
+def test_no_line_over_the_limit():
+    """Every Python file of the project, tests and benchmarks too (the formatter keeps code within the limit;
+    strings, comments and docstrings are wrapped by hand)."""
+    long = [
+        f"{path.relative_to(ROOT)}:{i} ({len(line)})"
+        for top in ("embcompress", "tests", "benchmarks", "docs")
+        for path in sorted((ROOT / top).rglob("*.py"))
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if len(line) > MAX_LINE
+    ]
+    assert not long, f"lines over {MAX_LINE} characters: {long}"
 
 
 def test_no_dispatch_on_a_compressor_name(figures):
