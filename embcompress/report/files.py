@@ -4,15 +4,17 @@ budgets the serving plans of :mod:`.plans`, written as report.json and report.ht
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 from ..core._fs import check_output_dir
 from ..core.errors import InputError
-from ..evaluation.tasks import DEFAULT_REFERENCE
 from ..io import count_rows
 from .candidates import available_families
-from .grid import CODE_FAMILIES, DEFAULT_METHODS, build_report
-from .task_files import load_task_files
+from ..core.requests import from_keywords
+from .grid import CODE_FAMILIES, DEFAULT_METHODS, GridOptions, build_report
+from .recommend import TaskFiles
+from .task_files import TaskInputs, load_task_files
 from .html import write_report
 from .plans import plan_setup, rank_plans
 
@@ -21,45 +23,32 @@ def report_files(
     input: str | os.PathLike,
     out_dir: str | os.PathLike,
     *,
-    queries: str | os.PathLike | None = None,
-    qrels: str | os.PathLike | None = None,
-    labels: str | None = None,
-    widths: Sequence[int] | None = None,
-    methods: Sequence[str] | None = None,
     codes: Sequence[str] | None = None,
-    budget: int | None = None,
-    sample: int | None = None,
-    geopres_params: str = "",
-    column: str | None = None,
     overwrite: bool = False,
-    reference: str = DEFAULT_REFERENCE,
     ram_budgets: Sequence[int] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    **given: Any,
 ) -> dict[str, Any]:
     """The report on files: documents from ``input`` (a uniform sample of ``sample`` rows, 50,000 by default;
-    with qrels all of them, or a judged sample: :func:`load_task_files`), queries and BEIR qrels or
-    a label column, written to ``out_dir`` as report.json and report.html. Outputs and inputs are
-    checked before the grid runs."""
+    with qrels all of them, or a judged sample: :func:`~embcompress.report.task_files.load_task_files`), queries
+    and BEIR qrels or a label column, written to ``out_dir`` as report.json and report.html. ``codes``: the code
+    families of the grid (None: those installed); with ``ram_budgets``, the serving plans at each. The other
+    keyword arguments are the fields of :class:`~embcompress.report.recommend.TaskFiles` and of
+    :class:`~embcompress.report.grid.GridOptions`. Outputs and inputs are checked before the grid runs."""
+    files, grid = from_keywords("report_files", given, TaskFiles, GridOptions)
     check_output_dir(out_dir, overwrite=overwrite)
-    if ram_budgets and labels is not None:
+    if ram_budgets and files.labels is not None:
         raise InputError("serving plans rescore search results; kNN accuracy (--labels) has none: drop --ram-budgets")
-    data = load_task_files(input, queries=queries, qrels=qrels, labels=labels, sample=sample, column=column)
-    docs = data["docs"]
-    rep = build_report(
-        data.pop("docs"),
-        **data,
-        widths=widths,
-        methods=list(methods or DEFAULT_METHODS),
-        budget=budget,
-        geopres_params=geopres_params,
-        code_families=available_families(CODE_FAMILIES) if codes is None else list(codes),
-        reference=reference,
-        progress=progress,
+    data = load_task_files(
+        input, queries=files.queries, qrels=files.qrels, labels=files.labels, sample=files.sample, column=files.column
     )
+    docs = data.pop("docs")
+    families = available_families(CODE_FAMILIES) if codes is None else list(codes)
+    grid = replace(grid, methods=list(grid.methods or DEFAULT_METHODS), code_families=families)
+    rep = build_report(docs, TaskInputs(**data, reference=files.reference), grid, progress=progress)
     if ram_budgets:
-        rep["plans"] = plans_for(
-            docs, data, sorted(set(ram_budgets), reverse=True), reference, count_rows(input, column=column), progress
-        )
+        rows = count_rows(input, column=files.column)
+        rep["plans"] = plans_for(docs, data, sorted(set(ram_budgets), reverse=True), files.reference, rows, progress)
     write_report(rep, out_dir, overwrite=overwrite)
     return rep
 

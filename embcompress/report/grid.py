@@ -14,20 +14,22 @@ nearest documents by float cosine.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..analysis import intrinsic_dimensionality, spearman, uniformity
 from ..core.errors import InputError
+from ..core.requests import from_keywords
 from ..evaluation.configs import FLOAT, Config, parse_config, trainable
 from ..evaluation.evaluate import IN_SAMPLE_QUERIES, run_configs
 from ..evaluation.rows import ResultRow
-from ..evaluation.tasks import DEFAULT_REFERENCE, REFERENCES, LabelFreeTask, LabelTask, QrelsTask
+from ..evaluation.tasks import REFERENCES, LabelFreeTask, LabelTask, QrelsTask
 from ..evaluation.crossfit import CrossFit, fold_pool_rows
 from .candidates import available_families, candidates, grid_budgets, grid_families
 from .candidates import code_families as registered_families
+from .task_files import TaskInputs
 from .uncertainty import uncertainty
 
 DEFAULT_METHODS = ("truncate", "random_select", "random_projection", "pca", "geopres")
@@ -84,52 +86,53 @@ class Setup:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def validate(
-    docs,
-    *,
-    doc_ids=None,
-    queries=None,
-    query_ids=None,
-    qrels=None,
-    labels=None,
-    widths=None,
-    methods=DEFAULT_METHODS,
-    chain_methods=CHAINED,
-    budget=None,
-    proxy_sample=2000,
-    geopres_params="",
-    code_families=CODE_FAMILIES,
-    reference: str = DEFAULT_REFERENCE,
-    k: int = K,
-) -> Setup:
+@dataclass(frozen=True)
+class GridOptions:
+    """What a report's grid holds: the dimension-reducing ``methods`` at each of ``widths`` (default: d/2,
+    d/4, d/8), those of ``chain_methods`` also chained with sign bits, the ``code_families`` at 16x-128x,
+    GeoPres's extra ``geopres_params``; the rank proxy on ``proxy_sample`` documents; and the ``budget``
+    whose best configuration is highlighted."""
+
+    widths: Sequence[int] | None = None
+    methods: Sequence[str] = DEFAULT_METHODS
+    chain_methods: Sequence[str] = CHAINED
+    budget: int | None = None
+    proxy_sample: int = 2000
+    geopres_params: str = ""
+    code_families: Sequence[str] = CODE_FAMILIES
+
+
+def validate(docs, inputs: TaskInputs | None = None, grid: GridOptions | None = None, /, **given: Any) -> Setup:
     """Check the request and choose the task: qrels (nDCG@10), labels (kNN accuracy), the
-    user's own queries without judgments (label-free against float search, read as ``reference``
-    says: :data:`~embcompress.evaluation.evaluate.REFERENCES`), or neither (recall@10 against float
+    user's own queries without judgments (label-free against float search, read as the inputs'
+    ``reference`` says: :data:`~embcompress.evaluation.evaluate.REFERENCES`), or neither (recall@10 against float
     search, with held-out rows of the sample standing in for queries)."""
+    inputs, grid = from_keywords("validate", given, TaskInputs, GridOptions, values=(inputs, grid))
     docs = np.ascontiguousarray(docs, dtype=np.float32)
     n, dim = docs.shape
     if n < MIN_VECTORS:
         raise InputError(f"a report needs at least {MIN_VECTORS} vectors, got {n}")
-    widths = _checked_grid(widths, dim, methods, code_families)
-    if qrels is not None and queries is None:
+    widths = _checked_grid(grid.widths, dim, grid.methods, grid.code_families)
+    if inputs.qrels is not None and inputs.queries is None:
         raise InputError("qrels judge queries: give the queries too")
-    if reference not in REFERENCES:
-        raise InputError(f"reference must be one of {', '.join(REFERENCES)}, got {reference!r}")
-    if labels is not None and queries is not None:
+    if inputs.reference not in REFERENCES:
+        raise InputError(f"reference must be one of {', '.join(REFERENCES)}, got {inputs.reference!r}")
+    if inputs.labels is not None and inputs.queries is not None:
         raise InputError("give either labels or queries (with or without qrels), not both")
-    task, docs, doc_ids = _task_of(docs, doc_ids, queries, query_ids, qrels, labels, reference, k)
+    task, docs, doc_ids = _task_of(docs, inputs)
     info = task.check(docs, doc_ids)
+    g = grid
     return Setup(
         docs,
         doc_ids,
         task,
         widths,
-        list(methods),
-        list(chain_methods),
-        budget,
-        proxy_sample,
-        geopres_params,
-        list(code_families),
+        list(g.methods),
+        list(g.chain_methods),
+        g.budget,
+        g.proxy_sample,
+        g.geopres_params,
+        list(g.code_families),
         info,
     )
 
@@ -155,17 +158,18 @@ def _checked_grid(widths, dim: int, methods, code_families) -> list[int]:
     return widths
 
 
-def _task_of(docs: np.ndarray, doc_ids, queries, query_ids, qrels, labels, reference: str, k: int):
+def _task_of(docs: np.ndarray, inputs: TaskInputs):
     """(the task the inputs allow, the documents indexed, their ids as strings): see :func:`validate`."""
-    n = len(docs)
-    doc_ids = [str(i) for i in (doc_ids if doc_ids is not None else range(n))]
-    if qrels is not None:
-        query_ids = [str(i) for i in (query_ids if query_ids is not None else range(len(queries)))]
-        task = QrelsTask(np.ascontiguousarray(queries, dtype=np.float32), query_ids, qrels, k)
-    elif labels is not None:
-        task = LabelTask(labels, k)
+    n, k = len(docs), inputs.k
+    doc_ids = [str(i) for i in (inputs.doc_ids if inputs.doc_ids is not None else range(n))]
+    queries = None if inputs.queries is None else np.ascontiguousarray(inputs.queries, dtype=np.float32)
+    if inputs.qrels is not None:
+        query_ids = [str(i) for i in (inputs.query_ids if inputs.query_ids is not None else range(len(queries)))]
+        task = QrelsTask(queries, query_ids, inputs.qrels, k)
+    elif inputs.labels is not None:
+        task = LabelTask(inputs.labels, k)
     elif queries is not None:  # the user's own queries, unjudged: scored against float search's ranking
-        task = LabelFreeTask(np.ascontiguousarray(queries, dtype=np.float32), k, reference=reference, source="queries")
+        task = LabelFreeTask(queries, k, reference=inputs.reference, source="queries")
     else:  # held-out rows of the sample are the queries; the rest is indexed
         n_q = min(1000, max(1, n // 10))
         task = LabelFreeTask(docs[:n_q], k)
@@ -360,46 +364,23 @@ def best_per_ratio(
 
 def build_report(
     docs: np.ndarray,
-    *,
-    doc_ids: Sequence | None = None,
-    queries: np.ndarray | None = None,
-    query_ids: Sequence | None = None,
-    qrels: Mapping[str, Mapping[str, int]] | None = None,
-    labels: Sequence | None = None,
-    widths: Sequence[int] | None = None,
-    methods: Sequence[str] = DEFAULT_METHODS,
-    chain_methods: Sequence[str] = CHAINED,
-    budget: int | None = None,
-    proxy_sample: int = 2000,
-    geopres_params: str = "",
-    code_families: Sequence[str] = CODE_FAMILIES,
-    sampled: Mapping[str, int] | None = None,
-    reference: str = DEFAULT_REFERENCE,
+    inputs: TaskInputs | None = None,
+    grid: GridOptions | None = None,
+    /,
     progress: Callable[[str, int, int], None] | None = None,
+    **given: Any,
 ) -> dict[str, Any]:
-    """Run the grid; returns the report as a JSON-able dict (see module docstring): validate, plan,
-    run through the evaluation engine, summarize."""
-    setup = validate(
-        docs,
-        doc_ids=doc_ids,
-        queries=queries,
-        query_ids=query_ids,
-        qrels=qrels,
-        labels=labels,
-        widths=widths,
-        methods=methods,
-        chain_methods=chain_methods,
-        budget=budget,
-        proxy_sample=proxy_sample,
-        geopres_params=geopres_params,
-        code_families=available_families(code_families) if code_families == CODE_FAMILIES else code_families,
-        reference=reference,
-    )
+    """Run the grid; returns the report as a JSON-able dict (see module docstring): validate, plan, run through
+    the evaluation engine, summarize. The keyword arguments are the fields of
+    :class:`~embcompress.report.task_files.TaskInputs` and of :class:`GridOptions`, or those two values."""
+    inputs, grid = from_keywords("build_report", given, TaskInputs, GridOptions, values=(inputs, grid))
+    if grid.code_families == CODE_FAMILIES:  # the default: the families whose dependencies are installed
+        grid = replace(grid, code_families=available_families(CODE_FAMILIES))
+    setup = validate(docs, inputs, grid)
     items = grid_items(setup)
     rep = summarize(setup, items, run(setup, items, progress), np.ascontiguousarray(docs, dtype=np.float32))
-    rep["summary"]["sampled_from"] = (
-        dict(sampled) if sampled else None
-    )  # judged_subset's or the uniform sample's counts
+    # judged_subset's or the uniform sample's counts
+    rep["summary"]["sampled_from"] = dict(inputs.sampled) if inputs.sampled else None
     rep["summary"]["queries_note"] = queries_note(setup.task)
     return rep
 

@@ -21,14 +21,12 @@ from .task_files import load_task_files
 class PlanOptions:
     """How serving plans are ranked: the rescoring copy within ``disk_budget`` bytes per vector (None: any;
     0: none), the plan with the least RAM that reaches ``target`` (without one, the best), only plans that
-    answer a query within ``max_latency_ms`` on this machine, ``k`` results per query; queries without
-    judgments scored against float search as ``reference`` says; ``folds``; ``progress``."""
+    answer a query within ``max_latency_ms`` on this machine, ``k`` results per query; ``folds``; ``progress``."""
 
     disk_budget: int | None = None
     target: float | None = None
     max_latency_ms: float | None = None
     k: int = 10
-    reference: str = "top1"
     folds: int = 2
     progress: Callable[[str, int, int], None] | None = None
 
@@ -65,7 +63,7 @@ def recommend_plan_files(
     data = load_task_files(
         input, queries=files.queries, qrels=files.qrels, sample=files.sample, default_sample=20_000, column=column
     )
-    setup = plan_setup(data, opts.reference, opts.k)
+    setup = plan_setup(data, files.reference, opts.k)
     t0 = time.perf_counter()
     res = rank_plans(
         setup,

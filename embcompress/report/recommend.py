@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -25,31 +25,14 @@ from ..search.ann import TARGETS, serve_targets
 from ..engines.local import fit_file
 from .candidates import candidates
 from .grid import queries_note, validate
-from .task_files import load_task_files
+from .task_files import TaskInputs, load_task_files
 from .uncertainty import uncertainty
 
 
 @dataclass(frozen=True)
-class TaskInputs:
-    """What scores a sample of documents: their ids, the queries with their ids and judgments (``qrels``), or
-    class ``labels``; and ``sampled``, what :func:`~.task_files.judged_subset` kept (None: a uniform sample)."""
-
-    doc_ids: Sequence | None = None
-    queries: np.ndarray | None = None
-    query_ids: Sequence | None = None
-    qrels: Mapping[str, Mapping[str, int]] | None = None
-    labels: Sequence | None = None
-    sampled: Mapping[str, int] | None = None
-
-    def for_validate(self) -> dict[str, Any]:
-        """The keywords :func:`~.grid.validate` takes."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sampled"}
-
-
-@dataclass(frozen=True)
 class RankOptions:
-    """How ``recommend`` ranks the candidates of a budget: with ``target`` the smallest candidate that reaches
-    it wins (the best when none does); ``configs`` replaces the standard candidates.
+    """How ``recommend`` ranks the candidates of a budget: with ``target`` the smallest candidate that reaches it wins
+    (the best when none does); ``configs`` replaces the standard candidates.
 
     Each candidate is fitted and scored ``folds``-fold (:class:`~embcompress.evaluation.evaluate.CrossFit`): by
     default a model fitted on each half of the sample encodes the other half, so every scored document is new to the
@@ -63,10 +46,10 @@ class RankOptions:
     ranked (``rq:M`` beside ``rq:M:beam=4``; ``BudgetPolicy.outclassed`` in :mod:`.candidates`).
 
     Every row carries ``retention_ci95``, a bootstrap over queries. Without judgments (the user's ``queries`` scored
-    against float search as ``reference`` says, or documents as queries) the result also names the candidates within
-    one standard error of the leader (``within_uncertainty``); the leader still wins (the cheapest of them lost
-    2.5-3.4 points of judged nDCG@10 on Debian). With ``serve`` (faiss, usearch or lancedb) only codes that target
-    holds can win (``serve_targets``); the others are marked ``not_servable``.
+    against float search as the inputs' ``reference`` says, or documents as queries) the result also names the
+    candidates within one standard error of the leader (``within_uncertainty``); the leader still wins (the cheapest
+    of them lost 2.5-3.4 points of judged nDCG@10 on Debian). With ``serve`` (faiss, usearch or lancedb) only codes
+    that target holds can win (``serve_targets``); the others are marked ``not_servable``.
 
     Without a ``target``, cost limit or ``serve``, a code slow to fit whose first model scores below the leader so
     far, encoding every document (half of them its fit rows) or on the first fold alone, new to both, is stopped
@@ -82,7 +65,6 @@ class RankOptions:
     folds: int = 2
     max_fit_seconds: float | None = None
     min_encode_rate: float | None = None
-    reference: str = DEFAULT_REFERENCE
     serve: str | None = None
     screen: bool = False
     progress: Callable[[str, int, int], None] | None = None
@@ -123,7 +105,7 @@ def rank_candidates(
     :class:`RankOptions` (how they are ranked), or those two values."""
     inputs, opts = from_keywords("rank_candidates", given, TaskInputs, RankOptions, values=(inputs, options))
     opts.check(budget)
-    setup = validate(docs, **inputs.for_validate(), reference=opts.reference)
+    setup = validate(docs, inputs)
     folds = check_folds(opts.folds, len(setup.docs))
     n_fit = fold_pool_rows(len(setup.docs), folds)
     dim = setup.docs.shape[1]
@@ -350,13 +332,15 @@ def choose_winner(eligible: list[dict[str, Any]], label_free: bool, target: floa
 class TaskFiles:
     """What a ranking reads beside the documents' file: float ``queries`` (a file) and their ``qrels``, or
     the name of a ``labels`` column; the ``sample`` of documents ranked on (a seeded uniform sample; default
-    20,000) and the vectors' ``column``."""
+    20,000) and the vectors' ``column``; how queries without judgments are scored against float search
+    (``reference``: top1, graded or recall)."""
 
     queries: str | os.PathLike | None = None
     qrels: str | os.PathLike | None = None
     labels: str | None = None
     sample: int | None = None
     column: str | None = None
+    reference: str = DEFAULT_REFERENCE
 
 
 def recommend_files(
@@ -378,7 +362,8 @@ def recommend_files(
         input, **_keywords(files, ("queries", "qrels", "labels", "sample", "column")), default_sample=20_000
     )
     t0 = time.perf_counter()
-    res = rank_candidates(data.pop("docs"), budget, inputs=TaskInputs(**data), options=opts)
+    docs = data.pop("docs")
+    res = rank_candidates(docs, budget, inputs=TaskInputs(**data, reference=files.reference), options=opts)
     t1 = time.perf_counter()
     spec = res["winner"]["spec"]
     comp = fit_file(from_spec(spec), input, column=files.column, progress=fit_progress)

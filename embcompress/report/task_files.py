@@ -4,6 +4,7 @@ ids and labels, the queries and their judgments; with judgments, the sample keep
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -11,7 +12,24 @@ import numpy as np
 from ..analysis import check_unique_ids
 from ..core.errors import InputError
 from ..io import count_rows, read_all, read_sample
+from ..evaluation.tasks import DEFAULT_REFERENCE
 from ..io.datasets import read_qrels
+
+
+@dataclass(frozen=True)
+class TaskInputs:
+    """What scores a sample of documents: their ids, the queries with their ids and judgments (``qrels``), or
+    class ``labels``; ``sampled``, what :func:`judged_subset` kept (None: a uniform sample); how queries without
+    judgments are scored against float search (``reference``: top1, graded or recall) and the cutoff ``k``."""
+
+    doc_ids: Sequence | None = None
+    queries: np.ndarray | None = None
+    query_ids: Sequence | None = None
+    qrels: Mapping[str, Mapping[str, int]] | None = None
+    labels: Sequence | None = None
+    sampled: Mapping[str, int] | None = None
+    reference: str = DEFAULT_REFERENCE
+    k: int = 10
 
 
 def load_task_files(
