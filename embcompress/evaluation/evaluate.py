@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -31,6 +32,7 @@ from ..io.datasets import read_qrels
 from ..core.errors import InputError
 from ..io import read_all
 from ..search import ArrayStore, Index, VectorStore
+from ..core.requests import from_keywords
 from .configs import FLOAT, Config, default_configs, parse_config
 from .race import Leader, race_first_model
 from .rows import ResultRow, row_of
@@ -157,42 +159,49 @@ def _store(originals: VectorStore | np.ndarray) -> VectorStore:
     return ArrayStore(originals) if isinstance(originals, np.ndarray) else originals
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How :func:`run_configs` fits and scores. Compressors are fitted and scored as :class:`CrossFit` says:
+    ``folds`` (default two, so that ``score`` and ``retention`` are out-of-sample: every document encoded by a
+    model that did not see it, and ``score_in_sample`` / ``retention_in_sample`` the in-sample figures of the same
+    models; 1 fits on all the documents, in-sample only), each fit on at most ``fit_rows`` rows, or on the given
+    vectors ``fit_on``. Float reranks read ``originals`` (default: the documents). Codes scored asymmetrically
+    weigh the reconstruction's norm with ``norm_power`` (see :class:`~embcompress.search.Index`). ``proxy_sample``
+    documents score the label-free rank proxy. ``per_query`` keeps the main figure of each query (an array).
+    ``in_sample``: True measures the in-sample figure on every query, False not at all, a number on a seeded
+    sample of that many queries (the row's ``in_sample_queries``; its retention against float search's score on
+    the same queries): it only shows how much a code memorizes its fit rows, and its search is half of the
+    scoring time. With ``race`` (not with ``proxy_sample``) a code slow to fit whose first model scores below the
+    best code so far is stopped there, marked ``stopped_early`` (:mod:`.race`)."""
+
+    doc_ids: Sequence | None = None
+    originals: VectorStore | np.ndarray | None = None
+    folds: int = 2
+    fit_rows: int | None = None
+    fit_on: np.ndarray | None = None
+    proxy_sample: int | None = None
+    progress: Callable[[str, int, int], None] | None = None
+    norm_power: float = 1.0
+    per_query: bool = False
+    in_sample: bool | int = True
+    race: bool = False
+
+
 def run_configs(
-    docs: np.ndarray,
-    task: Task,
-    configs: Sequence[str | Config],
-    *,
-    doc_ids: Sequence | None = None,
-    originals: VectorStore | np.ndarray | None = None,
-    folds: int = 2,
-    fit_rows: int | None = None,
-    fit_on: np.ndarray | None = None,
-    proxy_sample: int | None = None,
-    progress: Callable[[str, int, int], None] | None = None,
-    norm_power: float = 1.0,
-    per_query: bool = False,
-    in_sample: bool | int = True,
-    race: bool = False,
+    docs: np.ndarray, task: Task, configs: Sequence[str | Config], *, options: RunOptions | None = None, **given: Any
 ) -> list[ResultRow]:
-    """Evaluate each configuration on ``docs`` with ``task`` (the float reference first, added when missing).
-    Compressors are fitted and scored as :class:`CrossFit` says: by default on two folds, so that ``score`` and
-    ``retention`` are out-of-sample (every document encoded by a model that did not see it) and ``score_in_sample``
-    / ``retention_in_sample`` are the in-sample figures of the same models; ``folds=1`` fits on all the documents
-    (in-sample only) and ``fit_on`` on given vectors. Codes scored asymmetrically weigh the reconstruction's norm
-    with ``norm_power`` (see :class:`~embcompress.search.Index`). Returns one row per configuration with its scores,
-    retentions, size, fit and encoding costs and search speed (and with ``per_query``, the main figure of each query
-    as an array, under that key). ``in_sample``: True measures the in-sample figure on every query, False not at
-    all, a number on a seeded sample of that many queries (the row's ``in_sample_queries``; its retention against
-    float search's score on the same queries): that figure only shows how much a code memorizes its fit rows, and
-    its search is half of the scoring time. With ``race`` (not with ``proxy_sample``) a code slow to fit whose first
-    model scores below the best code so far is stopped there, marked ``stopped_early`` (:mod:`.race`)."""
+    """Evaluate each configuration on ``docs`` with ``task`` (the float reference first, added when missing), as
+    :class:`RunOptions` (given, or its fields as keyword arguments) says. Returns one row per configuration with
+    its scores, retentions, size, fit and encoding costs and search speed."""
+    (o,) = from_keywords("run_configs", given, RunOptions, values=(options,))
+    progress = o.progress
     cfgs = _float_first(configs)
-    doc_ids = _ids(doc_ids, len(docs))
-    originals = Copies(_store(docs if originals is None else originals))
-    fits = CrossFit(docs, folds, fit_on=fit_on, fit_rows=fit_rows)
+    doc_ids = _ids(o.doc_ids, len(docs))
+    originals = Copies(_store(docs if o.originals is None else o.originals))
+    fits = CrossFit(docs, o.folds, fit_on=o.fit_on, fit_rows=o.fit_rows)
     fits.prepare([c.spec for c in cfgs])
-    proxy = RankProxy(docs, sample_rows(len(docs), proxy_sample, 0)) if proxy_sample else None
-    inside_task, inside_ref = _in_sample_task(task, in_sample, docs, doc_ids, originals)
+    proxy = RankProxy(docs, sample_rows(len(docs), o.proxy_sample, 0)) if o.proxy_sample else None
+    inside_task, inside_ref = _in_sample_task(task, o.in_sample, docs, doc_ids, originals)
     rows: list[ResultRow] = []
     leader: Leader | None = None  # the best code so far, for the race
     for i, cfg in enumerate(cfgs):
@@ -206,14 +215,14 @@ def run_configs(
             fits=fits,
             originals=originals,
             proxy=proxy,
-            norm_power=norm_power,
+            norm_power=o.norm_power,
             in_sample=inside_task,
-            leader=leader if race and proxy is None else None,
+            leader=leader if o.race and proxy is None else None,
         )
         if cfg.spec is not None and not row.stopped_early and (leader is None or row.score > leader.score):
             leader = Leader(cfg, row.score)
         ref = rows[0] if rows else row
-        rows.append(row.with_retention(ref.score, inside_ref, keep_per_query=per_query))
+        rows.append(row.with_retention(ref.score, inside_ref, keep_per_query=o.per_query))
     if progress:
         progress("done", len(cfgs), len(cfgs))
     return rows
@@ -244,33 +253,38 @@ def _folds_for(folds: int, n: int) -> int:
     return folds
 
 
-def evaluate(
-    docs: np.ndarray,
-    queries: np.ndarray,
-    *,
-    doc_ids: Sequence | None = None,
-    query_ids: Sequence | None = None,
-    qrels: Mapping[str, Mapping[str, int]] | None = None,
-    configs: Sequence[str | Config] | None = None,
-    k: int = 10,
-    originals: VectorStore | np.ndarray | None = None,
-    fit_sample: int | None = None,
-    folds: int = 2,
-    progress: Callable[[str, int, int], None] | None = None,
-    norm_power: float = 1.0,
-) -> dict[str, Any]:
-    """Evaluate each configuration; returns ``{"rows": [...], "summary": {...}}``.
+@dataclass(frozen=True)
+class EvaluateOptions:
+    """What :func:`evaluate` scores and how: the documents' and queries' ids; with ``qrels``, nDCG@k, recall@k
+    and MRR@k, without, label-free recall@k against exact float search (``k``); the ``configs`` (default: the
+    standard grid). Compressors are fitted as :class:`CrossFit` says: by default each on half of the documents and
+    scored on the other half (``retention``, out-of-sample), with the in-sample figure beside it
+    (``retention_in_sample``); ``folds=1`` fits on all of them, in-sample only; ``fit_sample`` caps the rows each
+    model is fitted on (a seeded uniform sample of its pool). Float reranks read ``originals`` (default: the
+    documents themselves). ``norm_power``: how codes scored asymmetrically weigh their reconstruction's norm (see
+    :class:`~embcompress.search.Index`)."""
 
-    With ``qrels``, nDCG@k, recall@k and MRR@k; without, label-free recall@k against exact float search. Compressors
-    are fitted as :class:`CrossFit` says: by default each on half of ``docs`` and scored on the other half
-    (``retention``, out-of-sample), with the in-sample figure beside it (``retention_in_sample``); ``folds=1`` fits
-    on all of them, in-sample only; ``fit_sample`` caps the rows each model is fitted on (a seeded uniform sample of
-    its pool). Float reranks read ``originals`` (default: ``docs`` themselves). ``norm_power``: how codes scored
-    asymmetrically weigh their reconstruction's norm (see :class:`~embcompress.search.Index`)."""
+    doc_ids: Sequence | None = None
+    query_ids: Sequence | None = None
+    qrels: Mapping[str, Mapping[str, int]] | None = None
+    configs: Sequence[str | Config] | None = None
+    k: int = 10
+    originals: VectorStore | np.ndarray | None = None
+    fit_sample: int | None = None
+    folds: int = 2
+    progress: Callable[[str, int, int], None] | None = None
+    norm_power: float = 1.0
+
+
+def evaluate(docs: np.ndarray, queries: np.ndarray, *, options: EvaluateOptions | None = None, **given: Any) -> dict:
+    """Evaluate each configuration as :class:`EvaluateOptions` (given, or its fields as keyword arguments) says;
+    returns ``{"rows": [...], "summary": {...}}``."""
+    (o,) = from_keywords("evaluate", given, EvaluateOptions, values=(options,))
+    k, qrels, configs, folds = o.k, o.qrels, o.configs, o.folds
     docs = np.ascontiguousarray(docs, dtype=np.float32)
     if len(queries) == 0:
         raise InputError("no queries to evaluate with (0 rows)")
-    doc_ids, query_ids = _ids(doc_ids, len(docs)), _ids(query_ids, len(queries))
+    doc_ids, query_ids = _ids(o.doc_ids, len(docs)), _ids(o.query_ids, len(queries))
     task = QrelsTask(queries, query_ids, qrels, k) if qrels else LabelFreeTask(queries, k)
     summary: dict[str, Any] = {
         "documents": len(docs),
@@ -283,19 +297,19 @@ def evaluate(
     configs = configs or _default_grid(docs.shape[1], len(docs), summary)
     folds = _folds_for(folds, len(docs))
     summary["fitted"] = CrossFit.describe(folds)
-    if fit_sample is not None:  # how many rows each fit's sample is drawn from
+    if o.fit_sample is not None:  # how many rows each fit's sample is drawn from
         pool = fold_pool_rows(len(docs), folds)
-        summary["fit_sample"] = {"rows": min(pool, fit_sample), "drawn_from": pool, "uniform": True}
+        summary["fit_sample"] = {"rows": min(pool, o.fit_sample), "drawn_from": pool, "uniform": True}
     rows = run_configs(
         docs,
         task,
         configs,
         doc_ids=doc_ids,
-        originals=originals,
+        originals=o.originals,
         folds=folds,
-        fit_rows=fit_sample,
-        progress=progress,
-        norm_power=norm_power,
+        fit_rows=o.fit_sample,
+        progress=o.progress,
+        norm_power=o.norm_power,
     )
     if any(r.retention != r.retention for r in rows):  # NaN: the float reference scored 0
         summary["note"] = (
@@ -307,18 +321,13 @@ def evaluate(
 
 
 def evaluate_files(
-    docs: str | os.PathLike,
-    queries: str | os.PathLike,
-    *,
-    qrels: str | os.PathLike | None = None,
-    configs: Sequence[str | Config] | None = None,
-    k: int = 10,
-    fit_sample: int | None = None,
-    folds: int = 2,
-    progress: Callable[[str, int, int], None] | None = None,
-    norm_power: float = 1.0,
+    docs: str | os.PathLike, queries: str | os.PathLike, *, qrels: str | os.PathLike | None = None, **given: Any
 ) -> dict[str, Any]:
-    """:func:`evaluate` on files: document and query embeddings, and optionally BEIR qrels."""
+    """:func:`evaluate` on files: document and query embeddings (their ids read with them), and optionally BEIR
+    qrels; the other keyword arguments are those of :class:`EvaluateOptions` but the ids and ``originals``."""
+    if {"doc_ids", "query_ids", "qrels", "originals", "options"} & set(given):
+        raise TypeError("evaluate_files() reads the ids and the documents from the files; give the other options")
+    (o,) = from_keywords("evaluate_files", given, EvaluateOptions)
     D, dids = read_all(docs)
     Q, qids = read_all(queries)
     if len(Q) == 0:
@@ -329,16 +338,4 @@ def evaluate_files(
     if judged:
         check_unique_ids(dids, str(docs))
         check_unique_ids(qids, str(queries))
-    return evaluate(
-        D,
-        Q,
-        doc_ids=dids,
-        query_ids=qids,
-        qrels=judged,
-        configs=configs,
-        k=k,
-        fit_sample=fit_sample,
-        folds=folds,
-        progress=progress,
-        norm_power=norm_power,
-    )
+    return evaluate(D, Q, options=replace(o, doc_ids=dids, query_ids=qids, qrels=judged))

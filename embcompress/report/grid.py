@@ -102,7 +102,7 @@ class GridOptions:
     code_families: Sequence[str] = CODE_FAMILIES
 
 
-def validate(docs, inputs: TaskInputs | None = None, grid: GridOptions | None = None, /, **given: Any) -> Setup:
+def validate(docs, inputs: TaskInputs | None = None, grid: GridOptions | None = None, **given: Any) -> Setup:
     """Check the request and choose the task: qrels (nDCG@10), labels (kNN accuracy), the
     user's own queries without judgments (label-free against float search, read as the inputs'
     ``reference`` says: :data:`~embcompress.evaluation.evaluate.REFERENCES`), or neither (recall@10 against float
@@ -366,7 +366,7 @@ def build_report(
     docs: np.ndarray,
     inputs: TaskInputs | None = None,
     grid: GridOptions | None = None,
-    /,
+    *,
     progress: Callable[[str, int, int], None] | None = None,
     **given: Any,
 ) -> dict[str, Any]:
