@@ -4,6 +4,7 @@ compare codes from different compressors."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 import os
 from typing import Any, Callable
 
@@ -12,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core._fs import atomic_file
+from ..core.requests import from_keywords
 from ..core.errors import FormatError, InputError
 from ..io import check_output_path, open_vectors, read_all
 from ..core.persist import arrays_from_json, describe, from_config, load
@@ -148,56 +150,69 @@ def _graph(index, structure: str, graph, hnsw: Hnsw | None, stage) -> float | No
     return None
 
 
+@dataclass(frozen=True)
+class SearchOptions:
+    """How :func:`search_files` searches: ``k`` results per query; the codes' ``model`` (default: the one the
+    file's metadata names); ``rerank`` (None, "asymmetric" or "float", the latter reading ``originals``) of the
+    top ``k x multiplier``; the vectors' ``column`` and ``id_column``; ``threads`` (None: every core) decode the
+    index file's row groups and run the rerank blocks, which decode the parquet originals' row groups in parallel.
+    ``index`` ``"hnsw"`` searches bits or float vectors through a faiss HNSW graph built on the fly (with
+    ``hnsw``'s settings, :class:`~embcompress.search.ann.Hnsw`) instead of the exact scan; its build time is
+    ``graph_seconds``, apart from the search's ``seconds``. ``norm_power``: how asymmetric scores of codes weigh
+    the reconstruction's norm (see :class:`Index`). ``graph``: an HNSW graph that ``export --to faiss --structure
+    hnsw`` or ``export --to usearch`` wrote for the index file, memory-mapped and searched instead of building one
+    (``index`` is then ``"hnsw"``; of ``hnsw`` only ``ef_search`` may be given, the graph has the rest).
+    ``stage(description, rows)`` may return a progress callback for the graph's build. ``overwrite`` replaces
+    an existing output."""
+
+    k: int = 10
+    model: str | os.PathLike | None = None
+    rerank: str | None = None
+    multiplier: int = 10
+    originals: str | os.PathLike | None = None
+    column: str | None = None
+    id_column: str | None = None
+    overwrite: bool = False
+    threads: int | None = None
+    index: str = "exact"
+    hnsw: Hnsw | None = None
+    norm_power: float = 1.0
+    graph: str | os.PathLike | None = None
+    stage: Callable[[str, int], Callable[[int], None] | None] | None = None
+
+
 def search_files(
     index_file: str | os.PathLike,
     queries: str | os.PathLike,
     output: str | os.PathLike,
     *,
-    k: int = 10,
-    model: str | os.PathLike | None = None,
-    rerank: str | None = None,
-    multiplier: int = 10,
-    originals: str | os.PathLike | None = None,
-    column: str | None = None,
-    id_column: str | None = None,
-    overwrite: bool = False,
-    threads: int | None = None,
-    index: str = "exact",
-    hnsw: Hnsw | None = None,
-    norm_power: float = 1.0,
-    graph: str | os.PathLike | None = None,
-    stage: Callable[[str, int], Callable[[int], None] | None] | None = None,
+    options: SearchOptions | None = None,
+    **given: Any,
 ) -> dict[str, Any]:
     """Search the documents of ``index_file`` (float vectors or codes) with the float queries of ``queries`` and write
-    the ranked results to ``output``. Returns a summary (k is capped at the number of documents). ``threads`` (None:
-    every core) decode the index file's row groups and run the rerank blocks, which decode the parquet originals'
-    row groups in parallel. ``index`` ``"hnsw"`` searches bits or float vectors through a faiss HNSW graph built on
-    the fly (with ``hnsw``'s settings, :class:`~embcompress.search.ann.Hnsw`) instead of the exact scan; its build
-    time is ``graph_seconds``, apart from the search's ``seconds``. ``norm_power``: how asymmetric scores of codes
-    weigh the reconstruction's norm (see :class:`Index`). ``graph``: an HNSW graph that ``export --to faiss
-    --structure hnsw`` or ``export --to usearch`` wrote for ``index_file``, memory-mapped and searched instead of
-    building one (``index`` is then ``"hnsw"``; of ``hnsw`` only ``ef_search`` may be given, the graph has the
-    rest). ``stage(description, rows)`` may return a progress callback for the graph's build."""
+    the ranked results to ``output``, as :class:`SearchOptions` (given, or its fields as keyword arguments) says.
+    Returns a summary (k is capped at the number of documents)."""
     from .stores import open_store
 
-    check_output_path(output, overwrite=overwrite, inputs=(index_file, queries))
-    structure = _structure(index, graph, hnsw)
+    (o,) = from_keywords("search_files", given, SearchOptions, values=(options,))
+    check_output_path(output, overwrite=o.overwrite, inputs=(index_file, queries))
+    structure = _structure(o.index, o.graph, o.hnsw)
     index = load_index(
         index_file,
-        model=model,
-        column=column,
-        id_column=id_column,
-        threads=threads,
+        model=o.model,
+        column=o.column,
+        id_column=o.id_column,
+        threads=o.threads,
         structure=structure,
-        hnsw=hnsw,
-        norm_power=norm_power,
+        hnsw=o.hnsw,
+        norm_power=o.norm_power,
     )
     Q, qids = load_queries(queries, index)
-    store = open_store(originals) if originals is not None else None
-    graph_seconds = _graph(index, structure, graph, hnsw, stage)
-    res = index.search(Q, k, rerank=rerank, multiplier=multiplier, originals=store, threads=threads)
-    write_results(output, qids, res, overwrite=overwrite)
-    return _summary(Q, index, res, structure, (graph, graph_seconds), rerank, output)
+    store = open_store(o.originals) if o.originals is not None else None
+    graph_seconds = _graph(index, structure, o.graph, o.hnsw, o.stage)
+    res = index.search(Q, o.k, rerank=o.rerank, multiplier=o.multiplier, originals=store, threads=o.threads)
+    write_results(output, qids, res, overwrite=o.overwrite)
+    return _summary(Q, index, res, structure, (o.graph, graph_seconds), o.rerank, output)
 
 
 def _summary(Q: np.ndarray, index, res: SearchResult, structure: str, graph_info: tuple, rerank, output) -> dict:
