@@ -14,7 +14,7 @@ import numpy as np
 from ..core.errors import InputError
 from ..core.requests import from_keywords
 from ..evaluation.configs import parse_config, trainable
-from ..evaluation.evaluate import IN_SAMPLE_QUERIES, run_configs
+from ..evaluation.evaluate import IN_SAMPLE_QUERIES, RunOptions, run_configs
 from ..evaluation.rows import ResultRow
 from ..evaluation.tasks import DEFAULT_REFERENCE, fewer_queries
 from ..evaluation.crossfit import check_folds, fold_pool_rows
@@ -155,47 +155,22 @@ def _two_rounds(setup, cands: list[str], folds: int, n_fit: int, screen: bool, p
     small = int(n_fit * SCREEN_SHARE)
     quick = [c for c in cands if trainable(parse_config(c).spec, small)]
     keep = max(SCREEN_KEEP, -(-len(cands) // 3))
+    # the round on all fit rows: every query, out-of-sample, the in-sample figure on a sample of the queries
+    full = RunOptions(
+        doc_ids=setup.doc_ids, folds=folds, progress=progress, per_query=True, race=race, in_sample=IN_SAMPLE_QUERIES
+    )
     if not screen or small < SCREEN_MIN_ROWS or len(quick) <= keep:
-        return run_configs(
-            setup.docs,
-            setup.task,
-            ["float", *cands],
-            doc_ids=setup.doc_ids,
-            folds=folds,
-            progress=progress,
-            per_query=True,
-            race=race,
-            in_sample=IN_SAMPLE_QUERIES,
-        ), None
+        return run_configs(setup.docs, setup.task, ["float", *cands], options=full), None
     task = fewer_queries(setup.task, SCREEN_QUERIES)
-    first = run_configs(
-        setup.docs,
-        task,
-        ["float", *quick],
-        doc_ids=setup.doc_ids,
-        folds=folds,
-        fit_rows=small,
-        progress=progress,
-        per_query=True,
-        in_sample=False,
-    )[1:]
+    first_round = replace(full, fit_rows=small, race=False, in_sample=False)
+    first = run_configs(setup.docs, task, ["float", *quick], options=first_round)[1:]
     first.sort(key=lambda r: (-r.retention, r.bytes_per_vector, r.config))
     n_cut = min(len(first), len(cands) - keep)
     # the cut keep their first-round rows; their per-query figures are of other queries than the second
     # round's, so no paired bootstrap with its leader
     cut = [replace(r, per_query=None) for r in first[len(first) - n_cut :]]
     second = [c for c in cands if c not in {r.config for r in cut}]
-    rows = run_configs(
-        setup.docs,
-        setup.task,
-        ["float", *second],
-        doc_ids=setup.doc_ids,
-        folds=folds,
-        progress=progress,
-        per_query=True,
-        race=race,
-        in_sample=IN_SAMPLE_QUERIES,
-    )
+    rows = run_configs(setup.docs, setup.task, ["float", *second], options=full)
     return rows + cut, {
         "first_round_fit_rows": small,
         "first_round_queries": None if task.queries is None else len(task.queries),
