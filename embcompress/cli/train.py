@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +41,11 @@ def _without_nproc(argv: list[str]) -> list[str]:
     return out
 
 
+#: how long torchrun has to stop its workers after SIGTERM before its process group is killed; longer than
+#: the 30 s torchrun gives them itself, so that it is torchrun that stops them when it can
+STOP_SECONDS = 45
+
+
 def _relaunch(nproc: int, pairs, cfg, out_dir: Path, overwrite: bool) -> int:
     """Run this very command under torchrun on ``nproc`` processes, once the cheap checks pass
     (backend, data and batch split, output); returns its exit code."""
@@ -58,15 +65,18 @@ def _relaunch(nproc: int, pairs, cfg, out_dir: Path, overwrite: bool) -> int:
         "embcompress.cli",
         *_without_nproc(sys.argv[1:]),
     ]
-    proc = subprocess.Popen(cmd)
+    # torchrun and its workers in a process group of their own: whatever happens to torchrun, no worker
+    # outlives this command (an orphan kept the command's output pipes open)
+    proc = subprocess.Popen(cmd, start_new_session=True)
     try:
         return proc.wait()
-    except BaseException:  # Ctrl-C or SIGTERM: asked (not killed), torchrun stops its workers before it exits
+    except BaseException:  # Ctrl-C or SIGTERM: asked first, torchrun stops its workers before it exits ...
         proc.terminate()
         try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            proc.wait(timeout=STOP_SECONDS)
+        except subprocess.TimeoutExpired:  # ... then the group is killed: a worker stuck in a collective
+            os.killpg(proc.pid, signal.SIGKILL)  # waits for the other one for as long as gloo lets it
+            proc.wait()
         raise
 
 

@@ -4,41 +4,15 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-import numpy as np
 
 from ..core.errors import InputError
 from ..core.registry import from_spec
 from ..core.requests import from_keywords
-from .plans import plan_setup, rank_plans
+from .plans import PlanOptions, plan_setup, rank_plans
 from .recommend import TaskFiles
 from .task_files import load_task_files
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    """How serving plans are ranked: the rescoring copy within ``disk_budget`` bytes per vector (None: any;
-    0: none), the plan with the least RAM that reaches ``target`` (without one, the best), only plans that
-    answer a query within ``max_latency_ms`` on this machine, ``k`` results per query; ``folds``; ``progress``."""
-
-    disk_budget: int | None = None
-    target: float | None = None
-    max_latency_ms: float | None = None
-    k: int = 10
-    folds: int = 2
-    progress: Callable[[str, int, int], None] | None = None
-
-    def check(self, ram_budget) -> None:
-        """An InputError for a budget, k, target or latency limit out of range."""
-        for name, v, low in (("ram budget", ram_budget, 1), ("disk budget", self.disk_budget, 0), ("k", self.k, 1)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low):
-                raise InputError(f"{name} must be a whole number of at least {low}, got {v!r}")
-        if self.target is not None and not 0 < self.target <= 1:
-            raise InputError(f"target must be a retention in (0, 1], e.g. 0.99, got {self.target!r}")
-        if self.max_latency_ms is not None and not self.max_latency_ms > 0:
-            raise InputError(f"max latency must be a positive number of milliseconds, got {self.max_latency_ms!r}")
 
 
 def recommend_plan_files(
@@ -65,16 +39,7 @@ def recommend_plan_files(
     )
     setup = plan_setup(data, files.reference, opts.k)
     t0 = time.perf_counter()
-    res = rank_plans(
-        setup,
-        ram_budget,
-        disk_budget=opts.disk_budget,
-        target=opts.target,
-        max_latency_ms=opts.max_latency_ms,
-        total_rows=count_rows(input, column=column),
-        folds=opts.folds,
-        progress=opts.progress,
-    )
+    res = rank_plans(setup, ram_budget, total_rows=count_rows(input, column=column), options=opts)
     t1 = time.perf_counter()
     w = res["winner"]
     first = fit_file(from_spec(w["spec"]), input, column=column, progress=fit_progress)

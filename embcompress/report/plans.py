@@ -31,6 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..core.errors import InputError
+from ..core.requests import from_keywords
 from ..core.registry import from_spec
 from ..evaluation.crossfit import check_folds, fold_pool_rows
 from ..evaluation.configs import parse_config
@@ -259,6 +260,30 @@ def pick(
     return winner, [done.get(p.config, p) for p in order]
 
 
+@dataclass(frozen=True)
+class PlanOptions:
+    """How serving plans are ranked: the rescoring copy within ``disk_budget`` bytes per vector (None: any;
+    0: none), the plan with the least RAM that reaches ``target`` (without one, the best), only plans that
+    answer a query within ``max_latency_ms`` on this machine, ``k`` results per query; ``folds``; ``progress``."""
+
+    disk_budget: int | None = None
+    target: float | None = None
+    max_latency_ms: float | None = None
+    k: int = 10
+    folds: int = 2
+    progress: Callable[[str, int, int], None] | None = None
+
+    def check(self, ram_budget) -> None:
+        """An InputError for a budget, k, target or latency limit out of range."""
+        for name, v, low in (("ram budget", ram_budget, 1), ("disk budget", self.disk_budget, 0), ("k", self.k, 1)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low):
+                raise InputError(f"{name} must be a whole number of at least {low}, got {v!r}")
+        if self.target is not None and not 0 < self.target <= 1:
+            raise InputError(f"target must be a retention in (0, 1], e.g. 0.99, got {self.target!r}")
+        if self.max_latency_ms is not None and not self.max_latency_ms > 0:
+            raise InputError(f"max latency must be a positive number of milliseconds, got {self.max_latency_ms!r}")
+
+
 def plan_setup(data: dict[str, Any], reference: str, k: int = 10):
     """The validated request of a plan ranking, from what :func:`~embcompress.report.task_files.load_task_files`
     read: documents with their ids, and queries with their ids and qrels when given."""
@@ -327,21 +352,21 @@ def rank_plans(
     ram_budget: int,
     *,
     cands: dict[str, str] | None = None,
-    disk_budget: int | None = None,
-    target: float | None = None,
-    max_latency_ms: float | None = None,
     total_rows: int | None = None,
-    folds: int = 2,
-    progress=None,
     grid: PlanGrid | None = None,
+    options: PlanOptions | None = None,
+    **given: Any,
 ) -> dict[str, Any]:
     """Rank serving plans on the validated request ``setup`` (:func:`plan_setup`) over the first-stage
     candidates ``cands`` (config -> label, each within ``ram_budget``; None: ``recommend --budget``'s),
-    measured by :func:`measure_grid` (or given as ``grid``, measured so already)."""
+    measured by :func:`measure_grid` (or given as ``grid``, measured so already), as :class:`PlanOptions`
+    (given, or its fields as keyword arguments) says; latencies scaled to ``total_rows``."""
+    (o,) = from_keywords("rank_plans", given, PlanOptions, values=(options,))
+    disk_budget, target, max_latency_ms = o.disk_budget, o.target, o.max_latency_ms
     docs, task = setup.docs, setup.task
-    folds = check_folds(folds, len(docs))
+    folds = check_folds(o.folds, len(docs))
     if grid is None:
-        grid = measure_grid(setup, ram_budget, cands=cands, disk_budget=disk_budget, folds=folds, progress=progress)
+        grid = measure_grid(setup, ram_budget, cands=cands, disk_budget=disk_budget, folds=folds, progress=o.progress)
     rows, copies = list(grid.rows), list(grid.copies)
     plans = grid.plans(target)
     queries = task.queries

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -23,6 +24,7 @@ import pyarrow.parquet as pq
 
 from ..core._fs import atomic_dir, atomic_file, check_output_dir
 from ..core._util import require
+from ..core.requests import from_keywords
 from ..core.errors import InputError, OutputExistsError
 from ..io import check_output_path, open_vectors
 from ..core.persist import describe
@@ -42,30 +44,38 @@ QUERY_HOWTO = {
 }
 
 
+@dataclass(frozen=True)
+class ExportOptions:
+    """What :func:`export` writes: a ``to`` index (faiss, usearch or lancedb) of the codes read with ``model``
+    (default: the one the file's metadata names) from ``column``, with ``id_column``'s ids. ``structure``
+    (faiss only): ``flat`` (exact) or ``hnsw`` (bits and floats). ``hnsw``: the graph's settings
+    (:class:`~embcompress.search.ann.Hnsw`; None: the defaults) for faiss's HNSW and for usearch, whose indexes
+    are HNSW graphs. ``table``: LanceDB's table name. ``stage(description, rows)`` may return a progress
+    callback for a graph's build (an hour or more at ten million rows). ``overwrite`` replaces outputs."""
+
+    to: str
+    model: str | os.PathLike | None = None
+    structure: str = "flat"
+    table: str = "vectors"
+    column: str | None = None
+    id_column: str | None = None
+    overwrite: bool = False
+    hnsw: ann.Hnsw | None = None
+    stage: Callable[[str, int], Callable[[int], None] | None] | None = None
+
+
 def export(
-    codes_path: str | os.PathLike,
-    out: str | os.PathLike,
-    *,
-    to: str,
-    model: str | os.PathLike | None = None,
-    structure: str = "flat",
-    table: str = "vectors",
-    column: str | None = None,
-    id_column: str | None = None,
-    overwrite: bool = False,
-    hnsw: ann.Hnsw | None = None,
-    stage: Callable[[str, int], Callable[[int], None] | None] | None = None,
+    codes_path: str | os.PathLike, out: str | os.PathLike, *, options: ExportOptions | None = None, **given: Any
 ) -> dict[str, Any]:
-    """Export the vectors or codes of ``codes_path`` to ``out`` as a ``to`` index (faiss, usearch
-    or lancedb). ``structure`` (faiss only): ``flat`` (exact) or ``hnsw`` (bits and floats).
-    ``hnsw``: the graph's settings (:class:`~embcompress.search.ann.Hnsw`; None: the defaults)
-    for faiss's HNSW and for usearch, whose indexes are HNSW graphs. ``stage(description, rows)``
-    may return a progress callback for a graph's build (an hour or more at ten million rows).
-    Returns what was written."""
+    """Export the vectors or codes of ``codes_path`` to ``out`` as :class:`ExportOptions` (given, or its fields
+    as keyword arguments) says. Returns what was written."""
+    (o,) = from_keywords("export", given, ExportOptions, values=(options,))
+    to, structure, table, overwrite, hnsw = o.to, o.structure, o.table, o.overwrite, o.hnsw
+    column, id_column, stage = o.column, o.id_column, o.stage
     out = Path(out)
     sidecars, graph = _checked(to, structure, hnsw, out, codes_path, overwrite)
     hnsw = (hnsw or ann.Hnsw()) if graph else None
-    index = load_index(codes_path, model=model, column=column, id_column=id_column)
+    index = load_index(codes_path, model=o.model, column=column, id_column=id_column)
     description = _description(index, codes_path, to, structure, hnsw)
     if to == "lancedb":
         _write_lancedb(
