@@ -43,12 +43,30 @@ from ._common import (
 app = typer.Typer()
 
 
-def _show(src: Path, res: dict, as_json: bool) -> None:
+def _compress(comp, req, *, fit: bool = True, save_model: Path | None = None) -> None:
+    """The file commands' one job (binarize, truncate, apply): ``comp`` fitted (when ``fit``) and streamed from
+    ``req.input`` into ``req.output`` with the request's columns, batch, threads and engine; then the summary."""
+    with Bars() as bars:
+        res = fit_and_compress(
+            comp,
+            req.input,
+            req.output,
+            fit=fit,
+            column=req.column,
+            id_column=req.id_column,
+            keep_columns=req.keep,
+            batch_size=req.batch_size,
+            overwrite=req.overwrite,
+            save_model=save_model,
+            stage=bars.stage,
+            threads=req.threads,
+            engine=engine_for(req.engine, req.address, req.resume),
+        )
     emit(
         res,
-        as_json,
+        req.json,
         kv_table(
-            f"{src.name} -> {output_name(res['output'])}",
+            f"{req.input.name} -> {output_name(res['output'])}",
             {
                 "rows": f"{res['rows']:,}",
                 "compressor": res["compressor_repr"],
@@ -96,22 +114,7 @@ class BinarizeRequest:
 @takes(BinarizeRequest)
 def binarize(req: BinarizeRequest) -> None:
     """Sign-binarize embeddings to packed bits (32x smaller than float32), streaming."""
-    with Bars() as bars:
-        res = fit_and_compress(
-            from_spec(f"binary:threshold={req.threshold}"),
-            req.input,
-            req.output,
-            column=req.column,
-            id_column=req.id_column,
-            keep_columns=req.keep,
-            batch_size=req.batch_size,
-            overwrite=req.overwrite,
-            save_model=req.save_model,
-            stage=bars.stage,
-            threads=req.threads,
-            engine=engine_for(req.engine, req.address, req.resume),
-        )
-    _show(req.input, res, req.json)
+    _compress(from_spec(f"binary:threshold={req.threshold}"), req, save_model=req.save_model)
 
 
 @dataclass(frozen=True)
@@ -141,21 +144,7 @@ class TruncateRequest:
 @takes(TruncateRequest)
 def truncate(req: TruncateRequest) -> None:
     """Keep the first --dim dimensions of each embedding (Matryoshka truncation), streaming."""
-    with Bars() as bars:
-        res = fit_and_compress(
-            Truncate(dim=req.dim, renormalize=req.renormalize),
-            req.input,
-            req.output,
-            column=req.column,
-            id_column=req.id_column,
-            keep_columns=req.keep,
-            batch_size=req.batch_size,
-            overwrite=req.overwrite,
-            stage=bars.stage,
-            threads=req.threads,
-            engine=engine_for(req.engine, req.address, req.resume),
-        )
-    _show(req.input, res, req.json)
+    _compress(Truncate(dim=req.dim, renormalize=req.renormalize), req)
 
 
 @dataclass(frozen=True)
@@ -280,19 +269,4 @@ def apply(req: ApplyRequest) -> None:
     """Compress a vector file with a saved compressor, streaming; or write a serving plan's tiers in one pass."""
     if is_plan_dir(req.model_dir):
         return _apply_plan(req)
-    with Bars() as bars:
-        res = fit_and_compress(
-            load(req.model_dir),
-            req.input,
-            req.output,
-            fit=False,
-            column=req.column,
-            id_column=req.id_column,
-            keep_columns=req.keep,
-            batch_size=req.batch_size,
-            overwrite=req.overwrite,
-            stage=bars.stage,
-            threads=req.threads,
-            engine=engine_for(req.engine, req.address, req.resume),
-        )
-    _show(req.input, res, req.json)
+    _compress(load(req.model_dir), req, fit=False)

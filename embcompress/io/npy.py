@@ -9,8 +9,7 @@ from typing import Iterator
 import numpy as np
 
 from ..core.checks import check_values
-from ..core.errors import FormatError, InputError
-from ..core.errors import first_line
+from ..core.errors import FormatError, InputError, first_line
 from .readers import Batch, Streamed, Transform, batch_rows, read_sidecar
 
 

@@ -16,11 +16,11 @@ from .task_files import load_task_files
 
 
 def recommend_plan_files(
-    input, plan_dir, ram_budget: int, *, overwrite: bool = False, fit_progress=None, **given: Any
+    input, plan_dir, ram_budget: int, *, k: int = 10, overwrite: bool = False, fit_progress=None, **given: Any
 ) -> dict[str, Any]:
-    """Rank serving plans on a seeded sample of ``input`` (with queries and qrels when given), fit the winner's
-    first stage (and an int8 copy's calibration) on the whole file, streaming, and save the plan to
-    ``plan_dir``, ready for ``embcompress apply PLAN_DIR IN OUT``. The keyword arguments are the fields of
+    """Rank serving plans on a seeded sample of ``input`` (with queries and qrels when given), fit the winner's first
+    stage (and an int8 copy's calibration) on the whole file, streaming, and save the plan to ``plan_dir``, ready
+    for ``embcompress apply PLAN_DIR IN OUT``; ``k`` results per query. The keyword arguments are the fields of
     :class:`~embcompress.report.recommend.TaskFiles` (without ``labels``) and of :class:`PlanOptions`."""
     from ..compressors import Int8
     from ..core._fs import check_output_dir
@@ -31,13 +31,13 @@ def recommend_plan_files(
     files, opts = from_keywords("recommend_plan_files", given, TaskFiles, PlanOptions)
     if files.labels is not None:
         raise InputError("serving plans rescore search results; kNN accuracy (labels) has none: give queries")
-    opts.check(ram_budget)
+    opts.check(ram_budget, k)
     column = files.column
     check_output_dir(plan_dir, overwrite=overwrite)
     data = load_task_files(
         input, queries=files.queries, qrels=files.qrels, sample=files.sample, default_sample=20_000, column=column
     )
-    setup = plan_setup(data, files.reference, opts.k)
+    setup = plan_setup(data, files.reference, k)
     t0 = time.perf_counter()
     res = rank_plans(setup, ram_budget, total_rows=count_rows(input, column=column), options=opts)
     t1 = time.perf_counter()
@@ -47,8 +47,8 @@ def recommend_plan_files(
     measured = {key: w[key] for key in ("retention", "latency_ms", "batch_ms", "ram_bytes", "disk_bytes")}
     plan = Plan(
         copy=w["copy"],
-        candidates=w["candidates"] if w["copy"] != "none" else opts.k,
-        k=opts.k,
+        candidates=w["candidates"] if w["copy"] != "none" else k,
+        k=k,
         measured={
             **measured,
             "mode": res["mode"],

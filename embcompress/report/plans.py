@@ -264,18 +264,18 @@ def pick(
 class PlanOptions:
     """How serving plans are ranked: the rescoring copy within ``disk_budget`` bytes per vector (None: any;
     0: none), the plan with the least RAM that reaches ``target`` (without one, the best), only plans that
-    answer a query within ``max_latency_ms`` on this machine, ``k`` results per query; ``folds``; ``progress``."""
+    answer a query within ``max_latency_ms`` on this machine; ``folds``; ``progress``. (The results per query,
+    ``k``, are the task's: :class:`~embcompress.report.task_files.TaskInputs`.)"""
 
     disk_budget: int | None = None
     target: float | None = None
     max_latency_ms: float | None = None
-    k: int = 10
     folds: int = 2
     progress: Callable[[str, int, int], None] | None = None
 
-    def check(self, ram_budget) -> None:
-        """An InputError for a budget, k, target or latency limit out of range."""
-        for name, v, low in (("ram budget", ram_budget, 1), ("disk budget", self.disk_budget, 0), ("k", self.k, 1)):
+    def check(self, ram_budget, k: int = 10) -> None:
+        """An InputError for a budget, ``k``, target or latency limit out of range."""
+        for name, v, low in (("ram budget", ram_budget, 1), ("disk budget", self.disk_budget, 0), ("k", k, 1)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low):
                 raise InputError(f"{name} must be a whole number of at least {low}, got {v!r}")
         if self.target is not None and not 0 < self.target <= 1:

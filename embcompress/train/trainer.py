@@ -206,8 +206,9 @@ def _step_log(Callback: type, progress: Callable[[int, float], None] | None):
     training starts) and reports (step, loss) to ``progress``."""
 
     class _Log(Callback):
-        t0 = 0.0
-        seconds_at: dict[int, float] = {}
+        def __init__(self):
+            super().__init__()
+            self.t0, self.seconds_at = 0.0, {}
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "loss" in logs:
@@ -215,9 +216,7 @@ def _step_log(Callback: type, progress: Callable[[int, float], None] | None):
                 if progress:
                     progress(state.global_step, float(logs["loss"]))
 
-    log = _Log()
-    log.seconds_at = {}
-    return log
+    return _Log()
 
 
 def _history(log_history: list[dict], seconds_at: dict[int, float]) -> list[dict[str, Any]]:
