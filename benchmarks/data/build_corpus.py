@@ -40,6 +40,8 @@ PER_PACKAGE = 4000  # at most this many pairs from one package (a seeded sample)
 
 SLICE = 4096
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _util and the other groups' modules
+
 
 def pinned() -> list[str]:
     return [line.strip() for line in PACKAGES.read_text().splitlines() if line.strip() and not line.startswith("#")]
@@ -113,7 +115,6 @@ def build_pairs(cache: Path, min_docs: int):
 def cached_pairs(out: Path, cache: Path, min_docs: int):
     """Every pair, parsed once and kept in ``OUT/pairs.jsonl.gz`` (parsing 3,900 wheels takes
     10-40 minutes on 2 cores)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _util and the other groups' modules
     from _util import kept_pairs
 
     return kept_pairs(out / "pairs.jsonl.gz", lambda: build_pairs(cache, min_docs))
