@@ -79,8 +79,8 @@ class OptionalCentering(MeanStats):
         if not isinstance(self.center, bool):
             raise InputError(f"center must be true or false, got {self.center!r}")
 
-    def _centre_from(self, stats: dict | None, batches: Callable | None, n_features: int) -> np.ndarray:
-        """The mean to subtract: from block statistics, from the batches, or zeros without centering."""
+    def _centre_from(self, stats: dict | None, n_features: int) -> np.ndarray:
+        """The mean to subtract: from the block statistics, or zeros without centering (then there are none)."""
         if not self.center:
             return np.zeros(n_features, dtype=np.float32)
-        return self._stats_mean(stats) if stats is not None else stream_mean(batches)
+        return self._stats_mean(stats)

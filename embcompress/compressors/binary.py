@@ -12,7 +12,7 @@ from ..core.checks import NonFiniteChunk, values_ok
 from ..core.specs import OutputSpec
 from ..core.capabilities import RerankTables
 from ..core.registry import register
-from ._sample import MeanStats, stream_mean
+from ._sample import MeanStats
 
 try:  # fused C kernel built at install; where no compiler was found the numpy path gives the same bytes
     from . import _pack
@@ -111,22 +111,12 @@ class Binary(MeanStats, RerankTables, Compressor):
                 first_rows=LEVEL_ROWS if self.threshold == "zero" else None,
                 block_stats=self.threshold == "mean" or self.decoder != "sign",
             )
-            .but(state_in_file=True, fused_finite_check=True)
+            .but(output="bits", state_in_file=True, fused_finite_check=True)
         )
 
     def _state_shapes(self):
         d = self.n_features_in_
         return {"thresholds_": (d,), "levels_": (2, d)}
-
-    def _fit(self, batches, n_features: int) -> None:
-        if self.threshold == "zero":
-            self.thresholds_ = np.zeros(n_features, dtype=np.float32)
-        else:
-            self.thresholds_ = stream_mean(batches)
-        if self.decoder == "sign":
-            self._take_levels(None)
-        else:
-            self._take_levels(level_stats(batches, self.thresholds_, LEVEL_ROWS))
 
     def _take_levels(self, stats: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> None:
         """``levels_`` and ``decoder_`` from the levels' statistics (None: sign decoding)."""
@@ -161,9 +151,9 @@ class Binary(MeanStats, RerankTables, Compressor):
         self._take_levels(level_stats(batches, self.thresholds_, LEVEL_ROWS))
 
     def _fit_stats(self, stats: dict, n_features: int) -> None:
-        if self.threshold == "zero":  # the levels' sums (of the first LEVEL_ROWS rows)
+        if self.threshold == "zero":  # the levels' sums (of the first LEVEL_ROWS rows), or none with sign decoding
             self.thresholds_ = np.zeros(n_features, dtype=np.float32)
-            self._take_levels((stats["sums"], stats["counts"], stats["squares"]))
+            self._take_levels(None if stats is None else (stats["sums"], stats["counts"], stats["squares"]))
             return
         self.thresholds_ = self._stats_mean(stats)
         self._take_levels(None)  # sign until _after_stats fits the levels, when it runs

@@ -32,15 +32,11 @@ class Int8(BlockStats, Compressor):
     def traits(self) -> Traits:
         """Its ranges are per dimension (code files carry them), min/max are cheap for every batch, and
         its transform tests each chunk for NaN/inf itself."""
-        return super().traits.with_fit(stats_per_batch=True).but(state_in_file=True, fused_finite_check=True)
-
-    def _fit(self, batches, n_features: int) -> None:
-        lo = np.full(n_features, np.inf, dtype=np.float32)
-        hi = np.full(n_features, -np.inf, dtype=np.float32)
-        for batch in batches():
-            np.minimum(lo, batch.min(axis=0), out=lo)
-            np.maximum(hi, batch.max(axis=0), out=hi)
-        self.ranges_ = np.vstack([lo, hi])  # (2, d): row 0 min, row 1 max
+        return (
+            super()
+            .traits.with_fit(stats_per_batch=True)
+            .but(output="int8", state_in_file=True, fused_finite_check=True)
+        )
 
     # ---- statistics combined from blocks (a cluster's row groups, or the reader's batches) -------
     def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
@@ -51,7 +47,7 @@ class Int8(BlockStats, Compressor):
         return {"lo": np.minimum(a["lo"], b["lo"]), "hi": np.maximum(a["hi"], b["hi"])}
 
     def _fit_stats(self, stats: dict, n_features: int) -> None:
-        self.ranges_ = np.vstack([stats["lo"], stats["hi"]]).astype(np.float32)
+        self.ranges_ = np.vstack([stats["lo"], stats["hi"]]).astype(np.float32)  # (2, d): row 0 min, row 1 max
 
     def _steps(self) -> tuple[np.ndarray, np.ndarray]:
         starts = self.ranges_[0].astype(np.float32)

@@ -32,10 +32,7 @@ class Normalize(OptionalCentering, Compressor):
         self._check_center()
 
     def _fit_stats(self, stats: dict, n_features: int) -> None:
-        self.mean_ = self._centre_from(stats, None, n_features)
-
-    def _fit(self, batches, n_features: int) -> None:
-        self.mean_ = self._centre_from(None, batches, n_features)
+        self.mean_ = self._centre_from(stats, n_features)
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         return normalize_rows(np.subtract(X, self.mean_, dtype=np.float32), copy=False)

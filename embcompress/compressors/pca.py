@@ -22,9 +22,9 @@ class PCA(BlockStats, Affine, Compressor):
     """Project centered vectors on the top principal components.
 
     Give ``dim`` (number of components) or ``variance`` (keep the fewest components whose
-    explained variance reaches this fraction, e.g. 0.95). The covariance is accumulated over
-    batches in float64 around a shift (the first batch's mean, which keeps the sums well
-    conditioned), so the fit reads the data once and needs O(d^2) memory whatever the row count.
+    explained variance reaches this fraction, e.g. 0.95). Each batch's count, mean and centred scatter
+    (float64 sums around the batch's mean) are merged in order, so the fit reads the data once and needs
+    O(d^2) memory whatever the row count; a cluster merges its row groups' the same way.
     ``eigenvalues_`` keeps the whole spectrum, which the analysis tools use for the intrinsic
     dimensionality.
     """
@@ -57,23 +57,6 @@ class PCA(BlockStats, Affine, Compressor):
         elif not (isinstance(self.variance, (int, float)) and 0 < float(self.variance) <= 1):
             raise InputError(f"variance must be a fraction in (0, 1], got {self.variance!r}")
 
-    def _fit(self, batches, n_features: int) -> None:
-        shift = None
-        n = 0
-        total = np.zeros(n_features, dtype=np.float64)
-        scatter = np.zeros((n_features, n_features), dtype=np.float64)
-        for batch in batches():
-            if shift is None:
-                shift = batch.mean(axis=0, dtype=np.float64).astype(np.float32)
-            for start in range(0, len(batch), _CHUNK):
-                block = batch[start : start + _CHUNK] - shift  # (b, d) float32
-                total += block.sum(axis=0, dtype=np.float64)
-                scatter += block.T @ block  # (d, d), float32 product, float64 sum
-            n += len(batch)
-        mean_shifted = total / n
-        cov = (scatter - n * np.outer(mean_shifted, mean_shifted)) / (n - 1)
-        self._from_covariance(cov, shift.astype(np.float64) + mean_shifted, n)
-
     def _from_covariance(self, cov: np.ndarray, mean: np.ndarray, n: int) -> None:
         n_features = len(cov)
         eigvals, eigvecs = np.linalg.eigh(cov)  # ascending
@@ -90,9 +73,23 @@ class PCA(BlockStats, Affine, Compressor):
 
     # ---- statistics combined from blocks (a cluster's row groups) --------------------------------
     def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
-        mean = X.mean(axis=0, dtype=np.float64)
-        Xc = X - mean.astype(np.float32)
-        return {"n": np.array([len(X)], np.int64), "mean": mean, "m2": (Xc.T @ Xc).astype(np.float64)}
+        """Count, mean and centred scatter of a block: the scatter accumulated in float64 over float32 products of
+        :data:`_CHUNK` rows, around the block's own mean rounded to float32 (a shift that keeps the sums
+        well conditioned), corrected for the rounding."""
+        n, d = X.shape
+        shift = X.mean(axis=0, dtype=np.float64).astype(np.float32)
+        total = np.zeros(d, dtype=np.float64)
+        scatter = np.zeros((d, d), dtype=np.float64)
+        for start in range(0, n, _CHUNK):
+            block = X[start : start + _CHUNK] - shift  # (b, d) float32
+            total += block.sum(axis=0, dtype=np.float64)
+            scatter += block.T @ block  # (d, d), float32 product, float64 sum
+        moved = total / n
+        return {
+            "n": np.array([n], np.int64),
+            "mean": shift.astype(np.float64) + moved,
+            "m2": scatter - n * np.outer(moved, moved),
+        }
 
     @staticmethod
     def _merge_stats(a: dict, b: dict) -> dict:

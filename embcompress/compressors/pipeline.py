@@ -31,14 +31,16 @@ class Pipeline(Compressor):
         """The stages' fit tags combined: it learns when a stage does, needs the most rows any stage
         needs, and reads the first rows only when every learning stage does. The rest is the stages'
         own (search reads the last stage's through the query space)."""
-        tags = [s.traits.fit for s in self.stages or []]
+        stages = self.stages or []
+        tags = [s.traits.fit for s in stages]
         rows = [t.first_rows for t in tags if t.learns]
         return Traits(
             fit=FitTags(
                 learns=bool(rows),
                 min_rows=max([t.min_rows for t in tags], default=1),
                 first_rows=None if not rows or None in rows else max(rows),
-            )
+            ),
+            output=stages[-1].traits.output if stages else "float",
         )
 
     @classmethod
@@ -53,8 +55,6 @@ class Pipeline(Compressor):
                     f"stage {i + 1} ({s.name}) was fitted on {s.n_features_in_} dims but stage {i} outputs "
                     f"{stages[i - 1].output_spec.width}"
                 )
-            if i < len(stages) - 1 and s.output_spec.kind != "float":
-                raise InputError(f"stage {i + 1} ({s.name}) outputs {s.output_spec.kind} codes; put it last")
         pipe._validate_params(stages[0].n_features_in_)
         pipe.stages_ = list(stages)
         pipe.n_features_in_ = stages[0].n_features_in_
@@ -63,9 +63,14 @@ class Pipeline(Compressor):
     def _validate_params(self, n_features: int) -> None:
         if not self.stages or not all(isinstance(s, Compressor) for s in self.stages):
             raise InputError("a pipeline needs a non-empty list of compressors")
-        for s in self.stages[:-1]:
+        for i, s in enumerate(self.stages[:-1]):
             if isinstance(s, Pipeline):
                 raise InputError("pipelines cannot be nested; list the stages in one pipeline")
+            if s.traits.output != "float":
+                raise InputError(
+                    f"stage {i + 1} ({s.name}) outputs {s.traits.output} codes, which no later stage can take; "
+                    "put it last"
+                )
 
     def _fit(self, batches, n_features: int) -> None:
         def fit_stage(stage: Compressor, done: list[Compressor]) -> None:
@@ -91,11 +96,6 @@ class Pipeline(Compressor):
         for i, template in enumerate(self.stages):
             stage = template.clone()
             fit_stage(stage, list(fitted))
-            if i < len(self.stages) - 1 and stage.output_spec.kind != "float":
-                raise InputError(
-                    f"stage {i + 1} ({stage.name}) outputs {stage.output_spec.kind} codes, which no later "
-                    "stage can take; put it last"
-                )
             fitted.append(stage)
         self.stages_ = fitted
 

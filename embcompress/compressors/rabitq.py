@@ -14,7 +14,7 @@ from ..core.capabilities import PlaneScan
 from ..core.errors import InputError
 from ..core.registry import register
 from ._codes import byte_tables, pack_planes, unpack_planes
-from ._sample import MeanStats, stream_mean
+from ._sample import MeanStats
 from .rotate import KINDS, hadamard_rotate, rotation_matrix
 
 BITS = (1, 2, 3, 4)
@@ -109,10 +109,6 @@ class RaBitQ(MeanStats, PlaneScan, Compressor):
         if isinstance(self.bits, bool) or self.bits not in BITS:
             raise InputError(f"rabitq bits must be one of {', '.join(map(str, BITS))} per dimension, got {self.bits!r}")
         make_rng(self.seed)
-
-    def _fit(self, batches, n_features: int) -> None:
-        self.center_ = stream_mean(batches)
-        self.rotation_ = rotation_matrix(self.rotation, n_features, self.seed)
 
     # ---- statistics combined from blocks (a cluster's row groups) --------------------------------
     def _fit_stats(self, stats: dict, n_features: int) -> None:

@@ -157,15 +157,11 @@ class Rotate(OptionalCentering, OrthogonalMap):
 
     def _fit_stats(self, stats: dict, n_features: int) -> None:
         self.rotation_ = rotation_matrix(self.kind, n_features, self.seed)
-        self.mean_ = self._centre_from(stats, None, n_features)
+        self.mean_ = self._centre_from(stats, n_features)
 
     def _validate_params(self, n_features: int) -> None:
         make_rng(self.seed)
         self._check_center()
-
-    def _fit(self, batches, n_features: int) -> None:
-        self.rotation_ = rotation_matrix(self.kind, n_features, self.seed)
-        self.mean_ = self._centre_from(None, batches, n_features)
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         if self.kind == "hadamard":  # the structured transform itself, not its dense matrix, on every core

@@ -51,7 +51,7 @@ class TableScan:
 
     @property
     def traits(self) -> "Traits":
-        return super().traits.but(scans={"tables"})  # type: ignore[misc]
+        return super().traits.but(output="codes", scans={"tables"})  # type: ignore[misc]
 
     def lookup_tables(self, Q: np.ndarray) -> np.ndarray:
         """(queries, code bytes, 256) float32 tables such that a code's score for a query (the
@@ -152,6 +152,26 @@ class BlockStats:
         """The part of a fit that reads the first :attr:`rows_after_stats` rows after
         :meth:`fit_from_stats`."""
 
+    def _fit(self, batches: Callable[[], Iterator[np.ndarray]], n_features: int) -> None:
+        """The family's one fit, whatever runs it: the statistics of each batch (of the first
+        ``traits.fit.first_rows`` rows where the fit reads only those), merged in order, then
+        :meth:`_fit_stats`, then :meth:`_after_stats` on the first rows where it needs them. A
+        family that learns nothing from the rows gets ``_fit_stats(None, n_features)``."""
+        tags = self.traits.fit  # type: ignore[attr-defined]
+        if not tags.learns:
+            self._fit_stats(None, n_features)
+            return
+        self._fit_stats(self._merged(self._block_stats(b) for b in _first(batches(), tags.first_rows)), n_features)
+        if self.rows_after_stats:
+            self._after_stats(batches)
+
+    def _merged(self, blocks: Iterable[dict]) -> dict:
+        """Block statistics merged in the order given."""
+        merged = None
+        for block in blocks:
+            merged = block if merged is None else self._merge_stats(merged, block)
+        return merged
+
     def fit_from_stats(self, stats: dict[str, np.ndarray], n_features: int) -> "Compressor":
         """Fit from merged block statistics (the fit frame checks the row count ``n`` where the
         statistics hold one). Returns self."""
@@ -164,13 +184,23 @@ class BlockStats:
         """Fit from per-block statistics merged in the order given; then, where
         :attr:`rows_after_stats` asks for them, from the first rows (``first_rows``: a function
         returning a fresh iterator of their batches). Returns self."""
-        merged = None
-        for block in blocks:
-            merged = block if merged is None else self._merge_stats(merged, block)
-        self.fit_from_stats(merged, n_features)
+        self.fit_from_stats(self._merged(blocks), n_features)
         if self.rows_after_stats:
             self._after_stats(first_rows)
         return self  # type: ignore[return-value]
+
+
+def _first(batches: Iterator[np.ndarray], rows: int | None) -> Iterator[np.ndarray]:
+    """The non-empty batches up to ``rows`` rows in all (the last one cut; None: every batch)."""
+    seen = 0
+    for b in batches:
+        if rows is not None:
+            b = b[: rows - seen]
+        seen += len(b)
+        if len(b):
+            yield b
+        if rows is not None and seen >= rows:
+            return
 
 
 class Affine:

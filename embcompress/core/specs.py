@@ -68,6 +68,9 @@ class FitTags:
     stats_per_batch: bool = False
 
 
+#: the kinds of output (:attr:`OutputSpec.kind`, :attr:`Traits.output`)
+OUTPUT_KINDS = ("float", "int8", "bits", "codes")
+
 #: how search can score a family's codes against float queries (:attr:`Traits.scans`)
 SCANS = ("tables", "dense", "planes", "rerank_tables")
 
@@ -78,11 +81,15 @@ class Traits:
     scikit-learn's ``Tags`` work: the base class makes the defaults, and each capability mixin of
     :mod:`embcompress.core.capabilities` and each family returns its parent's traits with its own
     changes (``super().traits.with_fit(...)`` or ``.but(...)``). Nothing probes a family for a
-    capability any other way. What depends on fitted state (the output, the query space) is
-    :attr:`Compressor.output_spec` and :attr:`Compressor.query_space`."""
+    capability any other way. The output's kind is declared here, before any fit; its width and bytes depend
+    on the fitted state (:attr:`Compressor.output_spec`). The query space is not a declaration: every
+    compressor has the same one (the stages before the last map a query into the space the last quantizes),
+    built from the fitted stages by :attr:`Compressor.query_space`."""
 
     #: how its fit reads data
     fit: FitTags = FitTags()
+    #: the kind of its output (:data:`OUTPUT_KINDS`), which its fitted ``output_spec.kind`` is
+    output: str = "float"
     #: how search scores its codes against a float query: "tables" (a lookup table per code byte),
     #: "dense" (per-dimension codes, decoded block by block), "planes" (bit-planes against 8-bit
     #: queries), "rerank_tables" (an asymmetric rerank by tables over code bytes)
@@ -107,6 +114,8 @@ class Traits:
             if unknown:
                 raise ValueError(f"unknown scans {sorted(unknown)}; known: {', '.join(SCANS)}")
             changes["scans"] = self.scans | frozenset(changes["scans"])
+        if changes.get("output", self.output) not in OUTPUT_KINDS:
+            raise ValueError(f"unknown output kind {changes['output']!r}; known: {', '.join(OUTPUT_KINDS)}")
         return replace(self, **changes)
 
 

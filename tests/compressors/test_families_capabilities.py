@@ -32,13 +32,6 @@ class Uniform4(BlockStats, DenseScan, Compressor):
     def __init__(self, seed: int = 0):
         self.seed = seed
 
-    def _fit(self, batches, n_features):
-        blocks = (self._block_stats(b) for b in batches())
-        merged = None
-        for s in blocks:
-            merged = s if merged is None else self._merge_stats(merged, s)
-        self._fit_stats(merged, n_features)
-
     def _block_stats(self, X):
         return {"lo": X.min(axis=0), "hi": X.max(axis=0)}
 

@@ -109,6 +109,7 @@ def test_declared_output_holds(spec, data):
     assert out.shape == (37, s.row_width)
     assert out.shape[1] * out.dtype.itemsize == s.nbytes
     assert s.metric in embcompress.core.base.METRICS
+    assert s.kind == from_spec(spec).traits.output  # declared before the fit, what the fit makes
     # decoded codes live in the space the last stage quantizes (its input), floats are their own decoding
     assert c.decode(out).shape == (37, c.query_space.last.n_features_in_ if s.kind == "codes" else s.width)
 
@@ -318,6 +319,32 @@ def test_every_compressor_module_registers_its_classes():
             assert get(cls.name) is cls, f"{cls.__name__} in {name}.py is not registered"
 
 
+def test_a_family_fitted_from_block_statistics_writes_its_fit_once():
+    """Its fit is BlockStats' own: the statistics of the batches, merged, then ``_fit_stats`` (no second
+    version of the fit beside the statistics), and a fit over batches equals one from the same blocks."""
+    from embcompress.core.capabilities import BlockStats
+
+    families = [cls for cls in registered() if issubclass(cls, BlockStats)]
+    assert {c.name for c in families} >= {"pca", "int8", "binary", "rabitq", "rotate", "normalize"}
+    for cls in families:
+        own = [k.__name__ for k in cls.__mro__[: cls.__mro__.index(BlockStats)] if "_fit" in vars(k)]
+        assert not own, f"{cls.name}: _fit written again in {own}"
+    X = make_vectors(3000, 24, seed=5)
+    blocks = np.array_split(X, 4)
+    for spec in (
+        "pca:8",
+        "int8",
+        "binary:mean",
+        "rabitq:2",
+        "rotate:center=true",
+        "binary:threshold=zero,decoder=levels",
+    ):
+        fitted = from_spec(spec).fit_batches(blocks)
+        stats = [from_spec(spec)._block_stats(b) for b in blocks]
+        merged = from_spec(spec).fit_from_block_stats(stats, 24, lambda: iter(blocks))  # binary's levels: first rows
+        np.testing.assert_array_equal(fitted.transform(X), merged.transform(X), err_msg=spec)
+
+
 def test_every_registered_family_has_contract_examples_and_an_sklearn_spec():
     names = {cls.name for cls in registered()}
     assert names <= {n for n, specs in EXAMPLES.items() if specs}, names - set(EXAMPLES)
@@ -353,6 +380,16 @@ def test_each_family_declares_its_capabilities_in_one_frozen_traits_value():
     assert t["int8"].state_in_file and t["int8"].fused_finite_check and t["int8"].fit.stats_per_batch
     assert t["pca"].affine and t["pca"].fit.block_stats and not t["pca"].fit.stats_per_batch
     assert t["truncate"].state_in_file and not t["truncate"].fit.learns
+    assert [t[n].output for n in ("pca", "int8", "binary", "sq", "rabitq", "chain")] == [
+        "float",
+        "int8",
+        "bits",
+        "codes",
+        "codes",
+        "bits",
+    ]
+    with pytest.raises(ValueError, match="unknown output kind"):
+        t["sq"].but(output="float16")
     assert from_spec("binary").fit_tags == t["binary"].fit  # the old name reads the same tags
     assert t["chain"].fit.learns and t["chain"].scans == frozenset()  # a chain's scans are its last stage's
     with pytest.raises(ValueError, match="unknown scans"):
