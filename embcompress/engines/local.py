@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import ExitStack, closing, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -23,11 +23,41 @@ from ..core.fitting import StatsPass, fit_recipe
 from ..io import VectorWriter, check_output_path, open_vectors
 from ..io.sources import is_dataset
 from ..core.persist import check_model_path, codes_file_config, save
+from ..core.requests import from_keywords
 
 DEFAULT_BATCH_SIZE = None  # automatic: about 4 MiB of input values per batch
 FILE_FORMAT_VERSION = 1
 
 Progress = Callable[[int], None]  # called with the number of rows just processed
+
+
+@dataclass(frozen=True)
+class CompressOptions:
+    """How a file goes through a fitted compressor (:func:`compress_file`, either engine): the vectors'
+    ``column``, the ``id_column`` and ``keep_columns`` carried into a parquet output, rows per batch, whether
+    an existing output is replaced, a ``progress`` callback of rows, and the worker ``threads`` (None: every
+    core; the bytes do not depend on it)."""
+
+    column: str | None = None
+    id_column: str | None = None
+    keep_columns: Sequence[str] = ()
+    batch_size: int | None = DEFAULT_BATCH_SIZE
+    overwrite: bool = False
+    progress: Progress | None = None
+    threads: int | None = None
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """What :func:`fit_and_compress` does beside compressing (whose options are a :class:`CompressOptions`
+    without ``progress``): whether to ``fit`` first, where to save the fitted model, a ``stage(description,
+    rows)`` that may return each pass's progress callback, and the ``engine`` that runs the passes (None:
+    this process)."""
+
+    fit: bool = True
+    save_model: str | os.PathLike | None = None
+    stage: Callable[[str, int], Progress | None] | None = None
+    engine: Any = None
 
 
 def fit_file(
@@ -164,50 +194,34 @@ def compress_file(
     src_path: str | os.PathLike,
     dst_path: str | os.PathLike,
     *,
-    column: str | None = None,
-    id_column: str | None = None,
-    keep_columns: Sequence[str] = (),
-    batch_size: int | None = DEFAULT_BATCH_SIZE,
-    overwrite: bool = False,
-    progress: Progress | None = None,
-    threads: int | None = None,
+    options: CompressOptions | None = None,
+    **given: Any,
 ) -> CompressResult:
-    """Stream ``src_path`` through a fitted ``comp`` into ``dst_path`` (.parquet or .npy).
-    Row groups are decoded and compressed on ``threads`` workers (None: every core) and written
-    in file order: the output bytes do not depend on ``threads``.
+    """Stream ``src_path`` through a fitted ``comp`` into ``dst_path`` (.parquet or .npy), as
+    :class:`CompressOptions` (given, or its fields as keyword arguments) says. Row groups are decoded and
+    compressed on ``threads`` workers (None: every core) and written in file order: the output bytes do not
+    depend on ``threads``.
 
     Parquet output keeps the id column (``id_column``, or a column named ``id`` if present) and
     ``keep_columns``; the embedding column keeps its name and holds the codes."""
+    (o,) = from_keywords("compress_file", given, CompressOptions, values=(options,))
     t0 = time.perf_counter()
-    src = open_to_compress(
-        comp, src_path, dst_path, column=column, id_column=id_column, keep_columns=keep_columns, overwrite=overwrite
-    )
+    src = open_to_compress(comp, src_path, dst_path, o)
     batches = src.batches(
-        batch_size,
-        threads=threads,
+        o.batch_size,
+        threads=o.threads,
         transform=lambda X, offset: comp.transform(X, row_offset=offset),
         result_row_bytes=comp.output_spec.nbytes,
     )
-    return write_codes(
-        comp, src, src_path, dst_path, batches, overwrite=overwrite, progress=progress, started=t0, threads=threads
-    )
+    return write_codes(comp, src, (src_path, dst_path), batches, o, started=t0)
 
 
-def open_to_compress(
-    comp: Compressor,
-    src_path,
-    dst_path,
-    *,
-    column=None,
-    id_column=None,
-    keep_columns=(),
-    overwrite: bool = False,
-    remote_ok: bool = False,
-):
+def open_to_compress(comp: Compressor, src_path, dst_path, options: CompressOptions, *, remote_ok: bool = False):
     """The input of a compression, opened after every check that can fail before any work: the
     output can be written, the input has rows, ``comp`` is fitted on inputs of its width."""
-    check_destination(src_path, dst_path, overwrite=overwrite, remote_ok=remote_ok)
-    src = open_vectors(src_path, column=column, id_column=id_column, keep_columns=keep_columns)
+    o = options
+    check_destination(src_path, dst_path, overwrite=o.overwrite, remote_ok=remote_ok)
+    src = open_vectors(src_path, column=o.column, id_column=o.id_column, keep_columns=o.keep_columns)
     if src.num_rows == 0:
         raise InputError(f"{src_path} has no rows; nothing to compress")
     comp._check_fitted()
@@ -220,22 +234,16 @@ def open_to_compress(
 
 
 def write_codes(
-    comp: Compressor,
-    src,
-    src_path,
-    dst_path,
-    batches: Iterator,
-    *,
-    overwrite: bool = False,
-    progress: Progress | None = None,
-    started: float | None = None,
-    threads: int | None = None,
+    comp: Compressor, src, paths: tuple, batches: Iterator, options: CompressOptions, *, started: float | None = None
 ) -> CompressResult:
     """Write the compressed ``batches`` of ``src`` (Batch objects in row order, each tagged with its
-    shard) to ``dst_path``: one file, or for a dataset a directory of shards with the input's
-    relative names (a file for every shard, empty ones too), put in place at the end. Any engine's
-    batches go through here, so every engine writes the same bytes. The codes' pages are
-    compressed on ``threads`` threads (None: every core); the bytes do not depend on it."""
+    shard) from ``paths`` (the input's, the output's) to the output: one file, or for a dataset a directory
+    of shards with the input's relative names (a file for every shard, empty ones too), put in place at the
+    end. Any engine's batches go through here, so every engine writes the same bytes. Of ``options``, it
+    reads ``overwrite``, ``progress`` and ``threads``: the codes' pages are compressed on that many threads
+    (None: every core); the bytes do not depend on it."""
+    src_path, dst_path = paths
+    overwrite, progress, threads = options.overwrite, options.progress, options.threads
     t0 = time.perf_counter() if started is None else started
     shards = src.shards
     sources = [src] if shards is None else shards
@@ -301,12 +309,14 @@ class _ShardWriters(ExitStack):
 
 
 __all__ = [
+    "CompressOptions",
     "CompressResult",
     "DEFAULT_BATCH_SIZE",
     "EmbcompressError",
     "compress_file",
     "fit_and_compress",
     "fit_file",
+    "JobOptions",
     "prefetch",
 ]
 
@@ -316,16 +326,9 @@ def fit_and_compress(
     src_path: str | os.PathLike,
     dst_path: str | os.PathLike,
     *,
-    fit: bool = True,
-    column: str | None = None,
-    id_column: str | None = None,
-    keep_columns: Sequence[str] = (),
-    batch_size: int | None = DEFAULT_BATCH_SIZE,
-    overwrite: bool = False,
-    save_model: str | os.PathLike | None = None,
-    stage: Callable[[str, int], Progress | None] | None = None,
-    threads: int | None = None,
-    engine: Any = None,
+    options: CompressOptions | None = None,
+    job: JobOptions | None = None,
+    **given: Any,
 ) -> dict[str, Any]:
     """The main job: fit ``comp`` on ``src_path`` (when ``fit``; a compressor that learns nothing
     from data only peeks at the first rows), stream the file through it into ``dst_path``, and
@@ -333,15 +336,20 @@ def fit_and_compress(
     work starts. ``stage(description, rows)`` may return a progress callback for each pass.
     ``engine`` runs the passes: None for this process (``threads`` workers), or an object with
     ``fit_file`` and ``compress_file`` such as :class:`embcompress.engines.ray.RayEngine`.
-    Returns the sizes, the ratio and the time."""
-    run = engine or _LOCAL
+    The options are a :class:`CompressOptions` and a :class:`JobOptions`, given or as their fields'
+    keyword arguments. Returns the sizes, the ratio and the time."""
+    o, j = from_keywords("fit_and_compress", given, CompressOptions, JobOptions, values=(options, job))
+    if o.progress is not None:
+        raise TypeError("fit_and_compress() reports progress through stage(description, rows), not progress")
+    column, batch_size, threads, overwrite, save_model = o.column, o.batch_size, o.threads, o.overwrite, j.save_model
+    run = j.engine or _LOCAL
     check_destination(src_path, dst_path, overwrite=overwrite, remote_ok=getattr(run, "writes_remote", False))
     if save_model is not None:
         check_model_path(save_model, overwrite=overwrite)
     rows = open_vectors(src_path, column=column).num_rows
-    stage = stage or (lambda description, total: None)
+    stage = j.stage or (lambda description, total: None)
     tags = comp.traits.fit
-    if fit and tags.learns:
+    if j.fit and tags.learns:
         run.fit_file(
             comp,
             src_path,
@@ -351,19 +359,10 @@ def fit_and_compress(
             progress=stage(f"fitting {comp.name}", min(rows, tags.first_rows or rows)),
             threads=threads,
         )
-    elif fit:  # only the width is needed: a small first batch
+    elif j.fit:  # only the width is needed: a small first batch
         fit_file(comp, src_path, column=column, batch_size=min(batch_size or 1024, 1024), max_rows=1024, threads=1)
     res = run.compress_file(
-        comp,
-        src_path,
-        dst_path,
-        column=column,
-        id_column=id_column,
-        keep_columns=keep_columns,
-        batch_size=batch_size,
-        overwrite=overwrite,
-        progress=stage(f"writing {output_name(dst_path)}", rows),
-        threads=threads,
+        comp, src_path, dst_path, options=replace(o, progress=stage(f"writing {output_name(dst_path)}", rows))
     )
     if save_model is not None:
         save(comp, save_model, overwrite=overwrite)

@@ -24,7 +24,8 @@ import numpy as np
 
 from ..core._fs import atomic_dir, check_output_dir
 from ..core.errors import FormatError, InputError
-from ..engines.local import DEFAULT_BATCH_SIZE, open_to_compress, write_codes
+from ..core.requests import from_keywords
+from ..engines.local import CompressOptions, open_to_compress, write_codes
 from ..search import Index
 from ..search.files import load_index
 from .plan import SavedPlan, load_plan
@@ -92,25 +93,21 @@ def apply_plan(
     src_path: str | os.PathLike,
     out_dir: str | os.PathLike,
     *,
-    column: str | None = None,
-    id_column: str | None = None,
-    keep_columns=(),
-    batch_size: int | None = DEFAULT_BATCH_SIZE,
-    overwrite: bool = False,
-    threads: int | None = None,
-    progress: Callable[[int], None] | None = None,
+    options: CompressOptions | None = None,
+    **given: Any,
 ) -> dict[str, Any]:
     """Write every tier the plan in ``plan_dir`` needs for the vectors of ``src_path`` into the
     directory ``out_dir``, reading the input once; the codes' file carries the ids and ``keep_columns``
-    as ``apply`` does. Returns the sizes written."""
+    as ``apply`` does. The options are those of a compression (:class:`~embcompress.engines.local.CompressOptions`,
+    given or as its fields' keyword arguments). Returns the sizes written."""
+    (o,) = from_keywords("apply_plan", given, CompressOptions, values=(options,))
+    batch_size, overwrite, threads = o.batch_size, o.overwrite, o.threads
     saved = load_plan(plan_dir)
     check_output_dir(out_dir, overwrite=overwrite)
     encode = encoder_of(saved)
     first = saved.first
     with atomic_dir(out_dir, overwrite=overwrite) as tmp:
-        src = open_to_compress(
-            first, src_path, tmp / FIRST_FILE, column=column, id_column=id_column, keep_columns=keep_columns
-        )
+        src = open_to_compress(first, src_path, tmp / FIRST_FILE, replace(o, overwrite=False))
         writer = (
             None if encode is None else _CopyWriter(tmp / COPY_FILE, _DTYPES[saved.plan.copy], src.num_rows, src.dim)
         )
@@ -126,14 +123,7 @@ def apply_plan(
 
         try:
             res = write_codes(
-                first,
-                src,
-                src_path,
-                tmp / FIRST_FILE,
-                _codes_only(batches, writer),
-                overwrite=True,
-                progress=progress,
-                threads=threads,
+                first, src, (src_path, tmp / FIRST_FILE), _codes_only(batches, writer), replace(o, overwrite=True)
             )
         except BaseException:
             if writer is not None:

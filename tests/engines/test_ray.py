@@ -118,7 +118,7 @@ def test_a_chain_fits_stage_by_stage_on_the_cluster(shards, local_ray, spec, mon
     real_rows, real_sample = engine_ray.row_batches, engine_ray.cluster_sample
     monkeypatch.setattr(ray_fit_module, "row_batches", lambda *a, **k: streamed.append(a[4]) or real_rows(*a, **k))
     monkeypatch.setattr(
-        ray_fit_module, "cluster_sample", lambda *a, **k: sampled.append(a[2].get("width")) or real_sample(*a, **k)
+        ray_fit_module, "cluster_sample", lambda *a, **k: sampled.append(a[2].width) or real_sample(*a, **k)
     )
     a = fit_file(from_spec(spec), shards)
     b = local_ray.fit_file(from_spec(spec), shards)
@@ -228,8 +228,8 @@ def test_ray_fit_on_a_sample_drawn_on_the_cluster(shards, local_ray):
     X, _ = read_all(shards)
     src = open_vectors(shards)
     units = engine_ray.units_of(src)
-    kwargs = {"config": None, "arrays": None, "column": "embedding", "carried": [], "dim": 48, "spec": None}
-    S = engine_ray.cluster_sample(ray, units, kwargs, 500, from_spec("sq:2:max_rows=500"), None, None)
+    task = engine_ray.UnitTask(config=None, arrays=None, column="embedding", carried=[], dim=48, spec=None)
+    S = engine_ray.cluster_sample(ray, units, task, 500, from_spec("sq:2:max_rows=500"), None, None)
     assert S.shape == (500, 48) and len(np.unique(S, axis=0)) == 500
     rows = {r.tobytes(): i for i, r in enumerate(X)}
     picked = np.array([rows[r.tobytes()] for r in S])  # every sampled row is a row of the data

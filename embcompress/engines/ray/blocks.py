@@ -5,6 +5,7 @@ in row order on the driver."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -22,6 +23,30 @@ from ...core.persist import build
 
 
 SEQ = "__embcompress_seq"
+
+
+@dataclass(frozen=True)
+class UnitTask:
+    """What a :class:`_Unit` actor does with each row group: compress it with the saved compressor
+    (``config``, ``arrays``; None: return the decoded vectors), carrying the ``carried`` columns; or return
+    its statistics for the unfitted compressor ``stats_of`` (``{"name", "params"}``); the vectors of
+    ``column`` are ``dim`` wide, and ``spec`` is the codes' output. ``prefix`` (saved stages) maps the rows
+    first, to ``width`` dimensions."""
+
+    config: dict | None
+    arrays: dict | None
+    column: str
+    carried: list
+    dim: int
+    spec: Any
+    stats_of: dict | None = None
+    prefix: dict | None = None
+    width: int | None = None
+
+    @property
+    def in_width(self) -> int:
+        """The width of the rows the task's compressor (or statistics) sees: after the prefix, if any."""
+        return self.width or self.dim
 
 
 def units_of(src) -> list[dict]:
@@ -48,24 +73,14 @@ class _Unit:
     compressor it rebuilt once from its config and arrays (no pickle), and returns Arrow tables
     tagged with their sequence number; without a compressor it returns the decoded vectors."""
 
-    def __init__(
-        self,
-        config: dict | None,
-        arrays: dict | None,
-        column: str,
-        carried: list,
-        dim: int,
-        spec: Any,
-        stats_of: dict | None = None,
-        prefix: dict | None = None,
-        width: int | None = None,
-    ):
+    def __init__(self, task: UnitTask):
+        config, arrays, stats_of, prefix = task.config, task.arrays, task.stats_of, task.prefix
         self.comp = from_config(config, arrays_from_json(arrays)) if config is not None else None
         # prefix: the fitted stages of a chain that map the rows before a later stage's fit sees them
         self.prefix = from_config(prefix["config"], arrays_from_json(prefix["arrays"])) if prefix else None
         # stats_of: {"name", "params"} of an unfitted compressor whose block statistics are returned
         self.stats_of = build(stats_of["name"], stats_of["params"]) if stats_of else None
-        self.column, self.carried, self.dim, self.spec = column, carried, dim, spec
+        self.column, self.carried, self.dim, self.spec = task.column, task.carried, task.dim, task.spec
         self.files: dict = {}
         self.direct: dict = {}  # path -> where io.pages decodes the column (None: pyarrow)
 
@@ -110,16 +125,12 @@ class _Unit:
         return pa.concat_tables(out)
 
 
-def row_batches(ray, units, kwargs, size: int, limit: int | None, workers, progress) -> Iterator[np.ndarray]:
+def row_batches(ray, units, task: UnitTask, size: int, limit: int | None, workers, progress) -> Iterator[np.ndarray]:
     """The rows of ``units`` (up to ``limit``), decoded on the cluster, in row order and in the
     local engine's batches (``size`` rows within each row group)."""
     seen = 0
-    for _, table in in_order(ray, units, kwargs, workers):
-        X = column_to_numpy(
-            table.column(kwargs["column"]).combine_chunks(),
-            kwargs.get("width") or kwargs["dim"],
-            column=kwargs["column"],
-        )
+    for _, table in in_order(ray, units, task, workers):
+        X = column_to_numpy(table.column(task.column).combine_chunks(), task.in_width, column=task.column)
         for start in range(0, len(X), size):
             part = X[start : start + size]
             if limit is not None:
@@ -133,34 +144,28 @@ def row_batches(ray, units, kwargs, size: int, limit: int | None, workers, progr
                 return
 
 
-def cluster_sample(ray, units: list, kwargs: dict, m: int, comp, workers, progress) -> np.ndarray:
+def cluster_sample(ray, units: list, task: UnitTask, m: int, comp, workers, progress) -> np.ndarray:
     """A uniform sample of ``m`` rows (all rows when there are fewer) drawn on the cluster: the
     driver splits ``m`` among the row groups by a multivariate hypergeometric draw over their row
     counts (from the metadata, nothing read), and each worker sends that many rows of its row
     group, chosen uniformly. Only the sample crosses the network."""
     sizes = np.array([u["rows"] for u in units], dtype=np.int64)
-    seed = int(getattr(comp, "seed", 0) or 0)
+    seed = int(comp.get_params(deep=False).get("seed") or 0)
     takes = sizes if sizes.sum() <= m else np.random.default_rng(seed).multivariate_hypergeometric(sizes, m)
     todo = [{**u, "take": int(t), "sample_seed": seed} for u, t in zip(units, takes) if t > 0]
     parts = []
-    for unit, table in in_order(ray, [{**u, "seq": k} for k, u in enumerate(todo)], kwargs, workers):
-        parts.append(
-            column_to_numpy(
-                table.column(kwargs["column"]).combine_chunks(),
-                kwargs.get("width") or kwargs["dim"],
-                column=kwargs["column"],
-            )
-        )
+    for unit, table in in_order(ray, [{**u, "seq": k} for k, u in enumerate(todo)], task, workers):
+        parts.append(column_to_numpy(table.column(task.column).combine_chunks(), task.in_width, column=task.column))
         if progress:
             progress(len(parts[-1]))
-    return np.concatenate(parts) if parts else np.empty((0, kwargs.get("width") or kwargs["dim"]), np.float32)
+    return np.concatenate(parts) if parts else np.empty((0, task.in_width), np.float32)
 
 
-def in_order(ray, units: list, actor_kwargs: dict, workers: int | None):
+def in_order(ray, units: list, task: UnitTask, workers: int | None):
     """(unit, table) for every unit, in sequence order, whatever order the cluster finishes them in."""
     ds = ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
         _Unit,
-        fn_constructor_kwargs=actor_kwargs,
+        fn_constructor_kwargs={"task": task},
         batch_size=1,
         batch_format="pyarrow",
         num_cpus=1,

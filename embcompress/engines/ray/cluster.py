@@ -4,9 +4,22 @@ wrong address or a missing token fails in seconds with one line."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from ...core._util import require
 from ...core.errors import InputError
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """Where and how wide a Ray job runs: a running cluster's ``address`` (None: Ray started here, on
+    ``num_cpus`` CPUs), at most ``workers`` tasks at once (None: one per CPU of the cluster), and whether a
+    dataset's finished shards are kept for a rerun (``resume``)."""
+
+    address: str | None = None
+    num_cpus: int | None = None
+    workers: int | None = None
+    resume: bool = False
 
 
 def connect(address: str | None = None, num_cpus: int | None = None):

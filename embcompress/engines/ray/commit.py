@@ -110,17 +110,7 @@ def write_dataset_remote(job: DatasetWrite, out) -> CompressResult:
     got = {"bytes": 0, "messages": 0, "task_seconds": 0.0}
     try:
         out.fs.create_dir(root)
-        run_shards(
-            job.ray,
-            comp,
-            jobs,
-            manifest,
-            workers=job.workers,
-            resume=False,
-            progress=job.progress,
-            got=got,
-            save=lambda m: None,
-        )
+        run_shards(job, jobs, manifest, got=got, save=lambda m: None)
         _totals(manifest)
         if out.kind() != "none":
             out.check(overwrite=job.overwrite)  # something appeared meanwhile: replaced only when asked
@@ -197,17 +187,7 @@ def write_dataset(job: DatasetWrite, dst_path) -> CompressResult:
     jobs = shard_jobs(src, str(root), fingerprint, skip=done)
     got = {"bytes": 0, "messages": 0, "task_seconds": 0.0}
     try:
-        run_shards(
-            job.ray,
-            comp,
-            jobs,
-            manifest,
-            workers=job.workers,
-            resume=resume,
-            progress=job.progress,
-            got=got,
-            save=lambda m: _write_manifest(root, m),
-        )
+        run_shards(job, jobs, manifest, got=got, save=lambda m: _write_manifest(root, m))
         _commit(root, dst, src.rels, manifest, job.overwrite)
     except BaseException as exc:  # Ctrl-C included: the workers were stopped; leave no shard
         if not resume:

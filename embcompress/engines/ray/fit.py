@@ -4,7 +4,8 @@ uniform sample drawn there, or every row in order; a chain stage by stage."""
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -14,21 +15,21 @@ from ...compressors.pipeline import Pipeline
 from ...io import open_vectors
 from ...io.readers import batch_rows
 from ...core.persist import arrays_from_json, arrays_to_json, from_config, to_config
-from .blocks import cluster_sample, first_units, in_order, row_batches, units_of
-from .cluster import connect
+from ...core.requests import from_keywords
+from .blocks import UnitTask, cluster_sample, first_units, in_order, row_batches, units_of
+from .cluster import ClusterOptions, connect
 
 
 def ray_fit(
     comp: Compressor,
     src_path,
     *,
-    address: str | None = None,
-    num_cpus: int | None = None,
+    cluster: ClusterOptions | None = None,
     column: str | None = None,
     max_rows: int | None = None,
     batch_size: int | None = None,
     progress=None,
-    workers: int | None = None,
+    **given,
 ) -> Compressor:
     """Fit on the cluster, executing the stage's recipe (:func:`embcompress.core.fitting.fit_recipe`). A
     compressor whose fit is a set of statistics that combine (PCA's count, mean and centred
@@ -46,34 +47,48 @@ def ray_fit(
     A chain is fitted stage by stage, one cluster pass per stage that learns from data: the
     workers map their rows through the stages fitted so far (shipped to them as saved state), then
     compute the next stage's statistics or draw its sample there. Only statistics and samples
-    reach the driver. With ``max_rows`` (the first rows) the driver reads them for the whole chain."""
+    reach the driver. With ``max_rows`` (the first rows) the driver reads them for the whole chain.
+    Where it runs is a :class:`~embcompress.engines.ray.cluster.ClusterOptions`, given or as its fields'
+    keyword arguments."""
+    (c,) = from_keywords("ray_fit", given, ClusterOptions, values=(cluster,))
     src = open_vectors(src_path, column=column)
     units = units_of(src)
-    ray = connect(address, num_cpus)
-    size = batch_rows(batch_size, src.nbytes_per_row)
-    kwargs = {"config": None, "arrays": None, "column": src.column, "carried": [], "dim": src.dim, "spec": None}
     if max_rows is not None:
         units = first_units(units, max_rows)
+    run = _FitPass(connect(c.address, c.num_cpus), src, units, batch_rows(batch_size, src.nbytes_per_row), c.workers)
+    task = UnitTask(config=None, arrays=None, column=src.column, carried=[], dim=src.dim, spec=None)
     if not isinstance(comp, Pipeline) or max_rows is not None:
-        return _fit_stage(ray, src, comp, units, kwargs, src.dim, size, max_rows, workers, progress)
+        return _fit_stage(run, comp, task, max_rows, progress)
 
     def fit_stage(stage: Compressor, done: list[Compressor]) -> None:
-        stage_kwargs, width = dict(kwargs), src.dim
+        stage_task = task
         if done:  # the workers apply the fitted stages before the next one sees the rows
             config, arrays = to_config(Pipeline.from_fitted(done))
-            width = done[-1].output_spec.width
-            stage_kwargs.update(prefix={"config": config, "arrays": arrays_to_json(arrays)}, width=width)
-        _fit_stage(ray, src, stage, units, stage_kwargs, width, size, None, workers, None if done else progress)
+            prefix = {"config": config, "arrays": arrays_to_json(arrays)}
+            stage_task = replace(task, prefix=prefix, width=done[-1].output_spec.width)
+        _fit_stage(run, stage, stage_task, None, None if done else progress)
 
     return comp.fit_stages(src.dim, fit_stage)
 
 
-def _first_rows_here(src, kwargs: dict, size: int, limit: int, progress) -> Iterator[np.ndarray]:
+@dataclass(frozen=True)
+class _FitPass:
+    """What every stage's pass over the cluster shares: Ray, the input, its units (row groups), the rows
+    per batch of the local engine, and at most ``workers`` tasks at once."""
+
+    ray: Any
+    src: Any
+    units: list
+    size: int
+    workers: int | None
+
+
+def _first_rows_here(src, task: UnitTask, size: int, limit: int, progress) -> Iterator[np.ndarray]:
     """The first ``limit`` rows in the local engine's batches, read by the driver itself from the
     shared storage (binary's levels read 65,536 rows; the user's max_rows) and mapped through a
     chain's fitted stages. Starting a Ray Data pipeline for them cost 15 s on a cluster started by
     `ray start` (its actors' start-up), more than the rows' decoding anywhere."""
-    prefix = kwargs.get("prefix")
+    prefix = task.prefix
     stages = from_config(prefix["config"], arrays_from_json(prefix["arrays"])) if prefix else None
     seen = 0
     for b in src.batches(size, max_rows=limit):
@@ -89,40 +104,31 @@ def _first_rows_here(src, kwargs: dict, size: int, limit: int, progress) -> Iter
             return
 
 
-def _fit_stage(
-    ray,
-    src,
-    comp: Compressor,
-    units: list,
-    kwargs: dict,
-    dim: int,
-    size: int,
-    max_rows: int | None,
-    workers: int | None,
-    progress,
-) -> Compressor:
-    """Fit one compressor (a chain's stage: its input is ``dim`` wide) as its recipe says
+def _fit_stage(run: _FitPass, comp: Compressor, task: UnitTask, max_rows: int | None, progress) -> Compressor:
+    """Fit one compressor (a chain's stage: its input is ``task.in_width`` wide) as its recipe says
     (:func:`~embcompress.core.fitting.fit_recipe`): statistics computed on the workers, a sample drawn
     there, every row in order through the cluster, or the first rows, read by the driver."""
+    ray, src, units, size, workers = run.ray, run.src, run.units, run.size, run.workers
     recipe = fit_recipe(comp, max_rows)
     if isinstance(recipe, WidthOnly):
-        return comp.fit_batches(lambda: _first_rows_here(src, kwargs, size, 1, None))
+        return comp.fit_batches(lambda: _first_rows_here(src, task, size, 1, None))
     if isinstance(recipe, Sample):
-        return comp.fit(cluster_sample(ray, units, kwargs, recipe.rows, comp, workers, progress))
+        return comp.fit(cluster_sample(ray, units, task, recipe.rows, comp, workers, progress))
     if isinstance(recipe, StatsPass) and recipe.limit is None:
 
         def blocks():
-            stats_kwargs = {**kwargs, "stats_of": {"name": comp.name, "params": comp.get_params(deep=False)}}
-            for unit, table in in_order(ray, units, stats_kwargs, workers):
+            stats_task = replace(task, stats_of={"name": comp.name, "params": comp.get_params(deep=False)})
+            for unit, table in in_order(ray, units, stats_task, workers):
                 if progress:
                     progress(unit["rows"])
                 yield arrays_from_json(json.loads(table.column("stats")[0].as_py()))
 
         # e.g. binary's levels: the first rows, in order, after the thresholds
+        dim = task.in_width
         comp._check_params()
         comp._validate_params(dim)
-        return comp.fit_from_block_stats(blocks(), dim, lambda: _first_rows_here(src, kwargs, size, recipe.after, None))
+        return comp.fit_from_block_stats(blocks(), dim, lambda: _first_rows_here(src, task, size, recipe.after, None))
     if isinstance(recipe, Stream):
-        return comp.fit_batches(lambda: row_batches(ray, units, kwargs, size, None, workers, progress))
+        return comp.fit_batches(lambda: row_batches(ray, units, task, size, None, workers, progress))
     limit = recipe.limit if isinstance(recipe, StatsPass) else recipe.rows  # the first rows, in order
-    return comp.fit_batches(lambda: _first_rows_here(src, kwargs, size, limit, progress))
+    return comp.fit_batches(lambda: _first_rows_here(src, task, size, limit, progress))

@@ -137,23 +137,15 @@ def shard_jobs(src, root: str, fingerprint: str, skip=(), **extra) -> list[dict]
     ]
 
 
-def run_shards(
-    ray,
-    comp: Compressor,
-    jobs: list[dict],
-    manifest: dict,
-    *,
-    workers: int | None,
-    resume: bool,
-    progress,
-    got: dict,
-    save,
-) -> None:
-    """Run one :func:`compress_shard` task per job, at most one per CPU of the cluster at a time,
-    recording each finished shard in ``manifest`` (``save(manifest)`` at most once a second with
-    ``resume``). On the first failure no more shards start; without ``resume`` it is raised at
-    once, with it after the running shards finished. On any exception (Ctrl-C too) the running
-    tasks are cancelled (:func:`_cancel`), and have ended, before it propagates."""
+def run_shards(write, jobs: list[dict], manifest: dict, *, got: dict, save) -> None:
+    """Run one :func:`compress_shard` task per job of the dataset write ``write``
+    (:class:`~embcompress.engines.ray.commit.DatasetWrite`: Ray, the compressor, at most ``workers`` tasks
+    at once, else one per CPU of the cluster, ``resume``, ``progress``), recording each finished shard in
+    ``manifest`` (``save(manifest)`` at most once a second with ``resume``) and what the driver received in
+    ``got``. On the first failure no more shards start; without ``resume`` it is raised at once, with it
+    after the running shards finished. On any exception (Ctrl-C too) the running tasks are cancelled
+    (:func:`_cancel`), and have ended, before it propagates."""
+    ray, comp, workers, resume, progress = write.ray, write.comp, write.workers, write.resume, write.progress
     config, arrays = to_config(comp)
     state_ref = ray.put((config, arrays_to_json(arrays)))
     task = ray.remote(num_cpus=1, max_retries=3)(compress_shard)
