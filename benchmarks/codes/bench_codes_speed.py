@@ -31,7 +31,7 @@ from _util import best_of  # noqa: E402
 from embcompress import from_spec  # noqa: E402
 from embcompress.core._parallel import map_rows, num_threads  # noqa: E402
 from embcompress.search import Index  # noqa: E402
-from embcompress.search.adc import scan_adc, scan_dense  # noqa: E402
+from embcompress.search.adc import Factors, scan_adc, scan_dense  # noqa: E402
 
 
 def correlated(n: int, d: int, rng) -> np.ndarray:
@@ -216,7 +216,8 @@ def dense_section(args, d: int, threads: int, rng) -> None:
                 return scan_adc(c.lookup_tables(q), codes, 10, scale=scale)
 
             def dense():
-                return scan_dense(c.dense_queries(q), codes, 10, layout=layout, bits=bits, levels=levels, scale=scale)
+                qd, f = c.dense_queries(q), Factors(scale=scale)
+                return scan_dense(qd, codes, 10, layout=layout, bits=bits, levels=levels, factors=f)
 
             t_t = best_of(tables, 1 if nq == 1000 else args.repeat)  # the slow one at 1000 queries: once
             t_d = best_of(dense, args.repeat)

@@ -21,7 +21,7 @@ where it could not be built.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -38,6 +38,18 @@ except ImportError:  # pragma: no cover - depends on the build
 
 def kernel_available() -> bool:
     return _adc is not None
+
+
+class Factors(NamedTuple):
+    """What a scan does to a code's raw score: ``raw * scale[j] + bias[j] * qconst[q]``, with a per-document
+    ``scale`` and ``bias`` and a per-query ``qconst`` (each optional; ``qconst`` goes with ``bias``)."""
+
+    scale: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    qconst: np.ndarray | None = None
+
+
+NO_FACTORS = Factors()
 
 
 def adc_scores(
@@ -238,15 +250,14 @@ def scan_dense(
     layout: str,
     bits: int,
     levels: np.ndarray,
-    scale: np.ndarray | None = None,
-    bias: np.ndarray | None = None,
-    qconst: np.ndarray | None = None,
+    factors: Factors = NO_FACTORS,
     threads: int | None = None,
     portable: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` (1..len(codes), validated by the caller) of per-dimension codes by the scores of
-    :func:`dense_scores`, best first, ties by lower index. The C kernel's AVX2 path and its
-    portable one (``portable=True``) give the same results; numpy where it was not built."""
+    :func:`dense_scores` (with ``factors``), best first, ties by lower index. The C kernel's AVX2 path and
+    its portable one (``portable=True``) give the same results; numpy where it was not built."""
+    scale, bias, qconst = factors
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     levels = np.ascontiguousarray(levels, dtype=np.float32)
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
@@ -289,17 +300,16 @@ def scan_decoded(
     nd: int,
     k: int,
     *,
-    scale: np.ndarray | None = None,
-    bias: np.ndarray | None = None,
-    qconst: np.ndarray | None = None,
+    factors: Factors = NO_FACTORS,
     doc_block: int = DECODED_DOC_BLOCK,
     query_block: int = QUERY_BLOCK,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` (1..nd, validated by the caller) of ``<queries[q], vectors(d0, d1)[j]> * scale +
-    bias * qconst`` over ``nd`` documents, best first, ties by lower index: each block of documents
-    is decoded once (``vectors(d0, d1)``, float32) and multiplied with every query by BLAS. For a
+    bias * qconst`` (``factors``) over ``nd`` documents, best first, ties by lower index: each block of
+    documents is decoded once (``vectors(d0, d1)``, float32) and multiplied with every query by BLAS. For a
     large batch this beats lookup tables, which cost a lookup per code byte and pair where the
     product runs near the core's peak (docs/decisions/0008)."""
+    scale, bias, qconst = factors
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     nq = len(queries)
     if bias is not None:
@@ -333,19 +343,18 @@ PLANE_PATHS = ("auto", "portable", "avx2")
 
 
 def planes_scores(
-    q8: np.ndarray,
-    step: np.ndarray,
-    offset: np.ndarray,
+    queries: tuple[np.ndarray, np.ndarray, np.ndarray],
     codes: np.ndarray,
     bits: int,
     plane_bytes: int,
-    scale: np.ndarray | None = None,
-    bias: np.ndarray | None = None,
-    qconst: np.ndarray | None = None,
+    factors: Factors = NO_FACTORS,
 ) -> np.ndarray:
-    """(queries, documents) float32 ``(<q8, u> * step + offset) * scale + bias * qconst`` for rows
-    of ``bits`` bit-planes of ``plane_bytes`` bytes (``u``: the per-dimension code), in numpy: the
+    """(queries, documents) float32 ``(<q8, u> * step + offset) * scale + bias * qconst`` for the quantized
+    ``queries`` ``(q8, step, offset)`` (:meth:`~embcompress.core.capabilities.PlaneScan.quantized_queries`)
+    and rows of ``bits`` bit-planes of ``plane_bytes`` bytes (``u``: the per-dimension code), in numpy: the
     reference for :func:`scan_planes`. The inner product is exact (integers)."""
+    q8, step, offset = queries
+    scale, bias, qconst = factors
     u = unpack_planes(np.ascontiguousarray(codes[:, : bits * plane_bytes]), bits, plane_bytes * 8).astype(np.int64)
     q = np.asarray(q8, np.int64)[:, : plane_bytes * 8].reshape(len(q8), plane_bytes, 8)[:, :, ::-1]  # bit order
     dots = q.reshape(len(q8), -1) @ u.T
@@ -354,24 +363,22 @@ def planes_scores(
 
 
 def scan_planes(
-    q8: np.ndarray,
-    step: np.ndarray,
-    offset: np.ndarray,
+    queries: tuple[np.ndarray, np.ndarray, np.ndarray],
     codes: np.ndarray,
     k: int,
     *,
     bits: int,
     plane_bytes: int,
-    scale: np.ndarray | None = None,
-    bias: np.ndarray | None = None,
-    qconst: np.ndarray | None = None,
+    factors: Factors = NO_FACTORS,
     threads: int | None = None,
     path: str = "auto",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` (1..len(codes), validated by the caller) of bit-plane codes for 8-bit queries by the scores of
-    :func:`planes_scores`, best first, ties by lower index. The integer inner products are exact, so every path of
-    the kernel (``path``: "auto", the best this CPU has; "avx2", at most AVX2; "portable") and numpy (where the
-    kernel was not built) give the same results."""
+    """Top-``k`` (1..len(codes), validated by the caller) of bit-plane codes for 8-bit queries ``(q8, step,
+    offset)`` by the scores of :func:`planes_scores`, best first, ties by lower index. The integer inner
+    products are exact, so every path of the kernel (``path``: "auto", the best this CPU has; "avx2", at most
+    AVX2; "portable") and numpy (where the kernel was not built) give the same results."""
+    q8, step, offset = queries
+    scale, bias, qconst = factors
     if path not in PLANE_PATHS:
         raise InputError(f"path must be one of {', '.join(PLANE_PATHS)}, got {path!r}")
     q8 = np.ascontiguousarray(q8, dtype=np.int8)
@@ -386,7 +393,8 @@ def scan_planes(
         def block(q0: int, q1: int, d0: int, d1: int) -> np.ndarray:
             docs = (None if a is None else a[d0:d1] for a in (scale, bias))
             qc = None if bias is None else qconst[q0:q1]
-            return planes_scores(q8[q0:q1], step[q0:q1], offset[q0:q1], codes[d0:d1], bits, plane_bytes, *docs, qc)
+            qs = (q8[q0:q1], step[q0:q1], offset[q0:q1])
+            return planes_scores(qs, codes[d0:d1], bits, plane_bytes, Factors(*docs, qc))
 
         return scan_blocks(block, nq, nd, k)
     sc = b"" if scale is None else np.ascontiguousarray(scale, dtype=np.float32)

@@ -14,7 +14,7 @@ import numpy as np
 from ..core._parallel import one_blas_thread
 from ..core._util import normalize_rows
 from ..core.errors import InputError
-from .adc import book_vectors, dense_vectors, rows_table_sums, scan_adc, scan_decoded, scan_dense, scan_planes
+from .adc import Factors, book_vectors, dense_vectors, rows_table_sums, scan_adc, scan_decoded, scan_dense, scan_planes
 from .exact import scan_blocks
 from .hamming import scan_hamming
 
@@ -209,34 +209,16 @@ class CodesScorer(_Scorer):
                 Qb = Q[s : s + ADC_QUERY_BLOCK]
                 qf = comp.query_space.linear(Qb)
                 qconst = None if recon is None else (Qb @ recon[1] + last.adc_offset(qf)).astype(np.float32)
+                factors = Factors(scale, bias, qconst)
                 if self.planes:
-                    q8, step, offset = last.quantized_queries(qf)
                     bits, plane_bytes = last.plane_layout()
                     out = scan_planes(
-                        q8,
-                        step,
-                        offset,
-                        self.codes,
-                        k,
-                        bits=bits,
-                        plane_bytes=plane_bytes,
-                        scale=scale,
-                        bias=bias,
-                        qconst=qconst,
+                        last.quantized_queries(qf), self.codes, k, bits=bits, plane_bytes=plane_bytes, factors=factors
                     )
                 elif dense:
                     layout, bits, levels = self.dense
-                    out = scan_dense(
-                        last.dense_queries(qf),
-                        self.codes,
-                        k,
-                        layout=layout,
-                        bits=bits,
-                        levels=levels,
-                        scale=scale,
-                        bias=bias,
-                        qconst=qconst,
-                    )
+                    dq = last.dense_queries(qf)
+                    out = scan_dense(dq, self.codes, k, layout=layout, bits=bits, levels=levels, factors=factors)
                 else:
                     out = scan_adc(last.lookup_tables(qf), self.codes, k, scale=scale, bias=bias, qconst=qconst)
                 scores[s : s + ADC_QUERY_BLOCK], rows[s : s + ADC_QUERY_BLOCK] = out
@@ -255,9 +237,7 @@ class CodesScorer(_Scorer):
             lambda d0, d1: dec.vectors(self.codes[d0:d1]),
             len(self.codes),
             k,
-            scale=scale,
-            bias=bias,
-            qconst=qconst,
+            factors=Factors(scale, bias, qconst),
         )
 
 

@@ -11,7 +11,7 @@ from embcompress.search import Index
 from embcompress.search import adc as adc_module
 from embcompress.search import topk as topk_mod
 from embcompress.search import scorers as scorers_module
-from embcompress.search.adc import adc_scores, adc_topk, dense_scores, scan_adc, scan_dense
+from embcompress.search.adc import Factors, adc_scores, adc_topk, dense_scores, scan_adc, scan_dense
 from embcompress.search.exact import topk_by_blocks
 
 
@@ -83,16 +83,14 @@ def test_dense_kernel_equals_reference_with_ties_by_row(layout, bits, monkeypatc
                     layout=layout,
                     bits=bits,
                     levels=levels,
-                    scale=sc,
-                    bias=bi,
-                    qconst=None if qc is None else qc[q],
+                    factors=Factors(sc, bi, None if qc is None else qc[q]),
                     threads=threads,
                     portable=portable,
                 )
                 np.testing.assert_array_equal(i, ri[q])
                 np.testing.assert_array_equal(s, rs[q])
     monkeypatch.setattr(adc_module, "_adc", None)  # where the kernel was not built: numpy, same results
-    s, i = scan_dense(Q, codes, 25, layout=layout, bits=bits, levels=levels, scale=scale, bias=bias, qconst=qconst)
+    s, i = scan_dense(Q, codes, 25, layout=layout, bits=bits, levels=levels, factors=Factors(scale, bias, qconst))
     np.testing.assert_array_equal(i, ri)
     np.testing.assert_array_equal(s, rs)
 
@@ -121,15 +119,15 @@ def test_plane_kernel_equals_reference_with_ties_by_row(bits, d, monkeypatch):
     for sc, bi, qc in ((None, None, None), (scale, bias, qconst)):
         rs, ri = topk_by_blocks(
             lambda q0, q1, d0, d1: adc_module.planes_scores(
-                Q8[q0:q1],
-                step[q0:q1],
-                offset[q0:q1],
+                (Q8[q0:q1], step[q0:q1], offset[q0:q1]),
                 codes[d0:d1],
                 bits,
                 pb,
-                None if sc is None else sc[d0:d1],
-                None if bi is None else bi[d0:d1],
-                None if qc is None else qc[q0:q1],
+                Factors(
+                    None if sc is None else sc[d0:d1],
+                    None if bi is None else bi[d0:d1],
+                    None if qc is None else qc[q0:q1],
+                ),
             ),
             9,
             nd,
@@ -137,33 +135,29 @@ def test_plane_kernel_equals_reference_with_ties_by_row(bits, d, monkeypatch):
         )
         # the reference itself: <q8, u> in dimension order
         want = Q8.reshape(9, -1, 8)[:, :, ::-1].reshape(9, dpad)[:, :d].astype(np.int64) @ u.T.astype(np.int64)
-        got = adc_module.planes_scores(Q8, step, offset, codes, bits, pb)
+        got = adc_module.planes_scores((Q8, step, offset), codes, bits, pb)
         np.testing.assert_array_equal(
             got, (want.astype(np.float32) * step[:, None] + offset[:, None]).astype(np.float32)
         )
         for threads, path in ((1, "auto"), (2, "auto"), (1, "avx2"), (2, "avx2"), (3, "portable")):
             for q in (slice(None), slice(0, 1), slice(1, 4), slice(2, 7)):
                 s, i = adc_module.scan_planes(
-                    Q8[q],
-                    step[q],
-                    offset[q],
+                    (Q8[q], step[q], offset[q]),
                     codes,
                     25,
                     bits=bits,
                     plane_bytes=pb,
-                    scale=sc,
-                    bias=bi,
-                    qconst=None if qc is None else qc[q],
+                    factors=Factors(sc, bi, None if qc is None else qc[q]),
                     threads=threads,
                     path=path,
                 )
                 np.testing.assert_array_equal(i, ri[q])
                 np.testing.assert_array_equal(s, rs[q])
     with pytest.raises(InputError, match="path must be one of auto, portable, avx2"):
-        adc_module.scan_planes(Q8, step, offset, codes, 5, bits=bits, plane_bytes=pb, path="avx512")
+        adc_module.scan_planes((Q8, step, offset), codes, 5, bits=bits, plane_bytes=pb, path="avx512")
     monkeypatch.setattr(adc_module, "_adc", None)
     s, i = adc_module.scan_planes(
-        Q8, step, offset, codes, 25, bits=bits, plane_bytes=pb, scale=scale, bias=bias, qconst=qconst
+        (Q8, step, offset), codes, 25, bits=bits, plane_bytes=pb, factors=Factors(scale, bias, qconst)
     )
     np.testing.assert_array_equal(i, ri)
 
@@ -177,7 +171,7 @@ def test_rabitq_search_scores_against_8bit_queries_close_to_float(code_data):
         codes, scale = c.adc_codes(c.transform(D))
         q8, step, offset = c.quantized_queries(Q)
         B, pb = c.plane_layout()
-        est = adc_module.planes_scores(q8, step, offset, codes, B, pb)
+        est = adc_module.planes_scores((q8, step, offset), codes, B, pb)
         exact = adc_scores(c.lookup_tables(Q), codes)
         # in cosine units (over |P^T q| |g|) the rounding error's deviation is max|q_j| / (127 sqrt(12) |q|)
         Qr = c.dense_queries(Q)
@@ -189,17 +183,14 @@ def test_rabitq_search_scores_against_8bit_queries_close_to_float(code_data):
         index = Index(c.transform(D), compressor=c)  # search takes this path, few queries or many
         for nq in (1, 70):
             rows = index.search(Q[:nq], 10).rows
+            recon = index.scorer.reconstruction()
             want = adc_module.scan_planes(
-                q8[:nq],
-                step[:nq],
-                offset[:nq],
+                (q8[:nq], step[:nq], offset[:nq]),
                 codes,
                 10,
                 bits=B,
                 plane_bytes=pb,
-                scale=index.scorer._factors(index.scorer.reconstruction()[0]),
-                bias=index.scorer.reconstruction()[0],
-                qconst=(Q[:nq] @ index.scorer.reconstruction()[1] + c.adc_offset(Q[:nq])),
+                factors=Factors(index.scorer._factors(recon[0]), recon[0], Q[:nq] @ recon[1] + c.adc_offset(Q[:nq])),
             )[1]
             assert (rows == want).mean() > 0.98  # the queries' float products differ in last bits by batch shape
 
@@ -211,9 +202,10 @@ def test_dense_paths_agree_bit_for_bit_on_real_codes(code_data):
     codes, scale = c.adc_codes(c.transform(D))
     layout, bits, levels = c.dense_codes()
     qd = c.dense_queries(Q)
-    fast = scan_dense(qd, np.ascontiguousarray(codes), 30, layout=layout, bits=bits, levels=levels, scale=scale)
+    f = Factors(scale=scale)
+    fast = scan_dense(qd, np.ascontiguousarray(codes), 30, layout=layout, bits=bits, levels=levels, factors=f)
     slow = scan_dense(
-        qd, np.ascontiguousarray(codes), 30, layout=layout, bits=bits, levels=levels, scale=scale, portable=True
+        qd, np.ascontiguousarray(codes), 30, layout=layout, bits=bits, levels=levels, factors=f, portable=True
     )
     np.testing.assert_array_equal(fast[0], slow[0])
     np.testing.assert_array_equal(fast[1], slow[1])
