@@ -89,6 +89,31 @@ class PageIndex:
     first_values: list
 
 
+@dataclass(frozen=True)
+class Span:
+    """Rows ``(start, stop)`` of a row group, and the :class:`PageIndex` that finds the page holding
+    ``start`` (None: decoding starts at the chunk's first page)."""
+
+    rows: tuple[int, int]
+    index: PageIndex | None = None
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What every page of a column chunk is read with: the file, the chunk's codec, the column and the
+    vectors' width (a new list every ``dim`` values, every value present), and whether checksums are verified."""
+
+    fd: int
+    codec: object
+    col: Column
+    dim: int
+    verify_crc: bool
+
+    @property
+    def def_width(self) -> int:
+        return int(self.col.max_def).bit_length()
+
+
 def scan_pages(fd: int, md: pq.FileMetaData, g: int, col: Column, dim: int) -> PageIndex:
     """The page index of row group ``g``'s column chunk (about 10 us per page), so that workers can
     start decoding at any row. Raises :class:`Unsupported` where :func:`decode_group` would."""
@@ -122,21 +147,21 @@ def decode_group(
     dim: int,
     batch_size: int,
     *,
-    rows: tuple[int, int] | None = None,
-    index: PageIndex | None = None,
+    span: Span | None = None,
     verify_crc: bool = True,
 ) -> Iterator[np.ndarray]:
-    """The vectors of row group ``g`` (or of its rows ``rows = (start, stop)``) as float32
+    """The vectors of row group ``g`` (or of its rows ``span.rows = (start, stop)``) as float32
     ``(rows, dim)`` arrays of ``batch_size`` rows from ``start`` (the last one shorter): with
     ``start`` a multiple of ``batch_size``, the batches pyarrow's ``iter_batches`` cuts. With
-    ``index`` (:func:`scan_pages`) decoding starts at the page that holds ``start``. Raises
+    ``span.index`` (:func:`scan_pages`) decoding starts at the page that holds ``start``. Raises
     :class:`Unsupported` (before the first batch or between batches) where pyarrow must take over."""
     chunk, codec, pos, end = _chunk(md, g, col)
+    r = _Reading(fd, codec, col, dim, verify_crc)
     nrows = md.row_group(g).num_rows
     total = nrows * dim
-    first, stop = (0, nrows) if rows is None else rows
+    first, stop = (0, nrows) if span is None else span.rows
     lo, hi = first * dim, stop * dim  # the values wanted
-    def_width = int(col.max_def).bit_length()
+    index = None if span is None else span.index
     # seen: the index in the row group of the next page's first value
     pos, seen, dictionary = (
         (pos, 0, None) if index is None or lo == 0 else _jump(fd, chunk, index, lo, (pos, end), codec, verify_crc)
@@ -151,7 +176,7 @@ def decode_group(
         n = _plain_values(header, codec, csize, lo - seen, hi - seen)
         dests = fill.destinations(n) if n else None
         if dests:  # its values read or decompressed straight into the batches
-            _read_plain(fd, pos + hlen, csize, header, codec, n, dests, def_width, col, dim, seen, verify_crc)
+            _read_plain(r, (pos + hlen, csize), header, n, dests, seen)
             pos += hlen + csize
             seen += n
             yield from fill.advance(n)
@@ -162,9 +187,9 @@ def decode_group(
             dictionary = dictionary_values(header, decompress(codec, data, usize))
             continue
         if kind == DATA_PAGE:
-            n, values, encoding = _v1_values(header, data, codec, usize, def_width, col, dim, seen)
+            n, values, encoding = _v1_values(r, header, data, usize, seen)
         elif kind == DATA_PAGE_V2:
-            n, values, encoding = _v2_values(header, data, codec, usize, csize, def_width, col, dim, seen)
+            n, values, encoding = _v2_values(r, header, data, (usize, csize), seen)
         else:
             raise Unsupported(f"page type {kind}")
         if not isinstance(n, int) or n < 0 or seen + n > total:
@@ -172,7 +197,7 @@ def decode_group(
         page = page_values(values, encoding, n, dictionary)
         yield from fill.put(page[max(lo - seen, 0) : min(hi - seen, n)])  # the part of this page that is wanted
         seen += n
-    if fill.done != hi or (rows is None and seen != total):
+    if fill.done != hi or (span is None and seen != total):
         raise Unsupported(f"{seen} values in the column chunk, expected {total}")
 
 
@@ -251,24 +276,13 @@ def _plain_values(header: dict, codec, csize: int, first: int, last: int) -> int
     return n
 
 
-def _read_plain(
-    fd: int,
-    at: int,
-    csize: int,
-    header: dict,
-    codec,
-    n: int,
-    dests: list[np.ndarray],
-    def_width: int,
-    col: Column,
-    dim: int,
-    seen: int,
-    verify_crc: bool,
-) -> None:
-    """A page :func:`_plain_values` accepted: its levels into a scratch buffer and its ``n`` values
-    straight into ``dests`` (one or two float32 views, ``n`` values in all), by one ``preadv`` or
-    one snappy decompression (no copy of the values in between), checksummed and checked as
-    :func:`_page_data` and :func:`_v1_values` do."""
+def _read_plain(r: _Reading, where: tuple[int, int], header: dict, n: int, dests: list[np.ndarray], seen: int) -> None:
+    """A page :func:`_plain_values` accepted (its body at ``where = (offset, compressed size)``): its
+    levels into a scratch buffer and its ``n`` values straight into ``dests`` (one or two float32 views,
+    ``n`` values in all), by one ``preadv`` or one snappy decompression (no copy of the values in between),
+    checksummed and checked as :func:`_page_data` and :func:`_v1_values` do."""
+    fd, codec, verify_crc = r.fd, r.codec, r.verify_crc
+    at, csize = where
     sub = header.get(PageHeader.DATA_PAGE_HEADER) or {}
     levels = bytearray(header.get(PageHeader.UNCOMPRESSED_PAGE_SIZE) - 4 * n)
     values = [memoryview(d).cast("B") for d in dests]
@@ -281,21 +295,21 @@ def _read_plain(
         if os.preadv(fd, [levels, *values], at) != csize:
             raise Unsupported("file ends inside a page")
         check_crc(header, verify_crc, levels, *values)
-    if _v1_levels(sub, memoryview(levels), n, def_width, col, dim, seen) != len(levels):
+    if _v1_levels(r, sub, memoryview(levels), n, seen) != len(levels):
         raise Unsupported("page values")  # the values start right after the levels, and are exactly 4 n bytes
 
 
-def _v1_values(header: dict, data, codec, usize: int, def_width: int, col: Column, dim: int, seen: int):
+def _v1_values(r: _Reading, header: dict, data, usize: int, seen: int):
     """(value count, the encoded values, their encoding) of a v1 data page, its levels checked: every
     value present, a new list every ``dim`` values from value ``seen`` of the chunk."""
     sub = header.get(PageHeader.DATA_PAGE_HEADER) or {}
     n = sub.get(DataPageHeader.NUM_VALUES, -1)
-    raw = memoryview(decompress(codec, data, usize))
-    at = _v1_levels(sub, raw, n, def_width, col, dim, seen)
+    raw = memoryview(decompress(r.codec, data, usize))
+    at = _v1_levels(r, sub, raw, n, seen)
     return n, raw[at:], sub.get(DataPageHeader.ENCODING)
 
 
-def _v1_levels(sub: dict, raw: memoryview, n: int, def_width: int, col: Column, dim: int, seen: int) -> int:
+def _v1_levels(r: _Reading, sub: dict, raw: memoryview, n: int, seen: int) -> int:
     """Check the levels at the start of a v1 page's uncompressed body ``raw`` (header ``sub``):
     RLE, every value present, a new list every ``dim`` values from value ``seen`` of the chunk.
     Returns where the values start."""
@@ -304,12 +318,14 @@ def _v1_levels(sub: dict, raw: memoryview, n: int, def_width: int, col: Column, 
         or sub.get(DataPageHeader.REPETITION_LEVEL_ENCODING, RLE) != RLE
     ):
         raise Unsupported("level encoding")
-    at = check_levels_v1(raw, 0, 1, n, 1, dim, seen)
-    return check_levels_v1(raw, at, def_width, n, col.max_def, 0, 0) if def_width else at
+    at = check_levels_v1(raw, 0, 1, n, 1, r.dim, seen)
+    return check_levels_v1(raw, at, r.def_width, n, r.col.max_def, 0, 0) if r.def_width else at
 
 
-def _v2_values(header: dict, data, codec, usize: int, csize: int, def_width: int, col: Column, dim: int, seen: int):
-    """As :func:`_v1_values`, for a v2 data page (levels stored uncompressed before the values)."""
+def _v2_values(r: _Reading, header: dict, data, sizes: tuple[int, int], seen: int):
+    """As :func:`_v1_values`, for a v2 data page (levels stored uncompressed before the values; ``sizes``:
+    the page's uncompressed and compressed sizes)."""
+    usize, csize = sizes
     sub = header.get(PageHeader.DATA_PAGE_HEADER_V2) or {}
     n, nulls = sub.get(DataPageHeaderV2.NUM_VALUES, -1), sub.get(DataPageHeaderV2.NUM_NULLS, -1)
     rep_len = sub.get(DataPageHeaderV2.REPETITION_LEVELS_BYTE_LENGTH, -1)
@@ -317,14 +333,14 @@ def _v2_values(header: dict, data, codec, usize: int, csize: int, def_width: int
     if nulls != 0 or not all(isinstance(v, int) and v >= 0 for v in (n, rep_len, def_len)) or rep_len + def_len > csize:
         raise Unsupported("v2 page header")
     levels = memoryview(data)[: rep_len + def_len]
-    check_stream(levels[:rep_len], 1, n, 1, dim, seen)
-    if def_width:
-        check_stream(levels[rep_len:], def_width, n, col.max_def, 0, 0)
+    check_stream(levels[:rep_len], 1, n, 1, r.dim, seen)
+    if r.def_width:
+        check_stream(levels[rep_len:], r.def_width, n, r.col.max_def, 0, 0)
     body = memoryview(data)[rep_len + def_len :]
     compressed = sub.get(DataPageHeaderV2.IS_COMPRESSED, True)
     return (
         n,
-        memoryview(decompress(codec, body, usize - rep_len - def_len)) if compressed else body,
+        memoryview(decompress(r.codec, body, usize - rep_len - def_len)) if compressed else body,
         sub.get(DataPageHeaderV2.ENCODING),
     )
 
@@ -359,23 +375,16 @@ def _dictionary(fd: int, pos: int, end: int, codec, verify_crc: bool) -> np.ndar
 
 
 def read_group(
-    path,
-    md: pq.FileMetaData,
-    g: int,
-    col: Column,
-    dim: int,
-    *,
-    rows: tuple[int, int] | None = None,
-    index: PageIndex | None = None,
+    path, md: pq.FileMetaData, g: int, col: Column, dim: int, *, span: Span | None = None
 ) -> np.ndarray | None:
-    """Row group ``g`` (or its rows ``rows``; ``index`` from :func:`scan_pages` to start at the
+    """Row group ``g`` (or its rows ``span.rows``; ``span.index`` from :func:`scan_pages` to start at the
     right page) as one ``(rows, dim)`` float32 array, or None where pyarrow must read it."""
-    first, stop = rows or (0, md.row_group(g).num_rows)
+    first, stop = (0, md.row_group(g).num_rows) if span is None else span.rows
     if stop <= first:
         return None
     try:
         with open(path, "rb", buffering=0) as f:
-            (X,) = decode_group(f.fileno(), md, g, col, dim, stop - first, rows=rows, index=index)
+            (X,) = decode_group(f.fileno(), md, g, col, dim, stop - first, span=span)
     except (Unsupported, OSError):
         return None
     return X

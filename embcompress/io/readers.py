@@ -75,16 +75,16 @@ def read_group(
     column: str,
     dim: int,
     direct: pages.Column | None,
-    rows: tuple[int, int] | None = None,
-    index: pages.PageIndex | None = None,
+    span: pages.Span | None = None,
     offset: int = 0,
 ) -> np.ndarray:
-    """Row group ``g`` of ``pf`` (or its ``rows = (start, stop)``) as one checked float32 array
+    """Row group ``g`` of ``pf`` (or its rows ``span.rows = (start, stop)``) as one checked float32 array
     ``(rows, dim)``: through the direct page decoder (:mod:`.pages`; ``direct`` from
-    :func:`~.pages.find_column`, ``index`` from :func:`~.pages.scan_pages` to start at the right
+    :func:`~.pages.find_column`, ``span.index`` from :func:`~.pages.scan_pages` to start at the right
     page), and through pyarrow for every layout it does not take. The one row-group read of the
     stores and the Ray workers; errors name rows from ``offset``."""
-    X = None if direct is None else pages.read_group(path, pf.metadata, g, direct, dim, rows=rows, index=index)
+    rows = None if span is None else span.rows
+    X = None if direct is None else pages.read_group(path, pf.metadata, g, direct, dim, span=span)
     if X is not None:
         check_values(X, what=f"column {column!r}", row_offset=offset)
         return X
@@ -275,8 +275,7 @@ class ParquetVectors(Streamed):
             column=self.column,
             dim=self.dim,
             direct=direct,
-            rows=None if whole else rows,
-            index=index,
+            span=None if whole else pages.Span(rows, index),
             offset=offset,
         )
 
@@ -335,9 +334,8 @@ class ParquetVectors(Streamed):
         done or hands over to pyarrow (then this stops early and the caller goes on from the next
         batch)."""
         with open(self.path, "rb", buffering=0) as f:  # closed when the row group is done or abandoned
-            vectors_it = pages.decode_group(
-                f.fileno(), pf.metadata, g, self._direct, self.dim, batch_size, rows=rows, index=index
-            )
+            span = None if rows is None else pages.Span(rows, index)
+            vectors_it = pages.decode_group(f.fileno(), pf.metadata, g, self._direct, self.dim, batch_size, span=span)
             carried = None
             if self.carried_columns:
                 carried = pf.iter_batches(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 from ..core._util import sample_rows
+from ..core.requests import from_keywords
 from ..core.errors import FormatError
 from .sources import open_vectors
 
@@ -27,6 +29,21 @@ def _carried_rows(col: pa.Array, take, path, name: str, offset: int) -> pa.Array
     return out
 
 
+@dataclass(frozen=True)
+class ReadOptions:
+    """What a whole read or a sample takes of a vector file: the vectors' ``column`` (None: the one
+    there is), the ``id_column``, a ``label_column`` read beside them, ``codes`` (False: float vectors
+    only; True: codes only; None: either), the decoding ``threads`` (None: every core) and whether the ids
+    come back as one Arrow column (``arrow_ids``)."""
+
+    column: str | None = None
+    id_column: str | None = None
+    label_column: str | None = None
+    codes: bool | None = False
+    threads: int | None = None
+    arrow_ids: bool = False
+
+
 def read_all(
     path: str | os.PathLike,
     *,
@@ -40,28 +57,24 @@ def read_all(
     streaming code uses :func:`open_vectors`. ``arrow_ids`` returns the ids as one Arrow column
     instead of a list: 10 million short string ids take about 120 MB so, against about 0.7 GB as
     Python strings, which is what a search index over a large file holds them as."""
-    X, ids, _ = read_sample(path, column=column, id_column=id_column, codes=codes, threads=threads, arrow_ids=arrow_ids)
+    read = ReadOptions(column=column, id_column=id_column, codes=codes, threads=threads, arrow_ids=arrow_ids)
+    X, ids, _ = read_sample(path, options=read)
     return X, ids
 
 
 def read_sample(
-    path: str | os.PathLike,
-    *,
-    limit: int | None = None,
-    column: str | None = None,
-    id_column: str | None = None,
-    label_column: str | None = None,
-    codes: bool | None = False,
-    threads: int | None = None,
-    seed: int = 0,
-    arrow_ids: bool = False,
+    path: str | os.PathLike, *, limit: int | None = None, seed: int = 0, options: ReadOptions | None = None, **given
 ) -> tuple[np.ndarray, list | pa.ChunkedArray | None, list | None]:
     """A seeded uniform sample of ``limit`` rows of a vector file, drawn across all of it (every
     row group and shard) and returned in file order; every row when ``limit`` is None or not
     smaller than the file. (vectors, ids or None, labels or None). ``label_column`` names a column
     read beside the vectors (an error names the columns there are when it is missing). The file is
     streamed once; only the sampled rows are kept. :func:`count_rows` says how many rows the
-    sample was drawn from. ``arrow_ids``: the ids as an Arrow column (see :func:`read_all`)."""
+    sample was drawn from. ``arrow_ids``: the ids as an Arrow column (see :func:`read_all`). What is read
+    is a :class:`ReadOptions`, given or as its fields' keyword arguments."""
+    (o,) = from_keywords("read_sample", given, ReadOptions, values=(options,))
+    column, id_column, label_column, codes = o.column, o.id_column, o.label_column, o.codes
+    threads, arrow_ids = o.threads, o.arrow_ids
     src = open_vectors(
         path, column=column, id_column=id_column, codes=codes, keep_columns=[label_column] if label_column else ()
     )

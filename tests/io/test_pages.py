@@ -112,7 +112,7 @@ def test_plain_pages_are_read_into_the_batches(tmp_path, monkeypatch, compressio
     assert len(starts) > 3
     taken = []
     real = pages._read_plain
-    monkeypatch.setattr(pages, "_read_plain", lambda *a: taken.append(a[5]) or real(*a))
+    monkeypatch.setattr(pages, "_read_plain", lambda *a: taken.append(a[3]) or real(*a))
     for batch_size in (starts[1] * 2, starts[1] + 7, starts[1] - 5, 1000):
         taken.clear()
         got = _direct(path, 16, batch_size)
@@ -124,7 +124,7 @@ def test_plain_pages_are_read_into_the_batches(tmp_path, monkeypatch, compressio
             assert 0 < sum(taken) < 16000
     with open(path, "rb", buffering=0) as f:  # a start inside a page: that page the general way
         taken.clear()
-        tail = list(pages.decode_group(f.fileno(), pf.metadata, 0, col, 16, 40, rows=(995, 1000), index=index))
+        tail = list(pages.decode_group(f.fileno(), pf.metadata, 0, col, 16, 40, span=pages.Span((995, 1000), index)))
     np.testing.assert_array_equal(tail[0], X[995:])
     assert sum(taken) == 16 * sum(b - a for a, b in zip(starts, starts[1:]) if a >= 995)  # only pages from row 995 on
 
@@ -531,7 +531,9 @@ def test_rerank_store_decodes_spans_of_a_huge_row_group(tmp_path, monkeypatch):
     calls = []
     real = pages.read_group
     monkeypatch.setattr(
-        pages, "read_group", lambda *a, **k: (lambda r: calls.append((k["rows"], r is not None)) or r)(real(*a, **k))
+        pages,
+        "read_group",
+        lambda *a, **k: (lambda r: calls.append((k["span"].rows, r is not None)) or r)(real(*a, **k)),
     )
     rows = np.array([2999, 5, 1500, 701, 699, 2800])
     np.testing.assert_array_equal(store.get(rows), X[rows])
