@@ -217,7 +217,7 @@ def dense_section(args, d: int, threads: int, rng) -> None:
 
             def dense():
                 qd, f = c.dense_queries(q), Factors(scale=scale)
-                return scan_dense(qd, codes, 10, layout=layout, bits=bits, levels=levels, factors=f)
+                return scan_dense(qd, codes, 10, decoding=(layout, bits, levels), factors=f)
 
             t_t = best_of(tables, 1 if nq == 1000 else args.repeat)  # the slow one at 1000 queries: once
             t_d = best_of(dense, args.repeat)

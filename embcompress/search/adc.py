@@ -247,16 +247,17 @@ def scan_dense(
     codes: np.ndarray,
     k: int,
     *,
-    layout: str,
-    bits: int,
-    levels: np.ndarray,
+    decoding: tuple[str, int, np.ndarray],
     factors: Factors = NO_FACTORS,
     threads: int | None = None,
     portable: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` (1..len(codes), validated by the caller) of per-dimension codes by the scores of
-    :func:`dense_scores` (with ``factors``), best first, ties by lower index. The C kernel's AVX2 path and
-    its portable one (``portable=True``) give the same results; numpy where it was not built."""
+    :func:`dense_scores` (with ``factors``), best first, ties by lower index; ``decoding`` is the family's
+    ``(layout, bits, levels)`` (:meth:`~embcompress.core.capabilities.DenseScan.dense_codes`). The C
+    kernel's AVX2 path and its portable one (``portable=True``) give the same results; numpy where it was
+    not built."""
+    layout, bits, levels = decoding
     scale, bias, qconst = factors
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     levels = np.ascontiguousarray(levels, dtype=np.float32)

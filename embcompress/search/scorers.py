@@ -216,9 +216,7 @@ class CodesScorer(_Scorer):
                         last.quantized_queries(qf), self.codes, k, bits=bits, plane_bytes=plane_bytes, factors=factors
                     )
                 elif dense:
-                    layout, bits, levels = self.dense
-                    dq = last.dense_queries(qf)
-                    out = scan_dense(dq, self.codes, k, layout=layout, bits=bits, levels=levels, factors=factors)
+                    out = scan_dense(last.dense_queries(qf), self.codes, k, decoding=self.dense, factors=factors)
                 else:
                     out = scan_adc(last.lookup_tables(qf), self.codes, k, scale=scale, bias=bias, qconst=qconst)
                 scores[s : s + ADC_QUERY_BLOCK], rows[s : s + ADC_QUERY_BLOCK] = out

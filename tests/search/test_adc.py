@@ -80,9 +80,7 @@ def test_dense_kernel_equals_reference_with_ties_by_row(layout, bits, monkeypatc
                     Q[q],
                     codes,
                     25,
-                    layout=layout,
-                    bits=bits,
-                    levels=levels,
+                    decoding=(layout, bits, levels),
                     factors=Factors(sc, bi, None if qc is None else qc[q]),
                     threads=threads,
                     portable=portable,
@@ -90,7 +88,7 @@ def test_dense_kernel_equals_reference_with_ties_by_row(layout, bits, monkeypatc
                 np.testing.assert_array_equal(i, ri[q])
                 np.testing.assert_array_equal(s, rs[q])
     monkeypatch.setattr(adc_module, "_adc", None)  # where the kernel was not built: numpy, same results
-    s, i = scan_dense(Q, codes, 25, layout=layout, bits=bits, levels=levels, factors=Factors(scale, bias, qconst))
+    s, i = scan_dense(Q, codes, 25, decoding=(layout, bits, levels), factors=Factors(scale, bias, qconst))
     np.testing.assert_array_equal(i, ri)
     np.testing.assert_array_equal(s, rs)
 
@@ -203,10 +201,8 @@ def test_dense_paths_agree_bit_for_bit_on_real_codes(code_data):
     layout, bits, levels = c.dense_codes()
     qd = c.dense_queries(Q)
     f = Factors(scale=scale)
-    fast = scan_dense(qd, np.ascontiguousarray(codes), 30, layout=layout, bits=bits, levels=levels, factors=f)
-    slow = scan_dense(
-        qd, np.ascontiguousarray(codes), 30, layout=layout, bits=bits, levels=levels, factors=f, portable=True
-    )
+    fast = scan_dense(qd, np.ascontiguousarray(codes), 30, decoding=(layout, bits, levels), factors=f)
+    slow = scan_dense(qd, np.ascontiguousarray(codes), 30, decoding=(layout, bits, levels), factors=f, portable=True)
     np.testing.assert_array_equal(fast[0], slow[0])
     np.testing.assert_array_equal(fast[1], slow[1])
 
