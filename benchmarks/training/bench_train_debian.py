@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _ut
 from _util import DEBIAN, debian_training_split  # noqa: E402
 
 from embcompress.train import LossConfig, TrainConfig  # noqa: E402
+from embcompress.io.datasets import Beir  # noqa: E402
 from embcompress.train.study import count_leaks, study_svg, temperature_study  # noqa: E402
 
 
@@ -59,9 +60,7 @@ def main() -> None:
     out = Path(args.out)
     res = temperature_study(
         pairs,
-        corpus,
-        queries,
-        qrels,
+        Beir(corpus=corpus, queries=queries, qrels=qrels),
         losses,
         base,
         out,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 
 import numpy as np
@@ -143,7 +143,7 @@ def train(comps: Sequence[LearnedMap], train_rows: np.ndarray, val_rows: np.ndar
                 if device.startswith("cuda"):
                     torch.cuda.manual_seed_all(int(c.seed))
                 runs.append(_Run(torch, c, train_rows.shape[1], device))
-            out = _loop(torch, runs, train_rows, val_rows, rng, device, batch, steps_per_epoch, epochs)
+            out = _loop(torch, runs, (train_rows, val_rows), rng, device, _Steps(batch, steps_per_epoch, epochs))
     finally:
         torch.set_num_threads(threads)
     return out
@@ -200,7 +200,20 @@ class _Run:
             self.active = self.bad_evals < self.comp.patience
 
 
-def _loop(torch, runs, train_rows, val_rows, rng, device, batch, steps_per_epoch, epochs):
+class _Steps(NamedTuple):
+    """A training's steps: rows per batch, steps per epoch, epochs."""
+
+    batch: int
+    per_epoch: int
+    epochs: int
+
+
+def _loop(torch, runs, rows: tuple[np.ndarray, np.ndarray], rng, device, steps: _Steps):
+    """Train every run of ``runs`` on the same batches of ``rows = (training rows, validation rows)`` on
+    ``device``, ``steps`` long, evaluating about 20 times. Returns, per run, its model with its best
+    weights restored, its history, the step of the best weights and the device."""
+    train_rows, val_rows = rows
+    batch, steps_per_epoch, epochs = steps
     comp = runs[0].comp
     total = epochs * steps_per_epoch
     warm = int(round(comp.warmup * total))

@@ -8,6 +8,7 @@ sentence-transformers (and torch) are imported only when a function here is call
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -19,6 +20,7 @@ from ..core._util import pick_device, require
 from .._version import __version__
 from ..core.errors import InputError
 from ..io import VectorWriter, check_output_path
+from ..core.requests import from_keywords
 from ..core.specs import float_spec
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2 (packaged)"
@@ -206,26 +208,34 @@ def write_embeddings(
         w.write(vectors, carried)
 
 
-def embed_file(
-    texts_path,
-    out_path,
-    *,
-    model: str | None = None,
-    text_field: str | None = None,
-    id_field: str | None = None,
-    batch_size: int = 64,
-    normalize: bool = True,
-    overwrite: bool = False,
-    device: str | None = None,
-    backend: str = "torch",
-    stage: Callable[[str, int], Callable[[int], None] | None] | None = None,
-) -> dict[str, Any]:
-    """Embed the texts of a file and write a parquet vector dump. Returns a summary."""
+@dataclass(frozen=True)
+class EmbedOptions:
+    """How :func:`embed_file` embeds: the ``model`` (a local sentence-transformers directory; None: the
+    packaged MiniLM), the texts' and ids' fields, texts per batch, whether vectors are normalized, whether
+    an existing output is replaced, the torch ``device``, the ``backend`` ("torch" or "onnx") and a
+    ``stage(description, rows)`` that may return a progress callback."""
+
+    model: str | None = None
+    text_field: str | None = None
+    id_field: str | None = None
+    batch_size: int = 64
+    normalize: bool = True
+    overwrite: bool = False
+    device: str | None = None
+    backend: str = "torch"
+    stage: Callable[[str, int], Callable[[int], None] | None] | None = None
+
+
+def embed_file(texts_path, out_path, *, options: EmbedOptions | None = None, **given: Any) -> dict[str, Any]:
+    """Embed the texts of a file and write a parquet vector dump, as :class:`EmbedOptions` (given, or its
+    fields as keyword arguments) says. Returns a summary."""
+    (o,) = from_keywords("embed_file", given, EmbedOptions, values=(options,))
+    model, normalize, overwrite, backend = o.model, o.normalize, o.overwrite, o.backend
     check_output_path(out_path, overwrite=overwrite)
-    texts, ids = read_texts(texts_path, field=text_field, id_field=id_field)
-    st = load_model(model, device=device, backend=backend)
-    progress = stage("embedding", len(texts)) if stage else None
-    vectors = encode(st, texts, batch_size=batch_size, normalize=normalize, progress=progress)
+    texts, ids = read_texts(texts_path, field=o.text_field, id_field=o.id_field)
+    st = load_model(model, device=o.device, backend=backend)
+    progress = o.stage("embedding", len(texts)) if o.stage else None
+    vectors = encode(st, texts, batch_size=o.batch_size, normalize=normalize, progress=progress)
     name = model or DEFAULT_MODEL
     write_embeddings(
         out_path, ids, vectors, model_name=name, normalized=normalize, overwrite=overwrite, backend=backend

@@ -47,18 +47,24 @@ IN_SAMPLE_QUERIES = 2_000
 
 
 # ---- the engine ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ConfigSetting:
+    """Where :func:`evaluate_config` measures a configuration: the documents' ids, the folds and fitted models
+    (``fits``), the stored originals for float reranks, the label-free ``proxy`` (None: none), the index's
+    ``norm_power``, the in-sample measure (True: the task itself; False: none; a task: that one) and the
+    ``leader`` of a race (None: no race)."""
+
+    doc_ids: Sequence
+    fits: CrossFit
+    originals: VectorStore | np.ndarray | None = None
+    proxy: RankProxy | None = None
+    norm_power: float = 1.0
+    in_sample: bool | Task = True
+    leader: Leader | None = None
+
+
 def evaluate_config(
-    docs: np.ndarray,
-    cfg: Config,
-    task: Task,
-    *,
-    doc_ids: Sequence,
-    fits: CrossFit,
-    originals: VectorStore | np.ndarray | None = None,
-    proxy: RankProxy | None = None,
-    norm_power: float = 1.0,
-    in_sample: bool | Task = True,
-    leader: Leader | None = None,
+    docs: np.ndarray, cfg: Config, task: Task, *, setting: ConfigSetting | None = None, **given: Any
 ) -> ResultRow:
     """Fit (or reuse) the configuration's compressors, index ``docs`` as ``fits`` says, search and
     score with ``task``: the headline figure (out-of-sample unless ``fits`` has one fold) and, when
@@ -67,7 +73,11 @@ def evaluate_config(
     by :func:`run_configs`. ``in_sample=False`` leaves the in-sample figure out (None): one search
     instead of two, for a quick first look; a task (``task`` on fewer queries) measures it with
     that task. With ``leader`` (the best code so far), a code whose first model is slow to fit is
-    stopped there when it falls short of it (:func:`~embcompress.evaluation.race.race_first_model`)."""
+    stopped there when it falls short of it (:func:`~embcompress.evaluation.race.race_first_model`).
+    The setting is a :class:`ConfigSetting`, given or as its fields' keyword arguments."""
+    (c,) = from_keywords("evaluate_config", given, ConfigSetting, values=(setting,))
+    doc_ids, fits, originals, proxy = c.doc_ids, c.fits, c.originals, c.proxy
+    norm_power, in_sample, leader = c.norm_power, c.in_sample, c.leader
     if cfg.spec is None:
         indexes = {"headline": Index(docs, ids=doc_ids)}
         costs = {"fit_seconds": 0.0, "encode_rows_per_second": None}
@@ -207,18 +217,10 @@ def run_configs(
     for i, cfg in enumerate(cfgs):
         if progress:
             progress(cfg.label, i, len(cfgs))
-        row = evaluate_config(
-            docs,
-            cfg,
-            task,
-            doc_ids=doc_ids,
-            fits=fits,
-            originals=originals,
-            proxy=proxy,
-            norm_power=o.norm_power,
-            in_sample=inside_task,
-            leader=leader if o.race and proxy is None else None,
+        setting = ConfigSetting(
+            doc_ids, fits, originals, proxy, o.norm_power, inside_task, leader if o.race and proxy is None else None
         )
+        row = evaluate_config(docs, cfg, task, setting=setting)
         if cfg.spec is not None and not row.stopped_early and (leader is None or row.score > leader.score):
             leader = Leader(cfg, row.score)
         ref = rows[0] if rows else row

@@ -17,7 +17,7 @@ import math
 
 from ..core._fs import atomic_file, check_output_dir
 from ..analysis import intrinsic_dimensionality
-from ..io.datasets import load_beir
+from ..io.datasets import Beir, load_beir
 from ..embedding.embed import encode, load_model
 from ..evaluation.evaluate import evaluate
 from .data import Pair, read_pairs
@@ -55,9 +55,7 @@ def evaluate_model(
 
 def temperature_study(
     pairs: Sequence[Pair],
-    corpus: Mapping[str, str],
-    queries: Mapping[str, str],
-    qrels,
+    evaluation: Beir,
     losses: Sequence[LossConfig],
     base: TrainConfig,
     out_dir: str | Path,
@@ -66,7 +64,9 @@ def temperature_study(
     progress: Callable[[str], None] | None = None,
     overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Train one model per entry of ``losses`` (each from ``base.model``) and evaluate each."""
+    """Train one model per entry of ``losses`` (each from ``base.model``) and evaluate each on the held-out
+    ``evaluation`` set (its corpus, queries and qrels)."""
+    corpus, queries, qrels = evaluation.corpus, evaluation.queries, evaluation.qrels
     out = Path(out_dir)
     rows = []
     if include_base:
@@ -131,9 +131,7 @@ def study_files(
         warnings.warn(
             f"{leaked} evaluation queries also appear as training anchors; the study is not held out", stacklevel=2
         )
-    res = temperature_study(
-        pairs, ev.corpus, ev.queries, ev.qrels, losses, base, out_dir, overwrite=overwrite, progress=progress
-    )
+    res = temperature_study(pairs, ev, losses, base, out_dir, overwrite=overwrite, progress=progress)
     res["leaked_queries"] = leaked
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

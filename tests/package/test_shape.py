@@ -14,6 +14,7 @@ MAX_MODULE_LINES = 450
 MAX_SEARCH_KIND_COMPARISONS = 2
 MAX_COMPRESSOR_METHODS = 30
 MAX_LINE = 120  # also the formatter's and the linter's line length (pyproject.toml)
+MAX_PARAMETERS = 8  # beyond it, a function takes a request object (a frozen dataclass of its options)
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +28,14 @@ def figures():
 def test_no_function_over_the_limit(figures):
     long = [f"{where} ({n} lines)" for n, where in figures["functions"] if n > MAX_FUNCTION_LINES]
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def test_no_function_takes_more_parameters_than_the_limit(figures):
+    """A compressor family's constructor is apart: its keywords are its hyperparameters, as scikit-learn's
+    estimators take them (``get_params`` reads them, a saved model's config holds them by name)."""
+    many = [f"{where} ({n})" for n, where in figures["params"] if n > MAX_PARAMETERS]
+    assert not many, f"functions of more than {MAX_PARAMETERS} parameters (give them a request object): {many}"
+    assert all(where.endswith("__init__") for _, where in figures["hyperparameters"])
 
 
 def test_no_module_over_the_limit(figures):
