@@ -185,8 +185,16 @@ class _Run:
         """Record the validation loss; keep the best state; stop after ``patience`` evaluations
         past the warm-up without improvement."""
         self.model.eval()
-        with torch.no_grad():
-            val = float(self.comp._loss(torch, self.model, Xval, val_target))
+        threads = torch.get_num_threads()
+        try:
+            # on one thread: the loss is a float32 reduction that rounds differently on 1 and 2 threads (2.6e-7
+            # apart), and the training's threads follow the idle cores, so the history and the best step would
+            # depend on what else the machine ran (the maps, which do not, were equal to the last bit)
+            torch.set_num_threads(1)
+            with torch.no_grad():
+                val = float(self.comp._loss(torch, self.model, Xval, val_target))
+        finally:
+            torch.set_num_threads(threads)
         self.history.append({**entry, "train_loss": float(self.loss.detach()), "val_loss": val})
         if not math.isfinite(val):
             raise InputError(

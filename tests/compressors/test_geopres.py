@@ -142,10 +142,7 @@ def test_maps_fitted_together_are_the_maps_fitted_alone(X, loss):
     for a, b in zip(alone, joint):
         np.testing.assert_array_equal(b.components_, a.components_)
         assert b.best_step_ == a.best_step_ and b.n_features_in_ == a.n_features_in_
-        # the maps are equal to the last bit (above); their validation losses are float32 sums, which
-        # once in four CI runs differed in the 7th digit (1.4386481 against 1.4386483): compared to
-        # float32's precision, so that a real difference in the history still fails
-        assert [h["val_loss"] for h in b.history_] == pytest.approx([h["val_loss"] for h in a.history_], rel=1e-6)
+        assert [h["val_loss"] for h in b.history_] == [h["val_loss"] for h in a.history_]
     if loss == "positional":
         assert len({len(a.history_) for a in alone}) > 1  # they did stop at different steps
 
@@ -174,7 +171,9 @@ def test_chain_geopres_then_binary(X):
 
 def test_training_holds_torch_to_the_idle_cores_and_restores_it(X, monkeypatch):
     """Beside a busy core the team is held to the idle cores (its barriers spin); the model is the
-    same on 1 thread as on 2, and torch's own setting is back afterwards."""
+    same on 1 thread as on 2, and torch's own setting is back afterwards. The validation loss is computed on
+    one thread: a float32 reduction, it rounded differently on 1 and 2 (2.6e-7 apart), so the history (and
+    the joint-fit test, once beside a busy core) depended on the machine's load."""
     import torch
 
     from embcompress.compressors import _learned
@@ -194,14 +193,15 @@ def test_training_holds_torch_to_the_idle_cores_and_restores_it(X, monkeypatch):
         for idle in (1, 2):
             monkeypatch.setattr(_learned, "idle_cores", lambda idle=idle: idle)
             seen.clear()
-            fits[idle] = GeoPres(dim=8, batch_size=256, min_steps=40).fit(X).components_
-            assert set(seen) == {idle}
+            fits[idle] = GeoPres(dim=8, batch_size=256, min_steps=40).fit(X)
+            assert idle in seen and set(seen) <= {1, idle}  # training on the idle cores, validation on one
             assert torch.get_num_threads() == 2
-        np.testing.assert_array_equal(fits[1], fits[2])
+        np.testing.assert_array_equal(fits[1].components_, fits[2].components_)
+        assert [h["val_loss"] for h in fits[1].history_] == [h["val_loss"] for h in fits[2].history_]
         monkeypatch.setattr(_learned, "idle_cores", lambda: None)  # not measurable: torch's own count
         seen.clear()
         GeoPres(dim=8, batch_size=256, min_steps=8).fit(X)
-        assert set(seen) == {2}
+        assert set(seen) == {1, 2}  # training on torch's 2, validation on one
     finally:
         torch.set_num_threads(before)
 
