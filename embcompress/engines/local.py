@@ -343,7 +343,7 @@ def fit_and_compress(
         raise TypeError("fit_and_compress() reports progress through stage(description, rows), not progress")
     column, batch_size, threads, overwrite, save_model = o.column, o.batch_size, o.threads, o.overwrite, j.save_model
     run = j.engine or _LOCAL
-    check_destination(src_path, dst_path, overwrite=overwrite, remote_ok=getattr(run, "writes_remote", False))
+    check_destination(src_path, dst_path, overwrite=overwrite, remote_ok=run.writes_remote)
     if save_model is not None:
         check_model_path(save_model, overwrite=overwrite)
     rows = open_vectors(src_path, column=column).num_rows
@@ -381,6 +381,7 @@ def _job_result(comp: Compressor, res: CompressResult) -> dict[str, Any]:
 
 
 class _LocalEngine:
+    writes_remote = False  # a remote output (s3://...) is the Ray engine's: its workers write the shards
     fit_file = staticmethod(fit_file)
     compress_file = staticmethod(compress_file)
 
