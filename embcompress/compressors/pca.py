@@ -22,9 +22,10 @@ class PCA(BlockStats, Affine, Compressor):
     """Project centered vectors on the top principal components.
 
     Give ``dim`` (number of components) or ``variance`` (keep the fewest components whose
-    explained variance reaches this fraction, e.g. 0.95). Each batch's count, mean and centred scatter
-    (float64 sums around the batch's mean) are merged in order, so the fit reads the data once and needs
-    O(d^2) memory whatever the row count; a cluster merges its row groups' the same way.
+    explained variance reaches this fraction, e.g. 0.95). The covariance is accumulated over
+    batches in float64 around a shift (the first batch's mean, which keeps the sums well
+    conditioned), so the fit reads the data once and needs O(d^2) memory whatever the row count; a
+    cluster accumulates each row group the same way around its own mean and merges them.
     ``eigenvalues_`` keeps the whole spectrum, which the analysis tools use for the intrinsic
     dimensionality.
     """
@@ -72,24 +73,21 @@ class PCA(BlockStats, Affine, Compressor):
         self.n_samples_seen_ = int(n)
 
     # ---- statistics combined from blocks (a cluster's row groups) --------------------------------
+    def _fit(self, batches, n_features: int) -> None:
+        """The statistics of every batch accumulated around one shift, the first batch's mean: the same sums as
+        :meth:`_block_stats` of all the rows at once would make (a cluster's blocks, each around its own mean,
+        are merged by :meth:`_merge_stats` instead)."""
+        shift, sums = None, None
+        for batch in batches():
+            if shift is None:
+                shift = batch.mean(axis=0, dtype=np.float64).astype(np.float32)
+            sums = _scatter_sums(batch, shift, sums)
+        self._fit_stats(_centred(sums, shift), n_features)
+
     def _block_stats(self, X: np.ndarray) -> dict[str, np.ndarray]:
-        """Count, mean and centred scatter of a block: the scatter accumulated in float64 over float32 products of
-        :data:`_CHUNK` rows, around the block's own mean rounded to float32 (a shift that keeps the sums
-        well conditioned), corrected for the rounding."""
-        n, d = X.shape
+        """Count, mean and centred scatter of a block, accumulated around its own mean (:func:`_scatter_sums`)."""
         shift = X.mean(axis=0, dtype=np.float64).astype(np.float32)
-        total = np.zeros(d, dtype=np.float64)
-        scatter = np.zeros((d, d), dtype=np.float64)
-        for start in range(0, n, _CHUNK):
-            block = X[start : start + _CHUNK] - shift  # (b, d) float32
-            total += block.sum(axis=0, dtype=np.float64)
-            scatter += block.T @ block  # (d, d), float32 product, float64 sum
-        moved = total / n
-        return {
-            "n": np.array([n], np.int64),
-            "mean": shift.astype(np.float64) + moved,
-            "m2": scatter - n * np.outer(moved, moved),
-        }
+        return _centred(_scatter_sums(X, shift, None), shift)
 
     @staticmethod
     def _merge_stats(a: dict, b: dict) -> dict:
@@ -137,3 +135,25 @@ def components_for_variance(eigenvalues: np.ndarray, fraction: float) -> int:
         return 0
     cumulative = np.cumsum(eigenvalues) / total
     return int(min(np.searchsorted(cumulative, fraction - 1e-12) + 1, len(eigenvalues)))
+
+
+def _scatter_sums(X: np.ndarray, shift: np.ndarray, sums: tuple | None) -> tuple[int, np.ndarray, np.ndarray]:
+    """``(n, total, scatter)`` of the rows ``X`` minus ``shift`` added to ``sums`` (None: zeros): float64 sums
+    of float32 products over :data:`_CHUNK` rows at a time."""
+    n, total, scatter = sums or (0, np.zeros(X.shape[1], np.float64), np.zeros((X.shape[1],) * 2, np.float64))
+    for start in range(0, len(X), _CHUNK):
+        block = X[start : start + _CHUNK] - shift  # (b, d) float32
+        total += block.sum(axis=0, dtype=np.float64)
+        scatter += block.T @ block  # (d, d), float32 product, float64 sum
+    return n + len(X), total, scatter
+
+
+def _centred(sums: tuple[int, np.ndarray, np.ndarray], shift: np.ndarray) -> dict[str, np.ndarray]:
+    """The block statistics (count, mean, centred scatter) of sums around ``shift``."""
+    n, total, scatter = sums
+    moved = total / n
+    return {
+        "n": np.array([n], np.int64),
+        "mean": shift.astype(np.float64) + moved,
+        "m2": scatter - n * np.outer(moved, moved),
+    }
