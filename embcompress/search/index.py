@@ -33,7 +33,7 @@ from ..core.checks import check_array
 from ..core.errors import InputError
 from . import ann
 from .exact import check_k
-from .scorers import make_scorer
+from .scorers import Stored, make_scorer
 from .stores import ArrayStore, VectorStore
 from .topk import merge_topk
 
@@ -139,7 +139,7 @@ class Index:
         self.ids = id_column(ids, len(data))
         if self.kind == "float" and self.metric == "cosine":
             self.data = normalize_rows(data)
-        self.scorer = make_scorer(self)
+        self.scorer = make_scorer(Stored(self.kind, self.data, compressor, self.metric, self.width, self.norm_power))
 
     @property
     def nbytes_per_vector(self) -> int:

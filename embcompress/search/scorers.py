@@ -7,6 +7,7 @@ Every score is "higher is better"; ties are broken by row, lowest first (the sca
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol
 
 import numpy as np
@@ -19,7 +20,7 @@ from .exact import scan_blocks
 from .hamming import scan_hamming
 
 if TYPE_CHECKING:
-    from .index import Index
+    from ..core.base import Compressor
 
 #: queries whose lookup tables are built and scanned at once
 ADC_QUERY_BLOCK = 1024
@@ -39,6 +40,25 @@ DECODED_DIMS_PER_BYTE = 8
 DECODED_SUM_MIN_QUERIES = 4096
 
 
+@dataclass(frozen=True)
+class Stored:
+    """What a scorer scores, and all it knows of the index: the output ``kind``, the stored rows (``data``:
+    float vectors, normalized for cosine, or codes), the ``compressor`` that made them (None: the originals),
+    the ``metric`` and logical ``width`` of a row, and the power of the reconstruction norm that asymmetric
+    scores divide by (``norm_power``, see :class:`~embcompress.search.Index`)."""
+
+    kind: str
+    data: np.ndarray
+    compressor: "Compressor | None"
+    metric: str
+    width: int
+    norm_power: float = 1.0
+
+    @property
+    def num_docs(self) -> int:
+        return len(self.data)
+
+
 class Scorer(Protocol):
     def first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The exact top ``k`` (1..documents) of each float query: (scores, rows)."""
@@ -51,8 +71,8 @@ class _Scorer:
     """What every kind shares: the asymmetric score of a float query against decoded codes, as the
     cosine with each document's reconstruction (see :class:`~embcompress.search.Index`)."""
 
-    def __init__(self, index: "Index"):
-        self.index = index
+    def __init__(self, stored: Stored):
+        self.stored = stored
         self._recon: tuple[np.ndarray, np.ndarray] | None | bool = False  # computed on first use
 
     def reconstruction(self) -> tuple[np.ndarray, np.ndarray] | None:
@@ -63,25 +83,25 @@ class _Scorer:
         by). None when a stage has no inverse (then the score is the inner product in the
         quantized space)."""
         if self._recon is False:
-            idx, comp = self.index, self.index.compressor
+            st, comp = self.stored, self.stored.compressor
             try:
                 space = comp.query_space
                 b0 = space.back(np.zeros((1, space.last.n_features_in_), np.float32))[0]
                 norms = np.concatenate(
                     [
-                        np.linalg.norm(comp.inverse_transform(idx.data[s : s + 16384]), axis=1)
-                        for s in range(0, idx.num_docs, 16384)
+                        np.linalg.norm(comp.inverse_transform(st.data[s : s + 16384]), axis=1)
+                        for s in range(0, st.num_docs, 16384)
                     ]
                 )
                 safe = np.where(norms > 0, norms, 1.0).astype(np.float64)
-                inv = np.where(norms > 0, safe**-idx.norm_power, 0.0).astype(np.float32)
+                inv = np.where(norms > 0, safe**-st.norm_power, 0.0).astype(np.float32)
                 self._recon = (inv, b0.astype(np.float32))
             except NotImplementedError:
                 self._recon = None
         return self._recon
 
     def asymmetric(self, Q: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        comp = self.index.compressor
+        comp = self.stored.compressor
         if comp is None:
             raise InputError("asymmetric rerank needs an index of codes; this one holds float vectors")
         space = comp.query_space
@@ -89,9 +109,9 @@ class _Scorer:
         nq, nc = rows.shape
         if "rerank_tables" in space.last.traits.scans:  # one table entry per code byte instead of decoding (binary)
             tables, offsets = space.last.rerank_tables(qf)
-            dots = rows_table_sums(tables, self.index.data, rows) + offsets[:, None]
+            dots = rows_table_sums(tables, self.stored.data, rows) + offsets[:, None]
         else:
-            dec = space.last.decode(self.index.data[rows.reshape(-1)])  # (q*c, d') decoded candidates
+            dec = space.last.decode(self.stored.data[rows.reshape(-1)])  # (q*c, d') decoded candidates
             dots = np.matmul(dec.reshape(nq, nc, -1), qf[:, :, None])[..., 0]  # (q, c)
         recon = self.reconstruction()
         if recon is None:
@@ -103,54 +123,54 @@ class _Scorer:
 class FloatScorer(_Scorer):
     """Float vectors (the originals, or a float-valued code such as PCA's): cosine or inner product."""
 
-    def __init__(self, index: "Index"):
-        super().__init__(index)
+    def __init__(self, stored: Stored):
+        super().__init__(stored)
         self._unit_docs = None  # reduced floats compared by cosine: normalized once, on first search
 
     def first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        idx, comp = self.index, self.index.compressor
+        st, comp = self.stored, self.stored.compressor
         q = Q if comp is None else comp.transform(Q)
-        if idx.metric == "cosine":
+        if st.metric == "cosine":
             q = normalize_rows(q)
-        docs = idx.data if comp is None or idx.metric != "cosine" else self._normalized_docs()
-        return scan_blocks(lambda q0, q1, d0, d1: q[q0:q1] @ docs[d0:d1].T, len(Q), idx.num_docs, k)
+        docs = st.data if comp is None or st.metric != "cosine" else self._normalized_docs()
+        return scan_blocks(lambda q0, q1, d0, d1: q[q0:q1] @ docs[d0:d1].T, len(Q), st.num_docs, k)
 
     def _normalized_docs(self) -> np.ndarray:
         if self._unit_docs is None:
-            self._unit_docs = normalize_rows(self.index.data)
+            self._unit_docs = normalize_rows(self.stored.data)
         return self._unit_docs
 
 
 class Int8Scorer(_Scorer):
     """int8 codes: the cosine of the float query with each decoded document (norms computed once)."""
 
-    def __init__(self, index: "Index"):
-        super().__init__(index)
-        comp, data = index.compressor, index.data
+    def __init__(self, stored: Stored):
+        super().__init__(stored)
+        comp, data = stored.compressor, stored.data
         self.norms = np.concatenate(
             [np.linalg.norm(comp.decode(data[s : s + 65536]), axis=1) for s in range(0, len(data), 65536)]
         ).astype(np.float32)
 
     def first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        idx, comp = self.index, self.index.compressor
+        st, comp = self.stored, self.stored.compressor
         space = comp.query_space
         qf = normalize_rows(space.forward(Q))
-        docs, norms, last = idx.data, self.norms, space.last
+        docs, norms, last = st.data, self.norms, space.last
 
         def score(q0, q1, d0, d1):
             dec = last.decode(docs[d0:d1])  # (b, d) float32
             return (qf[q0:q1] @ dec.T) / np.where(norms[d0:d1] > 0, norms[d0:d1], 1)
 
-        return scan_blocks(score, len(Q), idx.num_docs, k)
+        return scan_blocks(score, len(Q), st.num_docs, k)
 
 
 class BitsScorer(_Scorer):
     """Packed bits: the Hamming similarity (bits - Hamming distance) of the query's own bits."""
 
     def first_stage(self, Q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        idx = self.index
-        dist, rows = scan_hamming(idx.compressor.transform(Q), idx.data, k)
-        return (idx.width - dist).astype(np.float32), rows
+        st = self.stored
+        dist, rows = scan_hamming(st.compressor.transform(Q), st.data, k)
+        return (st.width - dist).astype(np.float32), rows
 
 
 class CodesScorer(_Scorer):
@@ -161,15 +181,15 @@ class CodesScorer(_Scorer):
     docs/decisions/0008), with the per-document factors
     of :meth:`reconstruction` and each query's constant."""
 
-    def __init__(self, index: "Index"):
-        super().__init__(index)
-        last = index.compressor.query_space.last
+    def __init__(self, stored: Stored):
+        super().__init__(stored)
+        last = stored.compressor.query_space.last
         if "tables" not in last.traits.scans:
             raise InputError(
                 f"{last.name} codes cannot be searched: the family does not score them by lookup tables "
                 "(embcompress.core.capabilities.TableScan)"
             )
-        codes, scale = last.adc_codes(index.data)
+        codes, scale = last.adc_codes(stored.data)
         self.codes = np.ascontiguousarray(codes, dtype=np.uint8)  # the bytes the lookup tables index
         self.scale = None if scale is None else np.ascontiguousarray(scale, dtype=np.float32)  # per document
         self.planes = "planes" in last.traits.scans  # scanned against 8-bit queries, whatever the batch
@@ -192,7 +212,7 @@ class CodesScorer(_Scorer):
         """A block of queries at a time (each query's tables take bytes x 1 KiB). The path is
         chosen once per search, so every query of a batch is scored the same way (the two differ
         in the last bits of a float sum)."""
-        comp = self.index.compressor
+        comp = self.stored.compressor
         last = comp.query_space.last
         dense = self.dense is not None and len(Q) >= DENSE_MIN_QUERIES
         scale, bias, recon = self.scale, None, self.reconstruction()
@@ -225,7 +245,7 @@ class CodesScorer(_Scorer):
     def _decoded(self, Q: np.ndarray, k: int, scale, bias, recon) -> tuple[np.ndarray, np.ndarray]:
         """Every query at once against blocks of decoded documents (``scan_decoded``), the
         factors composed as the table scan composes them."""
-        comp = self.index.compressor
+        comp = self.stored.compressor
         last = comp.query_space.last
         qf = comp.query_space.linear(Q)
         qconst = None if recon is None else (Q @ recon[1] + last.adc_offset(qf)).astype(np.float32)
@@ -265,9 +285,9 @@ def _decoder(last, dense_form) -> Decoder | None:
 SCORERS = {"float": FloatScorer, "int8": Int8Scorer, "bits": BitsScorer, "codes": CodesScorer}
 
 
-def make_scorer(index: "Index") -> Scorer:
+def make_scorer(stored: Stored) -> Scorer:
     try:
-        cls = SCORERS[index.kind]
+        cls = SCORERS[stored.kind]
     except KeyError:
-        raise InputError(f"no scorer for {index.kind!r} outputs; known: {', '.join(SCORERS)}") from None
-    return cls(index)
+        raise InputError(f"no scorer for {stored.kind!r} outputs; known: {', '.join(SCORERS)}") from None
+    return cls(stored)
