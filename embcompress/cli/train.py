@@ -65,19 +65,62 @@ def _relaunch(nproc: int, pairs, cfg, out_dir: Path, overwrite: bool) -> int:
         "embcompress.cli",
         *_without_nproc(sys.argv[1:]),
     ]
-    # torchrun and its workers in a process group of their own: whatever happens to torchrun, no worker
-    # outlives this command (an orphan kept the command's output pipes open)
+    return _supervise(cmd)
+
+
+def _supervise(cmd: list[str]) -> int:
+    """Run torchrun's ``cmd`` to its end and return its exit code. On Ctrl-C or SIGTERM, torchrun is asked to stop
+    its workers, then killed after :data:`STOP_SECONDS`, and any worker it leaves is killed too."""
+    # torchrun in a process group of its own; it starts each worker in a session of its own (torch's
+    # SubprocessHandler), so the workers are found by their parent, not by their group
     proc = subprocess.Popen(cmd, start_new_session=True)
     try:
         return proc.wait()
     except BaseException:  # Ctrl-C or SIGTERM: asked first, torchrun stops its workers before it exits ...
+        workers = _descendants(proc.pid)
         proc.terminate()
         try:
             proc.wait(timeout=STOP_SECONDS)
-        except subprocess.TimeoutExpired:  # ... then the group is killed: a worker stuck in a collective
-            os.killpg(proc.pid, signal.SIGKILL)  # waits for the other one for as long as gloo lets it
+        except subprocess.TimeoutExpired:  # ... then killed, with every worker still there: one stuck in a
+            os.killpg(proc.pid, signal.SIGKILL)  # collective waits for the other as long as gloo lets it
             proc.wait()
+        for pid in workers:  # whatever torchrun did not stop (an orphan kept this command's output open)
+            _kill_group(pid)
         raise
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid``, from ``/proc`` (Linux; elsewhere none are found)."""
+    parents: dict[int, list[int]] = {}
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return []
+    for e in entries:
+        try:
+            with open(f"/proc/{e}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        parents.setdefault(ppid, []).append(int(e))
+    found, todo = [], [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL to the process group of ``pid`` (a worker leads its own), or to ``pid`` alone."""
+    try:
+        pgid = os.getpgid(pid)
+        if pgid == pid:
+            os.killpg(pgid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # already gone
 
 
 app = typer.Typer()

@@ -400,6 +400,57 @@ def _pairs_file(path, n=32, sources=2):
     return path
 
 
+def test_a_torchrun_that_does_not_stop_is_killed_with_the_workers_it_leaves(tmp_path, monkeypatch):
+    """torch starts each worker in a session of its own, so killing torchrun's group leaves them: a stand-in
+    that ignores SIGTERM, with a worker in its own session that ignores it too, is killed after STOP_SECONDS,
+    and so is the worker (the full suite once timed out on the real command with a worker left)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from embcompress.cli import train as train_cli
+
+    pid_file = tmp_path / "worker.pid"
+    fake = (
+        "import signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "w = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)'], start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(w.pid))\n"
+        "time.sleep(600)\n"
+    )
+    monkeypatch.setattr(train_cli, "STOP_SECONDS", 1)
+
+    def interrupt(signum, frame):  # Ctrl-C once the worker exists
+        if not pid_file.exists():
+            signal.setitimer(signal.ITIMER_REAL, 0.1)
+            return
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with pytest.raises(KeyboardInterrupt):
+            train_cli._supervise([sys.executable, "-c", fake])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    worker = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{worker}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break  # killed, not yet reaped by its new parent
+        except FileNotFoundError:
+            break
+        time.sleep(0.05)
+    else:
+        subprocess.run(["kill", "-9", str(worker)])
+        raise AssertionError("the worker outlived torchrun")
+
+
 def test_sigterm_to_train_nproc_stops_torchrun_and_its_workers(tmp_path):
     """A supervisor's SIGTERM to `train --nproc 2` reaches torchrun and its workers: exit 143, no process
     left behind (killing torchrun outright would leave its workers running)."""
