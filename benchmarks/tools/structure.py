@@ -13,6 +13,8 @@ import argparse
 import ast
 from pathlib import Path
 
+from embcompress.core.specs import OUTPUT_KINDS
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("embcompress",)  # the CLI is embcompress/cli
 
@@ -29,8 +31,8 @@ def functions(tree: ast.AST):
             yield node, node.end_lineno - node.lineno + 1
 
 
-#: the output kinds (OutputSpec.kind)
-KINDS = frozenset({"float", "int8", "bits", "codes"})
+#: the output kinds (OutputSpec.kind), as the library declares them
+KINDS = frozenset(OUTPUT_KINDS)
 #: the modules that may compare compressor names: they map names to classes
 NAME_MODULES = frozenset({"embcompress/core/registry.py", "embcompress/core/persist.py"})
 

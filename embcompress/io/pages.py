@@ -163,9 +163,7 @@ def decode_group(
     lo, hi = first * dim, stop * dim  # the values wanted
     index = None if span is None else span.index
     # seen: the index in the row group of the next page's first value
-    pos, seen, dictionary = (
-        (pos, 0, None) if index is None or lo == 0 else _jump(fd, chunk, index, lo, (pos, end), codec, verify_crc)
-    )
+    pos, seen, dictionary = (pos, 0, None) if index is None or lo == 0 else _jump(r, chunk, index, lo, (pos, end))
     fill = _Batches(batch_size, dim, lo, hi)
     while pos < end and seen < hi:
         header, hlen, csize = page_header(fd, pos, end)
@@ -181,7 +179,7 @@ def decode_group(
             seen += n
             yield from fill.advance(n)
             continue
-        data = _page_data(fd, pos + hlen, csize, header, verify_crc)
+        data = _page_data(r, pos + hlen, csize, header)
         pos += hlen + csize
         if kind == DICTIONARY_PAGE:
             dictionary = dictionary_values(header, decompress(codec, data, usize))
@@ -201,11 +199,11 @@ def decode_group(
         raise Unsupported(f"{seen} values in the column chunk, expected {total}")
 
 
-def _jump(fd: int, chunk, index: PageIndex, lo: int, span: tuple[int, int], codec, verify_crc: bool):
+def _jump(r: _Reading, chunk, index: PageIndex, lo: int, bounds: tuple[int, int]):
     """(position, index of its first value, the dictionary or None) of the page that holds value
-    ``lo``, by ``index``; the chunk's dictionary page (at ``span[0]``) is read first."""
+    ``lo``, by ``index``; the chunk's dictionary page (at ``bounds[0]``, the chunk's start) is read first."""
     k = max(bisect.bisect_right(index.first_values, lo) - 1, 0)
-    dictionary = _dictionary(fd, *span, codec, verify_crc) if chunk.has_dictionary_page else None
+    dictionary = _dictionary(r, *bounds) if chunk.has_dictionary_page else None
     return index.positions[k], index.first_values[k], dictionary
 
 
@@ -281,20 +279,20 @@ def _read_plain(r: _Reading, where: tuple[int, int], header: dict, n: int, dests
     levels into a scratch buffer and its ``n`` values straight into ``dests`` (one or two float32 views,
     ``n`` values in all), by one ``preadv`` or one snappy decompression (no copy of the values in between),
     checksummed and checked as :func:`_page_data` and :func:`_v1_values` do."""
-    fd, codec, verify_crc = r.fd, r.codec, r.verify_crc
+    fd, codec = r.fd, r.codec
     at, csize = where
     sub = header.get(PageHeader.DATA_PAGE_HEADER) or {}
     levels = bytearray(header.get(PageHeader.UNCOMPRESSED_PAGE_SIZE) - 4 * n)
     values = [memoryview(d).cast("B") for d in dests]
     if codec is not None:  # snappy
         try:
-            _rle.snappy_split(_page_data(fd, at, csize, header, verify_crc), levels, *values)
+            _rle.snappy_split(_page_data(r, at, csize, header), levels, *values)
         except ValueError as exc:
             raise Unsupported(str(exc)) from None
     else:
         if os.preadv(fd, [levels, *values], at) != csize:
             raise Unsupported("file ends inside a page")
-        check_crc(header, verify_crc, levels, *values)
+        check_crc(header, r.verify_crc, levels, *values)
     if _v1_levels(r, sub, memoryview(levels), n, seen) != len(levels):
         raise Unsupported("page values")  # the values start right after the levels, and are exactly 4 n bytes
 
@@ -357,21 +355,21 @@ def _chunk(md: pq.FileMetaData, g: int, col: Column):
     return chunk, codec, pos, pos + chunk.total_compressed_size
 
 
-def _page_data(fd: int, at: int, csize: int, header: dict, verify_crc: bool) -> bytes:
-    data = os.pread(fd, csize, at)
+def _page_data(r: _Reading, at: int, csize: int, header: dict) -> bytes:
+    data = os.pread(r.fd, csize, at)
     if len(data) != csize:
         raise Unsupported("file ends inside a page")
-    check_crc(header, verify_crc, data)
+    check_crc(header, r.verify_crc, data)
     return data
 
 
-def _dictionary(fd: int, pos: int, end: int, codec, verify_crc: bool) -> np.ndarray:
+def _dictionary(r: _Reading, pos: int, end: int) -> np.ndarray:
     """The dictionary page at the start of a chunk."""
-    header, hlen, csize = page_header(fd, pos, end)
+    header, hlen, csize = page_header(r.fd, pos, end)
     if header.get(PageHeader.TYPE) != DICTIONARY_PAGE:
         raise Unsupported("no dictionary page where the metadata says")
-    raw = _page_data(fd, pos + hlen, csize, header, verify_crc)
-    return dictionary_values(header, decompress(codec, raw, header.get(PageHeader.UNCOMPRESSED_PAGE_SIZE)))
+    raw = _page_data(r, pos + hlen, csize, header)
+    return dictionary_values(header, decompress(r.codec, raw, header.get(PageHeader.UNCOMPRESSED_PAGE_SIZE)))
 
 
 def read_group(
