@@ -182,7 +182,10 @@ class RunOptions:
     sample of that many queries (the row's ``in_sample_queries``; its retention against float search's score on
     the same queries): it only shows how much a code memorizes its fit rows, and its search is half of the
     scoring time. With ``race`` (not with ``proxy_sample``) a code slow to fit whose first model scores below the
-    best code so far is stopped there, marked ``stopped_early`` (:mod:`.race`)."""
+    best code so far is stopped there, marked ``stopped_early`` (:mod:`.race`). ``extend``, when given, is asked
+    with every row so far once the configurations are scored, and what it returns is scored next with the same
+    fitted models, until it returns none (``recommend --ram-budget`` goes on with a candidate sweep that is still
+    rising)."""
 
     doc_ids: Sequence | None = None
     originals: VectorStore | np.ndarray | None = None
@@ -195,6 +198,7 @@ class RunOptions:
     per_query: bool = False
     in_sample: bool | int = True
     race: bool = False
+    extend: Callable[[list[ResultRow]], Sequence[str | Config]] | None = None
 
 
 def run_configs(
@@ -214,7 +218,9 @@ def run_configs(
     inside_task, inside_ref = _in_sample_task(task, o.in_sample, docs, doc_ids, originals)
     rows: list[ResultRow] = []
     leader: Leader | None = None  # the best code so far, for the race
-    for i, cfg in enumerate(cfgs):
+    i = 0
+    while i < len(cfgs) or (o.extend is not None and _extended(cfgs, o.extend(rows))):
+        cfg = cfgs[i]
         if progress:
             progress(cfg.label, i, len(cfgs))
         setting = ConfigSetting(
@@ -225,9 +231,18 @@ def run_configs(
             leader = Leader(cfg, row.score)
         ref = rows[0] if rows else row
         rows.append(row.with_retention(ref.score, inside_ref, keep_per_query=o.per_query))
+        i += 1
     if progress:
         progress("done", len(cfgs), len(cfgs))
     return rows
+
+
+def _extended(cfgs: list[Config], more: Sequence[str | Config]) -> bool:
+    """Whether ``more`` adds a configuration not scored yet to ``cfgs`` (those it adds are appended)."""
+    seen = {c.label for c in cfgs}
+    new = [c for c in (parse_config(m) for m in more) if c.label not in seen]
+    cfgs.extend(dict((c.label, c) for c in new).values())
+    return bool(new)
 
 
 def _default_grid(dim: int, n: int, summary: dict[str, Any]) -> list[str]:

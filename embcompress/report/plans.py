@@ -46,6 +46,9 @@ from .recommend import _candidates
 
 #: candidates rescored per query, as multiples of k (k = 10: 20 to 500)
 MULTIPLIERS = (2, 4, 10, 20, 50)
+#: where a sweep is still rising at its end (or short of the target), it goes on with these, one at a time
+#: (k = 10: 1,000 and 2,000), while they stay below the documents measured
+FURTHER_MULTIPLIERS = (100, 200)
 #: the copies a plan may rescore from, smallest first
 COPY_KINDS = ("int8", "float16", "float32")
 #: the candidate count stops rising where the next step gains less than this many standard errors
@@ -95,6 +98,43 @@ def choose_count(sweep: list[ResultRow], float_score: float, target: float | Non
     return sweep[-1]
 
 
+def still_rising(sweep: list[ResultRow], float_score: float, target: float | None) -> bool:
+    """Whether ``sweep`` (fewest candidates first) stops at its last count without a reason to: its last step
+    still gains more than its uncertainty (:func:`choose_count` keeps the last row) and no count reaches
+    ``target``."""
+    if target is not None and any(r.retention >= target for r in sweep):
+        return False
+    return len(sweep) > 1 and choose_count(sweep, float_score, None) is sweep[-1]
+
+
+def _sweep(by_config: dict[str, ResultRow], spec: str, copy: str) -> list[ResultRow]:
+    """The rows measured of (``spec``, ``copy``), fewest candidates first."""
+    found = (by_config.get(f"{spec}@{copy}x{m}") for m in (*MULTIPLIERS, *FURTHER_MULTIPLIERS))
+    return [r for r in found if r is not None]
+
+
+def _further(cands: dict[str, str], copies: tuple[str, ...], target: float | None, limit: int):
+    """run_configs' ``extend``: the next count of every (code, copy) sweep that is still rising at its end,
+    while its candidates (k times the multiplier) stay below ``limit`` documents."""
+
+    def extend(rows: list[ResultRow]) -> list[str]:
+        by_config = {r.config: r for r in rows[1:]}
+        more = []
+        for cfg in cands:
+            spec = parse_config(cfg).spec
+            for copy in copies:
+                sweep = _sweep(by_config, spec, copy)
+                if not sweep or not still_rising(sweep, rows[0].score, target):
+                    continue
+                last = parse_config(sweep[-1].config).multiplier
+                nxt = next((m for m in FURTHER_MULTIPLIERS if m > last), None)
+                if nxt is not None and sweep[-1].candidates // last * nxt < limit:
+                    more.append(f"{spec}@{copy}x{nxt}")
+        return more
+
+    return extend
+
+
 def _configs(cands: dict[str, str], copies: list[str]) -> list[str]:
     out = []
     for cfg in cands:
@@ -126,7 +166,7 @@ def _plans(rows: list[ResultRow], cands: dict[str, str], dim: int, target: float
             )
         )
         for copy in COPY_KINDS:
-            sweep = [by_config[f"{spec}@{copy}x{m}"] for m in MULTIPLIERS if f"{spec}@{copy}x{m}" in by_config]
+            sweep = _sweep(by_config, spec, copy)
             if not sweep:
                 continue
             r = choose_count(sweep, float_score, target)
@@ -319,13 +359,15 @@ def measure_grid(
     *,
     cands: dict[str, str] | None = None,
     disk_budget: int | None = None,
+    target: float | None = None,
     folds: int = 2,
     progress=None,
 ) -> PlanGrid:
     """Measure every plan a ranking chooses from, on the validated request ``setup`` (:func:`plan_setup`):
     each first-stage candidate of ``cands`` (config -> label, each within ``ram_budget``; None:
     ``recommend --budget``'s) alone and with each copy within ``disk_budget`` at every candidate
-    count of :data:`MULTIPLIERS`, out-of-sample over ``folds``."""
+    count of :data:`MULTIPLIERS`, out-of-sample over ``folds``; a sweep still rising at its end, short of
+    ``target``, goes on with :data:`FURTHER_MULTIPLIERS` (:func:`still_rising`)."""
     docs, task = setup.docs, setup.task
     folds = check_folds(folds, len(docs))
     if cands is None:  # recommend --budget's candidates within the RAM budget
@@ -343,6 +385,7 @@ def measure_grid(
         progress=progress,
         per_query=True,
         in_sample=False,
+        extend=_further(cands, copies, target, len(docs)),
     )
     return PlanGrid(tuple(rows), dict(cands), copies, dim)
 
@@ -366,7 +409,9 @@ def rank_plans(
     docs, task = setup.docs, setup.task
     folds = check_folds(o.folds, len(docs))
     if grid is None:
-        grid = measure_grid(setup, ram_budget, cands=cands, disk_budget=disk_budget, folds=folds, progress=o.progress)
+        grid = measure_grid(
+            setup, ram_budget, cands=cands, disk_budget=disk_budget, target=target, folds=folds, progress=o.progress
+        )
     rows, copies = list(grid.rows), list(grid.copies)
     plans = grid.plans(target)
     queries = task.queries

@@ -493,3 +493,57 @@ def test_apply_of_a_plan_carries_the_ids_and_kept_columns(tmp_path):
     assert r.exit_code == 0, r.output
     first = pq.read_table(tmp_path / "tiers" / "first.parquet")
     assert first.column("title").to_pylist() == [f"t{i}" for i in range(300)] and first.column("id")[0].as_py() == "d0"
+
+
+def _sweep_rows(spec, copy, retentions, seed=0):
+    """Result rows of one (code, copy) sweep, each query's score around its retention (float scores 0.5)."""
+    from embcompress.report.plans import FURTHER_MULTIPLIERS, MULTIPLIERS
+
+    noise = np.random.default_rng(seed).normal(0, 0.05, (len(retentions), 400))
+    return [
+        SimpleNamespace(config=f"{spec}@{copy}x{m}", candidates=10 * m, retention=r, per_query=0.5 * r + e)
+        for m, r, e in zip((*MULTIPLIERS, *FURTHER_MULTIPLIERS), retentions, noise)
+    ]
+
+
+def test_a_candidate_sweep_still_rising_at_its_end_goes_on_one_count_at_a_time():
+    from embcompress.report.plans import _further, still_rising
+
+    rising = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96))
+    flat = _sweep_rows("pca:4+sq:4", "int8", (0.90, 0.96, 0.99, 0.995, 0.9951))
+    assert still_rising(rising, 0.5, None) and not still_rising(flat, 0.5, None)
+    assert not still_rising(rising, 0.5, 0.95)  # the target is reached at 500: no further count
+    assert still_rising(rising, 0.5, 0.99)  # short of the target and rising
+    float_row = SimpleNamespace(config="float", score=0.5)
+    cands = {"rq:2": "rq", "pca:4+sq:4": "pca"}
+    extend = _further(cands, ("int8",), None, 100_000)
+    assert extend([float_row, *rising, *flat]) == ["rq:2@int8x100"]
+    further = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96, 0.99))
+    assert extend([float_row, *further, *flat]) == ["rq:2@int8x200"]  # 1,000 still gained: 2,000 next
+    done = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96, 0.99, 0.9901))
+    assert extend([float_row, *done, *flat]) == []  # the last step gained nothing; and 200 is the end
+    assert _further(cands, ("int8",), None, 1_000)([float_row, *rising, *flat]) == []  # 1,000 of 1,000 documents
+
+
+def test_run_configs_scores_what_extend_adds_with_the_models_it_fitted(monkeypatch):
+    from embcompress.evaluation import crossfit
+    from embcompress.evaluation.evaluate import run_configs
+    from embcompress.evaluation.tasks import LabelFreeTask
+
+    X, _ = _data(600, 16, seed=5)
+    task = LabelFreeTask(X[:20] + 0.01, 10)
+    built = []
+    real = crossfit.from_spec
+    monkeypatch.setattr(crossfit, "from_spec", lambda s: built.append(s) or real(s))
+    asked = []
+
+    def extend(rows):
+        asked.append([r.config for r in rows])
+        return ["pca:8+sq:4@int8x4"]  # the second time it is scored already: nothing new, the run ends
+
+    rows = run_configs(X, task, ["pca:8+sq:4", "pca:8+sq:4@int8x2"], extend=extend)
+    assert [r.config for r in rows] == ["float", "pca:8+sq:4", "pca:8+sq:4@int8x2", "pca:8+sq:4@int8x4"]
+    assert asked == [["float", "pca:8+sq:4", "pca:8+sq:4@int8x2"], [r.config for r in rows]]
+    fitted = len(built)
+    alone = run_configs(X, task, ["pca:8+sq:4@int8x4"])
+    assert rows[-1].score == alone[1].score and len(built) == 2 * fitted  # the same models, fitted once per run
