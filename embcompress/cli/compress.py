@@ -231,6 +231,14 @@ def _apply_plan(req: ApplyRequest) -> None:
                 "in RAM (first stage)": f"{res['ram_bytes_per_vector']} B/vector, {human_bytes(res['first_bytes'])}",
                 "on disk (rescoring "
                 "copy)": f"{res['disk_bytes_per_vector']} B/vector, {human_bytes(res['copy_bytes'])}",
+                **(
+                    {
+                        "HNSW graph (mapped by search)": f"{res['graph_bytes'] / max(res['rows'], 1):.0f} B/vector, "
+                        f"{human_bytes(res['graph_bytes'])}, built in {res['graph_seconds']:.1f} s"
+                    }
+                    if res["graph_bytes"]
+                    else {}
+                ),
                 "time": f"{res['seconds']:.1f} s",
             },
         ),

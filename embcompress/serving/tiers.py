@@ -3,8 +3,10 @@
 ``apply_plan`` reads the input once: each batch is encoded by the plan's first stage (the codes,
 ``first.parquet``, with the ids) and, when the plan rescores, also as its rescoring copy
 (``copy.npy``: float32, float16 or int8 rows, a plain ``.npy`` so it can be read at any row).
-``tiers.json`` ties the directory to the plan that wrote it (the models' fingerprint, rows, width).
-Everything is written under a temporary name and put in place at the end.
+A plan whose first stage is an HNSW graph also gets its graph (``graph.faiss``, built over the codes
+once they are written, as ``search --index hnsw`` builds it), which a server memory-maps instead of
+building it at every start. ``tiers.json`` ties the directory to the plan that wrote it (the models'
+fingerprint, rows, width). Everything is written under a temporary name and put in place at the end.
 
 :class:`DiskCopy` reads the rescoring copy from disk for the candidates only: the rows of a
 search block are sorted, runs of neighbouring rows merged, and each run read with one positioned
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -39,6 +42,7 @@ TIERS_FILE = "tiers.json"
 TIERS_FORMAT = "embcompress-serving-tiers"
 FIRST_FILE = "first.parquet"
 COPY_FILE = "copy.npy"
+GRAPH_FILE = "graph.faiss"
 _DTYPES = {"float32": np.float32, "float16": np.float16, "int8": np.int8}
 
 
@@ -131,17 +135,37 @@ def apply_plan(
             raise
         if writer is not None:
             writer.close()
+        graph_seconds = _write_graph(saved, tmp) if saved.plan.structure == "hnsw" else 0.0
         (tmp / TIERS_FILE).write_text(json.dumps(_tiers_doc(saved, src.num_rows, src.dim), indent=2) + "\n")
-    return _applied(saved, src.num_rows, res, out_dir, copy_bytes)
+    return {**_applied(saved, src.num_rows, res, out_dir, copy_bytes), "graph_seconds": graph_seconds}
+
+
+def _write_graph(saved: SavedPlan, tmp: Path) -> float:
+    """The plan's HNSW graph over the codes just written to ``tmp``, with its description beside it (what
+    ``export --to faiss --structure hnsw`` writes), in the plan's settings; the seconds it took."""
+    from .export import export
+
+    t0 = time.perf_counter()
+    export(
+        tmp / FIRST_FILE,
+        tmp / GRAPH_FILE,
+        to="faiss",
+        structure="hnsw",
+        hnsw=saved.plan.graph,
+        model=saved.path / "first",
+    )
+    return time.perf_counter() - t0
 
 
 def _applied(saved: SavedPlan, rows: int, res, out_dir, copy_bytes: int) -> dict[str, Any]:
     """What :func:`apply_plan` returns: the rows, the bytes of each tier and per vector, the time and the plan."""
     copy_size = os.path.getsize(Path(out_dir) / COPY_FILE) if saved.plan.stored else 0
+    graph = Path(out_dir) / GRAPH_FILE
     return {
         "rows": rows,
         "first_bytes": res.output_bytes,
         "copy_bytes": copy_size,
+        "graph_bytes": graph.stat().st_size if saved.plan.structure == "hnsw" else 0,
         "ram_bytes_per_vector": saved.first.output_spec.nbytes,
         "disk_bytes_per_vector": copy_bytes,
         "seconds": res.seconds,
@@ -174,6 +198,7 @@ def _tiers_doc(saved: SavedPlan, rows: int, dim: int) -> dict[str, Any]:
         "first": FIRST_FILE,
         "copy": COPY_FILE if saved.plan.stored else None,
         "copy_kind": saved.plan.copy,
+        "graph": GRAPH_FILE if saved.plan.structure == "hnsw" else None,
     }
 
 
@@ -315,6 +340,9 @@ def open_tiers(
         hnsw=plan.graph,
     )
     _check_rows(out_dir, index.num_docs, tiers)
+    graph = _graph_file(out_dir, saved, tiers)
+    if graph is not None:  # tiers written before graphs were a tier have none: the graph is built on first search
+        index.load_graph(graph, ef_search=plan.graph.ef_search)
     copy = stored_copy(out_dir, saved, tiers)
     if copy is not None and plan.place == "ram":
         copy = RamCopy(copy)
@@ -349,6 +377,19 @@ def _check_rows(out_dir: Path, rows: int, tiers: dict[str, Any]) -> None:
         raise FormatError(f"{out_dir / FIRST_FILE} holds {rows:,} rows, the tiers {tiers['rows']:,}")
 
 
+def _graph_file(out_dir: Path, saved: SavedPlan, tiers: dict[str, Any]) -> Path | None:
+    """The tiers' HNSW graph file, there (None when the tiers have none)."""
+    if not tiers.get("graph"):
+        return None
+    path = out_dir / tiers["graph"]
+    if not path.is_file():
+        raise InputError(
+            f"{path}: the plan's HNSW graph is missing; write the tiers again with embcompress apply {saved.path} "
+            f"IN {out_dir}"
+        )
+    return path
+
+
 def stored_copy(out_dir: Path, saved: SavedPlan, tiers: dict[str, Any]) -> DiskCopy | None:
     """The plan's copy on disk, checked whole and of the plan's kind and shape (None without one)."""
     if not saved.plan.stored:
@@ -364,6 +405,7 @@ def check_tiers(out_dir: str | os.PathLike, saved: SavedPlan) -> dict[str, Any]:
     out_dir = Path(out_dir)
     tiers = read_tiers(out_dir, saved)
     _check_rows(out_dir, open_vectors(out_dir / FIRST_FILE, codes=None).num_rows, tiers)
+    _graph_file(out_dir, saved, tiers)
     copy = stored_copy(out_dir, saved, tiers)
     if copy is not None:
         copy.close()

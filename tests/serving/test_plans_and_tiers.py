@@ -547,3 +547,34 @@ def test_run_configs_scores_what_extend_adds_with_the_models_it_fitted(monkeypat
     fitted = len(built)
     alone = run_configs(X, task, ["pca:8+sq:4@int8x4"])
     assert rows[-1].score == alone[1].score and len(built) == 2 * fitted  # the same models, fitted once per run
+
+
+def test_an_hnsw_plan_writes_its_graph_once_and_the_server_maps_it_instead_of_building_it(
+    corpus, tmp_path, monkeypatch
+):
+    from embcompress.search import index as index_mod
+
+    tmp, X, Q = corpus
+    first = embcompress.from_spec("binary").fit(X)
+    graph = Hnsw(m=8, ef_construction=40, ef_search=200)
+    save_plan(Plan(structure="hnsw", graph=graph, copy="float16", candidates=60, k=10), first, tmp_path / "plan")
+    res = apply_plan(tmp_path / "plan", tmp / "docs.parquet", tmp_path / "out")
+    assert res["graph_bytes"] > 8 * 4 * len(X)  # level 0 alone holds 2 m links of 4 bytes per document
+    assert json.loads((tmp_path / "out" / "tiers.json").read_text())["graph"] == "graph.faiss"
+    monkeypatch.setattr(index_mod.ann, "faiss_index", lambda *a, **k: pytest.fail("the graph was built again"))
+    served = open_tiers(tmp_path / "out", tmp_path / "plan")
+    got = served.search(Q)
+    assert served.index.structure == "hnsw" and served.index.hnsw.ef_search == 200
+    exact = Index(first.transform(X), compressor=first).search(
+        Q, 10, rerank="float", candidates=60, originals=ArrayStore(X.astype(np.float16))
+    )
+    overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got.rows, exact.rows)])
+    assert overlap > 0.9  # the graph finds (nearly) the exact scan's candidates at ef 200 over 3,000 documents
+    graph_file = tmp_path / "out" / "graph.faiss"
+    data = graph_file.read_bytes()
+    graph_file.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="not a faiss index faiss can read"):
+        open_tiers(tmp_path / "out", tmp_path / "plan")
+    graph_file.unlink()
+    with pytest.raises(InputError, match="HNSW graph is missing; write the tiers again"):
+        open_tiers(tmp_path / "out", tmp_path / "plan")
