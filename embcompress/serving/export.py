@@ -247,6 +247,29 @@ def _plan_description(plan, plan_dir, rescore: Path) -> dict[str, Any]:
     return {**plan.to_json(), "rescore_file": rescore.name if plan.stored else None, "rescore_decode": decode}
 
 
+def _copied_graph(graph: Path, out: Path, overwrite: bool) -> dict[str, Any]:
+    """The faiss HNSW graph ``apply`` wrote among a plan's tiers (with its ids and description), copied to
+    ``out`` and beside it: what :func:`export` returns for it."""
+    sources = [graph, *(Path(str(graph) + s) for s in (".ids.parquet", ".embcompress.json"))]
+    targets = [out, *(Path(str(out) + s) for s in (".ids.parquet", ".embcompress.json"))]
+    pairs = [(a, b) for a, b in zip(sources, targets) if a.is_file()]
+    for _, b in pairs:
+        check_output_path(b, overwrite=overwrite)
+    written: list[Path] = []
+    try:
+        for a, b in pairs:
+            with atomic_file(b, overwrite=overwrite) as tmp:
+                shutil.copyfile(a, tmp)
+            written.append(b)
+    except BaseException:
+        for b in written:
+            b.unlink(missing_ok=True)
+        raise
+    desc = json.loads(targets[2].read_text())
+    keys = ("target", "structure", "graph", "rows", "kind")
+    return {"output": str(out), **{k: desc[k] for k in keys}, "files": [str(b) for b in written]}
+
+
 def export_plan(
     tiers_dir: str | os.PathLike,
     plan_dir: str | os.PathLike,
@@ -265,21 +288,28 @@ def export_plan(
     from .tiers import COPY_FILE, FIRST_FILE, check_tiers
 
     saved = load_plan(plan_dir)
-    check_tiers(tiers_dir, saved)  # the tiers belong to the plan, and its copy is whole (export reads the codes)
+    tiers = check_tiers(
+        tiers_dir, saved
+    )  # the tiers belong to the plan, and its copy is whole (export reads the codes)
     plan = saved.plan
     rescore = Path(str(out) + ".rescore.npy")
     if plan.stored and to != "lancedb":
         check_output_path(rescore, overwrite=overwrite)
-    res = export(
-        Path(tiers_dir) / FIRST_FILE,
-        out,
-        to=to,
-        model=Path(plan_dir) / "first",
-        table=table,
-        structure="hnsw" if plan.structure == "hnsw" and to == "faiss" else "flat",
-        overwrite=overwrite,
-        hnsw=plan.graph if to == "usearch" or (to == "faiss" and plan.structure == "hnsw") else None,
-        stage=stage,
+    graph = tiers.get("graph") if to == "faiss" else None  # apply built the faiss graph: it is copied, not rebuilt
+    res = (
+        _copied_graph(Path(tiers_dir) / graph, Path(out), overwrite)
+        if graph
+        else export(
+            Path(tiers_dir) / FIRST_FILE,
+            out,
+            to=to,
+            model=Path(plan_dir) / "first",
+            table=table,
+            structure="hnsw" if plan.structure == "hnsw" and to == "faiss" else "flat",
+            overwrite=overwrite,
+            hnsw=plan.graph if to == "usearch" or (to == "faiss" and plan.structure == "hnsw") else None,
+            stage=stage,
+        )
     )
     if to == "lancedb":
         return {**res, "note": PLAN_NOTES[to] if plan.stored else None}

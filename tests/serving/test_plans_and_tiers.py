@@ -571,6 +571,14 @@ def test_an_hnsw_plan_writes_its_graph_once_and_the_server_maps_it_instead_of_bu
     overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got.rows, exact.rows)])
     assert overlap > 0.9  # the graph finds (nearly) the exact scan's candidates at ef 200 over 3,000 documents
     graph_file = tmp_path / "out" / "graph.faiss"
+    from embcompress.serving.export import export_plan
+
+    res = export_plan(tmp_path / "out", tmp_path / "plan", tmp_path / "x.faiss", to="faiss")  # copied, not built
+    assert res["structure"] == "hnsw" and res["graph"]["m"] == 8 and res["rows"] == len(X)
+    assert (tmp_path / "x.faiss").read_bytes() == graph_file.read_bytes()
+    assert np.array_equal(np.load(tmp_path / "x.faiss.rescore.npy"), np.load(tmp_path / "out" / "copy.npy"))
+    again = Index(first.transform(X), compressor=first, structure="hnsw")
+    again.load_graph(tmp_path / "x.faiss")  # the exported graph's description names these documents
     data = graph_file.read_bytes()
     graph_file.write_bytes(data[: len(data) // 2])
     with pytest.raises(InputError, match="not a faiss index faiss can read"):
