@@ -320,7 +320,8 @@ class ExportRequest:
 @takes(ExportRequest)
 def export(req: ExportRequest) -> None:
     """Export codes or vectors to the index of a serving library: faiss, usearch or LanceDB."""
-    from embcompress.serving.export import export as run_export, export_plan
+    from embcompress.serving.export import export as run_export
+    from embcompress.serving.plan_export import export_plan
 
     with Bars() as bars:
         if req.plan is not None:

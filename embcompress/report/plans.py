@@ -36,23 +36,16 @@ from ..core.registry import from_spec
 from ..evaluation.crossfit import check_folds, fold_pool_rows
 from ..evaluation.configs import parse_config
 from ..evaluation.evaluate import run_configs
-from ..evaluation.race import paired_difference
 from ..evaluation.rows import ResultRow
 from ..search import Index
 from ..serving.plan import COPIES
 from ..serving.tiers import DiskCopy, copy_codec
+from .sweep import GAIN_Z, choose_count, further, paired_se, sweep_configs, sweep_of
 from .grid import validate
 from .recommend import _candidates
 
-#: candidates rescored per query, as multiples of k (k = 10: 20 to 500)
-MULTIPLIERS = (2, 4, 10, 20, 50)
-#: where a sweep is still rising at its end (or short of the target), it goes on with these, one at a time
-#: (k = 10: 1,000 and 2,000), while they stay below the documents measured
-FURTHER_MULTIPLIERS = (100, 200)
 #: the copies a plan may rescore from, smallest first
 COPY_KINDS = ("int8", "float16", "float32")
-#: the candidate count stops rising where the next step gains less than this many standard errors
-GAIN_Z = 2.0
 #: single queries timed per plan (the median is kept), and the batch size of the batch figure
 LATENCY_QUERIES = 64
 LATENCY_BATCH = 256
@@ -78,72 +71,6 @@ class PlanRow:
     first_stage_ms: float | None = None  # the first stage alone, one query at a time, scaled
 
 
-def _paired_se(a: np.ndarray, b: np.ndarray, float_score: float) -> float:
-    """Standard error of the mean per-query difference ``b - a``, in retention, over the queries both
-    score (0 when it cannot be told: under 2 such queries, or no float score)."""
-    n, _, se = paired_difference(b, a)
-    return 0.0 if n < 2 or float_score <= 0 else se / float_score
-
-
-def choose_count(sweep: list[ResultRow], float_score: float, target: float | None) -> ResultRow:
-    """The row of ``sweep`` (one (code, copy) pair's rows, fewest candidates first) to serve: the first
-    that reaches ``target``, or the last before the gain falls within its uncertainty."""
-    if target is not None:
-        for r in sweep:
-            if r.retention >= target:
-                return r
-    for a, b in zip(sweep, sweep[1:]):
-        if b.retention - a.retention <= GAIN_Z * _paired_se(a.per_query, b.per_query, float_score):
-            return a
-    return sweep[-1]
-
-
-def still_rising(sweep: list[ResultRow], float_score: float, target: float | None) -> bool:
-    """Whether ``sweep`` (fewest candidates first) stops at its last count without a reason to: its last step
-    still gains more than its uncertainty (:func:`choose_count` keeps the last row) and no count reaches
-    ``target``."""
-    if target is not None and any(r.retention >= target for r in sweep):
-        return False
-    return len(sweep) > 1 and choose_count(sweep, float_score, None) is sweep[-1]
-
-
-def _sweep(by_config: dict[str, ResultRow], spec: str, copy: str) -> list[ResultRow]:
-    """The rows measured of (``spec``, ``copy``), fewest candidates first."""
-    found = (by_config.get(f"{spec}@{copy}x{m}") for m in (*MULTIPLIERS, *FURTHER_MULTIPLIERS))
-    return [r for r in found if r is not None]
-
-
-def _further(cands: dict[str, str], copies: tuple[str, ...], target: float | None, limit: int):
-    """run_configs' ``extend``: the next count of every (code, copy) sweep that is still rising at its end,
-    while its candidates (k times the multiplier) stay below ``limit`` documents."""
-
-    def extend(rows: list[ResultRow]) -> list[str]:
-        by_config = {r.config: r for r in rows[1:]}
-        more = []
-        for cfg in cands:
-            spec = parse_config(cfg).spec
-            for copy in copies:
-                sweep = _sweep(by_config, spec, copy)
-                if not sweep or not still_rising(sweep, rows[0].score, target):
-                    continue
-                last = parse_config(sweep[-1].config).multiplier
-                nxt = next((m for m in FURTHER_MULTIPLIERS if m > last), None)
-                if nxt is not None and sweep[-1].candidates // last * nxt < limit:
-                    more.append(f"{spec}@{copy}x{nxt}")
-        return more
-
-    return extend
-
-
-def _configs(cands: dict[str, str], copies: list[str]) -> list[str]:
-    out = []
-    for cfg in cands:
-        spec = parse_config(cfg).spec
-        out.append(cfg)  # code only, searched as recommend --budget would
-        out += [f"{spec}@{copy}x{m}" for copy in copies for m in MULTIPLIERS]
-    return out
-
-
 def _plans(rows: list[ResultRow], cands: dict[str, str], dim: int, target: float | None) -> list[PlanRow]:
     float_score = rows[0].score
     by_config = {r.config: r for r in rows[1:]}
@@ -166,7 +93,7 @@ def _plans(rows: list[ResultRow], cands: dict[str, str], dim: int, target: float
             )
         )
         for copy in COPY_KINDS:
-            sweep = _sweep(by_config, spec, copy)
+            sweep = sweep_of(by_config, spec, copy)
             if not sweep:
                 continue
             r = choose_count(sweep, float_score, target)
@@ -261,7 +188,7 @@ def near_ties(winner: PlanRow, ranked: list[PlanRow], per_query: dict, float_sco
         )
         if p.config == winner.config or not cheaper:
             continue
-        if winner.retention - p.retention <= GAIN_Z * _paired_se(per_query[p.config], base, float_score):
+        if winner.retention - p.retention <= GAIN_Z * paired_se(per_query[p.config], base, float_score):
             out.append(p)
     return out
 
@@ -379,13 +306,13 @@ def measure_grid(
     rows = run_configs(
         docs,
         task,
-        ["float", *_configs(cands, list(copies))],
+        ["float", *sweep_configs(cands, list(copies))],
         doc_ids=setup.doc_ids,
         folds=folds,
         progress=progress,
         per_query=True,
         in_sample=False,
-        extend=_further(cands, copies, target, len(docs)),
+        extend=further(cands, copies, target, len(docs)),
     )
     return PlanGrid(tuple(rows), dict(cands), copies, dim)
 

@@ -288,7 +288,7 @@ def test_recommend_ranks_plans_and_saves_one_that_apply_and_search_serve(tmp_pat
 
 
 def test_the_candidate_count_stops_where_the_gain_is_within_its_uncertainty():
-    from embcompress.report.plans import choose_count
+    from embcompress.report.sweep import choose_count
 
     noise = np.random.default_rng(0).normal(0, 0.3, (4, 400))  # each count's own per-query noise
     sweep = [SimpleNamespace(retention=r, per_query=0.5 * r + e) for r, e in zip((0.80, 0.90, 0.9001, 0.99), noise)]
@@ -437,7 +437,7 @@ def test_pick_measures_each_plan_once():
 
 
 def test_the_candidate_count_rule_skips_queries_without_judgments():
-    from embcompress.report.plans import choose_count
+    from embcompress.report.sweep import choose_count
 
     noise = np.random.default_rng(0).normal(0, 0.3, (4, 400))
     sweep = [SimpleNamespace(retention=r, per_query=0.5 * r + e) for r, e in zip((0.80, 0.90, 0.9001, 0.99), noise)]
@@ -497,7 +497,7 @@ def test_apply_of_a_plan_carries_the_ids_and_kept_columns(tmp_path):
 
 def _sweep_rows(spec, copy, retentions, seed=0):
     """Result rows of one (code, copy) sweep, each query's score around its retention (float scores 0.5)."""
-    from embcompress.report.plans import FURTHER_MULTIPLIERS, MULTIPLIERS
+    from embcompress.report.sweep import FURTHER_MULTIPLIERS, MULTIPLIERS
 
     noise = np.random.default_rng(seed).normal(0, 0.05, (len(retentions), 400))
     return [
@@ -507,7 +507,7 @@ def _sweep_rows(spec, copy, retentions, seed=0):
 
 
 def test_a_candidate_sweep_still_rising_at_its_end_goes_on_one_count_at_a_time():
-    from embcompress.report.plans import _further, still_rising
+    from embcompress.report.sweep import further, still_rising
 
     rising = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96))
     flat = _sweep_rows("pca:4+sq:4", "int8", (0.90, 0.96, 0.99, 0.995, 0.9951))
@@ -516,13 +516,15 @@ def test_a_candidate_sweep_still_rising_at_its_end_goes_on_one_count_at_a_time()
     assert still_rising(rising, 0.5, 0.99)  # short of the target and rising
     float_row = SimpleNamespace(config="float", score=0.5)
     cands = {"rq:2": "rq", "pca:4+sq:4": "pca"}
-    extend = _further(cands, ("int8",), None, 100_000)
+    extend = further(cands, ("int8",), None, 100_000)
     assert extend([float_row, *rising, *flat]) == ["rq:2@int8x100"]
-    further = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96, 0.99))
-    assert extend([float_row, *further, *flat]) == ["rq:2@int8x200"]  # 1,000 still gained: 2,000 next
-    done = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96, 0.99, 0.9901))
-    assert extend([float_row, *done, *flat]) == []  # the last step gained nothing; and 200 is the end
-    assert _further(cands, ("int8",), None, 1_000)([float_row, *rising, *flat]) == []  # 1,000 of 1,000 documents
+    longer = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96, 0.99))
+    assert extend([float_row, *longer, *flat]) == ["rq:2@int8x200"]  # 1,000 still gained: 2,000 next
+    stalled = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96, 0.9601))
+    assert not still_rising(stalled, 0.5, None) and extend([float_row, *stalled, *flat]) == []
+    to_the_end = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96, 0.98, 0.995))
+    assert still_rising(to_the_end, 0.5, None) and extend([float_row, *to_the_end, *flat]) == []  # 2,000: the end
+    assert further(cands, ("int8",), None, 1_000)([float_row, *rising, *flat]) == []  # 1,000 of 1,000 documents
 
 
 def test_run_configs_scores_what_extend_adds_with_the_models_it_fitted(monkeypatch):
@@ -571,7 +573,7 @@ def test_an_hnsw_plan_writes_its_graph_once_and_the_server_maps_it_instead_of_bu
     overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got.rows, exact.rows)])
     assert overlap > 0.9  # the graph finds (nearly) the exact scan's candidates at ef 200 over 3,000 documents
     graph_file = tmp_path / "out" / "graph.faiss"
-    from embcompress.serving.export import export_plan
+    from embcompress.serving.plan_export import export_plan
 
     res = export_plan(tmp_path / "out", tmp_path / "plan", tmp_path / "x.faiss", to="faiss")  # copied, not built
     assert res["structure"] == "hnsw" and res["graph"]["m"] == 8 and res["rows"] == len(X)

@@ -1,0 +1,85 @@
+"""How many candidates a serving plan rescores (decision 0009): each (code, copy) pair is measured at a sweep of
+counts, and the rule picks the smallest that reaches the target, or the last before the gain falls within its
+uncertainty; a sweep still rising at its end goes on."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..evaluation.configs import parse_config
+from ..evaluation.race import paired_difference
+from ..evaluation.rows import ResultRow
+
+#: candidates rescored per query, as multiples of k (k = 10: 20 to 500)
+MULTIPLIERS = (2, 4, 10, 20, 50)
+#: where a sweep is still rising at its end (or short of the target), it goes on with these, one at a time
+#: (k = 10: 1,000 and 2,000), while they stay below the documents measured
+FURTHER_MULTIPLIERS = (100, 200)
+#: the candidate count stops rising where the next step gains less than this many standard errors
+GAIN_Z = 2.0
+
+
+def paired_se(a: np.ndarray, b: np.ndarray, float_score: float) -> float:
+    """Standard error of the mean per-query difference ``b - a``, in retention, over the queries both
+    score (0 when it cannot be told: under 2 such queries, or no float score)."""
+    n, _, se = paired_difference(b, a)
+    return 0.0 if n < 2 or float_score <= 0 else se / float_score
+
+
+def choose_count(sweep: list[ResultRow], float_score: float, target: float | None) -> ResultRow:
+    """The row of ``sweep`` (one (code, copy) pair's rows, fewest candidates first) to serve: the first
+    that reaches ``target``, or the last before the gain falls within its uncertainty."""
+    if target is not None:
+        for r in sweep:
+            if r.retention >= target:
+                return r
+    for a, b in zip(sweep, sweep[1:]):
+        if b.retention - a.retention <= GAIN_Z * paired_se(a.per_query, b.per_query, float_score):
+            return a
+    return sweep[-1]
+
+
+def still_rising(sweep: list[ResultRow], float_score: float, target: float | None) -> bool:
+    """Whether ``sweep`` (fewest candidates first) stops at its last count without a reason to: its last step
+    still gains more than its uncertainty (:func:`choose_count` keeps the last row) and no count reaches
+    ``target``."""
+    if target is not None and any(r.retention >= target for r in sweep):
+        return False
+    return len(sweep) > 1 and choose_count(sweep, float_score, None) is sweep[-1]
+
+
+def sweep_of(by_config: dict[str, ResultRow], spec: str, copy: str) -> list[ResultRow]:
+    """The rows measured of (``spec``, ``copy``), fewest candidates first."""
+    found = (by_config.get(f"{spec}@{copy}x{m}") for m in (*MULTIPLIERS, *FURTHER_MULTIPLIERS))
+    return [r for r in found if r is not None]
+
+
+def further(cands: dict[str, str], copies: tuple[str, ...], target: float | None, limit: int):
+    """run_configs' ``extend``: the next count of every (code, copy) sweep that is still rising at its end,
+    while its candidates (k times the multiplier) stay below ``limit`` documents."""
+
+    def extend(rows: list[ResultRow]) -> list[str]:
+        by_config = {r.config: r for r in rows[1:]}
+        more = []
+        for cfg in cands:
+            spec = parse_config(cfg).spec
+            for copy in copies:
+                sweep = sweep_of(by_config, spec, copy)
+                if not sweep or not still_rising(sweep, rows[0].score, target):
+                    continue
+                last = parse_config(sweep[-1].config).multiplier
+                nxt = next((m for m in FURTHER_MULTIPLIERS if m > last), None)
+                if nxt is not None and sweep[-1].candidates // last * nxt < limit:
+                    more.append(f"{spec}@{copy}x{nxt}")
+        return more
+
+    return extend
+
+
+def sweep_configs(cands: dict[str, str], copies: list[str]) -> list[str]:
+    out = []
+    for cfg in cands:
+        spec = parse_config(cfg).spec
+        out.append(cfg)  # code only, searched as recommend --budget would
+        out += [f"{spec}@{copy}x{m}" for copy in copies for m in MULTIPLIERS]
+    return out
