@@ -124,6 +124,12 @@ class RecommendRequest:
     k: int = typer.Option(
         10, "--k", min=1, help="With --ram-budget: results per query the plan serves (and scores, nDCG@k or recall@k)."
     )
+    index: str = typer.Option(
+        "exact",
+        "--index",
+        help="With --ram-budget: the first stage searched by exact scan, through an HNSW graph over the codes (bits or "
+        "floats; its links, 272 B/vector, count in the RAM budget, and what it misses in the retention), or any.",
+    )
     target: Optional[float] = typer.Option(
         None,
         "--target",
@@ -215,6 +221,10 @@ def recommend(req: RecommendRequest) -> None:
         )
     if req.ram_budget is not None:
         return _recommend_plan(req)
+    if req.index != "exact":
+        raise typer.BadParameter(
+            "--index chooses a serving plan's first stage: use it with --ram-budget", param_hint="--index"
+        )
 
     with Bars() as bars:
         res = recommend_files(
@@ -295,6 +305,7 @@ def _recommend_plan(req: RecommendRequest) -> None:
             disk_budget=req.disk_budget,
             target=req.target,
             max_latency_ms=req.max_latency_ms,
+            index=req.index,
             k=req.k,
             queries=req.queries,
             qrels=req.qrels,

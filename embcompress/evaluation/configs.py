@@ -11,7 +11,8 @@ from ..core.registry import from_spec
 from ..search import DEFAULT_MULTIPLIER
 
 _CONFIG = re.compile(
-    r"^(?P<spec>[^@]+?)(?:@(?P<rerank>asym|asymmetric|float|float32|float16|f16|int8)(?:x(?P<mult>\d+))?)?$"
+    r"^(?:(?P<structure>hnsw)/)?(?P<spec>[^@]+?)"
+    r"(?:@(?P<rerank>asym|asymmetric|float|float32|float16|f16|int8)(?:x(?P<mult>\d+))?)?$"
 )
 #: the rescoring copy each float-rerank word reads (``SPEC@int8x10``: the top 10k rescored from an int8 copy)
 _COPY_WORDS = {"float": "float32", "float32": "float32", "float16": "float16", "f16": "float16", "int8": "int8"}
@@ -24,6 +25,7 @@ class Config:
     rerank: str | None = None
     multiplier: int = DEFAULT_MULTIPLIER
     copy: str = "float32"  # with rerank "float": the copy it rescores from (float32, float16 or int8)
+    structure: str = "exact"  # the first stage: the exact scan, or ("hnsw/SPEC...") an HNSW graph over the codes
 
 
 FLOAT = Config("float", None)
@@ -39,7 +41,8 @@ def parse_config(text: str | Config) -> Config:
     if not m:
         raise InputError(
             f"cannot read configuration {text!r}; use float, SPEC, SPEC@asym, SPEC@float, SPEC@f16, "
-            "SPEC@int8, each optionally with xM (e.g. binary@int8x4: the top 4k rescored from an int8 copy)"
+            "SPEC@int8, each optionally with xM (e.g. binary@int8x4: the top 4k rescored from an int8 copy), "
+            "and hnsw/ before SPEC to search the codes through an HNSW graph (hnsw/binary@int8x4)"
         )
     word = m.group("rerank")
     rerank = None if word is None else "asymmetric" if word.startswith("asym") else "float"
@@ -47,7 +50,9 @@ def parse_config(text: str | Config) -> Config:
     if mult < 1:
         raise InputError(f"multiplier must be at least 1 in {text!r}")
     from_spec(m.group("spec"))  # validates the spec early
-    return Config(text, m.group("spec"), rerank, mult, _COPY_WORDS.get(word, "float32"))
+    return Config(
+        text, m.group("spec"), rerank, mult, _COPY_WORDS.get(word, "float32"), m.group("structure") or "exact"
+    )
 
 
 def trainable(spec: str | None, rows: int) -> bool:

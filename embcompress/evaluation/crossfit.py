@@ -163,6 +163,7 @@ class CrossFit:
             self.caches = [FitCache(docs[p]) for p in self.pools]
         self.part_docs = [docs if len(p) == n else docs[p] for p in self.parts]
         self.fit_rows = min(len(c.docs) for c in self.caches)
+        self._graphs: tuple[tuple, dict[str, Index | PartedIndex]] | None = None  # the last spec's graph indexes
 
     def prepare(self, specs: Sequence[str | None]) -> None:
         """The specs that will be fitted (:meth:`FitCache.plan`), for every fold's cache."""
@@ -177,32 +178,43 @@ class CrossFit:
     def out_of_sample(self) -> bool:
         return self.folds > 1
 
-    def indexes(self, spec: str, doc_ids: Sequence, norm_power: float = 1.0) -> dict[str, Index | PartedIndex]:
-        """``{"headline": index}``, plus ``"in_sample"`` when the headline is out-of-sample."""
+    def indexes(
+        self, spec: str, doc_ids: Sequence, norm_power: float = 1.0, structure: str = "exact"
+    ) -> dict[str, Index | PartedIndex]:
+        """``{"headline": index}``, plus ``"in_sample"`` when the headline is out-of-sample; ``structure`` "hnsw"
+        searches each part's codes through an HNSW graph (with the default settings), built at its first search
+        and kept for the configurations of the same spec that follow."""
+        key = (spec, norm_power, id(doc_ids))
+        if structure == "hnsw" and self._graphs is not None and self._graphs[0] == key:
+            return self._graphs[1]
         if self.folds == 1:
             cache = self.caches[0]
-            return {
-                "headline": Index(
-                    cache.encode(spec, self.docs), compressor=cache.fit(spec), ids=doc_ids, norm_power=norm_power
-                )
+            codes, comp = cache.encode(spec, self.docs), cache.fit(spec)
+            out = {"headline": Index(codes, compressor=comp, ids=doc_ids, norm_power=norm_power, structure=structure)}
+        else:
+            out = {
+                "headline": self._parted(spec, doc_ids, (norm_power, structure), lambda i: i),
+                "in_sample": self._parted(spec, doc_ids, (norm_power, structure), lambda i: (i + 1) % self.folds),
             }
-        return {
-            "headline": self._parted(spec, doc_ids, norm_power, lambda i: i),
-            "in_sample": self._parted(spec, doc_ids, norm_power, lambda i: (i + 1) % self.folds),
-        }
+        if structure == "hnsw":
+            self._graphs = (key, out)
+        return out
 
     def first_model_index(self, spec: str, doc_ids: Sequence, norm_power: float = 1.0) -> PartedIndex:
         """Every document encoded by the first fold's model alone (out-of-sample ``folds >= 2``):
         its own fold new to it, the others its fit rows; the headline and in-sample indexes reuse
         these encodings. A fitted code scores no lower here than out-of-sample, in expectation."""
-        return self._parted(spec, doc_ids, norm_power, lambda i: 0)
+        return self._parted(spec, doc_ids, (norm_power, "exact"), lambda i: 0)
 
-    def _parted(self, spec: str, doc_ids: Sequence, norm_power: float, model_of) -> PartedIndex:
-        """Fold ``i``'s documents encoded by model ``model_of(i)``, searched as one corpus."""
+    def _parted(self, spec: str, doc_ids: Sequence, searched: tuple[float, str], model_of) -> PartedIndex:
+        """Fold ``i``'s documents encoded by model ``model_of(i)``, searched as one corpus; ``searched``: the
+        indexes' norm power and structure."""
+        norm_power, structure = searched
         built = []
         for i, (rows, part) in enumerate(zip(self.parts, self.part_docs)):
             cache = self.caches[model_of(i)]
-            built.append((rows, Index(cache.encode(spec, part), compressor=cache.fit(spec), norm_power=norm_power)))
+            codes, comp = cache.encode(spec, part), cache.fit(spec)
+            built.append((rows, Index(codes, compressor=comp, norm_power=norm_power, structure=structure)))
         return PartedIndex(built, ids=doc_ids)
 
     def costs(self, spec: str) -> dict[str, Any]:

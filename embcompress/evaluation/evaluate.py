@@ -86,7 +86,7 @@ def evaluate_config(
             stopped = race_first_model(cfg, task, doc_ids, fits, originals, norm_power, leader)
             if stopped is not None:
                 return stopped
-        indexes = fits.indexes(cfg.spec, doc_ids, norm_power)
+        indexes = fits.indexes(cfg.spec, doc_ids, norm_power, structure=cfg.structure)
         costs = fits.costs(cfg.spec)
     index = indexes["headline"]
     m = task.measure(index, cfg, originals)

@@ -10,7 +10,7 @@ from typing import Any
 from ..core.errors import InputError
 from ..core.registry import from_spec
 from ..core.requests import from_keywords
-from .plans import PlanOptions, plan_setup, rank_plans
+from .plans import GRAPH, PlanOptions, plan_setup, rank_plans
 from .recommend import TaskFiles
 from .task_files import load_task_files
 
@@ -45,7 +45,10 @@ def recommend_plan_files(
     first = fit_file(from_spec(w["spec"]), input, column=column, progress=fit_progress)
     copy_model = fit_file(Int8(), input, column=column) if w["copy"] == "int8" else None
     measured = {key: w[key] for key in ("retention", "latency_ms", "batch_ms", "ram_bytes", "disk_bytes")}
+    hnsw = w["structure"] == "hnsw"
     plan = Plan(
+        structure=w["structure"],
+        graph=GRAPH if hnsw else None,
         copy=w["copy"],
         candidates=w["candidates"] if w["copy"] != "none" else k,
         k=k,

@@ -8,16 +8,21 @@ with every copy within the disk budget, sweeps the number of candidates, and mea
 folds), judged, against labels or label-free.
 
 The candidate count of a (code, copy) pair is the smallest of the sweep that reaches the target,
-or without one the point where retention stops rising by more than its uncertainty (the next
-step gains less than :data:`GAIN_Z` standard errors of the paired per-query difference).
+or without one the point where retention stops rising by more than its uncertainty
+(:mod:`.sweep`).
+
+With ``index`` "hnsw" or "any" the first stage may also be an HNSW graph over the codes (bits or
+floats; the library's default settings, :data:`GRAPH`): measured the same way, out-of-sample, each
+fold's codes searched through a graph of their own, so what the graph misses shows in the
+retention; its links count in the RAM budget (:attr:`~embcompress.search.ann.Hnsw.graph_bytes`,
+272 B per vector at m = 32).
 
 Latency is measured on this machine for the plans that can win, in the order they would win:
 the plan's first stage over the sample's codes and its rescoring from a copy in a file
 (:class:`~embcompress.serving.tiers.DiskCopy`, the page cache warm), one query at a time and in a
-batch. The first stage is an exact scan, whose time grows with the rows, so it is scaled from the
-sample's rows to the input's; the rescoring reads a fixed number of rows per query and is taken as
-measured. HNSW first stages are not ranked here (their recall depends on the graph's settings):
-serve one with ``search --index hnsw`` and measure it."""
+batch. An exact scan's time grows with the rows, so it is scaled from the sample's rows to the
+input's; a graph's grows about with their logarithm and, like the rescoring (a fixed number of
+rows per query), is taken as measured."""
 
 from __future__ import annotations
 
@@ -38,9 +43,10 @@ from ..evaluation.configs import parse_config
 from ..evaluation.evaluate import run_configs
 from ..evaluation.rows import ResultRow
 from ..search import Index
+from ..search.ann import SERVING, Hnsw
 from ..serving.plan import COPIES
 from ..serving.tiers import DiskCopy, copy_codec
-from .sweep import GAIN_Z, choose_count, further, paired_se, sweep_configs, sweep_of
+from .sweep import GAIN_Z, choose_count, first_stage, further, paired_se, sweep_configs, sweep_of
 from .grid import validate
 from .recommend import _candidates
 
@@ -51,6 +57,10 @@ LATENCY_QUERIES = 64
 LATENCY_BATCH = 256
 #: latency is measured for at most this many plans beyond the ones the choice needs
 MEASURED_PLANS = 6
+#: the graph an HNSW first stage is ranked with and saved with (the library's defaults)
+GRAPH = Hnsw()
+#: the first stages a ranking may search: the exact scan, an HNSW graph, or both
+INDEXES = ("exact", "hnsw", "any")
 
 
 @dataclass(frozen=True)
@@ -69,45 +79,33 @@ class PlanRow:
     latency_ms: float | None = None  # one query at a time, scaled to the input's rows
     batch_ms: float | None = None  # per query, in batches of LATENCY_BATCH, scaled the same way
     first_stage_ms: float | None = None  # the first stage alone, one query at a time, scaled
+    structure: str = "exact"  # the first stage searched by exact scan, or through an HNSW graph ("hnsw")
 
 
 def _plans(rows: list[ResultRow], cands: dict[str, str], dim: int, target: float | None) -> list[PlanRow]:
+    """One plan per (first stage, copy) of ``cands``: a graph's first stage costs its links in RAM too."""
     float_score = rows[0].score
     by_config = {r.config: r for r in rows[1:]}
     plans = []
     for cfg, label in cands.items():
-        code = by_config[cfg]
-        spec = parse_config(cfg).spec
+        code, c, stage = by_config[cfg], parse_config(cfg), first_stage(cfg)
+        graph = round(GRAPH.graph_bytes) if c.structure == "hnsw" else 0
         own = "decoded" if code.rerank == "asymmetric" else "none"  # the codes rescored by themselves, or not
+        one = ((code.candidates, code.retention),)
+        ram = code.bytes_per_vector + graph
         plans.append(
-            PlanRow(
-                cfg,
-                spec,
-                label,
-                own,
-                code.candidates,
-                code.bytes_per_vector,
-                0,
-                code.retention,
-                ((code.candidates, code.retention),),
-            )
+            PlanRow(cfg, c.spec, label, own, code.candidates, ram, 0, code.retention, one, structure=c.structure)
         )
         for copy in COPY_KINDS:
-            sweep = sweep_of(by_config, spec, copy)
+            sweep = sweep_of(by_config, stage, copy)
             if not sweep:
                 continue
             r = choose_count(sweep, float_score, target)
+            counts = tuple((s.candidates, s.retention) for s in sweep)
+            disk = COPIES[copy] * dim
             plans.append(
                 PlanRow(
-                    r.config,
-                    spec,
-                    label,
-                    copy,
-                    r.candidates,
-                    r.bytes_per_vector,
-                    COPIES[copy] * dim,
-                    r.retention,
-                    tuple((s.candidates, s.retention) for s in sweep),
+                    r.config, c.spec, label, copy, r.candidates, ram, disk, r.retention, counts, structure=c.structure
                 )
             )
     return plans
@@ -116,19 +114,23 @@ def _plans(rows: list[ResultRow], cands: dict[str, str], dim: int, target: float
 class LatencyBench:
     """Latencies of plans on this machine, over the sample's documents: each first stage fitted on (at
     most 5,000 of) ``docs`` and each copy written to a file in ``scratch`` once, however many plans
-    share them; the first stage's time scaled by ``total_rows / len(docs)``."""
+    share them; an exact first stage's time scaled by ``total_rows / len(docs)``, a graph's (built before it is
+    timed) taken as measured: its search time grows about with the logarithm of the rows, not with them."""
 
     def __init__(self, docs: np.ndarray, queries: np.ndarray, total_rows: int, k: int, scratch: Path):
         self.docs, self.queries, self.k, self.scratch = docs, queries, k, scratch
         self.scale = total_rows / len(docs)
-        self._indexes: dict[str, Index] = {}
+        self._indexes: dict[tuple[str, str], Index] = {}
         self._stores: dict[str, DiskCopy] = {}
 
-    def index(self, spec: str) -> Index:
-        if spec not in self._indexes:
+    def index(self, spec: str, structure: str = "exact") -> Index:
+        if (spec, structure) not in self._indexes:
             comp = from_spec(spec).fit(self.docs[: min(len(self.docs), 5_000)])
-            self._indexes[spec] = Index(comp.transform(self.docs), compressor=comp)
-        return self._indexes[spec]
+            index = Index(comp.transform(self.docs), compressor=comp, structure=structure, hnsw=GRAPH)
+            if structure == "hnsw":
+                index.build_graph()
+            self._indexes[spec, structure] = index
+        return self._indexes[spec, structure]
 
     def store(self, kind: str) -> DiskCopy:
         if kind not in self._stores:
@@ -146,7 +148,8 @@ class LatencyBench:
 
     def measure(self, plan: PlanRow) -> PlanRow:
         """``plan`` with its latencies: one query at a time (the median) and in a batch."""
-        index = self.index(plan.spec)
+        index = self.index(plan.spec, plan.structure)
+        scale = self.scale if plan.structure == "exact" else 1.0
         store = self.store(plan.copy) if plan.copy in COPY_KINDS else None
         cfg = parse_config(plan.config)
 
@@ -168,9 +171,9 @@ class LatencyBench:
             **{
                 **asdict(plan),
                 "sweep": plan.sweep,
-                "latency_ms": 1e3 * (med_first * self.scale + med_rest),
-                "batch_ms": 1e3 * (b_first * self.scale + b_rest) / len(batch),
-                "first_stage_ms": 1e3 * med_first * self.scale,
+                "latency_ms": 1e3 * (med_first * scale + med_rest),
+                "batch_ms": 1e3 * (b_first * scale + b_rest) / len(batch),
+                "first_stage_ms": 1e3 * med_first * scale,
             }
         )
 
@@ -231,14 +234,16 @@ def pick(
 class PlanOptions:
     """How serving plans are ranked: the rescoring copy within ``disk_budget`` bytes per vector (None: any;
     0: none), the plan with the least RAM that reaches ``target`` (without one, the best), only plans that
-    answer a query within ``max_latency_ms`` on this machine; ``folds``; ``progress``. (The results per query,
-    ``k``, are the task's: :class:`~embcompress.report.task_files.TaskInputs`.)"""
+    answer a query within ``max_latency_ms`` on this machine; ``folds``; ``progress``; ``index``: first stages
+    searched by exact scan, through an HNSW graph, or either (:data:`INDEXES`). (The results per query, ``k``,
+    are the task's: :class:`~embcompress.report.task_files.TaskInputs`.)"""
 
     disk_budget: int | None = None
     target: float | None = None
     max_latency_ms: float | None = None
     folds: int = 2
     progress: Callable[[str, int, int], None] | None = None
+    index: str = "exact"
 
     def check(self, ram_budget, k: int = 10) -> None:
         """An InputError for a budget, ``k``, target or latency limit out of range."""
@@ -249,6 +254,8 @@ class PlanOptions:
             raise InputError(f"target must be a retention in (0, 1], e.g. 0.99, got {self.target!r}")
         if self.max_latency_ms is not None and not self.max_latency_ms > 0:
             raise InputError(f"max latency must be a positive number of milliseconds, got {self.max_latency_ms!r}")
+        if self.index not in INDEXES:
+            raise InputError(f"index must be one of {', '.join(INDEXES)}, got {self.index!r}")
 
 
 def plan_setup(data: dict[str, Any], reference: str, k: int = 10):
@@ -289,18 +296,22 @@ def measure_grid(
     target: float | None = None,
     folds: int = 2,
     progress=None,
+    index: str = "exact",
 ) -> PlanGrid:
     """Measure every plan a ranking chooses from, on the validated request ``setup`` (:func:`plan_setup`):
     each first-stage candidate of ``cands`` (config -> label, each within ``ram_budget``; None:
     ``recommend --budget``'s) alone and with each copy within ``disk_budget`` at every candidate
     count of :data:`MULTIPLIERS`, out-of-sample over ``folds``; a sweep still rising at its end, short of
-    ``target``, goes on with :data:`FURTHER_MULTIPLIERS` (:func:`still_rising`)."""
+    ``target``, goes on with :data:`FURTHER_MULTIPLIERS` (:func:`still_rising`). ``index`` (:data:`INDEXES`):
+    the first stages are exact scans of the codes, HNSW graphs over them (:func:`graph_candidates`), or both."""
     docs, task = setup.docs, setup.task
     folds = check_folds(folds, len(docs))
-    if cands is None:  # recommend --budget's candidates within the RAM budget
-        cands = _candidates(
-            docs.shape[1], int(ram_budget), None, False, fold_pool_rows(len(docs), folds), by_quality=True
+    if cands is None:  # recommend --budget's candidates within the RAM budget (with a graph: what it leaves)
+        n_fit = fold_pool_rows(len(docs), folds)
+        exact = (
+            _candidates(docs.shape[1], int(ram_budget), None, False, n_fit, by_quality=True) if index != "hnsw" else {}
         )
+        cands = {**exact, **(graph_candidates(docs.shape[1], int(ram_budget), n_fit) if index != "exact" else {})}
     dim = docs.shape[1]
     copies = tuple(c for c in COPY_KINDS if disk_budget is None or COPIES[c] * dim <= disk_budget)
     rows = run_configs(
@@ -315,6 +326,32 @@ def measure_grid(
         extend=further(cands, copies, target, len(docs)),
     )
     return PlanGrid(tuple(rows), dict(cands), copies, dim)
+
+
+def graph_candidates(dim: int, ram_budget: int, n_fit: int) -> dict[str, str]:
+    """The first stages searched through an HNSW graph (:data:`GRAPH`) within ``ram_budget`` bytes per vector, the
+    graph's links counted: ``recommend --budget``'s codes within what the links leave that a graph can hold (bits
+    or floats), as ``hnsw/`` configurations. An InputError when none fits."""
+    links = GRAPH.graph_bytes
+    left = int(ram_budget - links)
+    found = {}
+    if left >= 1:
+        try:
+            found = _candidates(dim, left, None, False, n_fit, by_quality=True)
+        except InputError:  # no code within what the links leave
+            pass
+    graphable = {c: f"{label} (HNSW)" for c, label in found.items() if _graph_allowed(parse_config(c).spec)}
+    if not graphable:
+        raise InputError(
+            f"an HNSW graph's links take {links:.0f} B per vector in RAM (m = {GRAPH.m}); a RAM budget of "
+            f"{ram_budget} B leaves no room for codes a graph can hold (bits or floats). Give at least "
+            f"{links + 8:.0f} B, or --index exact"
+        )
+    return {f"hnsw/{c}": label for c, label in graphable.items()}
+
+
+def _graph_allowed(spec: str) -> bool:
+    return SERVING[from_spec(spec).traits.output].graph
 
 
 def rank_plans(
@@ -336,9 +373,8 @@ def rank_plans(
     docs, task = setup.docs, setup.task
     folds = check_folds(o.folds, len(docs))
     if grid is None:
-        grid = measure_grid(
-            setup, ram_budget, cands=cands, disk_budget=disk_budget, target=target, folds=folds, progress=o.progress
-        )
+        measured = dict(disk_budget=disk_budget, target=target, folds=folds, progress=o.progress, index=o.index)
+        grid = measure_grid(setup, ram_budget, cands=cands, **measured)
     rows, copies = list(grid.rows), list(grid.copies)
     plans = grid.plans(target)
     queries = task.queries
@@ -373,7 +409,7 @@ def rank_plans(
         "within_uncertainty": [asdict(p) for p in tied],
         "latency_note": (
             f"latency on this machine ({os.cpu_count()} cores), one thread: the exact first stage "
-            f"timed over the {len(docs):,} sampled rows and scaled to {total:,}, the rescoring "
-            "from a copy in a file (page cache warm) as measured"
+            f"timed over the {len(docs):,} sampled rows and scaled to {total:,}, an HNSW graph's search and the "
+            "rescoring from a copy in a file (page cache warm) as measured"
         ),
     }

@@ -48,9 +48,16 @@ def still_rising(sweep: list[ResultRow], float_score: float, target: float | Non
     return len(sweep) > 1 and choose_count(sweep, float_score, None) is sweep[-1]
 
 
-def sweep_of(by_config: dict[str, ResultRow], spec: str, copy: str) -> list[ResultRow]:
-    """The rows measured of (``spec``, ``copy``), fewest candidates first."""
-    found = (by_config.get(f"{spec}@{copy}x{m}") for m in (*MULTIPLIERS, *FURTHER_MULTIPLIERS))
+def first_stage(cfg: str) -> str:
+    """The first stage a configuration searches, as configurations write it: ``SPEC``, or ``hnsw/SPEC`` for the
+    codes searched through an HNSW graph."""
+    c = parse_config(cfg)
+    return c.spec if c.structure == "exact" else f"{c.structure}/{c.spec}"
+
+
+def sweep_of(by_config: dict[str, ResultRow], stage: str, copy: str) -> list[ResultRow]:
+    """The rows measured of (``stage``, ``copy``), fewest candidates first; ``stage``: see :func:`first_stage`."""
+    found = (by_config.get(f"{stage}@{copy}x{m}") for m in (*MULTIPLIERS, *FURTHER_MULTIPLIERS))
     return [r for r in found if r is not None]
 
 
@@ -62,15 +69,15 @@ def further(cands: dict[str, str], copies: tuple[str, ...], target: float | None
         by_config = {r.config: r for r in rows[1:]}
         more = []
         for cfg in cands:
-            spec = parse_config(cfg).spec
+            stage = first_stage(cfg)
             for copy in copies:
-                sweep = sweep_of(by_config, spec, copy)
+                sweep = sweep_of(by_config, stage, copy)
                 if not sweep or not still_rising(sweep, rows[0].score, target):
                     continue
                 last = parse_config(sweep[-1].config).multiplier
                 nxt = next((m for m in FURTHER_MULTIPLIERS if m > last), None)
                 if nxt is not None and sweep[-1].candidates // last * nxt < limit:
-                    more.append(f"{spec}@{copy}x{nxt}")
+                    more.append(f"{stage}@{copy}x{nxt}")
         return more
 
     return extend
@@ -79,7 +86,7 @@ def further(cands: dict[str, str], copies: tuple[str, ...], target: float | None
 def sweep_configs(cands: dict[str, str], copies: list[str]) -> list[str]:
     out = []
     for cfg in cands:
-        spec = parse_config(cfg).spec
+        stage = first_stage(cfg)
         out.append(cfg)  # code only, searched as recommend --budget would
-        out += [f"{spec}@{copy}x{m}" for copy in copies for m in MULTIPLIERS]
+        out += [f"{stage}@{copy}x{m}" for copy in copies for m in MULTIPLIERS]
     return out

@@ -62,6 +62,13 @@ class Hnsw:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not low <= v <= 100_000:
                 raise InputError(f"HNSW {name} must be a whole number from {low} to 100,000, got {v!r}")
 
+    @property
+    def graph_bytes(self) -> float:
+        """Expected bytes per document of a faiss HNSW graph's links beyond the documents' own codes: ``2 m``
+        links of 4 bytes on level 0, ``m`` on each level above, which a document reaches with probability
+        ``m ** -level`` (faiss draws levels so), plus its level (4 bytes) and offset (8 bytes). 272 at m = 32."""
+        return 4 * (2 * self.m + self.m / (self.m - 1)) + 12
+
     @classmethod
     def given(cls, m: int | None = None, ef_construction: int | None = None, ef_search: int | None = None) -> "Hnsw":
         """The settings with the ones given (not None) in place of the defaults."""

@@ -588,3 +588,62 @@ def test_an_hnsw_plan_writes_its_graph_once_and_the_server_maps_it_instead_of_bu
     graph_file.unlink()
     with pytest.raises(InputError, match="HNSW graph is missing; write the tiers again"):
         open_tiers(tmp_path / "out", tmp_path / "plan")
+
+
+def test_recommend_ranks_plans_searched_through_an_hnsw_graph_and_counts_its_links_in_ram(tmp_path):
+    from embcompress.report.plans import GRAPH
+
+    X, _ = _data(1200, 16, seed=4)
+    docs = tmp_path / "docs.parquet"
+    _parquet(docs, X)
+    r = cli("recommend", docs, tmp_path / "small", "--ram-budget", "48", "--index", "hnsw")
+    assert r.exit_code == 1 and "links take 272 B per vector" in r.output and not (tmp_path / "small").exists()
+    budget = int(GRAPH.graph_bytes) + 4
+    r = cli("recommend", docs, tmp_path / "plan", "--ram-budget", str(budget), "--index", "hnsw", "--disk-budget", "32")
+    assert r.exit_code == 0, r.output
+    res = json.loads(
+        cli(
+            "recommend",
+            docs,
+            tmp_path / "again",
+            "--ram-budget",
+            str(budget),
+            "--index",
+            "hnsw",
+            "--disk-budget",
+            "32",
+            "--json",
+        ).stdout
+    )
+    assert res["ranking"] and all(p["structure"] == "hnsw" and p["config"].startswith("hnsw/") for p in res["ranking"])
+    assert all(GRAPH.graph_bytes < p["ram_bytes"] <= budget for p in res["ranking"])  # the links are counted
+    saved = load_plan(tmp_path / "plan")
+    assert saved.plan.structure == "hnsw" and saved.plan.graph == GRAPH
+    assert cli("apply", tmp_path / "plan", docs, tmp_path / "out").exit_code == 0
+    assert (tmp_path / "out" / "graph.faiss").is_file()
+    np.save(tmp_path / "q.npy", X[:5])
+    r = cli("search", tmp_path / "out", tmp_path / "q.npy", tmp_path / "r.parquet", "--plan", tmp_path / "plan")
+    assert r.exit_code == 0, r.output
+    assert pq.read_table(tmp_path / "r.parquet").column("row").to_pylist()[::10] == list(range(5))
+    r = cli("recommend", docs, tmp_path / "b", "--budget", "4", "--index", "hnsw")
+    assert r.exit_code == 2 and "with --ram-budget" in r.output
+
+
+def test_an_hnsw_configuration_is_scored_through_each_folds_graph_built_once_per_spec(monkeypatch):
+    from embcompress.evaluation.evaluate import run_configs
+    from embcompress.evaluation.tasks import LabelFreeTask
+    from embcompress.search import ann
+
+    X, _ = _data(1500, 16, seed=6)
+    task = LabelFreeTask(X[:30] + 0.01, 10)
+    built = []
+    real = ann.faiss_index
+    monkeypatch.setattr(ann, "faiss_index", lambda *a, **k: built.append(a[1]) or real(*a, **k))
+    configs = ["binary", "hnsw/binary", "hnsw/binary@float16x4", "hnsw/binary@float16x10"]
+    rows = run_configs(X, task, configs, in_sample=False)  # as a plan ranking scores them
+    assert built == ["hnsw", "hnsw"]  # one graph per fold, kept for the spec's other configurations
+    exact, graph = rows[1], rows[2]
+    assert graph.retention > 0.8 * exact.retention  # the graph finds most of what the scan finds (ties: 16 bits)
+    assert rows[4].retention >= rows[2].retention  # rescoring the graph's candidates gets back what the codes lose
+    with pytest.raises(InputError, match="HNSW graph is built over bits or float"):
+        run_configs(X, task, ["hnsw/pq:4"])
