@@ -163,7 +163,10 @@ class CrossFit:
             self.caches = [FitCache(docs[p]) for p in self.pools]
         self.part_docs = [docs if len(p) == n else docs[p] for p in self.parts]
         self.fit_rows = min(len(c.docs) for c in self.caches)
-        self._graphs: tuple[tuple, dict[str, Index | PartedIndex]] | None = None  # the last spec's graph indexes
+        #: the last spec's indexes, kept for its next configurations: a graph's (built once), and with
+        #: ``reuse_first_stage`` every spec's (each exact scan answering the smaller candidate counts after it)
+        self._kept: tuple[tuple, dict[str, Index | PartedIndex]] | None = None
+        self.reuse_first_stage = False
 
     def prepare(self, specs: Sequence[str | None]) -> None:
         """The specs that will be fitted (:meth:`FitCache.plan`), for every fold's cache."""
@@ -184,9 +187,10 @@ class CrossFit:
         """``{"headline": index}``, plus ``"in_sample"`` when the headline is out-of-sample; ``structure`` "hnsw"
         searches each part's codes through an HNSW graph (with the default settings), built at its first search
         and kept for the configurations of the same spec that follow."""
-        key = (spec, norm_power, id(doc_ids))
-        if structure == "hnsw" and self._graphs is not None and self._graphs[0] == key:
-            return self._graphs[1]
+        key = (spec, norm_power, id(doc_ids), structure)
+        keep = structure == "hnsw" or self.reuse_first_stage
+        if keep and self._kept is not None and self._kept[0] == key:
+            return self._kept[1]
         if self.folds == 1:
             cache = self.caches[0]
             codes, comp = cache.encode(spec, self.docs), cache.fit(spec)
@@ -196,8 +200,11 @@ class CrossFit:
                 "headline": self._parted(spec, doc_ids, (norm_power, structure), lambda i: i),
                 "in_sample": self._parted(spec, doc_ids, (norm_power, structure), lambda i: (i + 1) % self.folds),
             }
-        if structure == "hnsw":
-            self._graphs = (key, out)
+        if keep:
+            for index in out.values():
+                for part in [i for _, i in index.parts] if isinstance(index, PartedIndex) else [index]:
+                    part.reuse_first_stage = self.reuse_first_stage
+            self._kept = (key, out)
         return out
 
     def first_model_index(self, spec: str, doc_ids: Sequence, norm_power: float = 1.0) -> PartedIndex:

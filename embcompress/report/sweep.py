@@ -84,9 +84,12 @@ def further(cands: dict[str, str], copies: tuple[str, ...], target: float | None
 
 
 def sweep_configs(cands: dict[str, str], copies: list[str]) -> list[str]:
+    """Each first stage of ``cands`` at every count of the sweep with each copy, most candidates first (one scan
+    of the codes then answers the rest: ``run_configs``' ``reuse_first_stage``), then alone, as
+    ``recommend --budget`` searches it."""
     out = []
     for cfg in cands:
         stage = first_stage(cfg)
-        out.append(cfg)  # code only, searched as recommend --budget would
-        out += [f"{stage}@{copy}x{m}" for copy in copies for m in MULTIPLIERS]
+        out += [f"{stage}@{copy}x{m}" for m in reversed(MULTIPLIERS) for copy in copies]
+        out.append(cfg)
     return out

@@ -647,3 +647,39 @@ def test_an_hnsw_configuration_is_scored_through_each_folds_graph_built_once_per
     assert rows[4].retention >= rows[2].retention  # rescoring the graph's candidates gets back what the codes lose
     with pytest.raises(InputError, match="HNSW graph is built over bits or float"):
         run_configs(X, task, ["hnsw/pq:4"])
+
+
+@pytest.mark.parametrize("spec", ["binary", "sq:4", "pq:8", "rabitq:1", "pca:8+sq:4"])
+def test_a_reused_first_stage_gives_what_a_fresh_scan_of_fewer_candidates_gives(spec, monkeypatch):
+    import inspect
+
+    from embcompress.evaluation.evaluate import run_configs
+    from embcompress.evaluation.tasks import LabelFreeTask
+    from embcompress.search import scorers
+
+    scans = []
+    for _, cls in inspect.getmembers(scorers, inspect.isclass):
+        if "first_stage" in vars(cls):
+            real = vars(cls)["first_stage"]
+            monkeypatch.setattr(cls, "first_stage", lambda self, Q, k, real=real: scans.append(k) or real(self, Q, k))
+    X, _ = _data(1500, 16, seed=7)
+    X[700:720] = X[0]  # exact ties among the documents
+    task = LabelFreeTask(X[:40] + 0.01, 10)
+    configs = [f"{spec}@int8x50", f"{spec}@float16x20", f"{spec}@int8x4", f"{spec}@asym", spec]
+    reused = run_configs(X, task, configs, in_sample=False, per_query=True, reuse_first_stage=True)
+    assert scans == [10, 500, 500]  # float search, then one scan per fold of the most candidates: it answers the rest
+    fresh = [run_configs(X, task, [c], in_sample=False, per_query=True)[1] for c in configs]
+    for a, b in zip(reused[1:], fresh):
+        assert a.config == b.config and a.score == b.score and np.array_equal(a.per_query, b.per_query)
+
+
+def test_an_asymmetric_rerank_of_float_outputs_is_refused_in_one_line():
+    from embcompress.evaluation.evaluate import run_configs
+    from embcompress.evaluation.tasks import LabelFreeTask
+
+    X, _ = _data(600, 16, seed=8)
+    comp = embcompress.from_spec("pca:8").fit(X)
+    with pytest.raises(InputError, match="outputs float vectors, which its own search scores exactly"):
+        Index(comp.transform(X), compressor=comp).search(X[:3], 5, rerank="asymmetric")
+    with pytest.raises(InputError, match="outputs float vectors"):  # out-of-sample (a parted index) as well
+        run_configs(X, LabelFreeTask(X[:5] + 0.01, 10), ["pca:8@asym"], in_sample=False)
