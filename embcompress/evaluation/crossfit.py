@@ -182,28 +182,27 @@ class CrossFit:
         return self.folds > 1
 
     def indexes(
-        self, spec: str, doc_ids: Sequence, norm_power: float = 1.0, structure: str = "exact"
+        self, spec: str, doc_ids: Sequence, norm_power: float = 1.0, structure: str = "exact", in_sample: bool = True
     ) -> dict[str, Index | PartedIndex]:
-        """``{"headline": index}``, plus ``"in_sample"`` when the headline is out-of-sample; ``structure`` "hnsw"
-        searches each part's codes through an HNSW graph (with the default settings), built at its first search
-        and kept for the configurations of the same spec that follow."""
-        key = (spec, norm_power, id(doc_ids), structure)
+        """``{"headline": index}``, plus ``"in_sample"`` when the headline is out-of-sample and ``in_sample`` asks for
+        it (without, each fold is not encoded a second time by the other model); ``structure`` "hnsw" searches each
+        part's codes through an HNSW graph (with the default settings), built at its first search and kept for the
+        configurations of the same spec that follow."""
+        key = (spec, norm_power, id(doc_ids), structure, in_sample)
         keep = structure == "hnsw" or self.reuse_first_stage
         if keep and self._kept is not None and self._kept[0] == key:
             return self._kept[1]
         if self.folds == 1:
             cache = self.caches[0]
             codes, comp = cache.encode(spec, self.docs), cache.fit(spec)
-            out = {"headline": Index(codes, compressor=comp, ids=doc_ids, norm_power=norm_power, structure=structure)}
+            index = Index(codes, compressor=comp, ids=doc_ids, norm_power=norm_power, structure=structure)
+            index.reuse_first_stage = self.reuse_first_stage
+            out = {"headline": index}
         else:
-            out = {
-                "headline": self._parted(spec, doc_ids, (norm_power, structure), lambda i: i),
-                "in_sample": self._parted(spec, doc_ids, (norm_power, structure), lambda i: (i + 1) % self.folds),
-            }
+            out = {"headline": self._parted(spec, doc_ids, (norm_power, structure), lambda i: i)}
+            if in_sample:
+                out["in_sample"] = self._parted(spec, doc_ids, (norm_power, structure), lambda i: (i + 1) % self.folds)
         if keep:
-            for index in out.values():
-                for part in [i for _, i in index.parts] if isinstance(index, PartedIndex) else [index]:
-                    part.reuse_first_stage = self.reuse_first_stage
             self._kept = (key, out)
         return out
 
@@ -221,7 +220,9 @@ class CrossFit:
         for i, (rows, part) in enumerate(zip(self.parts, self.part_docs)):
             cache = self.caches[model_of(i)]
             codes, comp = cache.encode(spec, part), cache.fit(spec)
-            built.append((rows, Index(codes, compressor=comp, norm_power=norm_power, structure=structure)))
+            index = Index(codes, compressor=comp, norm_power=norm_power, structure=structure)
+            index.reuse_first_stage = self.reuse_first_stage
+            built.append((rows, index))
         return PartedIndex(built, ids=doc_ids)
 
     def costs(self, spec: str) -> dict[str, Any]:

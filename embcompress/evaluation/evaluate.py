@@ -77,7 +77,8 @@ def evaluate_config(
     The setting is a :class:`ConfigSetting`, given or as its fields' keyword arguments."""
     (c,) = from_keywords("evaluate_config", given, ConfigSetting, values=(setting,))
     doc_ids, fits, originals, proxy = c.doc_ids, c.fits, c.originals, c.proxy
-    norm_power, in_sample, leader = c.norm_power, c.in_sample, c.leader
+    norm_power, leader = c.norm_power, c.leader
+    inside_task, fewer = (task if c.in_sample is True else c.in_sample), None
     if cfg.spec is None:
         indexes = {"headline": Index(docs, ids=doc_ids)}
         costs = {"fit_seconds": 0.0, "encode_rows_per_second": None}
@@ -86,12 +87,11 @@ def evaluate_config(
             stopped = race_first_model(cfg, task, doc_ids, fits, originals, norm_power, leader)
             if stopped is not None:
                 return stopped
-        indexes = fits.indexes(cfg.spec, doc_ids, norm_power, structure=cfg.structure)
+        indexes = fits.indexes(cfg.spec, doc_ids, norm_power, structure=cfg.structure, in_sample=bool(inside_task))
         costs = fits.costs(cfg.spec)
     index = indexes["headline"]
     m = task.measure(index, cfg, originals)
-    inside_task, fewer = (task if in_sample is True else in_sample), None
-    if "in_sample" not in indexes:  # fitted on every document (or float): the headline is in-sample
+    if cfg.spec is None or not fits.out_of_sample:  # fitted on every document (or float): the headline is in-sample
         inside = m.score
     else:
         inside = inside_task.measure(indexes["in_sample"], cfg, originals).score if inside_task else None

@@ -45,10 +45,9 @@ def recommend_plan_files(
     first = fit_file(from_spec(w["spec"]), input, column=column, progress=fit_progress)
     copy_model = fit_file(Int8(), input, column=column) if w["copy"] == "int8" else None
     measured = {key: w[key] for key in ("retention", "latency_ms", "batch_ms", "ram_bytes", "disk_bytes")}
-    hnsw = w["structure"] == "hnsw"
     plan = Plan(
         structure=w["structure"],
-        graph=GRAPH if hnsw else None,
+        graph=GRAPH if w["structure"] == "hnsw" else None,
         copy=w["copy"],
         candidates=w["candidates"] if w["copy"] != "none" else k,
         k=k,

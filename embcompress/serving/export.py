@@ -99,12 +99,18 @@ def export(
     }
 
 
+def sidecar_paths(out: Path) -> list[Path]:
+    """What goes beside a faiss or usearch index at ``out``: its ids (``OUT.ids.parquet``) and its description
+    (``OUT.embcompress.json``)."""
+    return [Path(str(out) + ".ids.parquet"), Path(str(out) + ".embcompress.json")]
+
+
 def _checked(to: str, structure: str, hnsw, out: Path, codes_path, overwrite: bool) -> tuple[list[Path], bool]:
     """(the sidecar files of a faiss or usearch index, whether the index is a graph), once the target, the
     structure, the HNSW settings and every output are checked."""
     if to not in TARGETS:
         raise InputError(f"export target must be one of {', '.join(TARGETS)}, got {to!r}")
-    sidecars = [Path(str(out) + ".ids.parquet"), Path(str(out) + ".embcompress.json")] if to != "lancedb" else []
+    sidecars = sidecar_paths(out) if to != "lancedb" else []
     if to == "lancedb":
         _check_new_dir(out, overwrite)
     else:

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from ..core._fs import atomic_file
 from ..io import check_output_path
-from .export import export
+from .export import export, sidecar_paths
 from .plan import load_plan
 from .tiers import COPY_FILE, FIRST_FILE, check_tiers
 
@@ -41,8 +41,7 @@ def _plan_description(plan, plan_dir, rescore: Path) -> dict[str, Any]:
 def _copied_graph(graph: Path, out: Path, overwrite: bool) -> dict[str, Any]:
     """The faiss HNSW graph ``apply`` wrote among a plan's tiers (with its ids and description), copied to
     ``out`` and beside it: what :func:`export` returns for it."""
-    sources = [graph, *(Path(str(graph) + s) for s in (".ids.parquet", ".embcompress.json"))]
-    targets = [out, *(Path(str(out) + s) for s in (".ids.parquet", ".embcompress.json"))]
+    sources, targets = [graph, *sidecar_paths(graph)], [out, *sidecar_paths(out)]
     pairs = [(a, b) for a, b in zip(sources, targets) if a.is_file()]
     for _, b in pairs:
         check_output_path(b, overwrite=overwrite)

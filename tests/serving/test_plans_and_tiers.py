@@ -683,3 +683,22 @@ def test_an_asymmetric_rerank_of_float_outputs_is_refused_in_one_line():
         Index(comp.transform(X), compressor=comp).search(X[:3], 5, rerank="asymmetric")
     with pytest.raises(InputError, match="outputs float vectors"):  # out-of-sample (a parted index) as well
         run_configs(X, LabelFreeTask(X[:5] + 0.01, 10), ["pca:8@asym"], in_sample=False)
+
+
+def test_without_the_in_sample_figure_each_fold_is_encoded_once(monkeypatch):
+    from embcompress.evaluation import crossfit
+    from embcompress.evaluation.evaluate import run_configs
+    from embcompress.evaluation.tasks import LabelFreeTask
+
+    X, _ = _data(800, 16, seed=9)
+    task = LabelFreeTask(X[:10] + 0.01, 10)
+    encoded = []
+    real = crossfit.FitCache.encode
+    monkeypatch.setattr(
+        crossfit.FitCache, "encode", lambda self, spec, docs: encoded.append(len(docs)) or real(self, spec, docs)
+    )
+    out = run_configs(X, task, ["sq:4"], in_sample=False)
+    assert len(encoded) == 2 and out[1].score_in_sample is None  # each fold by the model fitted on the other
+    encoded.clear()
+    both = run_configs(X, task, ["sq:4"])
+    assert len(encoded) == 4 and both[1].score_in_sample is not None and both[1].score == out[1].score
