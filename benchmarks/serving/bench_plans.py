@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -401,6 +402,8 @@ def main() -> None:
         "measure the serving figures later, on a quiet machine, with --reserve",
     )
     args = ap.parse_args()
+    # stopped by SIGTERM (a chain of runs that moves on), the scratch directories are removed as on Ctrl-C
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.reserve:
         return reserve(args)
     if args.faiss_again:

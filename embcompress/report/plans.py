@@ -43,7 +43,7 @@ from ..evaluation.configs import parse_config
 from ..evaluation.evaluate import run_configs
 from ..evaluation.rows import ResultRow
 from ..search import Index
-from ..search.ann import SERVING, Hnsw
+from ..search.ann import Hnsw, graph_allowed
 from ..serving.plan import COPIES
 from ..serving.tiers import DiskCopy, copy_codec
 from .sweep import GAIN_Z, choose_count, first_stage, further, paired_se, sweep_configs, sweep_of
@@ -341,7 +341,11 @@ def graph_candidates(dim: int, ram_budget: int, n_fit: int) -> dict[str, str]:
             found = _candidates(dim, left, None, False, n_fit, by_quality=True)
         except InputError:  # no code within what the links leave
             pass
-    graphable = {c: f"{label} (HNSW)" for c, label in found.items() if _graph_allowed(parse_config(c).spec)}
+    graphable = {
+        c: f"{label} (HNSW)"
+        for c, label in found.items()
+        if graph_allowed(from_spec(parse_config(c).spec).traits.output)
+    }
     if not graphable:
         raise InputError(
             f"an HNSW graph's links take {links:.0f} B per vector in RAM (m = {GRAPH.m}); a RAM budget of "
@@ -349,10 +353,6 @@ def graph_candidates(dim: int, ram_budget: int, n_fit: int) -> dict[str, str]:
             f"{links + 8:.0f} B, or --index exact"
         )
     return {f"hnsw/{c}": label for c, label in graphable.items()}
-
-
-def _graph_allowed(spec: str) -> bool:
-    return SERVING[from_spec(spec).traits.output].graph
 
 
 def rank_plans(

@@ -214,9 +214,10 @@ def serve_targets(comp, kind: str) -> tuple[str, ...]:
     return tuple(t for t in TARGETS if t in SERVING[kind].targets or t in declared)
 
 
-def graph_allowed(index) -> bool:
-    """Whether an HNSW graph can be built over ``index``'s documents (bits or float vectors)."""
-    return SERVING[index.kind].graph
+def graph_allowed(kind: str) -> bool:
+    """Whether an HNSW graph can be built over documents of output ``kind`` (bits or float vectors): the one
+    place an index, a saved plan and the plan ranking ask."""
+    return SERVING[kind].graph
 
 
 def require_faiss():

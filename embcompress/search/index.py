@@ -133,7 +133,7 @@ class Index:
                 )
         if len(data) == 0:
             raise InputError("cannot index an empty set of documents")
-        if structure == "hnsw" and not ann.graph_allowed(self):
+        if structure == "hnsw" and not ann.graph_allowed(self.kind):
             raise InputError(
                 f"an HNSW graph is built over bits or float vectors; these are {self.kind} codes "
                 "(search them with the exact scan)"

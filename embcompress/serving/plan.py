@@ -25,7 +25,7 @@ from ..core._fs import atomic_dir, check_output_dir
 from ..core.base import Compressor
 from ..core.errors import FormatError, InputError
 from ..core.persist import describe, load, save
-from ..search.ann import SERVING, Hnsw
+from ..search.ann import Hnsw, graph_allowed
 
 PLAN_FILE = "plan.json"
 FORMAT = "embcompress-serving-plan"
@@ -71,6 +71,11 @@ class Plan:
             refuse(f"candidates={self.candidates} without a rescoring copy", f"candidates = k ({self.k})")
         if (self.graph is not None) != (self.structure == "hnsw"):
             refuse("graph settings must be given exactly when the structure is hnsw", "structure hnsw with a graph")
+
+    @property
+    def graphed(self) -> bool:
+        """Whether the first stage is searched through an HNSW graph (a tier of its own) rather than scanned."""
+        return self.structure == "hnsw"
 
     @property
     def rescored(self) -> bool:
@@ -192,7 +197,7 @@ def load_plan(path: str | os.PathLike) -> SavedPlan:
         raise FormatError(
             f"{path}: the int8 calibration is {copy_model.n_features_in_} wide, the first stage {first.n_features_in_}"
         )
-    if plan.structure == "hnsw" and not SERVING[first.output_spec.kind].graph:
+    if plan.graphed and not graph_allowed(first.output_spec.kind):
         raise FormatError(
             f"{path}: an HNSW first stage is built over bits or float vectors, not {first.output_spec.kind} codes"
         )

@@ -92,9 +92,9 @@ def export_plan(
             to=to,
             model=Path(plan_dir) / "first",
             table=table,
-            structure="hnsw" if plan.structure == "hnsw" and to == "faiss" else "flat",
+            structure="hnsw" if plan.graphed and to == "faiss" else "flat",
             overwrite=overwrite,
-            hnsw=plan.graph if to == "usearch" or (to == "faiss" and plan.structure == "hnsw") else None,
+            hnsw=plan.graph if to == "usearch" or (to == "faiss" and plan.graphed) else None,
             stage=stage,
         )
     )

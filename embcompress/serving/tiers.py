@@ -135,7 +135,7 @@ def apply_plan(
             raise
         if writer is not None:
             writer.close()
-        graph_seconds = _write_graph(saved, tmp) if saved.plan.structure == "hnsw" else 0.0
+        graph_seconds = _write_graph(saved, tmp) if saved.plan.graphed else 0.0
         (tmp / TIERS_FILE).write_text(json.dumps(_tiers_doc(saved, src.num_rows, src.dim), indent=2) + "\n")
     return {**_applied(saved, src.num_rows, res, out_dir, copy_bytes), "graph_seconds": graph_seconds}
 
@@ -165,7 +165,7 @@ def _applied(saved: SavedPlan, rows: int, res, out_dir, copy_bytes: int) -> dict
         "rows": rows,
         "first_bytes": res.output_bytes,
         "copy_bytes": copy_size,
-        "graph_bytes": graph.stat().st_size if saved.plan.structure == "hnsw" else 0,
+        "graph_bytes": graph.stat().st_size if saved.plan.graphed else 0,
         "ram_bytes_per_vector": saved.first.output_spec.nbytes,
         "disk_bytes_per_vector": copy_bytes,
         "seconds": res.seconds,
@@ -198,7 +198,7 @@ def _tiers_doc(saved: SavedPlan, rows: int, dim: int) -> dict[str, Any]:
         "first": FIRST_FILE,
         "copy": COPY_FILE if saved.plan.stored else None,
         "copy_kind": saved.plan.copy,
-        "graph": GRAPH_FILE if saved.plan.structure == "hnsw" else None,
+        "graph": GRAPH_FILE if saved.plan.graphed else None,
     }
 
 
