@@ -45,6 +45,7 @@ from codes.bench_codes_debian import faiss_row, load_set  # noqa: E402
 from choosing.bench_label_free import BothTask  # noqa: E402
 
 from embcompress.evaluation.crossfit import CrossFit, fold_pool_rows  # noqa: E402
+from embcompress.evaluation.tasks import REFERENCES  # noqa: E402
 from embcompress.evaluation.evaluate import run_configs  # noqa: E402
 from embcompress.report.plans import COPY_KINDS, PlanGrid, measure_grid, near_ties, rank_plans  # noqa: E402
 
@@ -361,6 +362,17 @@ def label_free_agreement(grid: PlanGrid, task: BothTask, ref: str = LABEL_FREE_R
     return out
 
 
+def other_references(grid: PlanGrid, task: BothTask) -> dict:
+    """:func:`label_free_agreement` under each label-free reference recommend does not use by default, from the
+    same searches: whether another reading of float search's ranking (its top 10 graded, or recall of it) would
+    pick plans closer to the judged ones (a candidate count, say, that top1 stops raising too early)."""
+    out = {ref: label_free_agreement(grid, task, ref) for ref in REFERENCES if ref != LABEL_FREE_REFERENCE}
+    for ref, a in out.items():
+        gaps = ", ".join(f"{name} {a[name]['gap_points']:+.2f}" for name in a if name != "reference")
+        print(f"    reference {ref}: {gaps}", flush=True)
+    return out
+
+
 def _print_agreement(budget: int, agreement: dict) -> None:
     for name, a in agreement.items():
         if name != "reference":
@@ -447,6 +459,7 @@ def main() -> None:
             grid = measure_grid(setup, int(budget), folds=2)
             results["budgets"][budget]["label_free"] = agreement = label_free_agreement(grid, task)
             _print_agreement(int(budget), agreement)
+            results["budgets"][budget]["label_free_by_reference"] = other_references(grid, task)
             print(f"  [{time.perf_counter() - t0:.0f} s]", flush=True)
             Path(args.json).write_text(json.dumps(results, indent=1, default=float))
         return
@@ -458,13 +471,20 @@ def main() -> None:
             res = rank_plans(setup, budget, total_rows=args.rows, folds=2, grid=grid)
             agreement = label_free_agreement(grid, task)
             _print_agreement(budget, agreement)
+            by_reference = other_references(grid, task)
             ranking = res["ranking"]
             picks = {
                 "codes only": res["code_only"],
                 "int8 on disk": max((p for p in ranking if p["copy"] == "int8"), key=lambda p: p["retention"]),
                 "float32 on disk": max((p for p in ranking if p["copy"] == "float32"), key=lambda p: p["retention"]),
             }
-            out = {"rank_seconds": time.perf_counter() - t0, "ranking": ranking, "picks": {}, "label_free": agreement}
+            out = {
+                "rank_seconds": time.perf_counter() - t0,
+                "ranking": ranking,
+                "picks": {},
+                "label_free": agreement,
+                "label_free_by_reference": by_reference,
+            }
             for name, p in picks.items():
                 if args.no_serve:
                     out["picks"][name] = p
