@@ -193,11 +193,7 @@ class CrossFit:
         if keep and self._kept is not None and self._kept[0] == key:
             return self._kept[1]
         if self.folds == 1:
-            cache = self.caches[0]
-            codes, comp = cache.encode(spec, self.docs), cache.fit(spec)
-            index = Index(codes, compressor=comp, ids=doc_ids, norm_power=norm_power, structure=structure)
-            index.reuse_first_stage = self.reuse_first_stage
-            out = {"headline": index}
+            out = {"headline": self._index(self.caches[0], spec, self.docs, (norm_power, structure), doc_ids)}
         else:
             out = {"headline": self._parted(spec, doc_ids, (norm_power, structure), lambda i: i)}
             if in_sample:
@@ -215,15 +211,20 @@ class CrossFit:
     def _parted(self, spec: str, doc_ids: Sequence, searched: tuple[float, str], model_of) -> PartedIndex:
         """Fold ``i``'s documents encoded by model ``model_of(i)``, searched as one corpus; ``searched``: the
         indexes' norm power and structure."""
-        norm_power, structure = searched
-        built = []
-        for i, (rows, part) in enumerate(zip(self.parts, self.part_docs)):
-            cache = self.caches[model_of(i)]
-            codes, comp = cache.encode(spec, part), cache.fit(spec)
-            index = Index(codes, compressor=comp, norm_power=norm_power, structure=structure)
-            index.reuse_first_stage = self.reuse_first_stage
-            built.append((rows, index))
+        built = [
+            (rows, self._index(self.caches[model_of(i)], spec, part, searched))
+            for i, (rows, part) in enumerate(zip(self.parts, self.part_docs))
+        ]
         return PartedIndex(built, ids=doc_ids)
+
+    def _index(self, cache: FitCache, spec: str, docs: np.ndarray, searched: tuple[float, str], ids=None) -> Index:
+        """``docs`` encoded by ``cache``'s model of ``spec`` as an index (``searched``: its norm power and
+        structure) that reuses its last first-stage scan when the evaluation asks (``reuse_first_stage``)."""
+        norm_power, structure = searched
+        codes = cache.encode(spec, docs)
+        index = Index(codes, compressor=cache.fit(spec), ids=ids, norm_power=norm_power, structure=structure)
+        index.reuse_first_stage = self.reuse_first_stage
+        return index
 
     def costs(self, spec: str) -> dict[str, Any]:
         """Mean seconds to fit one model of ``spec`` (on ``fit_rows``-odd rows) and rows/s encoded."""

@@ -69,7 +69,7 @@ class Plan:
             refuse(f"candidates={self.candidates} below k={self.k}", "candidates >= k")
         if self.copy == "none" and self.candidates != self.k:
             refuse(f"candidates={self.candidates} without a rescoring copy", f"candidates = k ({self.k})")
-        if (self.graph is not None) != (self.structure == "hnsw"):
+        if (self.graph is not None) != self.graphed:
             refuse("graph settings must be given exactly when the structure is hnsw", "structure hnsw with a graph")
 
     @property
