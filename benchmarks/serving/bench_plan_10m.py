@@ -91,7 +91,10 @@ def main() -> None:
     src = d / "vectors.parquet"
     tag = "" if (args.copy, args.structure) == ("int8", "exact") else f"-{args.copy}-{args.structure}"
     plan_dir, tiers = d / f"plan-48{tag}", d / f"tiers-48{tag}"
+    from embcompress.io import open_vectors
+
     out = {
+        "set": (open_vectors(src).metadata or {}).get("model", str(src)),  # what bench_10m.py make built it from
         "spec": args.spec,
         "structure": args.structure,
         "copy": args.copy,
