@@ -18,7 +18,7 @@ reported; a graph over ten million codes takes over an hour to build on 2 cores.
     python benchmarks/serving/bench_plan_10m.py --dir bench-data/10m --queries-from
     bench-data/debian-ir/queries.parquet \
         [--spec rotate:center=true+sq:1] [--candidates 100] [--copy int8|float16] [--structure exact|hnsw]
-        [--json benchmarks/results/plan-10m.json]
+        [--json benchmarks/results/plan-10m.json] [--apply-only | --reuse]
 """
 
 from __future__ import annotations
@@ -86,6 +86,12 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--reuse", action="store_true", help="keep the plan's models and tiers; only set --candidates")
     ap.add_argument("--modes", default="warm,cold")
+    ap.add_argument("--note", default=None, help="how the run was made, saved with it (e.g. what ran beside it)")
+    ap.add_argument(
+        "--apply-only",
+        action="store_true",
+        help="stop after apply (a graph's long build may run beside other work); serve later with --reuse",
+    )
     args = ap.parse_args()
     d = Path(args.dir)
     src = d / "vectors.parquet"
@@ -101,6 +107,7 @@ def main() -> None:
         "candidates": args.candidates,
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{os.cpu_count()} cores",
+        **({"note": args.note} if args.note else {}),
     }
     if args.reuse and (tiers / "tiers.json").exists():  # the same models and tiers, another candidate count
         doc = json.loads((plan_dir / "plan.json").read_text())
@@ -156,6 +163,10 @@ def main() -> None:
             ),
             flush=True,
         )
+    if args.apply_only:
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=1))
+        return
     Q, _ = read_all(args.queries_from)
     Q = Q[np.sort(np.random.default_rng(0).choice(len(Q), args.queries, replace=False))]
     qfile = d / "q-10m.npy"
