@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import persist
 from ..core._util import check_positive_int, faiss_blas_distances, require
 from ..core.specs import OutputSpec
 from ..core.checks import make_rng
@@ -182,7 +183,7 @@ class RQ(Additive):
 
     def _build_faiss(self, d: int):
         rq = super()._build_faiss(d)
-        if self._beam_tables:
+        if self._beam_tables and not persist.PROBING.get():  # a load's probe encodes 2 rows: no tables
             # the beam's distances from precomputed codeword inner products: the same codes up to
             # float near-ties, 2-3x as fast at beam 4; training keeps the plain search, which the
             # tables do not speed up

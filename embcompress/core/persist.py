@@ -8,6 +8,7 @@ read back with ``allow_pickle=False``, so a model from a stranger cannot run cod
 from __future__ import annotations
 
 import base64
+import contextvars
 import hashlib
 import json
 import os
@@ -27,6 +28,10 @@ if TYPE_CHECKING:  # the persisted objects are Compressors; persist sits below b
 FORMAT_NAME = "embcompress.compressor"
 FORMAT_VERSION = 1
 SUPPORTED_FORMAT_VERSIONS = (1,)
+#: true while a loaded model's arrays are checked by encoding a probe (:func:`_check_arrays`): a compressor
+#: may then leave out what only encoding at scale needs and keep nothing it built (RQ's beam tables: 600 MB
+#: at 48 codebooks, which a server that only scores codes would otherwise hold)
+PROBING = contextvars.ContextVar("embcompress_probing", default=False)
 
 
 def _jsonable(value: Any) -> Any:
@@ -150,6 +155,7 @@ def _check_arrays(comp: "Compressor") -> None:
                 f"fitted array {name!r} has shape {a.shape}; expected {shown} for {comp!r} on {d} input dimensions"
             )
     probe = np.linspace(-1, 1, 2 * d, dtype=np.float32).reshape(2, d)
+    probing = PROBING.set(True)
     try:
         out = comp.transform(probe)
         if out.shape != (2, comp.output_spec.row_width):
@@ -161,6 +167,8 @@ def _check_arrays(comp: "Compressor") -> None:
         raise
     except Exception as exc:  # a state that does not fit together fails in numpy or faiss
         raise InputError(f"its fitted arrays do not fit together ({type(exc).__name__}: {exc})") from None
+    finally:
+        PROBING.reset(probing)
 
 
 def arrays_to_json(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:

@@ -57,6 +57,29 @@ def test_rq_beam_encodes_as_faiss_does(code_data):
     assert not RQ(m=6)._beam_tables and RQ(m=64, beam=4)._beam_tables and not RQ(m=65, beam=4)._beam_tables
 
 
+@pytest.mark.parametrize("spec", ["rq:6:beam=4", "pca:40+rq:6:beam=4"])
+def test_loading_builds_no_beam_tables(spec, code_data, tmp_path):
+    """Loading checks the arrays by encoding a probe; that probe's quantizer is not kept, so a server that
+    loads a model only to score codes never holds the beam tables (296 MB at 48 codebooks of 384-d).
+    The first real encode builds them, and gives the fitted model's codes."""
+    from embcompress import load
+
+    D, _ = code_data
+    c = from_spec(spec).fit(D)
+    c.save(tmp_path / "m")
+    built = []
+    compute = faiss.ResidualQuantizer.compute_codebook_tables
+    faiss.ResidualQuantizer.compute_codebook_tables = lambda self: (built.append(1), compute(self))[1]
+    try:
+        back = load(tmp_path / "m")
+        rq = back.stages_[-1] if hasattr(back, "stages_") else back
+        assert rq.__dict__.get("_faiss_obj") is None and built == []
+        np.testing.assert_array_equal(back.transform(D), c.transform(D))
+        assert rq._faiss().use_beam_LUT == 1 and built == [1]
+    finally:
+        faiss.ResidualQuantizer.compute_codebook_tables = compute
+
+
 @pytest.mark.parametrize("spec", ["rq:4", "rq:4:beam=4"])
 def test_rq_training_settings_reach_faiss(spec, monkeypatch):
     """RQ's settings of the training (class attributes, not parameters) are what faiss trains with."""
