@@ -147,12 +147,7 @@ def _write_index(built, index, description: dict, paths: list[Path], overwrite: 
                 built.save(str(tmp))
         written.append(out)
         if index.ids is not None:
-            with atomic_file(ids_file, overwrite=overwrite) as tmp:
-                pq.write_table(
-                    pa.table({"row": np.arange(index.num_docs, dtype=np.int64), "id": arrow_ids(index.ids)}),
-                    tmp,
-                    write_page_checksum=True,
-                )
+            write_ids(ids_file, index.ids, overwrite)
             written.append(ids_file)
         with atomic_file(meta_file, overwrite=overwrite) as tmp:
             tmp.write_text(json.dumps(description, indent=2, sort_keys=True, default=str) + "\n")
@@ -162,6 +157,14 @@ def _write_index(built, index, description: dict, paths: list[Path], overwrite: 
             p.unlink(missing_ok=True)
         raise
     return written
+
+
+def write_ids(path: Path, ids, overwrite: bool) -> None:
+    """``OUT.ids.parquet`` beside an index that numbers documents by row: each row with the user's id."""
+    with atomic_file(path, overwrite=overwrite) as tmp:
+        pq.write_table(
+            pa.table({"row": np.arange(len(ids), dtype=np.int64), "id": arrow_ids(ids)}), tmp, write_page_checksum=True
+        )
 
 
 def _check_new_dir(out: Path, overwrite: bool) -> None:

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from ..core._fs import atomic_file
 from ..io import check_output_path
-from .export import export, sidecar_paths
+from .export import export, sidecar_paths, write_ids
 from .plan import load_plan
 from .tiers import COPY_FILE, FIRST_FILE, check_tiers
 
@@ -38,12 +38,24 @@ def _plan_description(plan, plan_dir, rescore: Path) -> dict[str, Any]:
     return {**plan.to_json(), "rescore_file": rescore.name if plan.stored else None, "rescore_decode": decode}
 
 
+def _codes_ids(codes: Path):
+    """The ids column of the tiers' codes (None without one), read alone."""
+    import pyarrow.parquet as pq
+
+    from ..io import open_vectors
+
+    column = open_vectors(codes, codes=None).id_column
+    return None if column is None else pq.read_table(codes, columns=[column]).column(0)
+
+
 def _copied_graph(graph: Path, out: Path, overwrite: bool) -> dict[str, Any]:
-    """The faiss HNSW graph ``apply`` wrote among a plan's tiers (with its ids and description), copied to
-    ``out`` and beside it: what :func:`export` returns for it."""
+    """The faiss HNSW graph ``apply`` wrote among a plan's tiers (with its description), copied to ``out``, and
+    beside it its description and the ids (from the tiers' codes, which keep them once; tiers written before
+    that have a copy beside the graph): what :func:`export` returns for it."""
     sources, targets = [graph, *sidecar_paths(graph)], [out, *sidecar_paths(out)]
     pairs = [(a, b) for a, b in zip(sources, targets) if a.is_file()]
-    for _, b in pairs:
+    ids = None if sources[1].is_file() else _codes_ids(graph.parent / FIRST_FILE)
+    for b in [b for _, b in pairs] + ([targets[1]] if ids is not None else []):
         check_output_path(b, overwrite=overwrite)
     written: list[Path] = []
     try:
@@ -51,6 +63,9 @@ def _copied_graph(graph: Path, out: Path, overwrite: bool) -> dict[str, Any]:
             with atomic_file(b, overwrite=overwrite) as tmp:
                 shutil.copyfile(a, tmp)
             written.append(b)
+        if ids is not None:
+            write_ids(targets[1], ids, overwrite)
+            written.append(targets[1])
     except BaseException:
         for b in written:
             b.unlink(missing_ok=True)

@@ -575,8 +575,13 @@ def test_an_hnsw_plan_writes_its_graph_once_and_the_server_maps_it_instead_of_bu
     graph_file = tmp_path / "out" / "graph.faiss"
     from embcompress.serving.plan_export import export_plan
 
+    assert not (tmp_path / "out" / "graph.faiss.ids.parquet").exists()  # the ids are kept once, with the codes
     res = export_plan(tmp_path / "out", tmp_path / "plan", tmp_path / "x.faiss", to="faiss")  # copied, not built
     assert res["structure"] == "hnsw" and res["graph"]["m"] == 8 and res["rows"] == len(X)
+    ids = pq.read_table(tmp_path / "x.faiss.ids.parquet")  # beside the exported graph, from the codes
+    assert ids.column("row").to_pylist() == list(range(len(X)))
+    assert ids.column("id").to_pylist() == pq.read_table(tmp / "docs.parquet").column("id").to_pylist()
+    assert str(tmp_path / "x.faiss.ids.parquet") in res["files"]
     assert (tmp_path / "x.faiss").read_bytes() == graph_file.read_bytes()
     assert np.array_equal(np.load(tmp_path / "x.faiss.rescore.npy"), np.load(tmp_path / "out" / "copy.npy"))
     again = Index(first.transform(X), compressor=first, structure="hnsw")
