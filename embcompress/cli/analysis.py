@@ -163,11 +163,11 @@ class ReportRequest:
         help="N documents: a seeded uniform sample across the whole file (default 50,000); with --qrels all by "
         "default, or the judged documents of a seeded sample of queries plus random others, N in all.",
     )
-    reference: str = typer.Option(
-        "top1",
+    reference: Optional[str] = typer.Option(
+        None,
         "--reference",
         help="Without --qrels, how your queries are scored against float search: top1 (its top result as the relevant "
-        "one), graded (its top 10, graded), recall (recall@10).",
+        "one), graded (its top 10, graded), recall (recall@10). Default: top1 for codes, graded for serving plans.",
     )
     geopres: str = typer.Option(
         "", "--geopres-params", help="Extra GeoPres parameters, e.g. 'min_steps=100,batch_size=1024'."

@@ -154,11 +154,11 @@ class RecommendRequest:
         help="Rank on N documents: a seeded uniform sample across the whole file (default 20,000); with --qrels all by "
         "default, or the judged documents of a seeded sample of queries plus random others, N in all.",
     )
-    reference: str = typer.Option(
-        "top1",
+    reference: Optional[str] = typer.Option(
+        None,
         "--reference",
         help="Without --qrels, how your queries are scored against float search: top1 (its top result as the relevant "
-        "one), graded (its top 10, graded), recall (recall@10).",
+        "one), graded (its top 10, graded), recall (recall@10). Default: top1 for codes, graded for serving plans.",
     )
     folds: int = typer.Option(
         2, "--folds", min=1, help="Fit each candidate on all folds but one and score the one left out; 1: in-sample."

@@ -146,6 +146,16 @@ REFERENCES = {
 #: the reference for the user's own queries without judgments: of the three, the one whose ranking of
 #: codes agreed best with the judged ranking on the sets measured (docs/decisions/0007)
 DEFAULT_REFERENCE = "top1"
+#: the reference a serving-plan ranking scores the user's queries with: a plan keeps float search's whole top k
+#: when its candidates hold them, which top1 does not see (it stops the candidate sweep once the top result is in);
+#: the top 10 graded kept the judged pick's retention on the sets measured (docs/decisions/0010)
+PLAN_REFERENCE = "graded"
+
+
+def reference_for(reference: str | None, plans: bool = False) -> str:
+    """The reference given, or without one the default of the ranking: :data:`PLAN_REFERENCE` for serving plans,
+    :data:`DEFAULT_REFERENCE` for codes."""
+    return reference if reference is not None else (PLAN_REFERENCE if plans else DEFAULT_REFERENCE)
 
 
 class LabelFreeTask:

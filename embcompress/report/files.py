@@ -12,6 +12,7 @@ from ..core.errors import InputError
 from ..io import count_rows
 from .candidates import available_families
 from ..core.requests import from_keywords
+from ..evaluation.tasks import reference_for
 from .grid import CODE_FAMILIES, DEFAULT_METHODS, GridOptions, build_report
 from .recommend import TaskFiles
 from .task_files import TaskInputs, load_task_files
@@ -45,10 +46,11 @@ def report_files(
     docs = data.pop("docs")
     families = available_families(CODE_FAMILIES) if codes is None else list(codes)
     grid = replace(grid, methods=list(grid.methods or DEFAULT_METHODS), code_families=families)
-    rep = build_report(docs, TaskInputs(**data, reference=files.reference), grid, progress=progress)
+    rep = build_report(docs, TaskInputs(**data, reference=reference_for(files.reference)), grid, progress=progress)
     if ram_budgets:
         rows = count_rows(input, column=files.column)
-        rep["plans"] = plans_for(docs, data, sorted(set(ram_budgets), reverse=True), files.reference, rows, progress)
+        reference = reference_for(files.reference, plans=True)
+        rep["plans"] = plans_for(docs, data, sorted(set(ram_budgets), reverse=True), reference, rows, progress)
     write_report(rep, out_dir, overwrite=overwrite)
     return rep
 

@@ -10,6 +10,7 @@ from typing import Any
 from ..core.errors import InputError
 from ..core.registry import from_spec
 from ..core.requests import from_keywords
+from ..evaluation.tasks import reference_for
 from .plans import GRAPH, PlanOptions, plan_setup, rank_plans
 from .recommend import TaskFiles
 from .task_files import load_task_files
@@ -37,7 +38,7 @@ def recommend_plan_files(
     data = load_task_files(
         input, queries=files.queries, qrels=files.qrels, sample=files.sample, default_sample=20_000, column=column
     )
-    setup = plan_setup(data, files.reference, k)
+    setup = plan_setup(data, reference_for(files.reference, plans=True), k)
     t0 = time.perf_counter()
     res = rank_plans(setup, ram_budget, total_rows=count_rows(input, column=column), options=opts)
     t1 = time.perf_counter()

@@ -16,7 +16,7 @@ from ..core.requests import from_keywords
 from ..evaluation.configs import parse_config, trainable
 from ..evaluation.evaluate import IN_SAMPLE_QUERIES, RunOptions, run_configs
 from ..evaluation.rows import ResultRow
-from ..evaluation.tasks import DEFAULT_REFERENCE, fewer_queries
+from ..evaluation.tasks import fewer_queries, reference_for
 from ..evaluation.crossfit import check_folds, fold_pool_rows
 from ..io import count_rows
 from ..core.persist import check_model_path, save
@@ -315,7 +315,7 @@ class TaskFiles:
     labels: str | None = None
     sample: int | None = None
     column: str | None = None
-    reference: str = DEFAULT_REFERENCE
+    reference: str | None = None  # None: the ranking's default (reference_for)
 
 
 def recommend_files(
@@ -338,7 +338,8 @@ def recommend_files(
     )
     t0 = time.perf_counter()
     docs = data.pop("docs")
-    res = rank_candidates(docs, budget, inputs=TaskInputs(**data, reference=files.reference), options=opts)
+    inputs = TaskInputs(**data, reference=reference_for(files.reference))
+    res = rank_candidates(docs, budget, inputs=inputs, options=opts)
     t1 = time.perf_counter()
     spec = res["winner"]["spec"]
     comp = fit_file(from_spec(spec), input, column=files.column, progress=fit_progress)

@@ -631,6 +631,28 @@ def test_cli_recommend_with_queries_and_no_qrels(tmp_path):
     assert not (tmp_path / "m2").exists()
 
 
+def test_without_qrels_codes_are_ranked_by_float_search_top_result_and_plans_by_its_top_ten(tmp_path):
+    """The default references (docs/decisions/0007, 0010): top1 for recommend --budget, the top 10 graded for
+    recommend --ram-budget; --reference overrides either."""
+    import json
+
+    from embcompress.cli.main import app
+
+    X, _ = clustered()
+    write_parquet(tmp_path / "docs.parquet", X)
+    write_parquet(tmp_path / "queries.parquet", X[:30])
+    common = [str(tmp_path / "docs.parquet"), "--queries", str(tmp_path / "queries.parquet"), "--json"]
+
+    def metric(out, *args):
+        r = CliRunner().invoke(app, ["recommend", common[0], str(tmp_path / out), *common[1:], *args])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.output[r.output.index("{") :])["metric"]
+
+    assert "top-1" in metric("codes", "--budget", "8")
+    assert "graded" in metric("plan", "--ram-budget", "8", "--disk-budget", "32")
+    assert "top-1" in metric("plan-top1", "--ram-budget", "8", "--disk-budget", "32", "--reference", "top1")
+
+
 def test_recommend_estimates_the_apply_and_names_a_much_faster_code_close_behind():
     from embcompress.report.recommend import apply_estimate
 
