@@ -90,6 +90,12 @@ def _made_from(r: dict) -> str:
     return "big corpus (MiniLM) + noise" if "big/minilm" in made else made
 
 
+def _graph_mib(r: dict) -> str:
+    """The mapped graph beside the codes in a 10M run's memory, when it has one."""
+    graph = (r.get("apply") or {}).get("graph_bytes") or 0
+    return f" + a {graph / 2**20:,.0f} MiB graph, mapped" if graph else ""
+
+
 def plan_10m_table() -> str:
     """The 48 B serving plans over ten million rows, from ``plan-10m-*.json``: per set, first stage and copy."""
     runs = [json.loads(f.read_text()) for f in RESULTS.glob("plan-10m-*.json")]
@@ -110,7 +116,7 @@ def plan_10m_table() -> str:
         out.append(
             f"| {_made_from(r)} | {plan} | {r['candidates']} | {r['recall_at_10']:.3f} | "
             f"{warm['warm']['p50_ms']:.0f} / {warm['warm']['p99_ms']:.0f} ms | {cold_text} | "
-            f"{warm['peak_rss_mib']:.0f} MiB ({warm['first_stage_mib']:.0f} MiB) |"
+            f"{warm['peak_rss_mib']:.0f} MiB ({warm['first_stage_mib']:.0f} MiB{_graph_mib(r)}) |"
         )
         a = r["apply"]
         applied.setdefault(
