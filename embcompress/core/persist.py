@@ -29,7 +29,7 @@ FORMAT_NAME = "embcompress.compressor"
 FORMAT_VERSION = 1
 SUPPORTED_FORMAT_VERSIONS = (1,)
 #: true while a loaded model's arrays are checked by encoding a probe (:func:`_check_arrays`): a compressor
-#: may then leave out what only encoding at scale needs and keep nothing it built (RQ's beam tables: 600 MB
+#: may then leave out what only encoding at scale needs and keep nothing it built (RQ's beam tables: 296 MB
 #: at 48 codebooks, which a server that only scores codes would otherwise hold)
 PROBING = contextvars.ContextVar("embcompress_probing", default=False)
 
