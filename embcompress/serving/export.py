@@ -50,7 +50,8 @@ class ExportOptions:
     (faiss only): ``flat`` (exact) or ``hnsw`` (bits and floats). ``hnsw``: the graph's settings
     (:class:`~embcompress.search.ann.Hnsw`; None: the defaults) for faiss's HNSW and for usearch, whose indexes
     are HNSW graphs. ``table``: LanceDB's table name. ``stage(description, rows)`` may return a progress
-    callback for a graph's build (an hour or more at ten million rows). ``overwrite`` replaces outputs."""
+    callback for a graph's build (an hour or more at ten million rows). ``overwrite`` replaces outputs. ``ids``:
+    False leaves ``OUT.ids.parquet`` out where the ids are kept elsewhere (a plan's tiers keep them with the codes)."""
 
     to: str
     model: str | os.PathLike | None = None
@@ -61,6 +62,7 @@ class ExportOptions:
     overwrite: bool = False
     hnsw: ann.Hnsw | None = None
     stage: Callable[[str, int], Callable[[int], None] | None] | None = None
+    ids: bool = True
 
 
 def export(
@@ -73,9 +75,11 @@ def export(
     column, id_column, stage = o.column, o.id_column, o.stage
     out = Path(out)
     sidecars, graph = _checked(to, structure, hnsw, out, codes_path, overwrite)
+    if not o.ids:
+        sidecars = sidecars[1:]  # the description only
     hnsw = (hnsw or ann.Hnsw()) if graph else None
     index = load_index(codes_path, model=o.model, column=column, id_column=id_column)
-    description = _description(index, codes_path, to, structure, hnsw)
+    description = _description(index, codes_path, to, structure, hnsw, ids=o.ids)
     if to == "lancedb":
         _write_lancedb(
             index, codes_path, out, table, description, column=column, id_column=id_column, overwrite=overwrite
@@ -87,7 +91,7 @@ def export(
         if to == "faiss"
         else ann.usearch_index(index, hnsw, progress)
     )
-    written = _write_index(built, index, description, [out, *sidecars], overwrite)
+    written = _write_index(built, index.ids if o.ids else None, description, [out, *sidecars], overwrite)
     return {
         "output": str(out),
         "target": to,
@@ -130,25 +134,25 @@ def _checked(to: str, structure: str, hnsw, out: Path, codes_path, overwrite: bo
     return sidecars, graph
 
 
-def _write_index(built, index, description: dict, paths: list[Path], overwrite: bool) -> list[Path]:
-    """Write the built index to ``paths[0]``, the ids (when the codes have them) and the description beside it;
-    all or nothing. The files written."""
-    out, ids_file, meta_file = paths
+def _write_index(built, ids, description: dict, paths: list[Path], overwrite: bool) -> list[Path]:
+    """Write the built index to ``paths[0]``, the ``ids`` (None: none) and the description beside it
+    (``paths[-1]``); all or nothing. The files written."""
+    out, meta_file = paths[0], paths[-1]
     is_faiss = description["target"] == "faiss"
     written: list[Path] = []
     try:
         with atomic_file(out, overwrite=overwrite) as tmp:
             if is_faiss:
                 faiss = ann.require_faiss()
-                (faiss.write_index_binary if ann.SERVING[index.kind].faiss_binary else faiss.write_index)(
+                (faiss.write_index_binary if ann.SERVING[description["kind"]].faiss_binary else faiss.write_index)(
                     built, str(tmp)
                 )
             else:
                 built.save(str(tmp))
         written.append(out)
-        if index.ids is not None:
-            write_ids(ids_file, index.ids, overwrite)
-            written.append(ids_file)
+        if ids is not None:
+            write_ids(paths[1], ids, overwrite)
+            written.append(paths[1])
         with atomic_file(meta_file, overwrite=overwrite) as tmp:
             tmp.write_text(json.dumps(description, indent=2, sort_keys=True, default=str) + "\n")
         written.append(meta_file)
@@ -173,7 +177,7 @@ def _check_new_dir(out: Path, overwrite: bool) -> None:
     check_output_dir(out, overwrite=True)
 
 
-def _description(index, codes_path, to: str, structure: str, hnsw: ann.Hnsw | None) -> dict[str, Any]:
+def _description(index, codes_path, to: str, structure: str, hnsw: ann.Hnsw | None, *, ids: bool) -> dict[str, Any]:
     comp = index.compressor
     return {
         "format": "embcompress.serving.export",
@@ -183,7 +187,7 @@ def _description(index, codes_path, to: str, structure: str, hnsw: ann.Hnsw | No
         "graph": None if hnsw is None else dataclasses.asdict(hnsw),
         "rows": index.num_docs,
         "kind": index.kind,
-        "ids": "OUT.ids.parquet maps row -> id" if index.ids is not None else None,
+        "ids": "OUT.ids.parquet maps row -> id" if ids and index.ids is not None else None,
         "compressor": describe(comp) if comp is not None else None,
         "queries": QUERY_HOWTO[index.kind],
         "load": _load_howto(to, ann.SERVING[index.kind].faiss_binary),

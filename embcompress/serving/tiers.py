@@ -142,8 +142,9 @@ def apply_plan(
 
 def _write_graph(saved: SavedPlan, tmp: Path) -> float:
     """The plan's HNSW graph over the codes just written to ``tmp``, with its description beside it (what
-    ``export --to faiss --structure hnsw`` writes), in the plan's settings; the seconds it took."""
-    from .export import export, sidecar_paths
+    ``export --to faiss --structure hnsw`` writes, less the ids: they are kept once, with the codes), in the
+    plan's settings; the seconds it took."""
+    from .export import export
 
     t0 = time.perf_counter()
     export(
@@ -153,8 +154,8 @@ def _write_graph(saved: SavedPlan, tmp: Path) -> float:
         structure="hnsw",
         hnsw=saved.plan.graph,
         model=saved.path / "first",
+        ids=False,
     )
-    sidecar_paths(tmp / GRAPH_FILE)[0].unlink(missing_ok=True)  # the ids are kept once, with the codes
     return time.perf_counter() - t0
 
 

@@ -70,6 +70,9 @@ def test_bits_to_faiss_flat_same_topk_and_ids_map_back(files):
         and meta["compressor"]["fingerprint"] == describe(index.compressor)["fingerprint"]
     )
     assert "Hamming" in meta["queries"] and res["rows"] == 3000
+    again = export(codes, tmp / "noids.faiss", to="faiss", ids=False)  # the ids kept elsewhere
+    assert not (tmp / "noids.faiss.ids.parquet").exists() and len(again["files"]) == 2
+    assert json.loads((tmp / "noids.faiss.embcompress.json").read_text())["ids"] is None
 
 
 def test_floats_to_faiss_flat_and_hnsw(files):
