@@ -45,7 +45,7 @@ from codes.bench_codes_debian import faiss_row, load_set  # noqa: E402
 from choosing.bench_label_free import BothTask  # noqa: E402
 
 from embcompress.evaluation.crossfit import CrossFit, fold_pool_rows  # noqa: E402
-from embcompress.evaluation.tasks import REFERENCES  # noqa: E402
+from embcompress.evaluation.tasks import PLAN_REFERENCE, REFERENCES  # noqa: E402
 from embcompress.evaluation.evaluate import run_configs  # noqa: E402
 from embcompress.report.plans import COPY_KINDS, PlanGrid, measure_grid, near_ties, rank_plans  # noqa: E402
 
@@ -322,8 +322,8 @@ def faiss_latency(D, budget: int, k_factor: int, refine: str, rows: int, n: int,
     return {"p50_ms": 1e3 * float(np.percentile(times, 50)), "p99_ms": 1e3 * float(np.percentile(times, 99))}
 
 
-#: the label-free reading compared with the judged one: recommend's default reference
-LABEL_FREE_REFERENCE = "top1"
+#: the label-free reading compared with the judged one: recommend's default reference for plans (decision 0010)
+LABEL_FREE_REFERENCE = PLAN_REFERENCE
 
 
 def label_free_agreement(grid: PlanGrid, task: BothTask, ref: str = LABEL_FREE_REFERENCE) -> dict:

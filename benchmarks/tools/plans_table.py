@@ -90,51 +90,66 @@ def _points(gap: float) -> str:
     return f"{gap + 0.0 if round(gap, 2) != 0 else 0.0:+.2f}"
 
 
+#: the reference a row leads with when the run saved it: recommend's default for plans (decision 0010)
+LEAD_REFERENCE = "graded"
+OTHER_ORDER = ("graded", "top1", "recall")
+
+
+def _by_reference(b: dict) -> dict[str, dict]:
+    """A budget's label-free comparisons keyed by reference: the one the run led with and the others it saved."""
+    lf = b["label_free"]
+    return {lf["reference"]: lf, **b.get("label_free_by_reference", {})}
+
+
 def label_free_table(results: list[dict]) -> str:
-    """Per set and budget, for the best plan overall and the best with int8 on disk: the judged pick and
-    the label-free one (each query scored against float search's ranking of it), with the judged
-    retention of each and how many cheaper plans the label-free winner names as near ties."""
+    """Per set and budget, for the best plan overall, the best with int8 on disk and the best codes: the judged
+    pick and the label-free one (each query scored against float search's ranking of it, read as recommend reads
+    it by default, the top 10 graded, where the run saved that), with the judged retention of each, how many plans
+    the label-free winner names as near ties, and the gap had the ranking read float search the other two ways."""
     head = [
         "RAM / vector",
         "set, model",
         "plans",
         "judged pick",
         "label-free pick (judged retention)",
+        "reference",
         "gap, points",
         "near ties named",
-        "gap under graded / recall",
+        "gap under the other references",
     ]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    gaps = []
+    gaps, leads = [], set()
     for res in results:
         for budget, b in sorted(res["budgets"].items(), key=lambda kv: -int(kv[0])):
-            lf = b.get("label_free")
-            if lf is None:
+            if "label_free" not in b:
                 continue
+            refs = _by_reference(b)
+            lead = LEAD_REFERENCE if LEAD_REFERENCE in refs else b["label_free"]["reference"]
+            leads.add(lead)
             for group in ("any", "int8 on disk", "codes only"):
-                a = lf.get(group)
+                a = refs[lead].get(group)
                 if a is None:
                     continue
                 gaps.append(a["gap_points"])
-                others = b.get("label_free_by_reference", {})
-                other = " / ".join(
-                    _points(others[ref][group]["gap_points"]) if group in others.get(ref, {}) else "-"
-                    for ref in ("graded", "recall")
+                other = ", ".join(
+                    f"{ref} {_points(refs[ref][group]['gap_points'])}"
+                    for ref in OTHER_ORDER
+                    if ref != lead and group in refs.get(ref, {})
                 )
                 out.append(
                     f"| {budget} B | {res['set']}, {res['model']} | {group} | `{a['judged_pick']}` "
                     f"{100 * a['judged']:.2f}% | `{a['label_free_pick']}` {100 * a['label_free_pick_judged']:.2f}% "
-                    f"| {_points(a['gap_points'])} | {len(a['label_free_near_ties'])} | {other} |"
+                    f"| {lead} | {_points(a['gap_points'])} | {len(a['label_free_near_ties'])} | {other or '-'} |"
                 )
-    refs = sorted({b["label_free"]["reference"] for r in results for b in r["budgets"].values() if "label_free" in b})
     if gaps:
         within = sum(g >= -0.3 for g in gaps)
         out += [
             "",
             f"{within} of {len(gaps)} label-free picks within 0.3 point of the judged pick's retention "
-            f"(largest gap {_points(min(gaps))}). The same searches scored judged and label-free (each query "
-            f"against float search's ranking of it, reference {', '.join(refs)}; the last column: the pick "
-            f"under the other two references, where the run saved them); out-of-sample, 2 folds.",
+            f"(largest gap {_points(min(gaps))}), reading float search's ranking as the reference column says "
+            f"({', '.join(sorted(leads))}; graded, recommend's default for plans, wherever the run saved it). The same "
+            "searches scored judged and label-free; the last column: the gap under the other references the run "
+            "saved; out-of-sample, 2 folds.",
         ]
     return "\n".join(out)
 
