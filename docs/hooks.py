@@ -96,6 +96,16 @@ def _graph_mib(r: dict) -> str:
     return f" + a {graph / 2**20:,.0f} MiB graph, mapped" if graph else ""
 
 
+def _held(r: dict) -> str:
+    """How many of the exact top 10 the first stage's candidates held (the most a copy can rescore into place);
+    for a graph, the same codes scanned exactly beside it."""
+    c = r.get("candidate_recall")
+    if c is None:
+        return "-"
+    same = c.get("exact_scan_same_codes")
+    return f"{c['first_stage']:.3f}" + ("" if same is None else f" (its codes scanned exactly: {same:.3f})")
+
+
 def plan_10m_table() -> str:
     """The 48 B serving plans over ten million rows, from ``plan-10m-*.json``: per set, first stage and copy."""
     runs = [json.loads(f.read_text()) for f in RESULTS.glob("plan-10m-*.json")]
@@ -103,8 +113,9 @@ def plan_10m_table() -> str:
         return "*(no 10M results yet: run `benchmarks/serving/bench_plan_10m.py`)*"
     runs.sort(key=lambda r: (_made_from(r), r.get("structure", "exact"), r.get("copy", "int8"), r["candidates"]))
     out = [
-        "| set | plan | candidates | recall@10 vs exact float | warm p50 / p99 | cold p50 / p99 | peak RSS (codes) |",
-        "|---|---|---|---|---|---|---|",
+        "| set | plan | candidates | recall@10 vs exact float | exact top 10 in the candidates | warm p50 / p99 "
+        "| cold p50 / p99 | peak RSS (codes) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     applied = {}
     for r in runs:
@@ -114,7 +125,7 @@ def plan_10m_table() -> str:
         graph = " through an HNSW graph" if r.get("structure") == "hnsw" else ""
         plan = f"`{r['spec']}`{graph} + {r.get('copy', 'int8')} on disk"
         out.append(
-            f"| {_made_from(r)} | {plan} | {r['candidates']} | {r['recall_at_10']:.3f} | "
+            f"| {_made_from(r)} | {plan} | {r['candidates']} | {r['recall_at_10']:.3f} | {_held(r)} | "
             f"{warm['warm']['p50_ms']:.0f} / {warm['warm']['p99_ms']:.0f} ms | {cold_text} | "
             f"{warm['peak_rss_mib']:.0f} MiB ({warm['first_stage_mib']:.0f} MiB{_graph_mib(r)}) |"
         )

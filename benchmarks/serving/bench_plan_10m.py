@@ -18,7 +18,10 @@ reported; a graph over ten million codes takes over an hour to build on 2 cores.
     python benchmarks/serving/bench_plan_10m.py --dir bench-data/10m --queries-from
     bench-data/debian-ir/queries.parquet \
         [--spec rotate:center=true+sq:1] [--candidates 100] [--copy int8|float16] [--structure exact|hnsw]
-        [--json benchmarks/results/plan-10m.json] [--apply-only | --reuse]
+        [--json benchmarks/results/plan-10m.json] [--apply-only | --reuse | --candidate-recall]
+
+``--candidate-recall`` adds to a served run's JSON how many of the exact top 10 the first stage's candidate
+list holds (no copy can add back what it lost) and, for a graph, the same for its codes scanned exactly.
 """
 
 from __future__ import annotations
@@ -54,6 +57,26 @@ def exact_top10(path: Path, Q: np.ndarray) -> np.ndarray:
         o = np.argsort(-s, axis=1, kind="stable")[:, :10]
         best_s, best_r = np.take_along_axis(s, o, 1), np.take_along_axis(r, o, 1)
     return best_r
+
+
+def candidate_recall(d: Path, plan_dir: Path, tiers: Path, structure: str, candidates: int) -> dict:
+    """How many of exact float search's top 10 the first stage's candidate list holds (what no copy can add
+    back), over the saved queries; for a graph also the same codes scanned exactly: the graph's share of the
+    loss against the code's. Quality only: searched on every core, not timed."""
+    from embcompress.search.files import load_index
+    from embcompress.serving.tiers import open_tiers
+
+    Q, exact = np.load(d / "q-10m.npy"), np.load(d / f"exact-top10-{len(np.load(d / 'q-10m.npy'))}.npy")
+
+    def held(index) -> float:
+        rows = index.search(Q, candidates, threads=os.cpu_count()).rows
+        return float(np.mean([len(set(e) & set(r)) / 10 for e, r in zip(exact, rows)]))
+
+    out = {"candidates": candidates, "first_stage": held(open_tiers(tiers, plan_dir).index)}
+    if structure == "hnsw":
+        out["exact_scan_same_codes"] = held(load_index(tiers / "first.parquet", model=plan_dir / "first"))
+    print(f"exact top 10 in the first stage's {candidates} candidates: {out}", flush=True)
+    return out
 
 
 def launched(cmd: list[str]) -> tuple[float, dict]:
@@ -92,6 +115,11 @@ def main() -> None:
         action="store_true",
         help="stop after apply (a graph's long build may run beside other work); serve later with --reuse",
     )
+    ap.add_argument(
+        "--candidate-recall",
+        action="store_true",
+        help="only add to --json how many of the exact top 10 the first stage's candidates hold (quality, untimed)",
+    )
     args = ap.parse_args()
     d = Path(args.dir)
     src = d / "vectors.parquet"
@@ -99,6 +127,11 @@ def main() -> None:
     plan_dir, tiers = d / f"plan-48{tag}", d / f"tiers-48{tag}"
     from embcompress.io import open_vectors
 
+    if args.candidate_recall:
+        done = json.loads(Path(args.json).read_text())
+        done["candidate_recall"] = candidate_recall(d, plan_dir, tiers, args.structure, done["candidates"])
+        Path(args.json).write_text(json.dumps(done, indent=1))
+        return
     out = {
         "set": (open_vectors(src).metadata or {}).get("model", str(src)),  # what bench_10m.py make built it from
         "spec": args.spec,
