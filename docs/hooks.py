@@ -102,8 +102,10 @@ def _held(r: dict) -> str:
     c = r.get("candidate_recall")
     if c is None:
         return "-"
-    same = c.get("exact_scan_same_codes")
-    return f"{c['first_stage']:.3f}" + ("" if same is None else f" (its codes scanned exactly: {same:.3f})")
+    same, wider = c.get("exact_scan_same_codes"), c.get("graph_wider_then_asymmetric", {})
+    more = [] if same is None else [f"its codes scanned exactly: {same:.3f}"]
+    more += [f"the graph exploring {w}x, ranked again asymmetrically: {v:.3f}" for w, v in wider.items()]
+    return f"{c['first_stage']:.3f}" + (f" ({'; '.join(more)})" if more else "")
 
 
 def plan_10m_table() -> str:
