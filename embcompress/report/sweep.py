@@ -13,8 +13,8 @@ from ..evaluation.rows import ResultRow
 #: candidates rescored per query, as multiples of k (k = 10: 20 to 500)
 MULTIPLIERS = (2, 4, 10, 20, 50)
 #: where a sweep is still rising at its end (or short of the target), it goes on with these, one at a time
-#: (k = 10: 1,000 and 2,000), while they stay below the documents measured
-FURTHER_MULTIPLIERS = (100, 200)
+#: (k = 10: 1,000, 2,000, 5,000 and 10,000), while they stay below the documents measured (decision 0009)
+FURTHER_MULTIPLIERS = (100, 200, 500, 1000)
 #: the candidate count stops rising where the next step gains less than this many standard errors
 GAIN_Z = 2.0
 

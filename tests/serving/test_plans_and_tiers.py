@@ -522,9 +522,12 @@ def test_a_candidate_sweep_still_rising_at_its_end_goes_on_one_count_at_a_time()
     assert extend([float_row, *longer, *flat]) == ["rq:2@int8x200"]  # 1,000 still gained: 2,000 next
     stalled = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96, 0.9601))
     assert not still_rising(stalled, 0.5, None) and extend([float_row, *stalled, *flat]) == []
-    to_the_end = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96, 0.98, 0.995))
-    assert still_rising(to_the_end, 0.5, None) and extend([float_row, *to_the_end, *flat]) == []  # 2,000: the end
+    at_2000 = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96, 0.98, 1.00))
+    assert extend([float_row, *at_2000, *flat]) == ["rq:2@int8x500"]  # 2,000 still gained: 5,000 next
+    to_the_end = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96, 0.98, 1.00, 1.02, 1.04))
+    assert still_rising(to_the_end, 0.5, None) and extend([float_row, *to_the_end, *flat]) == []  # 10,000: the end
     assert further(cands, ("int8",), None, 1_000)([float_row, *rising, *flat]) == []  # 1,000 of 1,000 documents
+    assert further(cands, ("int8",), None, 5_000)([float_row, *at_2000, *flat]) == []  # 5,000 of 5,000 documents
 
 
 def test_run_configs_scores_what_extend_adds_with_the_models_it_fitted(monkeypatch):
