@@ -67,7 +67,8 @@ def candidate_recall(d: Path, plan_dir: Path, tiers: Path, structure: str, candi
     from embcompress.search.files import load_index
     from embcompress.serving.tiers import open_tiers
 
-    Q, exact = np.load(d / "q-10m.npy"), np.load(d / f"exact-top10-{len(np.load(d / 'q-10m.npy'))}.npy")
+    Q = np.load(d / "q-10m.npy")
+    exact = np.load(d / f"exact-top10-{len(Q)}.npy")
 
     def held(index, **rerank) -> float:
         rows = index.search(Q, candidates, threads=os.cpu_count(), **rerank).rows
