@@ -328,6 +328,14 @@ def _recommend_plan(req: RecommendRequest) -> None:
         f"{w['latency_ms']:.2f} ms per query over {res['total_rows']:,} rows"
     )
     out.print(f"codes only at {res['ram_budget']} B: {c['label']}, retention {100 * c['retention']:.1f}%")
+    if any(r.get("rising") for r in res["ranking"][:20]):
+        from embcompress.report.sweep import FURTHER_MULTIPLIERS
+
+        out.print(
+            "+ after a candidate count: retention was still rising where the sweep ended (at most "
+            f"{res['k'] * FURTHER_MULTIPLIERS[-1]:,} candidates, fewer than the sample's documents); more candidates, "
+            "measured on a larger --sample, may keep more"
+        )
     if res["within_uncertainty"]:
         out.print(
             "as good within the queries' noise, and cheaper: "
@@ -357,7 +365,7 @@ def plans_table(res: dict) -> Table:
         t.add_row(
             r["label"],
             r["copy"],
-            str(r["candidates"]),
+            f"{r['candidates']}{'+' if r.get('rising') else ''}",
             str(r["ram_bytes"]),
             str(r["disk_bytes"]),
             f"{100 * r['retention']:.1f}%",

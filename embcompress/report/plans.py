@@ -46,7 +46,7 @@ from ..search import Index
 from ..search.ann import Hnsw, graph_allowed
 from ..serving.plan import COPIES
 from ..serving.tiers import DiskCopy, copy_codec
-from .sweep import GAIN_Z, choose_count, first_stage, further, paired_se, sweep_configs, sweep_of
+from .sweep import GAIN_Z, choose_count, first_stage, further, paired_se, still_rising, sweep_configs, sweep_of
 from .grid import validate
 from .recommend import _candidates
 
@@ -80,6 +80,7 @@ class PlanRow:
     batch_ms: float | None = None  # per query, in batches of LATENCY_BATCH, scaled the same way
     first_stage_ms: float | None = None  # the first stage alone, one query at a time, scaled
     structure: str = "exact"  # the first stage searched by exact scan, or through an HNSW graph ("hnsw")
+    rising: bool = False  # its sweep ended still rising (the longest count, or the sample's documents, stopped it)
 
 
 def _plans(rows: list[ResultRow], cands: dict[str, str], dim: int, target: float | None) -> list[PlanRow]:
@@ -103,9 +104,20 @@ def _plans(rows: list[ResultRow], cands: dict[str, str], dim: int, target: float
             r = choose_count(sweep, float_score, target)
             counts = tuple((s.candidates, s.retention) for s in sweep)
             disk = COPIES[copy] * dim
+            rising = r is sweep[-1] and still_rising(sweep, float_score, target)
             plans.append(
                 PlanRow(
-                    r.config, c.spec, label, copy, r.candidates, ram, disk, r.retention, counts, structure=c.structure
+                    r.config,
+                    c.spec,
+                    label,
+                    copy,
+                    r.candidates,
+                    ram,
+                    disk,
+                    r.retention,
+                    counts,
+                    structure=c.structure,
+                    rising=rising,
                 )
             )
     return plans

@@ -710,3 +710,18 @@ def test_without_the_in_sample_figure_each_fold_is_encoded_once(monkeypatch):
     encoded.clear()
     both = run_configs(X, task, ["sq:4"])
     assert len(encoded) == 4 and both[1].score_in_sample is not None and both[1].score == out[1].score
+
+
+def test_a_plan_whose_sweep_ended_still_rising_says_so():
+    from embcompress.report.plans import _plans
+
+    float_row = SimpleNamespace(config="float", score=0.5)
+    code = SimpleNamespace(config="rq:2", rerank=None, bytes_per_vector=2, candidates=10, retention=0.5)
+    rising = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96, 0.98, 1.00))  # up to 2,000: still gaining
+    flat = _sweep_rows("rq:2", "float16", (0.90, 0.96, 0.99, 0.995, 0.9951))
+    plans = {p.copy: p for p in _plans([float_row, code, *rising, *flat], {"rq:2": "rq"}, 16, None)}
+    assert plans["int8"].rising and plans["int8"].candidates == 2000
+    assert not plans["float16"].rising and plans["float16"].candidates < 500
+    assert not plans["none"].rising
+    reached = {p.copy: p for p in _plans([float_row, code, *rising], {"rq:2": "rq"}, 16, 0.95)}["int8"]
+    assert not reached.rising and reached.candidates == 500  # the target stops the sweep: nothing left rising
