@@ -28,7 +28,8 @@ PICKS = ("codes only", "int8 on disk", "float32 on disk")
 
 
 def _cell(p: dict) -> str:
-    copy = "" if p["copy"] in ("none", "decoded") else f" + {p['copy']} x{p['candidates']}"
+    rising = "+" if p.get("rising") else ""  # still rising where the sweep ended (recorded since 2026-11-29)
+    copy = "" if p["copy"] in ("none", "decoded") else f" + {p['copy']} x{p['candidates']}{rising}"
     s = p.get("served")
     if s is None:  # ranked; not served yet (bench_plans.py --no-serve, then --reserve)
         return f"`{p['spec']}`{copy}: **{100 * p['retention']:.2f}%**, not served yet"
@@ -80,7 +81,8 @@ def table(results: list[dict]) -> str:
         f"{first['rows_served']:,} tiled rows, one thread; {first['machine']}; "
         + "; ".join(f"{r['set']}, {r['model']}: {r['date']}" for r in results)
         + ". faiss refines the same number "
-        "of candidates in all as the int8 plan (each of the two folds' indexes half of them)."
+        "of candidates in all as the int8 plan (each of the two folds' indexes half of them). A + after a count: "
+        "retention still rising where the candidate sweep ended (recorded by runs since 2026-11-29)."
     )
     return "\n".join(out)
 
