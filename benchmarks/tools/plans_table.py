@@ -81,8 +81,8 @@ def table(results: list[dict]) -> str:
         f"{first['rows_served']:,} tiled rows, one thread; {first['machine']}; "
         + "; ".join(f"{r['set']}, {r['model']}: {r['date']}" for r in results)
         + ". faiss refines the same number "
-        "of candidates in all as the int8 plan (each of the two folds' indexes half of them). A + after a count: "
-        "retention still rising where the candidate sweep ended (recorded by runs since 2026-11-29)."
+        "of candidates in all as the int8 plan (each of the two folds' indexes half of them)."
+        + (" A + after a count: retention still rising where the candidate sweep ended." if "+:" in str(out) else "")
     )
     return "\n".join(out)
 
