@@ -332,7 +332,7 @@ def scan_decoded(
             parts_s.append(s)
             parts_i.append(i)
         s, i = np.concatenate(parts_s), np.concatenate(parts_i)
-        best_s, best_i = (s, i) if best_s is None else merge_topk([best_s, s], [best_i, i], k)
+        best_s, best_i = (s, i) if best_s is None else merge_topk([best_s, s], [best_i, i], k, ascending=True)
     return best_s, best_i
 
 

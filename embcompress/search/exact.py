@@ -100,7 +100,7 @@ def scan_blocks(
             if best_s is None:
                 best_s, best_i = s, i
                 continue
-            best_s, best_i = merge_topk([best_s, s], [best_i, i], k)
+            best_s, best_i = merge_topk([best_s, s], [best_i, i], k, ascending=True)
         out_s[q0:q1], out_i[q0:q1] = best_s, best_i
     return out_s, out_i
 

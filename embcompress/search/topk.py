@@ -15,13 +15,34 @@ MIN_DOCS_PER_THREAD = 50_000
 
 
 def merge_topk(
-    values: Sequence[np.ndarray], rows: Sequence[np.ndarray], k: int, *, larger_is_better: bool = True
+    values: Sequence[np.ndarray],
+    rows: Sequence[np.ndarray],
+    k: int,
+    *,
+    larger_is_better: bool = True,
+    ascending: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The best ``k`` of several (queries, n_i) result blocks whose rows are already global:
-    (values, rows), best first (largest similarity or smallest distance), ties by lower row."""
+    (values, rows), best first (largest similarity or smallest distance), ties by lower row.
+    ``ascending``: the blocks hold disjoint row ranges in ascending order, each best first with ties by lower
+    row (a scan's blocks of documents); a tie's lower row is then its earlier position, and one stable sort
+    by value merges them instead of a sort by value and row (seconds at thousands of candidates and queries)."""
     v = np.concatenate(values, axis=1)
     r = np.concatenate(rows, axis=1)
+    if ascending:
+        return _merge_in_order(v, r, k, larger_is_better)
+    return _merge_by_sort(v, r, k, larger_is_better)
+
+
+def _merge_by_sort(v: np.ndarray, r: np.ndarray, k: int, larger_is_better: bool) -> tuple[np.ndarray, np.ndarray]:
     order = np.lexsort((r, -v if larger_is_better else v), axis=1)[:, :k]
+    return np.take_along_axis(v, order, axis=1), np.take_along_axis(r, order, axis=1)
+
+
+def _merge_in_order(v: np.ndarray, r: np.ndarray, k: int, larger_is_better: bool) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`merge_topk` of blocks in row order: a stable sort by value alone keeps ties in position order,
+    which is row order here, and finds the blocks already sorted (runs it merges in one pass)."""
+    order = np.argsort(-v if larger_is_better else v, axis=1, kind="stable")[:, :k]
     return np.take_along_axis(v, order, axis=1), np.take_along_axis(r, order, axis=1)
 
 
@@ -52,4 +73,6 @@ def split_scan(
     n_parts = max(1, min(threads, nd // MIN_DOCS_PER_THREAD))
     bounds = np.linspace(0, nd, n_parts + 1).astype(int)
     parts = list(pool.map(lambda j: part(0, nq, bounds[j], bounds[j + 1]), range(n_parts)))
-    return merge_topk([p[0] for p in parts], [p[1] for p in parts], k, larger_is_better=larger_is_better)
+    return merge_topk(
+        [p[0] for p in parts], [p[1] for p in parts], k, larger_is_better=larger_is_better, ascending=True
+    )

@@ -553,3 +553,23 @@ def test_parted_index_reranks_each_candidate_with_its_own_model(clustered, reran
     for qi in range(len(Q)):
         assert set(res.rows[qi]) <= set(first.rows[qi])
     assert (np.diff(res.scores, axis=1) <= 1e-7).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("larger_is_better", [True, False])
+def test_merging_blocks_in_row_order_gives_what_the_sort_by_value_and_row_gives(dtype, larger_is_better):
+    from embcompress.search.topk import merge_topk
+
+    rng = np.random.default_rng(4)
+    values, rows, start = [], [], 0
+    for width in (7, 300, 64, 300):  # a scan's blocks: ascending row ranges, each best first, ties by lower row
+        v = rng.integers(0, 20, (5, width)).astype(dtype)  # many ties
+        r = np.sort(rng.choice(np.arange(start, start + 2 * width), width, replace=False))[None].repeat(5, 0)
+        order = np.lexsort((r, -v if larger_is_better else v), axis=1)
+        values.append(np.take_along_axis(v, order, 1))
+        rows.append(np.take_along_axis(r, order, 1))
+        start += 2 * width
+    for k in (1, 10, 299, 600):
+        fast = merge_topk(values, rows, k, larger_is_better=larger_is_better, ascending=True)
+        sort = merge_topk(values, rows, k, larger_is_better=larger_is_better)
+        assert np.array_equal(fast[0], sort[0]) and np.array_equal(fast[1], sort[1])
