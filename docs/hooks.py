@@ -103,8 +103,12 @@ def _held(r: dict) -> str:
     if c is None:
         return "-"
     same, wider = c.get("exact_scan_same_codes"), c.get("graph_wider_then_asymmetric", {})
-    more = [] if same is None else [f"its codes scanned exactly: {same:.3f}"]
-    more += [f"the graph exploring {w}x, ranked again asymmetrically: {v:.3f}" for w, v in wider.items()]
+    more = [] if same is None else [f"no graph: {same:.3f}"]
+    if wider:
+        more.append(
+            f"graph exploring {' / '.join(f'{w}x' for w in wider)}, codes vs float query: "
+            + " / ".join(f"{v:.3f}" for v in wider.values())
+        )
     return f"{c['first_stage']:.3f}" + (f" ({'; '.join(more)})" if more else "")
 
 
