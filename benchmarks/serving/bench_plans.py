@@ -391,6 +391,12 @@ def main() -> None:
     ap.add_argument("--name", default="Debian IR")
     ap.add_argument("--model", default="MiniLM")
     ap.add_argument("--budgets", default="48,24,12,6")
+    ap.add_argument(
+        "--codes",
+        default=None,
+        help="only these first stages (comma-separated configurations, e.g. rq:12:beam=4): one code's candidate "
+        "sweep, not a ranking; write it to its own --json",
+    )
     ap.add_argument("--queries", type=int, default=2000)
     ap.add_argument("--fit-rows", type=int, default=50_000)
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows the picks are tiled to and served over")
@@ -414,6 +420,7 @@ def main() -> None:
         "measure the serving figures later, on a quiet machine, with --reserve",
     )
     args = ap.parse_args()
+    codes = None if args.codes is None else {c: c for c in args.codes.split(",")}
     # stopped by SIGTERM (a chain of runs that moves on), the scratch directories are removed as on Ctrl-C
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.reserve:
@@ -456,7 +463,7 @@ def main() -> None:
             if budget not in results["budgets"]:
                 raise SystemExit(f"{args.json} has no {budget} B budget to add the label-free comparison to")
             t0 = time.perf_counter()
-            grid = measure_grid(setup, int(budget), folds=2)
+            grid = measure_grid(setup, int(budget), folds=2, cands=codes)
             results["budgets"][budget]["label_free"] = agreement = label_free_agreement(grid, task)
             _print_agreement(int(budget), agreement)
             results["budgets"][budget]["label_free_by_reference"] = other_references(grid, task)
@@ -467,7 +474,7 @@ def main() -> None:
         np.save(Path(scratch) / "q.npy", task.queries[: args.serve_queries])
         for budget in (int(b) for b in args.budgets.split(",")):
             t0 = time.perf_counter()
-            grid = measure_grid(setup, budget, folds=2)
+            grid = measure_grid(setup, budget, folds=2, cands=codes)
             res = rank_plans(setup, budget, total_rows=args.rows, folds=2, grid=grid)
             agreement = label_free_agreement(grid, task)
             _print_agreement(budget, agreement)
