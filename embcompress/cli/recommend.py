@@ -333,8 +333,8 @@ def _recommend_plan(req: RecommendRequest) -> None:
 
         out.print(
             "+ after a candidate count: retention was still rising where the sweep ended (at most "
-            f"{res['k'] * FURTHER_MULTIPLIERS[-1]:,} candidates, fewer than the sample's documents); more candidates, "
-            "measured on a larger --sample, may keep more"
+            f"{res['k'] * FURTHER_MULTIPLIERS[-1]:,} candidates, and fewer than a tenth of the sample's documents); "
+            "more candidates, measured on a larger --sample, may keep more"
         )
     if res["within_uncertainty"]:
         out.print(

@@ -59,6 +59,9 @@ LATENCY_BATCH = 256
 MEASURED_PLANS = 6
 #: the graph an HNSW first stage is ranked with and saved with (the library's defaults)
 GRAPH = Hnsw()
+#: a sweep goes on only while its candidates stay below this fraction (1 / it) of the documents searched: rescoring
+#: most of them would measure exact search, not the plan (decision 0009)
+SEARCHED_PER_CANDIDATE = 10
 #: the first stages a ranking may search: the exact scan, an HNSW graph, or both
 INDEXES = ("exact", "hnsw", "any")
 
@@ -314,7 +317,8 @@ def measure_grid(
     each first-stage candidate of ``cands`` (config -> label, each within ``ram_budget``; None:
     ``recommend --budget``'s) alone and with each copy within ``disk_budget`` at every candidate
     count of :data:`MULTIPLIERS`, out-of-sample over ``folds``; a sweep still rising at its end, short of
-    ``target``, goes on with :data:`FURTHER_MULTIPLIERS` (:func:`still_rising`). ``index`` (:data:`INDEXES`):
+    ``target``, goes on with :data:`FURTHER_MULTIPLIERS` (:func:`still_rising`) below a tenth of the documents.
+    ``index`` (:data:`INDEXES`):
     the first stages are exact scans of the codes, HNSW graphs over them (:func:`graph_candidates`), or both."""
     docs, task = setup.docs, setup.task
     folds = check_folds(folds, len(docs))
@@ -335,7 +339,7 @@ def measure_grid(
         progress=progress,
         per_query=True,
         in_sample=False,
-        extend=further(cands, copies, target, len(docs)),
+        extend=further(cands, copies, target, len(docs) // SEARCHED_PER_CANDIDATE),
         reuse_first_stage=True,  # the rows' search times are not read: latency is measured apart
     )
     return PlanGrid(tuple(rows), dict(cands), copies, dim)
