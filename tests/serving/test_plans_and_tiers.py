@@ -725,3 +725,16 @@ def test_a_plan_whose_sweep_ended_still_rising_says_so():
     assert not plans["none"].rising
     reached = {p.copy: p for p in _plans([float_row, code, *rising], {"rq:2": "rq"}, 16, 0.95)}["int8"]
     assert not reached.rising and reached.candidates == 500  # the target stops the sweep: nothing left rising
+
+
+def test_the_candidate_sweep_stops_below_a_tenth_of_the_documents_searched(tmp_path, monkeypatch):
+    import embcompress.report.plans as plans
+
+    limits, further = [], plans.further
+    monkeypatch.setattr(plans, "further", lambda *a: limits.append(a[-1]) or further(*a))
+    X, _ = _data(1000, 16, seed=3)
+    _parquet(tmp_path / "docs.parquet", X)
+    r = cli("recommend", tmp_path / "docs.parquet", tmp_path / "plan", "--ram-budget", "2", "--disk-budget", "40")
+    assert r.exit_code == 0, r.output
+    # about 900 documents searched (the rest of the 1,000 stand in for queries): counts stay below 90
+    assert limits == [900 // plans.SEARCHED_PER_CANDIDATE]  # rescoring most documents would be exact search
