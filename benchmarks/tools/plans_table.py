@@ -41,6 +41,10 @@ def _cell(p: dict) -> str:
     )
 
 
+def _any_rising(results: list[dict]) -> bool:
+    return any(p.get("rising") for r in results for b in r["budgets"].values() for p in b["picks"].values())
+
+
 def table(results: list[dict]) -> str:
     head = ["RAM / vector", "set, model", *PICKS, "faiss IndexRefine(PQ, SQ8)", "int8 plan against faiss"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -82,7 +86,11 @@ def table(results: list[dict]) -> str:
         + "; ".join(f"{r['set']}, {r['model']}: {r['date']}" for r in results)
         + ". faiss refines the same number "
         "of candidates in all as the int8 plan (each of the two folds' indexes half of them)."
-        + (" A + after a count: retention still rising where the candidate sweep ended." if "+:" in str(out) else "")
+        + (
+            " A + after a count: retention still rising where the candidate sweep ended."
+            if _any_rising(results)
+            else ""
+        )
     )
     return "\n".join(out)
 

@@ -74,9 +74,7 @@ def export(
     to, structure, table, overwrite, hnsw = o.to, o.structure, o.table, o.overwrite, o.hnsw
     column, id_column, stage = o.column, o.id_column, o.stage
     out = Path(out)
-    sidecars, graph = _checked(to, structure, hnsw, out, codes_path, overwrite)
-    if not o.ids:
-        sidecars = sidecars[1:]  # the description only
+    sidecars, graph = _checked(to, structure, hnsw, out, codes_path, overwrite, ids=o.ids)
     hnsw = (hnsw or ann.Hnsw()) if graph else None
     index = load_index(codes_path, model=o.model, column=column, id_column=id_column)
     description = _description(index, codes_path, to, structure, hnsw, ids=o.ids)
@@ -109,12 +107,14 @@ def sidecar_paths(out: Path) -> list[Path]:
     return [Path(str(out) + ".ids.parquet"), Path(str(out) + ".embcompress.json")]
 
 
-def _checked(to: str, structure: str, hnsw, out: Path, codes_path, overwrite: bool) -> tuple[list[Path], bool]:
-    """(the sidecar files of a faiss or usearch index, whether the index is a graph), once the target, the
-    structure, the HNSW settings and every output are checked."""
+def _checked(
+    to: str, structure: str, hnsw, out: Path, codes_path, overwrite: bool, *, ids: bool
+) -> tuple[list[Path], bool]:
+    """(the sidecar files of a faiss or usearch index to write, the ids' only with ``ids``; whether the index is a
+    graph), once the target, the structure, the HNSW settings and every output are checked."""
     if to not in TARGETS:
         raise InputError(f"export target must be one of {', '.join(TARGETS)}, got {to!r}")
-    sidecars = sidecar_paths(out) if to != "lancedb" else []
+    sidecars = sidecar_paths(out)[0 if ids else 1 :] if to != "lancedb" else []
     if to == "lancedb":
         _check_new_dir(out, overwrite)
     else:
