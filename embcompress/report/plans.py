@@ -339,7 +339,7 @@ def measure_grid(
         progress=progress,
         per_query=True,
         in_sample=False,
-        extend=further(cands, copies, target, len(docs) // SEARCHED_PER_CANDIDATE),
+        extend=further(cands, copies, target, len(docs) // SEARCHED_PER_CANDIDATE, round(GRAPH.graph_bytes)),
         reuse_first_stage=True,  # the rows' search times are not read: latency is measured apart
     )
     return PlanGrid(tuple(rows), dict(cands), copies, dim)

@@ -1,6 +1,6 @@
 """How many candidates a serving plan rescores (decision 0009): each (code, copy) pair is measured at a sweep of
 counts, and the rule picks the smallest that reaches the target, or the last before the gain falls within its
-uncertainty; a sweep still rising at its end goes on."""
+uncertainty; a sweep still rising at its end goes on, unless another keeps clearly more at the same count."""
 
 from __future__ import annotations
 
@@ -61,23 +61,47 @@ def sweep_of(by_config: dict[str, ResultRow], stage: str, copy: str) -> list[Res
     return [r for r in found if r is not None]
 
 
-def further(cands: dict[str, str], copies: tuple[str, ...], target: float | None, limit: int):
-    """run_configs' ``extend``: the next count of every (code, copy) sweep that is still rising at its end,
-    while its candidates (k times the multiplier) stay below ``limit`` documents."""
+def behind(sweep: list[ResultRow], others: list[list[ResultRow]], float_score: float) -> bool:
+    """Whether another sweep of ``others`` keeps more than ``sweep`` at ``sweep``'s last count (or, where that
+    sweep ended sooner, at its own last) by more than :data:`GAIN_Z` standard errors of the paired difference."""
+    last = sweep[-1]
+    for other in others:
+        row = next((r for r in reversed(other) if r.candidates <= last.candidates), None)  # none: empty
+        if row is not None and row.retention - last.retention > GAIN_Z * paired_se(
+            last.per_query, row.per_query, float_score
+        ):
+            return True
+    return False
+
+
+def further(cands: dict[str, str], copies: tuple[str, ...], target: float | None, limit: int, graph_bytes: int = 0):
+    """run_configs' ``extend``: the next count of every (code, copy) sweep that is still rising at its end, while
+    its candidates (k times the multiplier) stay below ``limit`` documents, unless it cannot be the pick: another
+    sweep of the same copy (with a target, one in no more RAM: ``graph_bytes`` more for a graph's first stage)
+    keeps more at the same count by more than its uncertainty (:func:`behind`)."""
 
     def extend(rows: list[ResultRow]) -> list[str]:
         by_config = {r.config: r for r in rows[1:]}
+        float_score = rows[0].score
+
+        def ram(cfg: str) -> int:
+            return by_config[cfg].bytes_per_vector + (graph_bytes if parse_config(cfg).structure == "hnsw" else 0)
+
+        sweeps = {(cfg, copy): sweep_of(by_config, first_stage(cfg), copy) for cfg in cands for copy in copies}
         more = []
         for cfg in cands:
-            stage = first_stage(cfg)
             for copy in copies:
-                sweep = sweep_of(by_config, stage, copy)
-                if not sweep or not still_rising(sweep, rows[0].score, target):
+                sweep = sweeps[cfg, copy]
+                if not sweep or not still_rising(sweep, float_score, target):
+                    continue
+                fits = [c for c in cands if c != cfg and (target is None or ram(c) <= ram(cfg))]
+                rivals = [sweeps[c, copy] for c in fits]
+                if behind(sweep, rivals, float_score):
                     continue
                 last = parse_config(sweep[-1].config).multiplier
                 nxt = next((m for m in FURTHER_MULTIPLIERS if m > last), None)
                 if nxt is not None and sweep[-1].candidates // last * nxt < limit:
-                    more.append(f"{stage}@{copy}x{nxt}")
+                    more.append(f"{first_stage(cfg)}@{copy}x{nxt}")
         return more
 
     return extend

@@ -510,7 +510,7 @@ def test_a_candidate_sweep_still_rising_at_its_end_goes_on_one_count_at_a_time()
     from embcompress.report.sweep import further, still_rising
 
     rising = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96))
-    flat = _sweep_rows("pca:4+sq:4", "int8", (0.90, 0.96, 0.99, 0.995, 0.9951))
+    flat = _sweep_rows("pca:4+sq:4", "int8", (0.80, 0.86, 0.89, 0.895, 0.8951))  # behind: not a rival
     assert still_rising(rising, 0.5, None) and not still_rising(flat, 0.5, None)
     assert not still_rising(rising, 0.5, 0.95)  # the target is reached at 500: no further count
     assert still_rising(rising, 0.5, 0.99)  # short of the target and rising
@@ -528,6 +528,31 @@ def test_a_candidate_sweep_still_rising_at_its_end_goes_on_one_count_at_a_time()
     assert still_rising(to_the_end, 0.5, None) and extend([float_row, *to_the_end, *flat]) == []  # 10,000: the end
     assert further(cands, ("int8",), None, 1_000)([float_row, *rising, *flat]) == []  # 1,000 of 1,000 documents
     assert further(cands, ("int8",), None, 5_000)([float_row, *at_2000, *flat]) == []  # 5,000 of 5,000 documents
+
+
+def test_a_rising_sweep_that_cannot_be_the_pick_does_not_go_on():
+    from embcompress.report.sweep import further
+
+    float_row = SimpleNamespace(config="float", score=0.5)
+    codes = [
+        SimpleNamespace(config="rq:2", bytes_per_vector=2),
+        SimpleNamespace(config="pq:1", bytes_per_vector=1),
+        SimpleNamespace(config="rq:1", bytes_per_vector=2),
+    ]
+    cands = {"rq:2": "rq", "pq:1": "pq", "rq:1": "rq1"}
+    strong = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96))
+    weak = _sweep_rows("pq:1", "int8", (0.50, 0.55, 0.60, 0.65, 0.70), seed=1)  # rising, 26 points behind
+    close = _sweep_rows("rq:1", "int8", (0.80, 0.86, 0.90, 0.93, 0.955), seed=2)  # rising, within the noise
+    rows = [float_row, *codes, *strong, *weak, *close]
+    # without a target only quality counts: the weak sweep cannot win, the close one might
+    assert further(cands, ("int8",), None, 100_000)(rows) == ["rq:2@int8x100", "rq:1@int8x100"]
+    # with a target the weak one needs less RAM than the leader: it could reach the target first, so it goes on
+    assert further(cands, ("int8",), 0.99, 100_000)(rows) == ["rq:2@int8x100", "pq:1@int8x100", "rq:1@int8x100"]
+    # a rival compared where it ended: the leader at 1,000 against the weak one's 2,000
+    strong_1000 = _sweep_rows("rq:2", "int8", (0.80, 0.86, 0.90, 0.93, 0.96, 0.97))
+    weak_2000 = _sweep_rows("pq:1", "int8", (0.50, 0.55, 0.60, 0.65, 0.70, 0.75, 0.80), seed=1)
+    extend = further(cands, ("int8",), None, 100_000)
+    assert "pq:1@int8x500" not in extend([float_row, *codes, *strong_1000, *weak_2000])
 
 
 def test_run_configs_scores_what_extend_adds_with_the_models_it_fitted(monkeypatch):
@@ -731,7 +756,7 @@ def test_the_candidate_sweep_stops_below_a_tenth_of_the_documents_searched(tmp_p
     import embcompress.report.plans as plans
 
     limits, further = [], plans.further
-    monkeypatch.setattr(plans, "further", lambda *a: limits.append(a[-1]) or further(*a))
+    monkeypatch.setattr(plans, "further", lambda *a: limits.append(a[3]) or further(*a))
     X, _ = _data(1000, 16, seed=3)
     _parquet(tmp_path / "docs.parquet", X)
     r = cli("recommend", tmp_path / "docs.parquet", tmp_path / "plan", "--ram-budget", "2", "--disk-budget", "40")
