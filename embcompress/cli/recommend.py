@@ -328,12 +328,21 @@ def _recommend_plan(req: RecommendRequest) -> None:
         f"{w['latency_ms']:.2f} ms per query over {res['total_rows']:,} rows"
     )
     out.print(f"codes only at {res['ram_budget']} B: {c['label']}, retention {100 * c['retention']:.1f}%")
+    if "sample_candidates" in w:
+        out.print(
+            f"candidates: {w['sample_candidates']:,} over the {res['sample']:,} sampled documents, "
+            f"{w['candidates']:,} for the file's {res['total_rows']:,} rows (x (rows / sample) ^ "
+            f"{w['growth_exponent']:.2f}, the growth of this code's ranks measured on the sample; its latency "
+            "scaled with the count)"
+        )
     if any(r.get("rising") for r in res["ranking"][:20]):
+        from embcompress.report.plans import SEARCHED_PER_CANDIDATE
         from embcompress.report.sweep import FURTHER_MULTIPLIERS
 
         out.print(
             "+ after a candidate count: retention was still rising where the sweep ended (at most "
-            f"{res['k'] * FURTHER_MULTIPLIERS[-1]:,} candidates, and fewer than a tenth of the sample's documents); "
+            f"{res['k'] * FURTHER_MULTIPLIERS[-1]:,} candidates, and fewer than 1/{SEARCHED_PER_CANDIDATE} of the "
+            "sample's documents); "
             "more candidates, measured on a larger --sample, may keep more"
         )
     if res["within_uncertainty"]:

@@ -42,10 +42,11 @@ def recommend_plan_files(
     t0 = time.perf_counter()
     res = rank_plans(setup, ram_budget, total_rows=count_rows(input, column=column), options=opts)
     t1 = time.perf_counter()
-    w = res["winner"]
+    w = res["winner"] = _for_the_file(res["winner"], setup, res["sample"], res["total_rows"], k)
     first = fit_file(from_spec(w["spec"]), input, column=column, progress=fit_progress)
     copy_model = fit_file(Int8(), input, column=column) if w["copy"] == "int8" else None
-    measured = {key: w[key] for key in ("retention", "latency_ms", "batch_ms", "ram_bytes", "disk_bytes")}
+    kept = ("retention", "latency_ms", "batch_ms", "ram_bytes", "disk_bytes", "sample_candidates", "growth_exponent")
+    measured = {key: w[key] for key in kept if key in w}
     plan = Plan(
         structure=w["structure"],
         graph=GRAPH if w["structure"] == "hnsw" else None,
@@ -69,3 +70,21 @@ def recommend_plan_files(
         }
     )
     return res
+
+
+def _for_the_file(winner: dict[str, Any], setup, sample: int, total_rows: int, k: int) -> dict[str, Any]:
+    """The winning plan with its candidate count scaled from the sample's documents to the file's rows
+    (:mod:`.scaling`), its single-query latency's rescoring share scaled with the count; unchanged without a
+    copy or when the sample is the file."""
+    from .scaling import growth_exponent, scaled_count
+
+    if winner["copy"] == "none" or total_rows <= sample:
+        return winner
+    a = growth_exponent(winner["spec"], setup.docs, setup.task.queries, k, winner["candidates"])
+    count = scaled_count(winner["candidates"], sample, total_rows, a, k)
+    out = {**winner, "candidates": count, "sample_candidates": winner["candidates"], "growth_exponent": a}
+    if winner.get("latency_ms") is not None and winner.get("first_stage_ms") is not None:
+        rescoring = winner["latency_ms"] - winner["first_stage_ms"]
+        out["latency_ms"] = winner["first_stage_ms"] + rescoring * count / winner["candidates"]
+        out["batch_ms"] = None  # not split into its stages when measured: not scaled
+    return out
