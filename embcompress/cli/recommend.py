@@ -341,8 +341,8 @@ def _recommend_plan(req: RecommendRequest) -> None:
 
         out.print(
             "+ after a candidate count: retention was still rising where the sweep ended (at most "
-            f"{res['k'] * FURTHER_MULTIPLIERS[-1]:,} candidates, and fewer than 1/{SEARCHED_PER_CANDIDATE} of the "
-            "sample's documents); "
+            f"{res['k'] * FURTHER_MULTIPLIERS[-1]:,} candidates, fewer than 1/{SEARCHED_PER_CANDIDATE} of the "
+            "sample's documents, and only while no other code with the same copy kept clearly more); "
             "more candidates, measured on a larger --sample, may keep more"
         )
     if res["within_uncertainty"]:

@@ -50,17 +50,23 @@ class Hnsw:
     faiss); ``ef_construction``: candidates kept while inserting (build time grows about linearly
     with it); ``ef_search``: candidates explored per query. Fewer links and candidates build
     faster and smaller graphs with lower recall: measure recall against the exact scan
-    (benchmarks/search/bench_ann.py) before lowering them."""
+    (benchmarks/search/bench_ann.py) before lowering them. ``explore``: the graph of quantized codes hands
+    ``explore`` times the rows asked for to the codes, which score them against the float query (as an
+    asymmetric rerank does) and keep the best: a graph over bits ranks by Hamming distance, which loses
+    more of the exact top 10 than the graph itself does (docs/how-to/choose.md)."""
 
     m: int = HNSW_M
     ef_construction: int = HNSW_EF_CONSTRUCTION
     ef_search: int = HNSW_EF_SEARCH
+    explore: int = 1
 
     def __post_init__(self):
-        for name, low in (("m", 2), ("ef_construction", 1), ("ef_search", 1)):
+        for name, low, high in (("m", 2, 100_000), ("ef_construction", 1, 100_000), ("ef_search", 1, 100_000)) + (
+            ("explore", 1, 100),
+        ):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not low <= v <= 100_000:
-                raise InputError(f"HNSW {name} must be a whole number from {low} to 100,000, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not low <= v <= high:
+                raise InputError(f"HNSW {name} must be a whole number from {low} to {high:,}, got {v!r}")
 
     @property
     def graph_bytes(self) -> float:

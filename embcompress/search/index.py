@@ -155,7 +155,12 @@ class Index:
         (queries, width) by the index's own first stage: its scorer's exact scan, or the HNSW graph."""
         if self.structure == "hnsw":
             self.build_graph()
-            return ann.hnsw_search(self, self._graph, Q, k, self.hnsw.ef_search)
+            asym = self.kind != "float" and self.compressor is not None  # codes a float query can score
+            wide = min(k * self.hnsw.explore, self.num_docs) if asym else k
+            scores, rows = ann.hnsw_search(self, self._graph, Q, wide, self.hnsw.ef_search)
+            if wide == k:
+                return scores, rows
+            return _rerank_blocks(Q, rows, k, lambda q, c: self._asymmetric_or_missing(Q[q], c), 32, None)
         if not self.reuse_first_stage:
             return self.scorer.first_stage(Q, k)
         last = self._last_first
@@ -186,8 +191,15 @@ class Index:
             raise InputError("only an index with structure 'hnsw' searches a graph")
         t0 = time.perf_counter()
         self._graph, hnsw = ann.load_graph(self, path)
-        self.hnsw = hnsw if ef_search is None else replace(hnsw, ef_search=ef_search)
+        self.hnsw = replace(hnsw, explore=self.hnsw.explore)  # how it is searched is this index's own
+        self.hnsw = self.hnsw if ef_search is None else replace(self.hnsw, ef_search=ef_search)
         return time.perf_counter() - t0
+
+    def _asymmetric_or_missing(self, Q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Asymmetric scores of a graph's rows, -inf where it found none (row -1)."""
+        scores = self.scorer.asymmetric(Q, np.maximum(rows, 0))
+        scores[rows < 0] = -np.inf
+        return scores
 
     # ---- rerank -------------------------------------------------------------------------------
     def rerank_scores(self, Q: np.ndarray, rows: np.ndarray, how: str, originals: VectorStore | None) -> np.ndarray:

@@ -92,7 +92,8 @@ class Plan:
 
     def describe(self, first: Compressor) -> str:
         """One line: ``pca:192+binary (24 B, exact) -> int8 on disk, 100 candidates, k 10``."""
-        head = f"{first!r} ({first.output_spec.nbytes} B, {self.structure})"
+        wide = f", exploring {self.graph.explore}x" if self.graph is not None and self.graph.explore > 1 else ""
+        head = f"{first!r} ({first.output_spec.nbytes} B, {self.structure}{wide})"
         if not self.rescored:
             return f"{head}, codes only, k {self.k}"
         if not self.stored:
