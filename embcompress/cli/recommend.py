@@ -329,12 +329,7 @@ def _recommend_plan(req: RecommendRequest) -> None:
     )
     out.print(f"codes only at {res['ram_budget']} B: {c['label']}, retention {100 * c['retention']:.1f}%")
     if "sample_candidates" in w:
-        out.print(
-            f"candidates: {w['sample_candidates']:,} over the {res['sample']:,} sampled documents, "
-            f"{w['candidates']:,} for the file's {res['total_rows']:,} rows (x (rows / sample) ^ "
-            f"{w['growth_exponent']:.2f}, the growth of this code's ranks measured on the sample; its latency "
-            "scaled with the count)"
-        )
+        out.print(_scaled_line(res))
     if any(r.get("rising") for r in res["ranking"][:20]):
         from embcompress.report.plans import SEARCHED_PER_CANDIDATE
         from embcompress.report.sweep import FURTHER_MULTIPLIERS
@@ -357,6 +352,17 @@ def _recommend_plan(req: RecommendRequest) -> None:
     out.print(
         f"saved to {req.model_dir}; write its tiers with: embcompress apply {req.model_dir} {req.input} TIERS_DIR, "
         f"and serve them with: embcompress search TIERS_DIR QUERIES RESULTS --plan {req.model_dir}"
+    )
+
+
+def _scaled_line(res: dict) -> str:
+    """How the winner's candidate count was scaled from the sample to the file (decision 0011)."""
+    w = res["winner"]
+    return (
+        f"candidates: {w['sample_candidates']:,} over the {res['sample']:,} sampled documents, "
+        f"{w['candidates']:,} for the file's {res['total_rows']:,} rows (x (rows / sample) ^ "
+        f"{w['growth_exponent']:.2f}, the growth of this code's ranks measured on the sample; its latency "
+        "scaled with the count)"
     )
 
 

@@ -74,8 +74,8 @@ def recommend_plan_files(
 
 def _for_the_file(winner: dict[str, Any], setup, sample: int, total_rows: int, k: int) -> dict[str, Any]:
     """The winning plan with its candidate count scaled from the sample's documents to the file's rows
-    (:mod:`.scaling`), its single-query latency's rescoring share scaled with the count; unchanged without a
-    copy or when the sample is the file."""
+    (:mod:`.scaling`), its single-query latency's rescoring share scaled with the count (a batch's in the same
+    proportion); unchanged without a copy or when the sample is the file."""
     from .scaling import growth_exponent, scaled_count
 
     if winner["copy"] == "none" or total_rows <= sample:
@@ -83,8 +83,9 @@ def _for_the_file(winner: dict[str, Any], setup, sample: int, total_rows: int, k
     a = growth_exponent(winner["spec"], setup.docs, setup.task.queries, k, winner["candidates"])
     count = scaled_count(winner["candidates"], sample, total_rows, a, k)
     out = {**winner, "candidates": count, "sample_candidates": winner["candidates"], "growth_exponent": a}
-    if winner.get("latency_ms") is not None and winner.get("first_stage_ms") is not None:
+    if winner.get("latency_ms") and winner.get("first_stage_ms") is not None:
         rescoring = winner["latency_ms"] - winner["first_stage_ms"]
         out["latency_ms"] = winner["first_stage_ms"] + rescoring * count / winner["candidates"]
-        out["batch_ms"] = None  # not split into its stages when measured: not scaled
+        if winner.get("batch_ms") is not None:  # not timed by stage: grown in the single query's proportion
+            out["batch_ms"] = winner["batch_ms"] * out["latency_ms"] / winner["latency_ms"]
     return out

@@ -68,6 +68,10 @@ class Hnsw:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not low <= v <= high:
                 raise InputError(f"HNSW {name} must be a whole number from {low} to {high:,}, got {v!r}")
 
+    def built(self) -> dict[str, int]:
+        """The settings a graph file holds and faiss or usearch search with (``explore`` is this library's)."""
+        return {"m": self.m, "ef_construction": self.ef_construction, "ef_search": self.ef_search}
+
     @property
     def graph_bytes(self) -> float:
         """Expected bytes per document of a faiss HNSW graph's links beyond the documents' own codes: ``2 m``

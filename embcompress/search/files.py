@@ -3,7 +3,6 @@ compare codes from different compressors."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 import os
 from typing import Any, Callable
@@ -227,7 +226,7 @@ def _summary(Q: np.ndarray, index, res: SearchResult, structure: str, graph_info
         "bytes_per_vector": index.nbytes_per_vector,
         "structure": structure,
         "graph_seconds": graph_seconds,
-        "graph": dataclasses.asdict(index.hnsw) if structure == "hnsw" else None,
+        "graph": index.hnsw.built() if structure == "hnsw" else None,
         "graph_file": None if graph is None else str(graph),
         "rerank": rerank,
         "candidates": res.info["candidates"],

@@ -155,7 +155,8 @@ class Index:
         (queries, width) by the index's own first stage: its scorer's exact scan, or the HNSW graph."""
         if self.structure == "hnsw":
             self.build_graph()
-            asym = self.kind != "float" and self.compressor is not None  # codes a float query can score
+            # a graph over bits ranks by Hamming distance: its codes, decoded, can rank against the float query
+            asym = ann.SERVING[self.kind].faiss_binary and self.compressor is not None
             wide = min(k * self.hnsw.explore, self.num_docs) if asym else k
             scores, rows = ann.hnsw_search(self, self._graph, Q, wide, self.hnsw.ef_search)
             if wide == k:

@@ -10,7 +10,6 @@ under a temporary name and put in place at the end; a failure leaves nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from pathlib import Path
@@ -184,7 +183,7 @@ def _description(index, codes_path, to: str, structure: str, hnsw: ann.Hnsw | No
         "source": str(Path(codes_path).name),
         "target": to,
         "structure": structure,
-        "graph": None if hnsw is None else dataclasses.asdict(hnsw),
+        "graph": None if hnsw is None else hnsw.built(),
         "rows": index.num_docs,
         "kind": index.kind,
         "ids": "OUT.ids.parquet maps row -> id" if ids and index.ids is not None else None,
