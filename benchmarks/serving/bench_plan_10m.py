@@ -18,6 +18,7 @@ reported; a graph over ten million codes takes over an hour to build on 2 cores.
     python benchmarks/serving/bench_plan_10m.py --dir bench-data/10m --queries-from
     bench-data/debian-ir/queries.parquet \
         [--spec rotate:center=true+sq:1] [--candidates 100] [--copy int8|float16] [--structure exact|hnsw]
+        [--explore 8]
         [--json benchmarks/results/plan-10m.json] [--apply-only | --reuse | --candidate-recall]
 
 ``--candidate-recall`` adds to a served run's JSON how many of the exact top 10 the first stage's candidate
@@ -86,6 +87,32 @@ def candidate_recall(d: Path, plan_dir: Path, tiers: Path, structure: str, candi
     return out
 
 
+def link_tiers(d: Path, plan_dir: Path, tiers: Path, copy: str) -> None:
+    """The plan and tiers of an HNSW first stage with a ``copy`` other than int8, from files already written:
+    the int8 graph plan's fitted first stage, codes and graph, and the ``copy`` of the exact plan's tiers (the
+    same ten million vectors), hard-linked, with the tiers' description naming the new plan. What apply would
+    write, without building the graph again (over an hour on 2 cores)."""
+    import shutil
+
+    from embcompress.core.persist import load
+    from embcompress.search.ann import Hnsw
+    from embcompress.serving.plan import Plan, fingerprint, save_plan
+
+    src_plan, src_tiers, src_copy = d / "plan-48-int8-hnsw", d / "tiers-48-int8-hnsw", d / f"tiers-48-{copy}-exact"
+    doc = json.loads((src_plan / "plan.json").read_text())
+    first = load(src_plan / "first")
+    plan = Plan(structure="hnsw", graph=Hnsw(**doc["graph"]), copy=copy, candidates=doc["candidates"], k=doc["k"])
+    save_plan(plan, first, plan_dir, overwrite=True)
+    shutil.rmtree(tiers, ignore_errors=True)
+    tiers.mkdir()
+    for name in ("first.parquet", "graph.faiss", "graph.faiss.embcompress.json", "graph.faiss.ids.parquet"):
+        os.link(src_tiers / name, tiers / name)
+    os.link(src_copy / "copy.npy", tiers / "copy.npy")
+    desc = json.loads((src_tiers / "tiers.json").read_text())
+    desc.update(plan=fingerprint(plan, first, None), copy_kind=copy)
+    (tiers / "tiers.json").write_text(json.dumps(desc, indent=2))
+
+
 def launched(cmd: list[str]) -> tuple[float, dict]:
     """Wall seconds and the launcher's usage (peak RSS in KiB) of ``cmd`` in a child process."""
     import tempfile
@@ -114,6 +141,12 @@ def main() -> None:
     ap.add_argument("--copy", default="int8", choices=("int8", "float16", "float32"))
     ap.add_argument("--structure", default="exact", choices=("exact", "hnsw"))
     ap.add_argument("--json", default=None)
+    ap.add_argument(
+        "--explore",
+        type=int,
+        default=1,
+        help="with --structure hnsw: the graph explores this many times the candidates, ranked by the codes",
+    )
     ap.add_argument("--reuse", action="store_true", help="keep the plan's models and tiers; only set --candidates")
     ap.add_argument("--modes", default="warm,cold")
     ap.add_argument("--note", default=None, help="how the run was made, saved with it (e.g. what ran beside it)")
@@ -121,6 +154,12 @@ def main() -> None:
         "--apply-only",
         action="store_true",
         help="stop after apply (a graph's long build may run beside other work); serve later with --reuse",
+    )
+    ap.add_argument(
+        "--link-tiers",
+        action="store_true",
+        help="with --structure hnsw --reuse: make this copy's plan and tiers from the int8 graph plan's first stage "
+        "and graph and the exact plan's copy of the same kind (hard links; the same model, graph and vectors)",
     )
     ap.add_argument(
         "--candidate-recall",
@@ -145,21 +184,27 @@ def main() -> None:
         "structure": args.structure,
         "copy": args.copy,
         "candidates": args.candidates,
+        **({"explore": args.explore} if args.structure == "hnsw" else {}),
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{os.cpu_count()} cores",
         **({"note": args.note} if args.note else {}),
     }
+    if args.link_tiers:
+        link_tiers(d, plan_dir, tiers, args.copy)
     if args.reuse and (tiers / "tiers.json").exists():  # the same models and tiers, another candidate count
         doc = json.loads((plan_dir / "plan.json").read_text())
-        (plan_dir / "plan.json").write_text(json.dumps({**doc, "candidates": args.candidates}, indent=2))
+        graph = {**doc["graph"], "explore": args.explore} if doc.get("graph") else None
+        doc.update(candidates=args.candidates, graph=graph)
+        (plan_dir / "plan.json").write_text(json.dumps(doc, indent=2))
         prev = json.loads(Path(args.json).read_text()) if args.json and Path(args.json).exists() else {}
-        out["apply"] = prev.get("apply")
+        rows = json.loads((tiers / "tiers.json").read_text())["rows"]
+        out["apply"] = prev.get("apply") or {"rows": rows, "linked": bool(args.link_tiers)}
         res = {"rows": out["apply"]["rows"] if out["apply"] else None}
     else:
         t = time.perf_counter()
         sample, _, _ = read_sample(src, limit=50_000, seed=0)
         first = embcompress.from_spec(args.spec).fit(sample)
-        graph = Hnsw() if args.structure == "hnsw" else None
+        graph = Hnsw(explore=args.explore) if args.structure == "hnsw" else None
         save_plan(
             Plan(structure=args.structure, graph=graph, copy=args.copy, candidates=args.candidates, k=10),
             first,
