@@ -129,6 +129,8 @@ def plan_10m_table() -> str:
         cold = r["serve"].get("cold", {}).get("cold")
         cold_text = "-" if cold is None else f"{cold['p50_ms']:.0f} / {cold['p99_ms']:.0f} ms"
         graph = " through an HNSW graph" if r.get("structure") == "hnsw" else ""
+        if r.get("explore", 1) > 1:
+            graph += f" exploring {r['explore']}x, ranked by the codes against the float query"
         plan = f"`{r['spec']}`{graph} + {r.get('copy', 'int8')} on disk"
         out.append(
             f"| {_made_from(r)} | {plan} | {r['candidates']} | {r['recall_at_10']:.3f} | {_held(r)} | "
@@ -136,6 +138,8 @@ def plan_10m_table() -> str:
             f"{warm['peak_rss_mib']:.0f} MiB ({warm['first_stage_mib']:.0f} MiB{_graph_mib(r)}) |"
         )
         a = r["apply"]
+        if a.get("linked"):  # its tiers are files the other plans' apply wrote (bench_plan_10m.py --link-tiers)
+            continue
         applied.setdefault(
             (_made_from(r), plan),
             f"{_made_from(r)}, {plan}: {a['rows']:,} rows in {a['seconds']:.0f} s "

@@ -198,7 +198,9 @@ def main() -> None:
         (plan_dir / "plan.json").write_text(json.dumps(doc, indent=2))
         prev = json.loads(Path(args.json).read_text()) if args.json and Path(args.json).exists() else {}
         rows = json.loads((tiers / "tiers.json").read_text())["rows"]
-        out["apply"] = prev.get("apply") or {"rows": rows, "linked": bool(args.link_tiers)}
+        graph_file = tiers / "graph.faiss"
+        graph_bytes = graph_file.stat().st_size if graph_file.exists() else 0
+        out["apply"] = prev.get("apply") or {"rows": rows, "linked": bool(args.link_tiers), "graph_bytes": graph_bytes}
         res = {"rows": out["apply"]["rows"] if out["apply"] else None}
     else:
         t = time.perf_counter()
