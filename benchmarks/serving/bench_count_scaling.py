@@ -2,10 +2,10 @@
 
 A code is fitted on ``--fit-rows`` documents of a set and encodes the others (out-of-sample). Nested random
 corpora of the others, from ``--sizes`` documents up to all of them, are each searched with the set's queries:
-for every query, where each of exact float search's top 10 in that corpus ranks under the code (scored against
-the float query, as a plan's first stage scores it). A float copy that rescores ``c`` candidates puts back
-exactly those of the top 10 ranked below ``c``: the printed figure is that recall at each count, and the
-counts each corpus needs to reach 0.95, 0.98 and 0.99. The last lines fit ``count ~ size ** a`` between
+for every query, where each of exact float search's top 10 in that corpus ranks in the code's first stage (as
+recommend measures it on a sample: ``embcompress.report.scaling.code_ranks``). A float copy that rescores ``c``
+candidates puts back exactly those of the top 10 ranked below ``c``: the printed figure is that recall at each
+count, and the counts each corpus needs to reach 0.95, 0.98 and 0.99. The last lines fit ``count ~ size ** a`` between
 corpora (log-log slope of the counts reaching each recall): the exponent a sample's count is scaled by.
 
     python benchmarks/serving/bench_count_scaling.py --emb bench-data/big/minilm --codes rq:12:beam=4,rq:6:beam=4
@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from embcompress.io import read_all  # noqa: E402
 
 import embcompress  # noqa: E402
+from embcompress.report.scaling import code_ranks  # noqa: E402
+from embcompress.search import Index  # noqa: E402
 
 #: the candidate counts the recall is read at (the plan sweep's, and between)
 COUNTS = (10, 20, 40, 100, 200, 500, 1000, 2000, 5000, 10000, 20000)
@@ -33,20 +35,15 @@ RECALLS = (0.95, 0.98, 0.99)
 K = 10
 
 
-def code_ranks(Q: np.ndarray, D: np.ndarray, approx: np.ndarray, members: list[np.ndarray]) -> list[np.ndarray]:
-    """For each corpus of ``members`` (row indices into ``D``): the rank under the code's scores (``approx``,
-    the decoded documents) of each query's exact top ``K`` in that corpus, (queries, K)."""
-    out = [np.empty((len(Q), K), dtype=np.int64) for _ in members]
-    for s in range(0, len(Q), 50):
-        q = Q[s : s + 50]
-        exact, coded = q @ D.T, q @ approx.T
-        for j, m in enumerate(members):
-            e, c = exact[:, m], coded[:, m]
-            top = np.argpartition(-e, K, axis=1)[:, :K]
-            mine = np.take_along_axis(c, top, 1)
-            srt = np.sort(c, axis=1)
-            # rank = how many of the corpus's documents the code scores above the document
-            out[j][s : s + 50] = [c.shape[1] - np.searchsorted(row, v, side="right") for row, v in zip(srt, mine)]
+def ranks_by_size(model, rest: np.ndarray, Q: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
+    """For each corpus (the first ``n`` of ``rest`` for each of ``sizes``): where each query's exact top ``K``
+    ranks in the code's first stage over it (:func:`embcompress.report.scaling.code_ranks`, the measure
+    recommend scales a count by), (queries, K)."""
+    codes = model.transform(rest)
+    out = []
+    for n in sizes:
+        index = Index(codes[:n], compressor=model)
+        out.append(np.concatenate([code_ranks(index, rest[:n], Q[s : s + 50], K) for s in range(0, len(Q), 50)]))
     return out
 
 
@@ -84,14 +81,13 @@ def main() -> None:
     order = rng.permutation(len(D))
     fit, rest = D[order[: args.fit_rows]], D[order[args.fit_rows :]]
     sizes = [int(s) for s in args.sizes.split(",") if int(s) < len(rest)] + [len(rest)]
-    members = [np.arange(n) for n in sizes]  # nested: the first n of a random order
+    # nested corpora: the first n of a random order
     print(f"{args.emb}: {len(rest):,} documents the fit did not see, {len(Q):,} queries; corpora {sizes}", flush=True)
     results = {"emb": args.emb, "queries": len(Q), "fit_rows": args.fit_rows, "sizes": sizes, "codes": {}}
     for spec in args.codes.split(","):
         t0 = time.perf_counter()
         model = embcompress.from_spec(spec).fit(fit)
-        approx = np.asarray(model.inverse_transform(model.transform(rest)), dtype=np.float32)
-        ranks = code_ranks(Q, rest, approx, members)
+        ranks = ranks_by_size(model, rest, Q, sizes)
         rows = {}
         print(f"\n{spec} ({time.perf_counter() - t0:.0f} s): recall of float's top {K} among the candidates")
         print(
