@@ -138,7 +138,7 @@ def plan_10m_table() -> str:
             f"{warm['peak_rss_mib']:.0f} MiB ({warm['first_stage_mib']:.0f} MiB{_graph_mib(r)}) |"
         )
         a = r["apply"]
-        if a.get("linked"):  # its tiers are files the other plans' apply wrote (bench_plan_10m.py --link-tiers)
+        if "seconds" not in a:  # tiers another run's apply wrote (bench_plan_10m.py --reuse, --link-tiers)
             continue
         applied.setdefault(
             (_made_from(r), plan),
