@@ -3,10 +3,11 @@
 A plan's candidate count is measured on the sample's documents; the file has more, and more of them come ahead
 of each relevant one. How much more is the code's: measured on the big corpus (``benchmarks/serving/
 bench_count_scaling.py``), the count that holds 98% of exact search's top 10 grows as documents ** 0.12 for 48 B
-sign bits after a rotation (MiniLM) and as documents ** 0.80 for 6 B residual codes (mpnet-static). So the growth is measured on the
-sample itself, for the code that won: the code is fitted on half the sample and encodes the other half; over
-nested quarters, halves and all of that half, the rank under the code of each of exact search's top k is taken at
-the quantile the chosen count holds, and the slope ``a`` of its logarithm against the documents' is the exponent.
+sign bits after a rotation (MiniLM) and as documents ** 0.80 for 6 B residual codes (mpnet-static). So the
+growth is measured on the sample itself, for the code that won: the code is fitted on half the sample and
+encodes the other half; over nested quarters, halves and all of that half, the rank under the code of each of
+exact search's top k is taken at the quantile the chosen count holds, and the slope ``a`` of its logarithm
+against the documents' is the exponent.
 The count for the file is ``count * (file rows / sample rows) ** a``."""
 
 from __future__ import annotations
