@@ -101,11 +101,7 @@ def hnsw_settings(m: int | None, ef_construction: int | None, ef_search: int | N
 
 def graph_text(graph: dict) -> str:
     """A graph's settings as a summary (search --index hnsw, export) prints them."""
-    wide = f", explore {graph['explore']}x" if graph.get("explore", 1) > 1 else ""
-    return (
-        f"{graph['m']} links per node, ef_construction {graph['ef_construction']}, ef_search {graph['ef_search']}"
-        + wide
-    )
+    return f"{graph['m']} links per node, ef_construction {graph['ef_construction']}, ef_search {graph['ef_search']}"
 
 
 def engine_for(engine: str, address: str | None, resume: bool = False):

@@ -16,19 +16,14 @@ import math
 
 import numpy as np
 
-from ..core._util import normalize_rows
 from ..core.registry import from_spec
 from ..search import Index
+from ..search.exact import float_search
 
 #: the nested shares of the held-out half the ranks are measured over
 SHARES = (0.25, 0.5, 1.0)
 #: the quantile read is left with at least this many ranks above it (the extreme is noise)
 TAIL = 5
-
-
-def exact_top(docs: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
-    """The rows of each query's exact top ``k`` by cosine, as search scores floats, (queries, k)."""
-    return np.argpartition(-(queries @ normalize_rows(docs).T), k - 1, axis=1)[:, :k]
 
 
 def code_ranks(index: Index, docs: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
@@ -37,7 +32,7 @@ def code_ranks(index: Index, docs: np.ndarray, queries: np.ndarray, k: int) -> n
     _, order = index.first_stage(queries, index.num_docs)
     position = np.empty_like(order)
     np.put_along_axis(position, order, np.arange(order.shape[1])[None, :].repeat(len(order), 0), 1)
-    return np.take_along_axis(position, exact_top(docs, queries, k), 1)
+    return np.take_along_axis(position, float_search(queries, docs, k)[1], 1)
 
 
 def growth_exponent(spec: str, docs: np.ndarray, queries: np.ndarray, k: int, candidates: int) -> float:

@@ -90,13 +90,12 @@ def further(cands: dict[str, str], copies: tuple[str, ...], target: float | None
         sweeps = {(cfg, copy): sweep_of(by_config, first_stage(cfg), copy) for cfg in cands for copy in copies}
         more = []
         for cfg in cands:
+            fits = [c for c in cands if c != cfg and (target is None or ram(c) <= ram(cfg))]  # who could win instead
             for copy in copies:
                 sweep = sweeps[cfg, copy]
                 if not sweep or not still_rising(sweep, float_score, target):
                     continue
-                fits = [c for c in cands if c != cfg and (target is None or ram(c) <= ram(cfg))]
-                rivals = [sweeps[c, copy] for c in fits]
-                if behind(sweep, rivals, float_score):
+                if behind(sweep, [sweeps[c, copy] for c in fits], float_score):
                     continue
                 last = parse_config(sweep[-1].config).multiplier
                 nxt = next((m for m in FURTHER_MULTIPLIERS if m > last), None)

@@ -61,9 +61,8 @@ class Hnsw:
     explore: int = 1
 
     def __post_init__(self):
-        for name, low, high in (("m", 2, 100_000), ("ef_construction", 1, 100_000), ("ef_search", 1, 100_000)) + (
-            ("explore", 1, 100),
-        ):
+        limits = (("m", 2, 100_000), ("ef_construction", 1, 100_000), ("ef_search", 1, 100_000), ("explore", 1, 100))
+        for name, low, high in limits:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not low <= v <= high:
                 raise InputError(f"HNSW {name} must be a whole number from {low} to {high:,}, got {v!r}")

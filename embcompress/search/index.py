@@ -192,8 +192,9 @@ class Index:
             raise InputError("only an index with structure 'hnsw' searches a graph")
         t0 = time.perf_counter()
         self._graph, hnsw = ann.load_graph(self, path)
-        self.hnsw = replace(hnsw, explore=self.hnsw.explore)  # how it is searched is this index's own
-        self.hnsw = self.hnsw if ef_search is None else replace(self.hnsw, ef_search=ef_search)
+        # the file's graph, searched with this index's own exploration (and ef_search, when given)
+        ef = hnsw.ef_search if ef_search is None else ef_search
+        self.hnsw = replace(hnsw, explore=self.hnsw.explore, ef_search=ef)
         return time.perf_counter() - t0
 
     def _asymmetric_or_missing(self, Q: np.ndarray, rows: np.ndarray) -> np.ndarray:
