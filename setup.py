@@ -33,8 +33,15 @@ setup(
         ),
         # parquet RLE/bit-packed levels and dictionary indices, for the direct decoder of float vector pages
         Extension("embcompress.io._rle", ["embcompress/io/_rle.c"], extra_compile_args=["-O3"], optional=True),
-        # the rescoring copy's rows read by pread, one call per run of neighbouring rows, without the GIL
-        Extension("embcompress.io._pread", ["embcompress/io/_pread.c"], extra_compile_args=["-O3"], optional=True),
+        # the rescoring copy's rows read by pread, one call per run of neighbouring rows, without the GIL, and
+        # scored as they are read (no fused multiply-adds: its AVX2 path and the portable one agree exactly)
+        Extension(
+            "embcompress.io._pread",
+            ["embcompress/io/_pread.c"],
+            depends=["embcompress/_cext.h"],
+            extra_compile_args=["-O3", "-ffp-contract=off"],
+            optional=True,
+        ),
         # fused threshold-and-pack for binarization (its AVX2 path is chosen at run time, not at build),
         # and the exact best grid code of multi-bit RaBitQ
         # (no errno from sqrt, so RaBitQ's cosines vectorize; IEEE sqrt is exactly rounded either way)

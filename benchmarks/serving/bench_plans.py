@@ -61,7 +61,8 @@ def _vm_hwm_mib() -> float:
 
 def serve(args) -> None:
     """One pick served by this process: open, warm and cold single queries, peak RSS; JSON on stdout."""
-    from embcompress.serving.tiers import COPY_FILE, drop_cache, open_tiers
+    from embcompress.serving.copies import drop_cache
+    from embcompress.serving.tiers import COPY_FILE, open_tiers
 
     t0 = time.perf_counter()
     served = open_tiers(args.tiers, args.plan, threads=args.threads)

@@ -82,6 +82,13 @@ class Int8(BlockStats, Compressor):
         starts, steps = self._steps()
         return (np.asarray(codes, dtype=np.float32) + 128) * steps + starts
 
+    def affine(self) -> tuple[np.ndarray, np.ndarray]:
+        """(a, b), float32 per dimension, with which :meth:`decode` is ``a * code + b`` (to rounding): for
+        kernels that score codes without decoding them first."""
+        self._check_fitted()
+        starts, steps = self._steps()
+        return steps, (np.float32(128) * steps + starts).astype(np.float32)
+
     def _state_shapes(self):
         return {"ranges_": (2, self.n_features_in_)}
 

@@ -19,7 +19,7 @@ retention; its links count in the RAM budget (:attr:`~embcompress.search.ann.Hns
 
 Latency is measured on this machine for the plans that can win, in the order they would win:
 the plan's first stage over the sample's codes and its rescoring from a copy in a file
-(:class:`~embcompress.serving.tiers.DiskCopy`, the page cache warm), one query at a time and in a
+(:class:`~embcompress.serving.copies.DiskCopy`, the page cache warm), one query at a time and in a
 batch. An exact scan's time grows with the rows, so it is scaled from the sample's rows to the
 input's; a graph's grows about with their logarithm and, like the rescoring (a fixed number of
 rows per query), is taken as measured."""
@@ -45,7 +45,7 @@ from ..evaluation.rows import ResultRow
 from ..search import Index
 from ..search.ann import Hnsw, graph_allowed
 from ..serving.plan import COPIES
-from ..serving.tiers import DiskCopy, copy_codec
+from ..serving.copies import DiskCopy, copy_codec, open_copy
 from .sweep import GAIN_Z, choose_count, first_stage, further, paired_se, still_rising, sweep_configs, sweep_of
 from .grid import validate
 from .recommend import _candidates
@@ -151,10 +151,10 @@ class LatencyBench:
         if kind not in self._stores:
             from ..compressors import Int8
 
-            encode, decode = copy_codec(kind, Int8().fit(self.docs) if kind == "int8" else None)
+            int8 = Int8().fit(self.docs) if kind == "int8" else None
             path = self.scratch / f"copy-{kind}.npy"
-            np.save(path, encode(self.docs))
-            self._stores[kind] = DiskCopy(path, decode, rows=len(self.docs), dim=self.docs.shape[1], kind=kind)
+            np.save(path, copy_codec(kind, int8)[0](self.docs))
+            self._stores[kind] = open_copy(path, kind, int8, rows=len(self.docs), dim=self.docs.shape[1])
         return self._stores[kind]
 
     def close(self) -> None:

@@ -278,6 +278,9 @@ def check_originals(originals: VectorStore | None, num_docs: int, dim: int) -> V
 def float_rerank_scores(Q: np.ndarray, rows: np.ndarray, originals: VectorStore) -> np.ndarray:
     """(queries, candidates) cosines of the float queries with the ``originals`` at ``rows``."""
     nq, nc = rows.shape
+    fused = getattr(originals, "cosines", None)  # a store that scores its rows as it reads them (a copy on disk)
+    if fused is not None:
+        return fused(normalize_rows(Q), rows)
     X = originals.get(rows.reshape(-1))  # (q*c, d) float32, candidates only
     dots = np.matmul(X.reshape(nq, nc, -1), normalize_rows(Q)[:, :, None])[..., 0]  # (q, c)
     norms = np.sqrt(np.einsum("ij,ij->i", X, X)).reshape(nq, nc)  # (q, c), no normalized copy of X

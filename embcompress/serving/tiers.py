@@ -8,11 +8,7 @@ once they are written, as ``search --index hnsw`` builds it), which a server mem
 building it at every start. ``tiers.json`` ties the directory to the plan that wrote it (the models'
 fingerprint, rows, width). Everything is written under a temporary name and put in place at the end.
 
-:class:`DiskCopy` reads the rescoring copy from disk for the candidates only: the rows of a
-search block are sorted, runs of neighbouring rows merged, and each run read with one positioned
-read (``os.preadv``) into a buffer of the candidates' size. Nothing is memory-mapped, so the copy's
-size never shows in the process's resident memory. :func:`drop_cache` evicts a file from the page
-cache (``posix_fadvise(DONTNEED)``) for cold-start measurements."""
+The copy is read back by :class:`~embcompress.serving.copies.DiskCopy` (the candidates' rows only)."""
 
 from __future__ import annotations
 
@@ -31,28 +27,14 @@ from ..core.requests import from_keywords
 from ..engines.local import CompressOptions, open_to_compress, write_codes
 from ..search import Index
 from ..search.files import load_index
+from .copies import _DTYPES, DiskCopy, RamCopy, copy_codec, open_copy
 from .plan import SavedPlan, load_plan
-
-try:
-    from ..io import _pread
-except ImportError:  # built without a C compiler: the same reads, a system call per run from Python
-    _pread = None
 
 TIERS_FILE = "tiers.json"
 TIERS_FORMAT = "embcompress-serving-tiers"
 FIRST_FILE = "first.parquet"
 COPY_FILE = "copy.npy"
 GRAPH_FILE = "graph.faiss"
-_DTYPES = {"float32": np.float32, "float16": np.float16, "int8": np.int8}
-
-
-def copy_codec(kind: str, int8=None) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
-    """(encode, decode) of a stored copy of ``kind``: float32 rows -> the copy's rows, and back to
-    float32 vectors to rescore with (``int8``: the fitted calibration of an int8 copy)."""
-    if kind == "int8":
-        return int8.transform, int8.decode
-    dtype = _DTYPES[kind]
-    return (lambda X: np.ascontiguousarray(X, dtype=dtype)), (lambda rows: np.asarray(rows, dtype=np.float32))
 
 
 def encoder_of(saved: SavedPlan) -> Callable[[np.ndarray], np.ndarray] | None:
@@ -204,102 +186,6 @@ def _tiers_doc(saved: SavedPlan, rows: int, dim: int) -> dict[str, Any]:
     }
 
 
-class DiskCopy:
-    """The rescoring copy in ``path``, read for the asked rows only (a :class:`VectorStore`)."""
-
-    _fd: int | None = None  # open once the file has passed its checks; close() and __del__ see None before
-
-    def __init__(
-        self, path: str | os.PathLike, decode: Callable[[np.ndarray], np.ndarray], *, rows: int, dim: int, kind: str
-    ):
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise InputError(
-                f"{self.path}: the rescoring copy is missing; write the tiers again with "
-                "embcompress apply PLAN_DIR IN OUT"
-            )
-        with open(self.path, "rb") as f:
-            try:
-                major, _ = np.lib.format.read_magic(f)
-                read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-                shape, fortran, dtype = read(f)
-            except ValueError as exc:
-                raise FormatError(f"{self.path} is not a .npy rescoring copy: {exc}") from None
-            self.offset = f.tell()
-        if fortran or shape != (rows, dim) or dtype != np.dtype(_DTYPES[kind]):
-            raise FormatError(f"{self.path} holds {shape} {dtype} values; the plan's tiers need ({rows}, {dim}) {kind}")
-        self.dtype, self.num_rows, self.dim = dtype, rows, dim
-        self.row_bytes = dim * dtype.itemsize
-        need = self.offset + rows * self.row_bytes
-        size = self.path.stat().st_size
-        if size != need:
-            raise FormatError(
-                f"{self.path} is {size:,} bytes; {rows:,} rows of {self.row_bytes} bytes need {need:,} "
-                "(truncated or not this plan's copy)"
-            )
-        self._decode = decode
-        self._fd = os.open(self.path, os.O_RDONLY)
-
-    def get(self, rows: np.ndarray) -> np.ndarray:
-        """float32 vectors of ``rows`` (any order, repeats allowed), read from the file."""
-        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
-        uniq, back = np.unique(rows, return_inverse=True)  # sorted by offset
-        buf = np.empty((len(uniq), self.row_bytes), dtype=np.uint8)
-        short = self._read(uniq, buf)
-        if short >= 0:
-            raise FormatError(f"{self.path}: short read at row {short} (the file changed or was truncated)")
-        return self._decode(buf.view(self.dtype).reshape(len(uniq), self.dim))[back]
-
-    def _read(self, uniq: np.ndarray, buf: np.ndarray) -> int:
-        """Read the sorted, unique rows ``uniq`` into ``buf``, one positioned read per run of neighbouring
-        rows (in C without the GIL where the extension is built); -1, or the row where the file ended."""
-        if _pread is not None:
-            return _pread.read_rows(self._fd, uniq, self.row_bytes, self.offset, buf)
-        cut = np.flatnonzero(np.diff(uniq) != 1) + 1
-        for s, e in zip(np.r_[0, cut], np.r_[cut, len(uniq)]):
-            want = int(e - s) * self.row_bytes
-            if (
-                os.preadv(self._fd, [memoryview(buf[s:e]).cast("B")], self.offset + int(uniq[s]) * self.row_bytes)
-                != want
-            ):
-                return int(uniq[s])
-        return -1
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def __del__(self) -> None:
-        self.close()
-
-
-class RamCopy:
-    """The rescoring copy read into memory (a plan whose copy is kept in RAM)."""
-
-    def __init__(self, disk: DiskCopy):
-        self.num_rows, self.dim = disk.num_rows, disk.dim
-        self._rows = np.fromfile(disk.path, dtype=disk.dtype, offset=disk.offset).reshape(disk.num_rows, disk.dim)
-        self._decode = disk._decode
-        disk.close()
-
-    def get(self, rows: np.ndarray) -> np.ndarray:
-        return self._decode(self._rows[np.asarray(rows)])
-
-
-def drop_cache(path: str | os.PathLike) -> bool:
-    """Ask the kernel to drop ``path``'s pages from the page cache (a cold read next); False where
-    the platform cannot."""
-    if not hasattr(os, "posix_fadvise"):
-        return False
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-    return True
-
-
 @dataclass
 class Served:
     """A plan's tiers opened for search: the first stage's codes in memory, the copy on disk (or in RAM)."""
@@ -396,7 +282,7 @@ def stored_copy(out_dir: Path, saved: SavedPlan, tiers: dict[str, Any]) -> DiskC
     """The plan's copy on disk, checked whole and of the plan's kind and shape (None without one)."""
     if not saved.plan.stored:
         return None
-    return DiskCopy(out_dir / COPY_FILE, decoder_of(saved), rows=tiers["rows"], dim=tiers["dim"], kind=saved.plan.copy)
+    return open_copy(out_dir / COPY_FILE, saved.plan.copy, saved.copy_model, rows=tiers["rows"], dim=tiers["dim"])
 
 
 def check_tiers(out_dir: str | os.PathLike, saved: SavedPlan) -> dict[str, Any]:

@@ -18,9 +18,11 @@ from embcompress.core.errors import FormatError, InputError, OutputExistsError
 from embcompress.search import Index
 from embcompress.search.ann import Hnsw
 from embcompress.search.stores import ArrayStore, DecodedStore
+from embcompress.serving import copies as copies_mod
 from embcompress.serving import tiers as tiers_mod
 from embcompress.serving.plan import Plan, load_plan, save_plan
-from embcompress.serving.tiers import DiskCopy, apply_plan, drop_cache, open_tiers
+from embcompress.serving.copies import DiskCopy, drop_cache
+from embcompress.serving.tiers import apply_plan, open_tiers
 
 runner = CliRunner()
 
@@ -135,9 +137,9 @@ def test_the_copy_on_disk_reads_only_the_candidates_rows_sorted_and_merged(tmp_p
     np.save(tmp_path / "c.npy", X)
     store = DiskCopy(tmp_path / "c.npy", lambda r: np.asarray(r, np.float32), rows=1000, dim=16, kind="float32")
     rows = np.array([[7, 3, 900], [4, 7, 5]])
-    if tiers_mod._pread is not None:  # the C reader: given the distinct rows once, sorted, and the same vectors
+    if copies_mod._pread is not None:  # the C reader: given the distinct rows once, sorted, and the same vectors
         asked = []
-        real_c = tiers_mod._pread
+        real_c = copies_mod._pread
 
         class Spy:
             @staticmethod
@@ -145,14 +147,14 @@ def test_the_copy_on_disk_reads_only_the_candidates_rows_sorted_and_merged(tmp_p
                 asked.append(uniq.tolist())
                 return real_c.read_rows(fd, uniq, row_bytes, base, buf)
 
-        monkeypatch.setattr(tiers_mod, "_pread", Spy)
+        monkeypatch.setattr(copies_mod, "_pread", Spy)
         assert np.array_equal(store.get(rows.reshape(-1)), X[rows.reshape(-1)])
         assert asked == [[3, 4, 5, 7, 900]]
-    monkeypatch.setattr(tiers_mod, "_pread", None)  # the reads from Python, one positioned read per run
+    monkeypatch.setattr(copies_mod, "_pread", None)  # the reads from Python, one positioned read per run
     reads = []
-    real = tiers_mod.os.preadv
+    real = copies_mod.os.preadv
     monkeypatch.setattr(
-        tiers_mod.os, "preadv", lambda fd, bufs, off: reads.append((off, len(bufs[0]))) or real(fd, bufs, off)
+        copies_mod.os, "preadv", lambda fd, bufs, off: reads.append((off, len(bufs[0]))) or real(fd, bufs, off)
     )
     assert np.array_equal(store.get(rows.reshape(-1)), X[rows.reshape(-1)])
     assert [o for o, _ in reads] == sorted(o for o, _ in reads)  # by offset
@@ -163,10 +165,10 @@ def test_the_copy_on_disk_reads_only_the_candidates_rows_sorted_and_merged(tmp_p
 
 @pytest.mark.parametrize("reader", ["c", "python"])
 def test_a_copy_truncated_while_served_is_a_short_read_not_garbage(tmp_path, monkeypatch, reader):
-    if reader == "c" and tiers_mod._pread is None:
+    if reader == "c" and copies_mod._pread is None:
         pytest.skip("the C reader is not built here")
     if reader == "python":
-        monkeypatch.setattr(tiers_mod, "_pread", None)
+        monkeypatch.setattr(copies_mod, "_pread", None)
     X, _ = _data(1000, 16)
     np.save(tmp_path / "c.npy", X)
     store = DiskCopy(tmp_path / "c.npy", lambda r: np.asarray(r, np.float32), rows=1000, dim=16, kind="float32")
