@@ -14,10 +14,12 @@
  *   The rescoring itself, fused with the reads: the cosine of the unit query q (float32, d values)
  *   with each row, into out (float32, one per row), without the rows ever being held as float32
  *   vectors. kind is 'f' (float32 rows), 'h' (float16) or 'b' (int8, decoded as x = a * c + b per
- *   dimension; a and b float32, d values each; empty for the other kinds). Rows are read as
- *   read_rows reads them (sorted and unique; runs of neighbours in one pread, up to CHUNK_BYTES),
- *   into a scratch buffer that is scored while it is in cache. A row whose norm is 0 scores 0.
- *   Returns as read_rows does.
+ *   dimension; a and b float32, d values each; empty for the other kinds). Rows are sorted and
+ *   unique; each run of neighbours (up to CHUNK_BYTES) is read into a scratch buffer and scored
+ *   while it is in cache. A run first is asked for from the page cache only (preadv2 RWF_NOWAIT);
+ *   where it is not all there, the kernel is asked to start reading it (POSIX_FADV_WILLNEED) and it
+ *   is read and scored in a second pass, so a cold query's reads are in flight together. A row
+ *   whose norm is 0 scores 0. Returns as read_rows does. The GIL is released while it works.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
