@@ -2,11 +2,12 @@
 
 Two ways, in the same process, on the same files and candidate lists:
 - reference: the rows read with one ``pread`` per run of neighbours (in C), decoded to float32 vectors and
-  scored with numpy (``DiskCopy.get`` + the cosines of ``search.index.float_rerank_scores``: what every plan
-  did before the fused kernel);
+  scored with numpy (``DiskCopy.get`` + the cosines of ``search.index.float_rerank_scores``), the file read
+  with the kernel's default readahead: what every plan did before the fused kernel;
 - fused: ``DiskCopy.cosines``, the rows scored in C as they are read, never held as float32; a run that is not
   in the page cache is not waited for (``preadv2(RWF_NOWAIT)``), the kernel is asked to start reading it
-  (``POSIX_FADV_WILLNEED``) and it is scored after the others, so a cold query's reads overlap.
+  (``POSIX_FADV_WILLNEED``) and it is scored after the others, so a cold query's reads overlap; the file is
+  opened without readahead (``POSIX_FADV_RANDOM``), so each cold candidate reads its own page only.
 
 A copy of ``--rows`` random rows (``--dim`` wide; int8 with a fitted calibration, and float16) is written
 under ``--dir``; the candidates of each query are ``n`` rows drawn at random (a first stage's candidates land
@@ -69,7 +70,9 @@ def timed(score, store, q: np.ndarray, cand: np.ndarray, path: Path, cold: bool)
 
 def run(kind: str, path: Path, args, int8) -> list[dict]:
     store = open_copy(path, kind, int8, rows=args.rows, dim=args.dim)
-    ways = {"reference": GetOnly(store), "fused": store}
+    before = open_copy(path, kind, int8, rows=args.rows, dim=args.dim)
+    os.posix_fadvise(before._fd, 0, 0, os.POSIX_FADV_NORMAL)  # the kernel's readahead, as before the change
+    ways = {"reference": GetOnly(before), "fused": store}
     rng = np.random.default_rng(1)
     out = []
     for n in args.counts:
@@ -95,6 +98,7 @@ def run(kind: str, path: Path, args, int8) -> list[dict]:
                 flush=True,
             )
     store.close()
+    before.close()
     return out
 
 

@@ -90,6 +90,8 @@ class DiskCopy:
             a, b = affine if kind == "int8" else (np.empty(0, np.float32), np.empty(0, np.float32))
             self._fused = ({"float32": "f", "float16": "h", "int8": "b"}[kind], _f32(a), _f32(b))
         self._fd = os.open(self.path, os.O_RDONLY)
+        if hasattr(os, "posix_fadvise"):  # no readahead: a cold candidate costs its own page, not the next 32 too
+            os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_RANDOM)
 
     def get(self, rows: np.ndarray) -> np.ndarray:
         """float32 vectors of ``rows`` (any order, repeats allowed), read from the file."""

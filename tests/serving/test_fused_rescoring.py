@@ -11,7 +11,7 @@ from embcompress.core._util import normalize_rows
 from embcompress.core.errors import FormatError
 from embcompress.search import Index
 from embcompress.serving import copies as copies_mod
-from embcompress.serving.copies import DiskCopy
+from embcompress.serving.copies import DiskCopy, drop_cache
 
 needs_c = pytest.mark.skipif(copies_mod._pread is None, reason="the C reader is not built here")
 
@@ -111,4 +111,19 @@ def test_the_kernel_refuses_buffers_of_the_wrong_shape(tmp_path):
         cos(store._fd, rows, store.row_bytes, store.offset, "f", q[:44], empty, empty, out)  # width != row
     with pytest.raises(ValueError, match="rows int64"):
         cos(store._fd, rows, store.row_bytes, store.offset, "b", q, empty, empty, out)  # int8 without a, b
+    store.close()
+
+
+@needs_c
+def test_rows_read_cold_score_as_rows_read_warm(tmp_path):
+    """A copy dropped from the page cache: the runs not in memory are deferred to a second pass (where the
+    platform lets a read ask the page cache only); every row is still scored, to the same value."""
+    store, V, rng = _copy(tmp_path, "float16", n=5000, d=64)
+    Q = normalize_rows(rng.standard_normal((2, 64)).astype(np.float32))
+    rows = np.stack([rng.permutation(5000)[:800], rng.permutation(5000)[:800]])
+    warm = store.cosines(Q, rows)
+    drop_cache(store.path)
+    cold = store.cosines(Q, rows)
+    assert np.array_equal(cold, warm) and np.isfinite(cold).all()
+    np.testing.assert_allclose(cold, _numpy_cosines(V, Q, rows), rtol=0, atol=2e-6)
     store.close()
