@@ -45,7 +45,15 @@ def _any_rising(results: list[dict]) -> bool:
     return any(p.get("rising") for r in results for b in r["budgets"].values() for p in b["picks"].values())
 
 
+def _served(res: dict) -> bool:
+    """Whether any pick of a run was served (a ranking-only run, ``--no-serve`` never followed by ``--reserve``,
+    belongs in the label-free table only)."""
+    return any("served" in p for b in res["budgets"].values() for p in b["picks"].values())
+
+
 def table(results: list[dict]) -> str:
+    """The served picks of every run that served any (see :func:`_served`), with faiss beside."""
+    results = [r for r in results if _served(r)]
     head = ["RAM / vector", "set, model", *PICKS, "faiss IndexRefine(PQ, SQ8)", "int8 plan against faiss"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for res in results:
