@@ -9,6 +9,14 @@ from typing import Any
 
 #: one curve per copy; the code-only plans (no copy, or the codes rescoring themselves) share one
 CURVES = {"codes only": "#555", "int8": "#1f77b4", "float16": "#2ca02c", "float32": "#d62728"}
+#: (dash pattern, line width, marker radius) per curve: curves that keep the same retention lie on each other,
+#: so each is drawn so that the ones under it still show (a wide solid line and a large marker first)
+STYLES = {
+    "codes only": ("", 1.8, 4),
+    "int8": ("", 4.5, 6.5),
+    "float16": ("8 4", 2.4, 4.5),
+    "float32": ("2 3", 1.6, 2.5),
+}
 W, H, PAD, TOP = 640, 300, 56, 20
 LEFT = ' style="text-align:left"'  # text columns read left to right
 
@@ -29,6 +37,35 @@ def _best_per_curve(plans: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         for c, p in by.items():
             out[c].append({**p, "budget": int(budget)})
     return {c: v for c, v in out.items() if v}
+
+
+def _curve_svg(c: str, v: list[dict[str, Any]], px, py, labels: list[tuple[float, float]]) -> list[str]:
+    """One copy's curve: its line in its style, a marker per RAM budget (its plan as a tooltip) and the
+    candidate count beside it, moved under a count already printed there (``labels``, extended)."""
+    dash, width, radius = STYLES[c]
+    pts = " ".join(f"{px(p['budget']):.1f},{py(p['retention']):.1f}" for p in v)
+    out = [
+        f'<polyline points="{pts}" fill="none" stroke="{CURVES[c]}" stroke-width="{width}"'
+        + (f' stroke-dasharray="{dash}"' if dash else "")
+        + "/>"
+    ]
+    for p in v:
+        x, y = px(p["budget"]), py(p["retention"])
+        ly = y - 5
+        while any(abs(x - ox) < 1 and abs(ly - oy) < 10 for ox, oy in labels):
+            ly += 11
+        labels.append((x, ly))
+        tip = (
+            f"{p['label']} -> {c}, {p['candidates']} candidates: retention {100 * p['retention']:.1f}%, "
+            f"{p['ram_bytes']} B RAM + {p['disk_bytes']} B disk"
+        )
+        out.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{radius}" fill="{CURVES[c]}">'
+            f"<title>{html.escape(tip)}</title></circle>"
+            f'<text x="{x + 8:.1f}" y="{ly:.1f}" font-size="10" fill="{CURVES[c]}">'
+            f"{p['candidates']}</text>"
+        )
+    return out
 
 
 def plans_plot(plans: dict[str, Any]) -> str:
@@ -61,26 +98,22 @@ def plans_plot(plans: dict[str, Any]) -> str:
         f'<text x="14" y="{H / 2}" font-size="12" text-anchor="middle" '
         f'transform="rotate(-90 14 {H / 2})">retention</text>'
     )
+    labels: list[tuple[float, float]] = []  # where a count is printed already: one that would touch it goes under
     for c, v in curves.items():
-        pts = " ".join(f"{px(p['budget']):.1f},{py(p['retention']):.1f}" for p in v)
-        out.append(f'<polyline points="{pts}" fill="none" stroke="{CURVES[c]}" stroke-width="1.8"/>')
-        for p in v:
-            x, y = px(p["budget"]), py(p["retention"])
-            tip = (
-                f"{p['label']} -> {c}, {p['candidates']} candidates: retention {100 * p['retention']:.1f}%, "
-                f"{p['ram_bytes']} B RAM + {p['disk_bytes']} B disk"
-            )
-            out.append(
-                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{CURVES[c]}">'
-                f"<title>{html.escape(tip)}</title></circle>"
-                f'<text x="{x + 6:.1f}" y="{y - 5:.1f}" font-size="10" fill="{CURVES[c]}">'
-                f"{p['candidates']}</text>"
-            )
+        out += _curve_svg(c, v, px, py, labels)
     out.append("</svg>")
-    legend = "".join(f'<span class="key"><i style="background:{CURVES[c]}"></i>{html.escape(c)}</span>' for c in curves)
-    return "".join(out) + (
-        f'<div class="legend">{legend}<span class="key">numbers: candidates rescored per query</span></div>'
+    return "".join(out) + _legend(curves)
+
+
+def _legend(curves) -> str:
+    """Each curve's line as drawn, and what the numbers are."""
+    legend = "".join(
+        f'<span class="key"><svg width="26" height="10"><line x1="0" y1="5" x2="26" y2="5" stroke="{CURVES[c]}" '
+        f'stroke-width="{STYLES[c][1]}"' + (f' stroke-dasharray="{STYLES[c][0]}"' if STYLES[c][0] else "") + "/></svg> "
+        f"{html.escape(c)}</span>"
+        for c in curves
     )
+    return f'<div class="legend">{legend}<span class="key">numbers: candidates rescored per query</span></div>'
 
 
 def _ms(v) -> str:

@@ -765,3 +765,27 @@ def test_the_candidate_sweep_stops_below_a_tenth_of_the_documents_searched(tmp_p
     assert r.exit_code == 0, r.output
     # about 900 documents searched (the rest of the 1,000 stand in for queries): counts stay below 90
     assert limits == [900 // plans.SEARCHED_PER_CANDIDATE]  # rescoring most documents would be exact search
+
+
+def test_the_plan_plot_keeps_curves_that_lie_on_each_other_apart():
+    """Copies that keep the same retention draw over one another: each has its own dash and marker size, and
+    their candidate counts are not printed on top of each other."""
+    import re
+
+    from embcompress.report.plans_html import plans_plot
+
+    def row(copy, r, n=500):
+        return {"copy": copy, "retention": r, "candidates": n, "label": "rq:12", "ram_bytes": 12, "disk_bytes": 384}
+
+    ranking = [row(c, 0.999) for c in ("int8", "float16", "float32")] + [row("none", 0.6, 10)]
+    plans = {b: {"ranking": ranking} for b in ("6", "12")}
+    svg = plans_plot(plans)
+    lines = re.findall(r'<polyline[^>]*stroke-width="([\d.]+)"(?: stroke-dasharray="([^"]+)")?', svg)
+    assert len(lines) == 4 and len(set(lines)) == 4  # codes only, int8, float16, float32: four different strokes
+    radii = re.findall(r'<circle[^>]* r="([\d.]+)"', svg)
+    assert len(set(radii)) == 4
+    counts = re.findall(r'<text x="([\d.]+)" y="([\d.]+)" font-size="10"[^>]*>500</text>', svg)
+    assert len(counts) == 6
+    for x in {cx for cx, _ in counts}:  # at each budget, the three counts at least a line apart
+        ys = sorted(float(cy) for cx, cy in counts if cx == x)
+        assert all(b - a >= 10 for a, b in zip(ys, ys[1:]))
