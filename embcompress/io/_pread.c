@@ -192,11 +192,21 @@ static int nowait_works = 1; /* cleared once a kernel or file system refuses RWF
 static int nowait_works = 0;
 #endif
 
+/* where row rows[i] starts in the file */
+static inline off_t row_at(const cosine_job *job, Py_ssize_t i) {
+    return (off_t)(job->base + (long long)job->rows[i] * (long long)job->row_bytes);
+}
+
+/* cosines_core's result for a run starting at i that score_run ended with rc (0 read, -1 end of file, errno) */
+static inline long long run_result(const cosine_job *job, Py_ssize_t i, int rc) {
+    return rc < 0 ? job->rows[i] : rc > 0 ? -2 - (long long)rc : -1;
+}
+
 /* Read rows i .. j - 1 (one run of neighbours) into scratch and score them: 0, -1 where the file ended, or the
    errno of a failed read. With nowait, only from the page cache: EAGAIN where any of the run is not there. */
 static int score_run(const cosine_job *job, Py_ssize_t i, Py_ssize_t j, int nowait) {
     size_t want = (size_t)(j - i) * (size_t)job->row_bytes;
-    off_t at = (off_t)(job->base + (long long)job->rows[i] * (long long)job->row_bytes);
+    off_t at = row_at(job, i);
     int rc = -2;
 #ifdef RWF_NOWAIT
     if (nowait) {
@@ -238,20 +248,17 @@ static long long cosines_core(const cosine_job *job) {
         if (rc == EAGAIN && later == NULL)
             later = malloc(sizeof(Py_ssize_t) * 2 * (size_t)job->n);
         if (rc == EAGAIN && later != NULL) {
-            off_t at = (off_t)(job->base + (long long)job->rows[i] * (long long)job->row_bytes);
-            posix_fadvise(job->fd, at, (off_t)((j - i) * job->row_bytes), POSIX_FADV_WILLNEED);
+            posix_fadvise(job->fd, row_at(job, i), (off_t)((j - i) * job->row_bytes), POSIX_FADV_WILLNEED);
             later[2 * nlater] = i;
             later[2 * nlater++ + 1] = j;
             continue;
         }
         if (rc == EAGAIN) /* no memory to defer it: read it now */
             rc = score_run(job, i, j, 0);
-        result = rc < 0 ? job->rows[i] : rc > 0 ? -2 - (long long)rc : -1;
+        result = run_result(job, i, rc);
     }
-    for (Py_ssize_t m = 0; m < nlater && result == -1; m++) {
-        int rc = score_run(job, later[2 * m], later[2 * m + 1], 0);
-        result = rc < 0 ? job->rows[later[2 * m]] : rc > 0 ? -2 - (long long)rc : -1;
-    }
+    for (Py_ssize_t m = 0; m < nlater && result == -1; m++)
+        result = run_result(job, later[2 * m], score_run(job, later[2 * m], later[2 * m + 1], 0));
     free(later);
     return result;
 }

@@ -278,11 +278,13 @@ def check_originals(originals: VectorStore | None, num_docs: int, dim: int) -> V
 def float_rerank_scores(Q: np.ndarray, rows: np.ndarray, originals: VectorStore) -> np.ndarray:
     """(queries, candidates) cosines of the float queries with the ``originals`` at ``rows``."""
     nq, nc = rows.shape
+    Qn = normalize_rows(Q)
     fused = getattr(originals, "cosines", None)  # a store that scores its rows as it reads them (a copy on disk)
-    if fused is not None:
-        return fused(normalize_rows(Q), rows)
+    scores = None if fused is None else fused(Qn, rows)  # None: it cannot here, and get() serves
+    if scores is not None:
+        return scores
     X = originals.get(rows.reshape(-1))  # (q*c, d) float32, candidates only
-    dots = np.matmul(X.reshape(nq, nc, -1), normalize_rows(Q)[:, :, None])[..., 0]  # (q, c)
+    dots = np.matmul(X.reshape(nq, nc, -1), Qn[:, :, None])[..., 0]  # (q, c)
     norms = np.sqrt(np.einsum("ij,ij->i", X, X)).reshape(nq, nc)  # (q, c), no normalized copy of X
     return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0).astype(np.float32)
 

@@ -23,7 +23,8 @@ try:
 except ImportError:  # built without a C compiler: the same reads, a system call per run from Python
     _pread = None
 
-_DTYPES = {"float32": np.float32, "float16": np.float16, "int8": np.int8}
+#: the numpy type of each kind of stored copy
+COPY_DTYPES = {"float32": np.float32, "float16": np.float16, "int8": np.int8}
 
 
 def copy_codec(kind: str, int8=None) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
@@ -31,7 +32,7 @@ def copy_codec(kind: str, int8=None) -> tuple[Callable[[np.ndarray], np.ndarray]
     float32 vectors to rescore with (``int8``: the fitted calibration of an int8 copy)."""
     if kind == "int8":
         return int8.transform, int8.decode
-    dtype = _DTYPES[kind]
+    dtype = COPY_DTYPES[kind]
     return (lambda X: np.ascontiguousarray(X, dtype=dtype)), (lambda rows: np.asarray(rows, dtype=np.float32))
 
 
@@ -72,7 +73,7 @@ class DiskCopy:
             except ValueError as exc:
                 raise FormatError(f"{self.path} is not a .npy rescoring copy: {exc}") from None
             self.offset = f.tell()
-        if fortran or shape != (rows, dim) or dtype != np.dtype(_DTYPES[kind]):
+        if fortran or shape != (rows, dim) or dtype != np.dtype(COPY_DTYPES[kind]):
             raise FormatError(f"{self.path} holds {shape} {dtype} values; the plan's tiers need ({rows}, {dim}) {kind}")
         self.dtype, self.num_rows, self.dim = dtype, rows, dim
         self.row_bytes = dim * dtype.itemsize
@@ -98,31 +99,29 @@ class DiskCopy:
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
         uniq, back = np.unique(rows, return_inverse=True)  # sorted by offset
         buf = np.empty((len(uniq), self.row_bytes), dtype=np.uint8)
-        short = self._read(uniq, buf)
-        if short >= 0:
-            raise FormatError(f"{self.path}: short read at row {short} (the file changed or was truncated)")
+        self._check_read(self._read(uniq, buf))
         return self._decode(buf.view(self.dtype).reshape(len(uniq), self.dim))[back]
 
-    def cosines(self, Q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    def cosines(self, Q: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
         """(queries, candidates) cosines of the unit queries ``Q`` with the copy's vectors at ``rows``
-        (one row of candidates per query). In C each query's rows are read and scored in one pass, never
-        held as float32 vectors; elsewhere from :meth:`get`."""
-        nq, nc = rows.shape
+        (one row of candidates per query), each query's rows read and scored in C in one pass, never held as
+        float32 vectors. None where that cannot be done (no C extension, or int8 rows without their
+        calibration): :func:`~embcompress.search.index.float_rerank_scores` then scores :meth:`get`'s vectors."""
         if _pread is None or self._fused is None:
-            X = self.get(rows.reshape(-1)).reshape(nq, nc, -1)
-            dots = np.matmul(X, Q[:, :, None])[..., 0]
-            norms = np.sqrt(np.einsum("qcd,qcd->qc", X, X))
-            return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0).astype(np.float32)
+            return None
         kind, a, b = self._fused
-        out = np.empty((nq, nc), dtype=np.float32)
-        for i in range(nq):
+        out = np.empty(rows.shape, dtype=np.float32)
+        for i in range(len(rows)):
             uniq, back = np.unique(rows[i].astype(np.int64, copy=False), return_inverse=True)
             got = np.empty(len(uniq), dtype=np.float32)
-            short = _pread.cosines(self._fd, uniq, self.row_bytes, self.offset, kind, _f32(Q[i]), a, b, got)
-            if short >= 0:
-                raise FormatError(f"{self.path}: short read at row {short} (the file changed or was truncated)")
+            self._check_read(_pread.cosines(self._fd, uniq, self.row_bytes, self.offset, kind, _f32(Q[i]), a, b, got))
             out[i] = got[back]
         return out
+
+    def _check_read(self, short: int) -> None:
+        """A FormatError when a read met the end of the file at row ``short`` (-1: every row was read)."""
+        if short >= 0:
+            raise FormatError(f"{self.path}: short read at row {short} (the file changed or was truncated)")
 
     def _read(self, uniq: np.ndarray, buf: np.ndarray) -> int:
         """Read the sorted, unique rows ``uniq`` into ``buf``, one positioned read per run of neighbouring

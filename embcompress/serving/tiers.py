@@ -27,7 +27,7 @@ from ..core.requests import from_keywords
 from ..engines.local import CompressOptions, open_to_compress, write_codes
 from ..search import Index
 from ..search.files import load_index
-from .copies import _DTYPES, DiskCopy, RamCopy, copy_codec, open_copy
+from .copies import COPY_DTYPES, DiskCopy, RamCopy, copy_codec, open_copy
 from .plan import SavedPlan, load_plan
 
 TIERS_FILE = "tiers.json"
@@ -40,11 +40,6 @@ GRAPH_FILE = "graph.faiss"
 def encoder_of(saved: SavedPlan) -> Callable[[np.ndarray], np.ndarray] | None:
     """float32 rows -> the rows of the plan's rescoring copy (None without a stored copy)."""
     return copy_codec(saved.plan.copy, saved.copy_model)[0] if saved.plan.stored else None
-
-
-def decoder_of(saved: SavedPlan) -> Callable[[np.ndarray], np.ndarray]:
-    """Rows of the rescoring copy -> float32 vectors to rescore with."""
-    return copy_codec(saved.plan.copy, saved.copy_model)[1]
 
 
 class _CopyWriter:
@@ -95,7 +90,9 @@ def apply_plan(
     with atomic_dir(out_dir, overwrite=overwrite) as tmp:
         src = open_to_compress(first, src_path, tmp / FIRST_FILE, replace(o, overwrite=False))
         writer = (
-            None if encode is None else _CopyWriter(tmp / COPY_FILE, _DTYPES[saved.plan.copy], src.num_rows, src.dim)
+            None
+            if encode is None
+            else _CopyWriter(tmp / COPY_FILE, COPY_DTYPES[saved.plan.copy], src.num_rows, src.dim)
         )
 
         def both(X: np.ndarray, offset: int):

@@ -10,6 +10,7 @@ import embcompress
 from embcompress.core._util import normalize_rows
 from embcompress.core.errors import FormatError
 from embcompress.search import Index
+from embcompress.search.index import float_rerank_scores
 from embcompress.serving import copies as copies_mod
 from embcompress.serving.copies import DiskCopy, drop_cache
 
@@ -69,7 +70,8 @@ def test_an_int8_copy_without_its_calibration_is_scored_from_decoded_rows(tmp_pa
     monkeypatch.setattr(copies_mod._pread, "cosines", None)  # would fail if called
     Q = normalize_rows(rng.standard_normal((2, 45)).astype(np.float32))
     rows = rng.integers(0, 700, (2, 50))
-    np.testing.assert_allclose(plain.cosines(Q, rows), _numpy_cosines(V, Q, rows), rtol=0, atol=2e-6)
+    assert plain.cosines(Q, rows) is None  # not scored in C: float_rerank_scores decodes get()'s rows instead
+    np.testing.assert_allclose(float_rerank_scores(Q, rows, plain), _numpy_cosines(V, Q, rows), rtol=0, atol=2e-6)
     plain.close()
     store.close()
 
