@@ -1,4 +1,4 @@
-"""Build the optional C kernels (five extensions: the Hamming scan, the lookup-table and dense code scans,
+"""Build the optional C kernels (six extensions: the Hamming scan, the lookup-table and dense code scans, the 4-bit fast scan,
 parquet level and dictionary decoding, binarization and RaBitQ grid codes, and positioned reads of a
 rescoring copy's rows); everything else is in pyproject.toml.
 
@@ -27,6 +27,15 @@ setup(
         Extension(
             "embcompress.search._adc",
             ["embcompress/search/_adc.c"],
+            depends=["embcompress/_cext.h"],
+            extra_compile_args=["-O3", "-ffp-contract=off"],
+            optional=True,
+        ),
+        # top-k over 4-bit codebook codes with 8-bit tables in vector registers (fast scan); the same float
+        # arithmetic in its AVX2 and portable paths (no fused multiply-adds), so both give the same results
+        Extension(
+            "embcompress.search._fastscan",
+            ["embcompress/search/_fastscan.c"],
             depends=["embcompress/_cext.h"],
             extra_compile_args=["-O3", "-ffp-contract=off"],
             optional=True,

@@ -17,6 +17,7 @@ from ..core._util import normalize_rows
 from ..core.errors import InputError
 from .adc import Factors, book_vectors, dense_vectors, rows_table_sums, scan_adc, scan_decoded, scan_dense, scan_planes
 from .exact import scan_blocks
+from .fastscan import FastCodes, book_tables, quantize_tables, scans as fast_scans
 from .hamming import scan_hamming
 
 if TYPE_CHECKING:
@@ -174,8 +175,9 @@ class BitsScorer(_Scorer):
 
 
 class CodesScorer(_Scorer):
-    """Byte codes of a :class:`~embcompress.core.capabilities.TableScan` family: lookup tables, or the
-    dense scan of decoded codes (:class:`~embcompress.core.capabilities.DenseScan`) for a search of
+    """Byte codes of a :class:`~embcompress.core.capabilities.TableScan` family: lookup tables, the fast
+    scan of 4-bit codebook codes with 8-bit tables in registers (:mod:`~embcompress.search.fastscan`,
+    at every batch size), or the dense scan of decoded codes (:class:`~embcompress.core.capabilities.DenseScan`) for a search of
     many queries, or for bit-plane codes (:class:`~embcompress.core.capabilities.PlaneScan`, RaBitQ)
     the scan against 8-bit queries at every batch size (faster than both at 1 to 1,000 queries;
     docs/decisions/0008), with the per-document factors
@@ -198,7 +200,12 @@ class CodesScorer(_Scorer):
         self._scale_inv: np.ndarray | None = None  # scale times the inverse reconstruction norm, made once
         self.decoder = None if self.planes else _decoder(last, form)
         self.decoded_from = None  # the batch from which the decoded product scores these codes
-        if self.decoder is not None and self.codes.shape[1] * DECODED_DIMS_PER_BYTE >= self.decoder.width:
+        books = None if self.planes else last.codebooks()
+        #: 4-bit codebooks: the fast scan (search.fastscan) at every batch size, so that what a batch
+        #: measures is what one query gets
+        self.fast = FastCodes(self.codes) if fast_scans(books, self.scale is not None) else None
+        self.books = books
+        if self.fast is None and self.decoder is not None and self.codes.shape[1] * DECODED_DIMS_PER_BYTE >= self.decoder.width:
             self.decoded_from = DECODED_SUM_MIN_QUERIES if self.decoder.sums else DECODED_MIN_QUERIES
 
     def _factors(self, inv: np.ndarray) -> np.ndarray:
@@ -230,7 +237,10 @@ class CodesScorer(_Scorer):
                 qf = comp.query_space.linear(Qb)
                 qconst = None if recon is None else (Qb @ recon[1] + last.adc_offset(qf)).astype(np.float32)
                 factors = Factors(scale, bias, qconst)
-                if self.planes:
+                if self.fast is not None:
+                    tables = quantize_tables(book_tables(self.books, last.table_queries(qf)))
+                    out = self.fast.topk(tables, k, factors)
+                elif self.planes:
                     bits, plane_bytes = last.plane_layout()
                     out = scan_planes(
                         last.quantized_queries(qf), self.codes, k, bits=bits, plane_bytes=plane_bytes, factors=factors

@@ -232,7 +232,7 @@ def test_decoded_scan_matches_tables(spec, code_data):
 
 
 @pytest.mark.parametrize(
-    "spec", ["pq:12", "opq:12", "pq:12:nbits=4", "rq:6", "rq:5:nbits=4", "sq:1", "sq:4", "pca:24+sq:2", "rotate+sq:1"]
+    "spec", ["pq:12", "opq:12", "rq:6", "sq:1", "sq:4", "pca:24+sq:2", "rotate+sq:1"]
 )
 def test_codes_as_a_matrix_product_match_tables(spec, code_data):
     """Codes scored as a product of the queries with decoded blocks (scan_decoded) find what the
@@ -273,6 +273,7 @@ def test_which_codes_the_matrix_product_scores(code_data):
     assert starts(f"rq:{d // 8}") == scorers_module.DECODED_SUM_MIN_QUERIES
     assert starts(f"pq:{d // 16}") is None and starts(f"rq:{d // 16}") is None
     assert starts("rabitq:4") is None
+    assert starts(f"pq:{d // 4}:nbits=4") is None  # 4-bit codebooks: the fast scan at every batch size
 
 
 def test_decoders_in_c_equal_numpy(code_data, monkeypatch):

@@ -1,0 +1,118 @@
+"""The fast scan of 4-bit codebook codes (search.fastscan): the C kernel's two paths against the numpy
+reference, the 8-bit tables against the float ones, and an index of such codes ranking by it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embcompress import from_spec
+from embcompress.compressors._codes import nibble_tables
+from embcompress.search import Index
+from embcompress.search import fastscan as fs
+from embcompress.search.adc import NO_FACTORS, Factors, adc_scores
+from embcompress.search.exact import topk_by_blocks
+
+from conftest import code_recall
+
+faiss = pytest.importorskip("faiss")
+
+
+def _reference(tables, codes, k, factors):
+    return topk_by_blocks(
+        lambda q0, q1, d0, d1: fs.approximate_scores(
+            fs.Tables(tables.luts[q0:q1], tables.delta[q0:q1], tables.base[q0:q1]),
+            codes[d0:d1],
+            factors if factors.bias is None else factors._replace(qconst=factors.qconst[q0:q1]),
+            slice(d0, d1),
+        ),
+        len(tables.luts),
+        len(codes),
+        k,
+    )
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_kernel_paths_equal_the_reference_with_ties_by_row(threads, monkeypatch):
+    monkeypatch.setattr("embcompress.search.topk.MIN_DOCS_PER_THREAD", 1000)  # split 5,003 rows by range
+    rng = np.random.default_rng(0)
+    n = 5003  # not a multiple of 32: the last block is partial
+    codes = rng.integers(0, 4, (n, 5)).astype(np.uint8)  # few values: many exact ties
+    T = rng.integers(0, 3, (3, 9, 16)).astype(np.float32)  # 9 codebooks: the last byte's high half adds 0
+    tables = fs.quantize_tables(T)
+    assert tables.luts.shape == (3, 10, 16) and not tables.luts[:, 9].any()
+    scale = np.where(rng.random(n) < 0.5, 1.0, 2.0).astype(np.float32)
+    with_bias = Factors(scale, scale * 0.5, np.array([0.25, -1.0, 2.0], np.float32))
+    fast = fs.FastCodes(codes)
+    for factors in (NO_FACTORS, Factors(scale), with_bias):
+        for k in (1, 25, 3000):
+            rs, ri = _reference(tables, codes, k, factors)
+            for path in (0, 1):  # the best this CPU has, the portable one
+                s, i = fast.topk(tables, k, factors, threads=threads, path=path)
+                np.testing.assert_array_equal(i, ri)
+                np.testing.assert_array_equal(s, rs)
+    numpy_only = fs.FastCodes.__new__(fs.FastCodes)  # as where the kernel is not built
+    numpy_only.codes, numpy_only.blocks = codes, None
+    s, i = numpy_only.topk(tables, 40, with_bias, threads=threads)
+    rs, ri = _reference(tables, codes, 40, with_bias)
+    np.testing.assert_array_equal(i, ri)
+    np.testing.assert_array_equal(s, rs)
+
+
+def test_blocks_transpose_rows_of_32():
+    codes = np.random.default_rng(1).integers(0, 256, (70, 3)).astype(np.uint8)
+    blocks = fs.to_blocks(codes)
+    assert blocks.shape == (3, 3, 32)
+    assert blocks[1, 2, 5] == codes[37, 2] and blocks[2, 0, 5] == codes[69, 0]
+    assert not blocks[2, :, 6:].any()  # past the last row
+
+
+@pytest.mark.parametrize("spec", ["pq:8:nbits=4", "opq:12:nbits=4", "rq:7:nbits=4"])
+def test_8bit_tables_stay_within_half_a_step_per_codebook(spec, code_data):
+    D, Q = code_data
+    comp = from_spec(spec).fit(D)
+    last = comp.query_space.last
+    qf = comp.query_space.linear(Q[:20])
+    books = last.codebooks()
+    T = fs.book_tables(books, last.table_queries(qf))
+    np.testing.assert_allclose(nibble_tables(T), last.lookup_tables(qf), rtol=1e-5, atol=1e-5)
+    codes = comp.transform(D)
+    exact = adc_scores(last.lookup_tables(qf), codes)
+    tables = fs.quantize_tables(T)
+    approx = fs.approximate_scores(tables, codes, NO_FACTORS)
+    m = books[0].shape[0]
+    err = np.abs(approx - exact)
+    assert (err <= (m * tables.delta[:, None] / 2) * 1.001 + 1e-5).all()
+    assert err.max() > 0  # the rounding is real: this is not the float scan
+
+
+def test_an_index_of_4bit_codes_ranks_by_the_fast_scan_for_one_query_or_many(code_data):
+    D, Q = code_data
+    comp = from_spec("opq:24:nbits=4").fit(D)
+    index = Index(comp.transform(D), compressor=comp)
+    assert index.scorer.fast is not None
+    s, rows = index.first_stage(Q, 50)
+    for q in (0, 7, 199):
+        s1, r1 = index.first_stage(Q[q : q + 1], 50)
+        np.testing.assert_array_equal(r1[0], rows[q])
+        np.testing.assert_allclose(s1[0], s[q], rtol=1e-5)  # the tables' products: last bits by batch size
+    assert (np.diff(s, axis=1) <= 0).all()
+    exact = np.argsort(-(Q @ D.T), axis=1)[:, :10]
+    assert code_recall(rows, exact) > 0.9  # 50 candidates of 4-bit codes hold the float top 10
+    eight = from_spec("opq:12").fit(D)  # the same bytes in 8-bit codebooks: the float table scan
+    assert Index(eight.transform(D), compressor=eight).scorer.fast is None
+
+
+def test_the_kernel_refuses_buffers_that_do_not_fit():
+    if fs._fastscan is None:
+        pytest.skip("the fast-scan kernel is not built")
+    blocks = np.zeros((2, 4, 32), np.uint8)
+    luts = np.zeros((1, 8, 16), np.uint8)
+    f32 = np.zeros(1, np.float32)
+    s, i = np.zeros((1, 5), np.float32), np.zeros((1, 5), np.int64)
+    with pytest.raises(ValueError, match="blocks must be"):
+        fs._fastscan.topk(blocks, 4, 100, luts, f32, f32, b"", b"", b"", 5, 0, 100, s, i, 0)
+    with pytest.raises(ValueError, match="luts must be"):
+        fs._fastscan.topk(blocks, 4, 60, luts[:, :6], f32, f32, b"", b"", b"", 5, 0, 60, s, i, 0)
+    with pytest.raises(ValueError, match="doc_start"):
+        fs._fastscan.topk(blocks, 4, 60, luts, f32, f32, b"", b"", b"", 5, 0, 61, s, i, 0)
