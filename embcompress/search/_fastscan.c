@@ -78,6 +78,24 @@ __attribute__((target("avx2"))) static void block_sums_avx2(const uint8_t *blk, 
     _mm256_storeu_si256((__m256i *)S, _mm256_permute2x128_si256(x, y, 0x20));
     _mm256_storeu_si256((__m256i *)(S + 16), _mm256_permute2x128_si256(x, y, 0x31));
 }
+
+/* the scores of a whole block's 32 rows into out, as the scalar loop in scan computes them (a multiply
+   and an add apart, no fused operations), and the mask of those above thr */
+__attribute__((target("avx2"))) static uint32_t block_scores_avx2(const uint16_t *S, float dq, float bq,
+                                                                  const float *scale, const float *bias, float qc,
+                                                                  float thr, float *out) {
+    uint32_t mask = 0;
+    const __m256 d = _mm256_set1_ps(dq), b = _mm256_set1_ps(bq), c = _mm256_set1_ps(qc), t = _mm256_set1_ps(thr);
+    for (int i = 0; i < ROWS; i += 8) {
+        __m256 s = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(S + i))));
+        s = _mm256_add_ps(_mm256_mul_ps(d, s), b);
+        if (scale) s = _mm256_mul_ps(s, _mm256_loadu_ps(scale + i));
+        if (bias) s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_loadu_ps(bias + i), c));
+        _mm256_storeu_ps(out + i, s);
+        mask |= (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(s, t, _CMP_GT_OQ)) << i;
+    }
+    return mask;
+}
 #endif
 
 typedef struct {
@@ -171,6 +189,7 @@ static int scan(const scan_args *a, Py_ssize_t nq, Py_ssize_t k, Py_ssize_t star
     }
     Py_ssize_t nb = a->nbytes, last = (end + ROWS - 1) / ROWS; /* one past the last block of the range */
     uint16_t S[ROWS];
+    float sc[ROWS];
     for (Py_ssize_t q = 0; q < nq; q++) {
         const uint8_t *L = a->luts + q * nb * 32;
         float dq = a->delta[q], bq = a->base[q], qc = a->bias ? a->qconst[q] : 0.0f;
@@ -184,6 +203,17 @@ static int scan(const scan_args *a, Py_ssize_t nq, Py_ssize_t k, Py_ssize_t star
 #endif
                 block_sums_portable(blk, L, nb, S);
             Py_ssize_t j0 = b * ROWS, r0 = j0 < start ? start - j0 : 0, r1 = end - j0 < ROWS ? end - j0 : ROWS;
+#ifdef HAVE_AVX2_PATH
+            if (fast && r0 == 0 && r1 == ROWS) { /* a whole block: scored at once, offered where above the threshold */
+                uint32_t mask = block_scores_avx2(S, dq, bq, a->scale ? a->scale + j0 : NULL,
+                                                  a->bias ? a->bias + j0 : NULL, qc, r.thr, sc);
+                for (; mask; mask &= mask - 1) {
+                    int t = __builtin_ctz(mask);
+                    res_offer(&r, sc[t], j0 + t);
+                }
+                continue;
+            }
+#endif
             for (Py_ssize_t t = r0; t < r1; t++) {
                 Py_ssize_t j = j0 + t;
                 float s = dq * (float)S[t];
