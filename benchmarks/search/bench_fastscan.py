@@ -109,7 +109,6 @@ def main() -> None:
             index.first_stage(Q[:2], 10)  # the fast scan's blocks and the factors made before timing
             row[name] = {"spec": spec, "recall10_at_1000": recall}
             row[name].update({f"k{k}_ms": p50(lambda q, k=k: index.first_stage(q, k), Q[: args.queries]) for k in ks})
-            del index
         for name, kind, m in (("faiss IndexPQFastScan", "fastscan", 2 * budget), ("faiss IndexPQ", "pq", budget)):
             base = faiss_index(kind, d, m, fit, D, 1)
             _, found = base.search(Q, 1000)
@@ -117,7 +116,6 @@ def main() -> None:
             index = faiss_index(kind, d, m, fit, D, tile)
             row[name] = {"spec": f"PQ{m}x{4 if kind == 'fastscan' else 8}", "recall10_at_1000": recall}
             row[name].update({f"k{k}_ms": p50(lambda q, k=k: index.search(q, k), Q[: args.queries]) for k in ks})
-            del index
         out["budgets"][str(budget)] = row
         ref = row["faiss IndexPQ"]
         for name, r in row.items():

@@ -177,11 +177,11 @@ class BitsScorer(_Scorer):
 class CodesScorer(_Scorer):
     """Byte codes of a :class:`~embcompress.core.capabilities.TableScan` family: lookup tables, the fast
     scan of 4-bit codebook codes with 8-bit tables in registers (:mod:`~embcompress.search.fastscan`,
-    at every batch size), or the dense scan of decoded codes (:class:`~embcompress.core.capabilities.DenseScan`) for a search of
-    many queries, or for bit-plane codes (:class:`~embcompress.core.capabilities.PlaneScan`, RaBitQ)
-    the scan against 8-bit queries at every batch size (faster than both at 1 to 1,000 queries;
-    docs/decisions/0008), with the per-document factors
-    of :meth:`reconstruction` and each query's constant."""
+    at every batch size), or the dense scan of decoded codes
+    (:class:`~embcompress.core.capabilities.DenseScan`) for a search of many queries, or for bit-plane
+    codes (:class:`~embcompress.core.capabilities.PlaneScan`, RaBitQ) the scan against 8-bit queries at
+    every batch size (faster than both at 1 to 1,000 queries; docs/decisions/0008), with the
+    per-document factors of :meth:`reconstruction` and each query's constant."""
 
     def __init__(self, stored: Stored):
         super().__init__(stored)
@@ -205,7 +205,8 @@ class CodesScorer(_Scorer):
         #: measures is what one query gets
         self.fast = FastCodes(self.codes) if fast_scans(books, self.scale is not None) else None
         self.books = books
-        if self.fast is None and self.decoder is not None and self.codes.shape[1] * DECODED_DIMS_PER_BYTE >= self.decoder.width:
+        wide = self.decoder is not None and self.codes.shape[1] * DECODED_DIMS_PER_BYTE >= self.decoder.width
+        if self.fast is None and wide:
             self.decoded_from = DECODED_SUM_MIN_QUERIES if self.decoder.sums else DECODED_MIN_QUERIES
 
     def _factors(self, inv: np.ndarray) -> np.ndarray:

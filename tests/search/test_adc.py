@@ -231,9 +231,7 @@ def test_decoded_scan_matches_tables(spec, code_data):
     np.testing.assert_allclose(np.concatenate([a.scores for a in alone]), batch.scores[:40], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize(
-    "spec", ["pq:12", "opq:12", "rq:6", "sq:1", "sq:4", "pca:24+sq:2", "rotate+sq:1"]
-)
+@pytest.mark.parametrize("spec", ["pq:12", "opq:12", "rq:6", "sq:1", "sq:4", "pca:24+sq:2", "rotate+sq:1"])
 def test_codes_as_a_matrix_product_match_tables(spec, code_data):
     """Codes scored as a product of the queries with decoded blocks (scan_decoded) find what the
     lookup tables (or the dense scan) find for the same batch, with the same scores up to
