@@ -141,14 +141,16 @@ class PQ(FaissExport, TableScan, FaissBacked):
         return OutputSpec(kind="codes", dtype="uint8", width=nbytes, nbytes=nbytes, metric="adc")
 
     def to_faiss(self, codes: np.ndarray):
-        """faiss ``IndexPQ`` with the fitted codebooks, the codes copied as they are."""
+        """faiss ``IndexPQ`` with the fitted codebooks, the codes copied as they are; at ``nbits=4``
+        faiss's ``IndexPQFastScan`` made from it (the same codes, scanned with tables in registers, as
+        embcompress scans them)."""
         faiss = require("faiss", "faiss", "faiss indexes")
         pq = faiss.IndexPQ(self.n_features_in_, int(self.m), int(self.nbits), faiss.METRIC_INNER_PRODUCT)
         faiss.copy_array_to_vector(self.centroids_.reshape(-1).astype(np.float32), pq.pq.centroids)
         pq.is_trained = True
         faiss.copy_array_to_vector(np.ascontiguousarray(codes, dtype=np.uint8).reshape(-1), pq.codes)
         pq.ntotal = len(codes)
-        return pq
+        return faiss.IndexPQFastScan(pq) if int(self.nbits) == 4 else pq
 
 
 @register

@@ -109,6 +109,15 @@ def test_int8_and_pq_codes_become_faiss_code_indexes(files):
     ours = pindex.search(Q, 10)
     recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ours.rows, rows)])
     assert recall >= 0.7, recall  # faiss ranks by inner product, embcompress by cosine with the reconstruction
+    fast_codes, fast_model = _codes(tmp, docs, "opq:32:nbits=4")  # 4-bit: faiss's fast scan of the same codes
+    export(fast_codes, tmp / "fast.faiss", to="faiss", model=fast_model)
+    fx = faiss.read_index(str(tmp / "fast.faiss"))
+    assert isinstance(faiss.downcast_index(fx.index), faiss.IndexPQFastScan)
+    findex = load_index(fast_codes, model=fast_model)
+    np.testing.assert_allclose(fx.reconstruct_n(0, 50), findex.compressor.decode(findex.data[:50]), atol=1e-5)
+    _, rows = fx.search(Q, 10)
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(findex.search(Q, 10).rows, rows)])
+    assert recall >= 0.7, recall
 
 
 def test_usearch_exact_search_matches_and_keys_are_rows(files):

@@ -132,6 +132,22 @@ def test_served_tiers_rank_as_the_same_search_over_arrays_in_memory(corpus, tmp_
     assert recall(got.rows) > recall(codes) + 0.3  # 0.47 -> about 0.9 on these data
 
 
+def test_a_fast_scan_first_stage_is_served_as_the_same_search_in_memory(corpus, tmp_path):
+    tmp, X, Q = corpus
+    first = embcompress.from_spec("opq:16:nbits=4").fit(X)  # 8 bytes: the fast scan (search.fastscan)
+    int8 = embcompress.Int8().fit(X)
+    save_plan(Plan(copy="int8", candidates=80, k=10), first, tmp_path / "plan", copy_model=int8)
+    apply_plan(tmp_path / "plan", tmp / "docs.parquet", tmp_path / "out")
+    got = open_tiers(tmp_path / "out", tmp_path / "plan").search(Q)
+    index = Index(first.transform(X), compressor=first)
+    assert index.scorer.fast is not None
+    store = DecodedStore(int8.transform(X), int8)
+    want = index.search(Q, 10, rerank="float", candidates=80, originals=store)
+    assert np.array_equal(got.rows, want.rows) and np.allclose(got.scores, want.scores)
+    exact = Index(X).search(Q, 10).rows
+    assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got.rows, exact)]) > 0.9
+
+
 def test_the_copy_on_disk_reads_only_the_candidates_rows_sorted_and_merged(tmp_path, monkeypatch):
     X, _ = _data(1000, 16)
     np.save(tmp_path / "c.npy", X)
@@ -438,6 +454,31 @@ def test_pick_measures_each_plan_once():
     assert len(calls) == 6 and all(r.latency_ms is not None for r in ranked[:6])
 
 
+def test_with_a_target_the_fastest_of_the_plans_reaching_it_at_the_least_ram_wins():
+    from embcompress.report.plans import PlanRow, pick
+
+    rows = [  # (config, RAM, retention, latency): c0-c2 reach 0.99 at 12 B, c3 at 6 B is short of it
+        ("c0", 12, 0.999, 9.0),
+        ("c1", 12, 0.998, 3.0),
+        ("c2", 12, 0.995, 3.0),
+        ("c3", 6, 0.98, 1.0),
+        ("c4", 24, 0.9999, 1.0),
+    ]
+    plans = [PlanRow(c, "s", c, "int8", 100, ram, 384, r, ()) for c, ram, r, _ in rows]
+    times = {c: t for c, _, _, t in rows}
+    calls = []
+
+    def measure(p):
+        calls.append(p.config)
+        return PlanRow(**{**p.__dict__, "latency_ms": times[p.config]})
+
+    winner, ranked = pick(plans, 0.99, None, measure)
+    assert winner.config == "c1"  # as fast as c2 and ahead of it by retention; c4 needs more RAM
+    assert [r.config for r in ranked[:3]] == ["c1", "c2", "c0"] and len(calls) == len(set(calls))
+    assert pick(plans, 0.99, 2.0, measure)[0].config == "c4"  # none of the 12 B plans within 2 ms
+    assert pick(plans, None, None, measure)[0].config == "c4"  # without a target: the best quality
+
+
 def test_the_candidate_count_rule_skips_queries_without_judgments():
     from embcompress.report.sweep import choose_count
 
@@ -684,7 +725,7 @@ def test_an_hnsw_configuration_is_scored_through_each_folds_graph_built_once_per
         run_configs(X, task, ["hnsw/pq:4"])
 
 
-@pytest.mark.parametrize("spec", ["binary", "sq:4", "pq:8", "rabitq:1", "pca:8+sq:4"])
+@pytest.mark.parametrize("spec", ["binary", "sq:4", "pq:8", "pq:8:nbits=4", "rabitq:1", "pca:8+sq:4"])
 def test_a_reused_first_stage_gives_what_a_fresh_scan_of_fewer_candidates_gives(spec, monkeypatch):
     import inspect
 
