@@ -35,6 +35,7 @@ def _reference(tables, codes, k, factors):
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_kernel_paths_equal_the_reference_with_ties_by_row(threads, monkeypatch):
     monkeypatch.setattr("embcompress.search.topk.MIN_DOCS_PER_THREAD", 1000)  # split 5,003 rows by range
+    monkeypatch.setattr(fs, "MIN_ROWS_PER_THREAD", 1000)
     rng = np.random.default_rng(0)
     n = 5003  # not a multiple of 32: the last block is partial
     codes = rng.integers(0, 4, (n, 5)).astype(np.uint8)  # few values: many exact ties
