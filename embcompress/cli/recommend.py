@@ -328,6 +328,18 @@ def _recommend_plan(req: RecommendRequest) -> None:
         f"{w['latency_ms']:.2f} ms per query over {res['total_rows']:,} rows"
     )
     out.print(f"codes only at {res['ram_budget']} B: {c['label']}, retention {100 * c['retention']:.1f}%")
+    if res.get("target") is not None and w["retention"] >= res["target"]:
+        level = [
+            r
+            for r in res["ranking"]
+            if r["retention"] >= res["target"]
+            and (r["ram_bytes"], r["disk_bytes"]) == (w["ram_bytes"], w["disk_bytes"])
+        ]
+        if len(level) > 1:
+            out.print(
+                f"the fastest of the {len(level)} plans that reach {100 * res['target']:g}% at "
+                f"{w['ram_bytes']} B in RAM and {w['disk_bytes']} B on disk (each measured on this machine)"
+            )
     if "sample_candidates" in w:
         out.print(_scaled_line(res))
     if any(r.get("rising") for r in res["ranking"][:20]):
