@@ -294,6 +294,22 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 6000 else f"{seconds / 3600:.1f} h"
 
 
+def _winner_notes(res: dict) -> list[str]:
+    """The lines under a plan ranking's winner: the code-only answer at the same RAM, and with a target, that the
+    winner is the fastest of the plans reaching it at its RAM and disk."""
+    w, c, target = res["winner"], res["code_only"], res.get("target")
+    out = [f"codes only at {res['ram_budget']} B: {c['label']}, retention {100 * c['retention']:.1f}%"]
+    cost = (w["ram_bytes"], w["disk_bytes"])
+    level = [r for r in res["ranking"] if target is not None and r["retention"] >= target]
+    level = [r for r in level if (r["ram_bytes"], r["disk_bytes"]) == cost]
+    if target is not None and w["retention"] >= target and len(level) > 1:
+        out.append(
+            f"the fastest of the {len(level)} plans that reach {100 * target:g}% at {w['ram_bytes']} B in RAM and "
+            f"{w['disk_bytes']} B on disk (each measured on this machine)"
+        )
+    return out
+
+
 def _recommend_plan(req: RecommendRequest) -> None:
     from embcompress.report.plan_files import recommend_plan_files
 
@@ -321,25 +337,14 @@ def _recommend_plan(req: RecommendRequest) -> None:
         emit(res, True)
         return
     out.print(plans_table(res))
-    w, c = res["winner"], res["code_only"]
+    w = res["winner"]
     out.print(
         f"plan: {res['plan']}: retention {100 * w['retention']:.1f}% ({res['fitted']}), "
         f"{w['ram_bytes']} B/vector in RAM + {w['disk_bytes']} B/vector on disk, "
         f"{w['latency_ms']:.2f} ms per query over {res['total_rows']:,} rows"
     )
-    out.print(f"codes only at {res['ram_budget']} B: {c['label']}, retention {100 * c['retention']:.1f}%")
-    if res.get("target") is not None and w["retention"] >= res["target"]:
-        level = [
-            r
-            for r in res["ranking"]
-            if r["retention"] >= res["target"]
-            and (r["ram_bytes"], r["disk_bytes"]) == (w["ram_bytes"], w["disk_bytes"])
-        ]
-        if len(level) > 1:
-            out.print(
-                f"the fastest of the {len(level)} plans that reach {100 * res['target']:g}% at "
-                f"{w['ram_bytes']} B in RAM and {w['disk_bytes']} B on disk (each measured on this machine)"
-            )
+    for line in _winner_notes(res):
+        out.print(line)
     if "sample_candidates" in w:
         out.print(_scaled_line(res))
     if any(r.get("rising") for r in res["ranking"][:20]):

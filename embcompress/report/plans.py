@@ -57,9 +57,8 @@ LATENCY_QUERIES = 64
 LATENCY_BATCH = 256
 #: latency is measured for at most this many plans beyond the ones the choice needs
 MEASURED_PLANS = 6
-#: with a target, at most this many of the plans that reach it at the least RAM and disk are measured, the fastest
-#: winning: a fast-scan code often keeps a little less than one-byte codes at the same count, so it ranks well down
-#: that list (seventh of thirteen at 12 B on an 8,000-document Debian sample)
+#: with a target, at most this many plans reaching it at the least RAM and disk are measured, the fastest winning (a
+#: fast-scan code, keeping a little less at a count, was seventh of thirteen at 12 B on an 8,000-row Debian sample)
 TARGET_MEASURED_PLANS = 16
 #: the graph an HNSW first stage is ranked with and saved with (the library's defaults)
 GRAPH = Hnsw()
@@ -235,7 +234,7 @@ def pick(
     of the time of a one-byte code that keeps a few hundredths of a point more."""
     order = _preference(plans, target)
     done: dict[str, PlanRow] = {}
-    trial: list[PlanRow]
+    trial = order
     if target is not None and order and order[0].retention >= target:
         least = (order[0].ram_bytes, order[0].disk_bytes)
         head = [p for p in order if p.retention >= target and (p.ram_bytes, p.disk_bytes) == least]
@@ -244,8 +243,6 @@ def pick(
             done[p.config] = measure(p)
         fastest = sorted(head, key=lambda p: done[p.config].latency_ms)  # stable: equal times keep the order
         trial = fastest + order[len(head) :]
-    else:
-        trial = order
     winner = None
     for p in trial:  # the ranking returned keeps the order of preference; only the winner is the fastest
         if p.config not in done:
