@@ -73,6 +73,8 @@ def serve(args) -> None:
     found = []
     for mode in ("warm", "cold") if args.mode == "both" else (args.mode,):
         times = []
+        if mode == "warm" and copy.exists():  # warm: the copy in the page cache, whatever ran before (a cold pass)
+            _read_through(copy)
         served.search(Q[:1], threads=args.threads)  # the scan's first call
         for q in Q:
             if mode == "cold" and copy.exists():
@@ -87,6 +89,16 @@ def serve(args) -> None:
     out["peak_rss_mib"] = _vm_hwm_mib()
     out["first_stage_mib"] = served.index.data.nbytes / 2**20
     print(json.dumps(out))
+
+
+def _read_through(path: Path, chunk: int = 64 << 20) -> None:
+    """Read a file once, into a reused buffer (page cache, not this process's memory): a pick served again after
+    its cold pass found its copy dropped, and its "warm" p50 read partly from disk (6 B, 2,000 candidates: 4.2 ms
+    against 3.4)."""
+    buf = bytearray(chunk)
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(buf):
+            pass
 
 
 def tile_tiers(src: Path, dst: Path, rows: int) -> None:
