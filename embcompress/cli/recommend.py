@@ -299,10 +299,11 @@ def _winner_notes(res: dict) -> list[str]:
     winner is the fastest of the plans reaching it at its RAM and disk."""
     w, c, target = res["winner"], res["code_only"], res.get("target")
     out = [f"codes only at {res['ram_budget']} B: {c['label']}, retention {100 * c['retention']:.1f}%"]
+    if target is None or w["retention"] < target:
+        return out
     cost = (w["ram_bytes"], w["disk_bytes"])
-    level = [r for r in res["ranking"] if target is not None and r["retention"] >= target]
-    level = [r for r in level if (r["ram_bytes"], r["disk_bytes"]) == cost]
-    if target is not None and w["retention"] >= target and len(level) > 1:
+    level = [r for r in res["ranking"] if r["retention"] >= target and (r["ram_bytes"], r["disk_bytes"]) == cost]
+    if len(level) > 1:
         out.append(
             f"the fastest of the {len(level)} plans that reach {100 * target:g}% at {w['ram_bytes']} B in RAM and "
             f"{w['disk_bytes']} B on disk (each measured on this machine)"

@@ -135,9 +135,6 @@ class FastCodes:
         self.codes = np.ascontiguousarray(codes, dtype=np.uint8)
         self.blocks = to_blocks(self.codes) if _fastscan is not None else None
 
-    def __len__(self) -> int:
-        return len(self.codes)
-
     def topk(
         self, tables: Tables, k: int, factors: Factors, *, threads: int | None = None, path: int = 0
     ) -> tuple[np.ndarray, np.ndarray]:
