@@ -281,7 +281,7 @@ def reserve(args) -> None:
                         args.serve_queries,
                         threads=os.cpu_count(),
                     )
-                if p["copy"] in ("int8", "float16", "float32"):  # the same first stage alone, for the latency ratio
+                if p["copy"] in COPY_KINDS:  # the same first stage alone, for the latency ratio
                     p["served_first_stage_alone"] = measure_pick(
                         {**p, "copy": "none"},
                         10,
@@ -498,6 +498,9 @@ def main() -> None:
                 "int8 on disk": max((p for p in ranking if p["copy"] == "int8"), key=lambda p: p["retention"]),
                 "float32 on disk": max((p for p in ranking if p["copy"] == "float32"), key=lambda p: p["retention"]),
             }
+            residuals = [p for p in ranking if p["copy"] == "int8r"]  # the int8 residual of a table code
+            if residuals:
+                picks["int8r on disk"] = max(residuals, key=lambda p: p["retention"])
             out = {
                 "rank_seconds": time.perf_counter() - t0,
                 "ranking": ranking,

@@ -52,9 +52,12 @@ def _served(res: dict) -> bool:
 
 
 def table(results: list[dict]) -> str:
-    """The served picks of every run that served any (see :func:`_served`), with faiss beside."""
+    """The served picks of every run that served any (see :func:`_served`), with faiss beside; a column for the
+    int8 residual copy where a run has one."""
     results = [r for r in results if _served(r)]
-    head = ["RAM / vector", "set, model", *PICKS, "faiss IndexRefine(PQ, SQ8)", "int8 plan against faiss"]
+    residual = any("int8r on disk" in b["picks"] for r in results for b in r["budgets"].values())
+    picks = (*PICKS[:2], "int8r on disk", *PICKS[2:]) if residual else PICKS
+    head = ["RAM / vector", "set, model", *picks, "faiss IndexRefine(PQ, SQ8)", "int8 plan against faiss"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for res in results:
         for budget, b in sorted(res["budgets"].items(), key=lambda kv: -int(kv[0])):
@@ -82,7 +85,7 @@ def table(results: list[dict]) -> str:
                 versus += " (aim: >= 0 points, >= 1.2x)"
             out.append(
                 f"| {budget} B | {res['set']}, {res['model']} | "
-                + " | ".join(_cell(b["picks"][k]) if k in b["picks"] else "-" for k in PICKS)
+                + " | ".join(_cell(b["picks"][k]) if k in b["picks"] else "-" for k in picks)
                 + f" | {faiss} | {versus} |"
             )
     first = results[0]

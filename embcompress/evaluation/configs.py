@@ -12,10 +12,18 @@ from ..search import DEFAULT_MULTIPLIER
 
 _CONFIG = re.compile(
     r"^(?:(?P<structure>hnsw)/)?(?P<spec>[^@]+?)"
-    r"(?:@(?P<rerank>asym|asymmetric|float|float32|float16|f16|int8)(?:x(?P<mult>\d+))?)?$"
+    r"(?:@(?P<rerank>asym|asymmetric|float|float32|float16|f16|int8r|int8)(?:x(?P<mult>\d+))?)?$"
 )
-#: the rescoring copy each float-rerank word reads (``SPEC@int8x10``: the top 10k rescored from an int8 copy)
-_COPY_WORDS = {"float": "float32", "float32": "float32", "float16": "float16", "f16": "float16", "int8": "int8"}
+#: the rescoring copy each float-rerank word reads (``SPEC@int8x10``: the top 10k rescored from an int8 copy;
+#: ``int8r``: from the int8 residual of SPEC's code, serving.residual)
+_COPY_WORDS = {
+    "float": "float32",
+    "float32": "float32",
+    "float16": "float16",
+    "f16": "float16",
+    "int8": "int8",
+    "int8r": "int8r",
+}
 
 
 @dataclass(frozen=True)
@@ -24,7 +32,7 @@ class Config:
     spec: str | None  # None: float reference
     rerank: str | None = None
     multiplier: int = DEFAULT_MULTIPLIER
-    copy: str = "float32"  # with rerank "float": the copy it rescores from (float32, float16 or int8)
+    copy: str = "float32"  # with rerank "float": the copy it rescores from (float32, float16, int8 or int8r)
     structure: str = "exact"  # the first stage: the exact scan, or ("hnsw/SPEC...") an HNSW graph over the codes
 
 
@@ -41,7 +49,8 @@ def parse_config(text: str | Config) -> Config:
     if not m:
         raise InputError(
             f"cannot read configuration {text!r}; use float, SPEC, SPEC@asym, SPEC@float, SPEC@f16, "
-            "SPEC@int8, each optionally with xM (e.g. binary@int8x4: the top 4k rescored from an int8 copy), "
+            "SPEC@int8, SPEC@int8r (the int8 residual of SPEC's code), each optionally with xM "
+            "(e.g. binary@int8x4: the top 4k rescored from an int8 copy), "
             "and hnsw/ before SPEC to search the codes through an HNSW graph (hnsw/binary@int8x4)"
         )
     word = m.group("rerank")

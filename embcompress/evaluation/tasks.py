@@ -16,6 +16,7 @@ from ..core.errors import InputError
 from ..core._util import sample_rows
 from ..search import Index, PartedIndex
 from ..search.stores import ArrayStore, DecodedStore, VectorStore
+from ..serving import residual
 
 if TYPE_CHECKING:
     from .configs import Config
@@ -29,17 +30,29 @@ class Copies:
     """The rescoring copies a float rerank reads: the float32 ``originals``, and float16 and int8 copies
     of them, each made on first use (int8 calibrated on a seeded sample of at most
     :data:`INT8_CALIBRATION_ROWS` documents; the plan ``recommend --ram-budget`` saves is calibrated
-    on the whole file, whose ranges hold the sample's)."""
+    on the whole file, whose ranges hold the sample's), and the int8 residual of an index's codes
+    (made for the last index asked: a ranking asks for one index's copy at every count in turn)."""
 
     def __init__(self, originals: VectorStore):
         self.float32 = originals
         self.num_rows, self.dim = originals.num_rows, originals.dim
         self._made: dict[str, VectorStore] = {"float32": originals}
+        self._residual: tuple[Index | None, VectorStore | None] = (None, None)
 
     def get(self, rows: np.ndarray) -> np.ndarray:  # a VectorStore itself: the float32 copy
         return self.float32.get(rows)
 
-    def store(self, kind: str) -> VectorStore:
+    def store(self, kind: str, index: "Index | None" = None) -> VectorStore:
+        if kind == residual.KIND:
+            if index is None:
+                raise InputError("an int8r copy is the residual of an index's codes: give the index")
+            if self._residual[0] is not index:
+                X = self.float32.get(np.arange(self.num_rows))
+                self._residual = (
+                    index,
+                    residual.ResidualCopy.of_array(residual.encode_index(index, X), index),
+                )
+            return self._residual[1]
         if kind not in self._made:
             X = self.float32.get(np.arange(self.num_rows))
             if kind == "float16":
@@ -58,7 +71,7 @@ def search_as(index: Index, queries: np.ndarray, k: int, cfg: "Config", original
     rerank reads the copy ``cfg`` names when ``originals`` holds several)."""
     store = None
     if cfg.rerank == "float":
-        store = originals.store(cfg.copy) if isinstance(originals, Copies) else originals
+        store = originals.store(cfg.copy, index) if isinstance(originals, Copies) else originals
     return index.search(queries, k, rerank=cfg.rerank, multiplier=cfg.multiplier, originals=store)
 
 

@@ -95,12 +95,16 @@ def _slices(name: str, fast: bool = False) -> Offered:
         """One byte per slice, as many slices as fit and divide ``dim``; with ``fast`` and ``full`` also
         half a byte per slice (16 centroids each), which search scans with 8-bit tables in registers
         (``search.fastscan``): several times faster per row, so a serving plan can rescore more
-        candidates in the same time."""
+        candidates in the same time. The half-byte code fills the budget: ``2 x budget`` slices (at
+        most MAX_BOOKS), after PCA to the widest multiple of that count where it does not divide
+        ``dim`` (256 dimensions at 48 B: PCA to 192, 96 slices of 2, not 64 slices in 32 B)."""
         m = max((m for m in range(1, min(dim, budget) + 1) if dim % m == 0), default=None)
         out = [] if m is None else [(f"{name}:{m}", f"{name}:{m}")]
-        half = max((h for h in range(2, min(dim, 2 * budget, MAX_BOOKS) + 1, 2) if dim % h == 0), default=None)
-        if fast and full and half is not None and half > (m or 0):
-            out.append((f"{name}:{half}, 4-bit", f"{name}:{half}:nbits=4"))
+        half = min(2 * budget, MAX_BOOKS, dim - dim % 2)
+        if fast and full and half >= 2 and half > (m or 0):
+            width = dim - dim % half
+            p = pca_prefix(width, dim)
+            out.append((f"{p}{name}:{half}, 4-bit", f"{p}{name}:{half}:nbits=4"))
         return out
 
     return configs

@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -42,19 +41,15 @@ from ..evaluation.crossfit import check_folds, fold_pool_rows
 from ..evaluation.configs import parse_config
 from ..evaluation.evaluate import run_configs
 from ..evaluation.rows import ResultRow
-from ..search import Index
 from ..search.ann import Hnsw, graph_allowed
-from ..serving.plan import COPIES
-from ..serving.copies import DiskCopy, copy_codec, open_copy
+from ..serving.plan import copy_bytes
+from .latency import LatencyBench
 from .sweep import GAIN_Z, choose_count, first_stage, further, paired_se, still_rising, sweep_configs, sweep_of
 from .grid import validate
 from .recommend import _candidates
 
-#: the copies a plan may rescore from, smallest first
-COPY_KINDS = ("int8", "float16", "float32")
-#: single queries timed per plan (the median is kept), and the batch size of the batch figure
-LATENCY_QUERIES = 64
-LATENCY_BATCH = 256
+#: the copies a plan may rescore from, smallest first (int8r: the residual of a table code, serving.residual)
+COPY_KINDS = ("int8", "int8r", "float16", "float32")
 #: latency is measured for at most this many plans beyond the ones the choice needs
 MEASURED_PLANS = 6
 #: with a target, at most this many plans reaching it at the least RAM and disk are measured, the fastest winning (a
@@ -109,7 +104,7 @@ def _plans(rows: list[ResultRow], cands: dict[str, str], dim: int, target: float
                 continue
             r = choose_count(sweep, float_score, target)
             counts = tuple((s.candidates, s.retention) for s in sweep)
-            disk = COPIES[copy] * dim
+            disk = copy_bytes(copy, dim)
             rising = r is sweep[-1] and still_rising(sweep, float_score, target)
             plans.append(
                 PlanRow(
@@ -127,73 +122,6 @@ def _plans(rows: list[ResultRow], cands: dict[str, str], dim: int, target: float
                 )
             )
     return plans
-
-
-class LatencyBench:
-    """Latencies of plans on this machine, over the sample's documents: each first stage fitted on (at
-    most 5,000 of) ``docs`` and each copy written to a file in ``scratch`` once, however many plans
-    share them; an exact first stage's time scaled by ``total_rows / len(docs)``, a graph's (built before it is
-    timed) taken as measured: its search time grows about with the logarithm of the rows, not with them."""
-
-    def __init__(self, docs: np.ndarray, queries: np.ndarray, total_rows: int, k: int, scratch: Path):
-        self.docs, self.queries, self.k, self.scratch = docs, queries, k, scratch
-        self.scale = total_rows / len(docs)
-        self._indexes: dict[tuple[str, str], Index] = {}
-        self._stores: dict[str, DiskCopy] = {}
-
-    def index(self, spec: str, structure: str = "exact") -> Index:
-        if (spec, structure) not in self._indexes:
-            comp = from_spec(spec).fit(self.docs[: min(len(self.docs), 5_000)])
-            index = Index(comp.transform(self.docs), compressor=comp, structure=structure, hnsw=GRAPH)
-            if structure == "hnsw":
-                index.build_graph()
-            self._indexes[spec, structure] = index
-        return self._indexes[spec, structure]
-
-    def store(self, kind: str) -> DiskCopy:
-        if kind not in self._stores:
-            from ..compressors import Int8
-
-            int8 = Int8().fit(self.docs) if kind == "int8" else None
-            path = self.scratch / f"copy-{kind}.npy"
-            np.save(path, copy_codec(kind, int8)[0](self.docs))
-            self._stores[kind] = open_copy(path, kind, int8, rows=len(self.docs), dim=self.docs.shape[1])
-        return self._stores[kind]
-
-    def close(self) -> None:
-        for store in self._stores.values():
-            store.close()
-
-    def measure(self, plan: PlanRow) -> PlanRow:
-        """``plan`` with its latencies: one query at a time (the median) and in a batch."""
-        index = self.index(plan.spec, plan.structure)
-        scale = self.scale if plan.structure == "exact" else 1.0
-        store = self.store(plan.copy) if plan.copy in COPY_KINDS else None
-        cfg = parse_config(plan.config)
-
-        def run(Q: np.ndarray) -> tuple[float, float]:
-            t0 = time.perf_counter()
-            if store is None:
-                index.search(Q, self.k, rerank=cfg.rerank, multiplier=cfg.multiplier, threads=1)
-                return time.perf_counter() - t0, 0.0
-            res = index.search(Q, self.k, rerank="float", candidates=plan.candidates, originals=store, threads=1)
-            first = res.info["first_stage_seconds"]
-            return first, time.perf_counter() - t0 - first
-
-        run(self.queries[:1])  # warm: the scan's tables, the copy's pages
-        single = np.array([run(self.queries[i : i + 1]) for i in range(min(LATENCY_QUERIES, len(self.queries)))])
-        batch = self.queries[:LATENCY_BATCH]
-        b_first, b_rest = run(batch)
-        med_first, med_rest = np.median(single[:, 0]), np.median(single[:, 1])
-        return PlanRow(
-            **{
-                **asdict(plan),
-                "sweep": plan.sweep,
-                "latency_ms": 1e3 * (med_first * scale + med_rest),
-                "batch_ms": 1e3 * (b_first * scale + b_rest) / len(batch),
-                "first_stage_ms": 1e3 * med_first * scale,
-            }
-        )
 
 
 def near_ties(winner: PlanRow, ranked: list[PlanRow], per_query: dict, float_score: float) -> list[PlanRow]:
@@ -346,7 +274,7 @@ def measure_grid(
         )
         cands = {**exact, **(graph_candidates(docs.shape[1], int(ram_budget), n_fit) if index != "exact" else {})}
     dim = docs.shape[1]
-    copies = tuple(c for c in COPY_KINDS if disk_budget is None or COPIES[c] * dim <= disk_budget)
+    copies = tuple(c for c in COPY_KINDS if disk_budget is None or copy_bytes(c, dim) <= disk_budget)
     rows = run_configs(
         docs,
         task,
@@ -414,9 +342,9 @@ def rank_plans(
     queries = task.queries
     total = total_rows or len(docs)
     with tempfile.TemporaryDirectory(prefix="embcompress-plans-") as scratch:
-        bench = LatencyBench(docs, queries, total, task.k, Path(scratch))
+        bench = LatencyBench(docs, queries, total, task.k, Path(scratch), GRAPH)
         try:
-            winner, ranked = pick(plans, target, max_latency_ms, bench.measure)
+            winner, ranked = pick(plans, target, max_latency_ms, lambda p: replace(p, **bench.measure(p)))
         finally:
             bench.close()
     code_only = max((p for p in ranked if p.copy not in COPY_KINDS), key=lambda p: p.retention)

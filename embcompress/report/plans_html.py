@@ -8,12 +8,13 @@ import math
 from typing import Any
 
 #: one curve per copy; the code-only plans (no copy, or the codes rescoring themselves) share one
-CURVES = {"codes only": "#555", "int8": "#1f77b4", "float16": "#2ca02c", "float32": "#d62728"}
+CURVES = {"codes only": "#555", "int8": "#1f77b4", "int8r": "#9467bd", "float16": "#2ca02c", "float32": "#d62728"}
 #: (dash pattern, line width, marker radius) per curve: curves that keep the same retention lie on each other,
 #: so each is drawn so that the ones under it still show (a wide solid line and a large marker first)
 STYLES = {
     "codes only": ("", 1.8, 4),
     "int8": ("", 4.5, 6.5),
+    "int8r": ("6 3", 3.2, 5.5),
     "float16": ("8 4", 2.4, 4.5),
     "float32": ("2 3", 1.6, 2.5),
 }

@@ -4,11 +4,14 @@ uncertainty; a sweep still rising at its end goes on, unless another keeps clear
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..evaluation.configs import parse_config
 from ..evaluation.race import paired_difference
 from ..evaluation.rows import ResultRow
+from ..serving import residual
 
 #: candidates rescored per query, as multiples of k (k = 10: 20 to 500)
 MULTIPLIERS = (2, 4, 10, 20, 50)
@@ -53,6 +56,13 @@ def first_stage(cfg: str) -> str:
     codes searched through an HNSW graph."""
     c = parse_config(cfg)
     return c.spec if c.structure == "exact" else f"{c.structure}/{c.spec}"
+
+
+@functools.lru_cache(maxsize=None)
+def copy_applies(stage: str, copy: str) -> bool:
+    """Whether ``copy`` can rescore a first stage ``stage`` (:func:`first_stage`): every copy but an int8
+    residual one, which needs an exact scan of codes scored by lookup tables (serving.residual)."""
+    return copy != residual.KIND or ("/" not in stage and residual.supports(stage))
 
 
 def sweep_of(by_config: dict[str, ResultRow], stage: str, copy: str) -> list[ResultRow]:
@@ -113,6 +123,6 @@ def sweep_configs(cands: dict[str, str], copies: list[str]) -> list[str]:
     out = []
     for cfg in cands:
         stage = first_stage(cfg)
-        out += [f"{stage}@{copy}x{m}" for m in reversed(MULTIPLIERS) for copy in copies]
+        out += [f"{stage}@{copy}x{m}" for m in reversed(MULTIPLIERS) for copy in copies if copy_applies(stage, copy)]
         out.append(cfg)
     return out

@@ -253,6 +253,20 @@ class CodesScorer(_Scorer):
                 scores[s : s + ADC_QUERY_BLOCK], rows[s : s + ADC_QUERY_BLOCK] = out
         return scores, rows
 
+    def reconstruction_dots(self, Q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """(queries, candidates) float32 inner products of the float queries with the reconstructions of
+        the candidate ``rows`` in the original space, from the lookup tables (nothing decoded): the
+        first stage's score before its per-document factor. For codes without a per-document scale of
+        their own (RaBitQ's); what an int8 residual copy (serving.residual) adds its rows to."""
+        comp = self.stored.compressor
+        last = comp.query_space.last
+        recon = self.reconstruction()
+        if self.scale is not None or recon is None:
+            raise InputError(f"{comp!r} codes have no reconstruction the lookup tables sum exactly")
+        qf = comp.query_space.linear(Q)
+        dots = rows_table_sums(last.lookup_tables(qf), self.codes, rows)
+        return (dots + (Q @ recon[1] + last.adc_offset(qf))[:, None]).astype(np.float32)
+
     def _decoded(self, Q: np.ndarray, k: int, scale, bias, recon) -> tuple[np.ndarray, np.ndarray]:
         """Every query at once against blocks of decoded documents (``scan_decoded``), the
         factors composed as the table scan composes them."""

@@ -1,4 +1,5 @@
-"""The rescoring copy of a plan's tiers (``copy.npy``: float32, float16 or int8 rows) read back.
+"""The rescoring copy of a plan's tiers (``copy.npy``: float32, float16 or int8 rows, or the int8 residuals of
+:mod:`embcompress.serving.residual`) read back.
 
 :class:`DiskCopy` reads it from disk for the candidates only: the rows of a search block are sorted,
 runs of neighbouring rows merged, and each run read with one positioned read (``pread``) into a buffer
@@ -24,12 +25,17 @@ except ImportError:  # built without a C compiler: the same reads, a system call
     _pread = None
 
 #: the numpy type of each kind of stored copy
-COPY_DTYPES = {"float32": np.float32, "float16": np.float16, "int8": np.int8}
+COPY_DTYPES = {"float32": np.float32, "float16": np.float16, "int8": np.int8, "int8r": np.int8}
+#: values a stored row holds beyond the vector's ``dim``: an int8 residual's scale and norm (serving.residual)
+ROW_EXTRA = {"int8r": 8}
 
 
 def copy_codec(kind: str, int8=None) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
     """(encode, decode) of a stored copy of ``kind``: float32 rows -> the copy's rows, and back to
-    float32 vectors to rescore with (``int8``: the fitted calibration of an int8 copy)."""
+    float32 vectors to rescore with (``int8``: the fitted calibration of an int8 copy). An int8 residual
+    copy's rows are made from the codes too (serving.residual.encode) and read back as they are."""
+    if kind == "int8r":
+        return _needs_codes, lambda rows: rows
     if kind == "int8":
         return int8.transform, int8.decode
     dtype = COPY_DTYPES[kind]
@@ -40,8 +46,17 @@ def open_copy(path: str | os.PathLike, kind: str, int8=None, *, rows: int, dim: 
     """The copy of ``kind`` in ``path`` (``int8``: its fitted calibration), checked and opened to be read
     row by row and scored as it is read."""
     return DiskCopy(
-        path, copy_codec(kind, int8)[1], rows=rows, dim=dim, kind=kind, affine=int8.affine() if kind == "int8" else None
+        path,
+        copy_codec(kind, int8)[1],
+        rows=rows,
+        dim=dim + ROW_EXTRA.get(kind, 0),
+        kind=kind,
+        affine=int8.affine() if kind == "int8" else None,
     )
+
+
+def _needs_codes(X: np.ndarray) -> np.ndarray:
+    raise InputError("an int8r copy is made from the first stage's codes too: use serving.residual.encode")
 
 
 class DiskCopy:
@@ -85,8 +100,8 @@ class DiskCopy:
                 "(truncated or not this plan's copy)"
             )
         self._decode = decode
-        if kind == "int8" and affine is None:
-            self._fused = None  # int8 rows whose decoding is not x = a * c + b: get() and numpy score them
+        if kind == "int8r" or (kind == "int8" and affine is None):
+            self._fused = None  # rows whose decoding is not x = a * c + b: get() and numpy score them
         else:
             a, b = affine if kind == "int8" else (np.empty(0, np.float32), np.empty(0, np.float32))
             self._fused = ({"float32": "f", "float16": "h", "int8": "b"}[kind], _f32(a), _f32(b))

@@ -4,7 +4,8 @@ A plan names
 * the first stage: a fitted code (a saved compressor, ``first/``) kept in RAM and searched by the
   exact scan or through an HNSW graph with its settings;
 * the rescoring copy: none, or the documents again as float32, float16 or int8 (int8 with its
-  saved calibration, ``copy/``), kept in RAM or read from a file on disk for the candidates only;
+  saved calibration, ``copy/``), or what the first stage's code left of them in int8 (``int8r``,
+  :mod:`embcompress.serving.residual`), kept in RAM or read from a file on disk for the candidates only;
 * how many candidates the first stage hands to the rescoring, and ``k``.
 
 It is saved as one directory: ``plan.json`` (versioned, validated on load) beside the models.
@@ -26,15 +27,18 @@ from ..core.base import Compressor
 from ..core.errors import FormatError, InputError
 from ..core.persist import describe, load, save
 from ..search.ann import Hnsw, graph_allowed
+from . import residual
+from .copies import ROW_EXTRA
 
 PLAN_FILE = "plan.json"
 FORMAT = "embcompress-serving-plan"
 VERSION = 1
 #: the rescoring copies a plan can name, with the bytes each holds per dimension: none, the first stage's
 #: own codes decoded (an asymmetric rescoring, nothing stored beside the codes), or a copy of the documents
-COPIES = {"none": 0, "decoded": 0, "float32": 4, "float16": 2, "int8": 1}
+#: (an int8 residual copy holds 8 bytes a row more: ``ROW_EXTRA``)
+COPIES = {"none": 0, "decoded": 0, "float32": 4, "float16": 2, "int8": 1, "int8r": 1}
 #: the copies that are files of their own
-STORED = ("float32", "float16", "int8")
+STORED = ("float32", "float16", "int8", "int8r")
 PLACES = ("disk", "ram")
 STRUCTURES = ("exact", "hnsw")
 
@@ -44,7 +48,7 @@ class Plan:
     """What a server holds and how it searches (the models themselves are saved beside it)."""
 
     structure: str = "exact"  # the first stage: "exact" scan or "hnsw" graph
-    copy: str = "none"  # the rescoring copy: none, float32, float16 or int8
+    copy: str = "none"  # the rescoring copy: none, decoded, float32, float16, int8 or int8r
     place: str = "disk"  # where the rescoring copy is read from: disk (candidates' rows only) or ram
     candidates: int = 10  # rows rescored per query (>= k; = k without a copy)
     k: int = 10
@@ -88,7 +92,7 @@ class Plan:
 
     def copy_bytes(self, dim: int) -> int:
         """Bytes per vector of the rescoring copy for ``dim``-wide inputs (0 without one)."""
-        return COPIES[self.copy] * dim
+        return copy_bytes(self.copy, dim)
 
     def describe(self, first: Compressor) -> str:
         """One line: ``pca:192+binary (24 B, exact) -> int8 on disk, 100 candidates, k 10``."""
@@ -98,7 +102,8 @@ class Plan:
             return f"{head}, codes only, k {self.k}"
         if not self.stored:
             return f"{head} -> its codes decoded (asymmetric), {self.candidates} candidates, k {self.k}"
-        return f"{head} -> {self.copy} on {self.place}, {self.candidates} candidates, k {self.k}"
+        what = "int8 residual" if self.copy == residual.KIND else self.copy
+        return f"{head} -> {what} on {self.place}, {self.candidates} candidates, k {self.k}"
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -125,6 +130,11 @@ class Plan:
             return cls(graph=g, **kw)
         except (TypeError, InputError) as exc:  # a graph field of another name, or a value the plan refuses
             raise FormatError(f"{where}: {exc}") from None
+
+
+def copy_bytes(copy: str, dim: int) -> int:
+    """Bytes per vector of a rescoring copy of kind ``copy`` for ``dim``-wide inputs."""
+    return COPIES[copy] * dim + ROW_EXTRA.get(copy, 0)
 
 
 @dataclass(frozen=True)
@@ -164,6 +174,8 @@ def save_plan(
         raise InputError("an int8 rescoring copy needs its fitted int8 calibration (copy_model)")
     if plan.copy != "int8" and copy_model is not None:
         raise InputError(f"a {plan.copy} rescoring copy has no model; pass copy_model only for int8")
+    if plan.copy == residual.KIND:
+        residual.check_supported(first, "serving plan")
     check_output_dir(path, overwrite=overwrite)
     with atomic_dir(path, overwrite=overwrite) as tmp:
         save(first, tmp / "first")
@@ -198,6 +210,8 @@ def load_plan(path: str | os.PathLike) -> SavedPlan:
         raise FormatError(
             f"{path}: the int8 calibration is {copy_model.n_features_in_} wide, the first stage {first.n_features_in_}"
         )
+    if plan.copy == residual.KIND and not residual.supports(first):
+        raise FormatError(f"{path}: an int8r copy needs a first stage of codes scored by lookup tables, not {first!r}")
     if plan.graphed and not graph_allowed(first.output_spec.kind):
         raise FormatError(
             f"{path}: an HNSW first stage is built over bits or float vectors, not {first.output_spec.kind} codes"

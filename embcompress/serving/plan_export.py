@@ -33,6 +33,11 @@ def _plan_description(plan, plan_dir, rescore: Path) -> dict[str, Any]:
     decode = None
     if plan.copy == "int8":
         decode = f"embcompress.load('{Path(plan_dir) / 'copy'}').decode(rows)"
+    elif plan.copy == "int8r":
+        decode = (
+            "the first stage's reconstruction of the row's code plus its d int8 values times the float32 scale in "
+            "bytes d..d+4; the cosine divides by the float32 norm in bytes d+4..d+8 (embcompress.serving.residual)"
+        )
     elif plan.stored:
         decode = "the rows as they are"
     return {**plan.to_json(), "rescore_file": rescore.name if plan.stored else None, "rescore_decode": decode}

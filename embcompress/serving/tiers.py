@@ -2,7 +2,8 @@
 
 ``apply_plan`` reads the input once: each batch is encoded by the plan's first stage (the codes,
 ``first.parquet``, with the ids) and, when the plan rescores, also as its rescoring copy
-(``copy.npy``: float32, float16 or int8 rows, a plain ``.npy`` so it can be read at any row).
+(``copy.npy``: float32, float16 or int8 rows, or int8 residuals of the codes with their scale and norm,
+a plain ``.npy`` so it can be read at any row).
 A plan whose first stage is an HNSW graph also gets its graph (``graph.faiss``, built over the codes
 once they are written, as ``search --index hnsw`` builds it), which a server memory-maps instead of
 building it at every start. ``tiers.json`` ties the directory to the plan that wrote it (the models'
@@ -27,7 +28,8 @@ from ..core.requests import from_keywords
 from ..engines.local import CompressOptions, open_to_compress, write_codes
 from ..search import Index
 from ..search.files import load_index
-from .copies import COPY_DTYPES, DiskCopy, RamCopy, copy_codec, open_copy
+from . import residual
+from .copies import COPY_DTYPES, ROW_EXTRA, DiskCopy, RamCopy, copy_codec, open_copy
 from .plan import SavedPlan, load_plan
 
 TIERS_FILE = "tiers.json"
@@ -37,9 +39,15 @@ COPY_FILE = "copy.npy"
 GRAPH_FILE = "graph.faiss"
 
 
-def encoder_of(saved: SavedPlan) -> Callable[[np.ndarray], np.ndarray] | None:
-    """float32 rows -> the rows of the plan's rescoring copy (None without a stored copy)."""
-    return copy_codec(saved.plan.copy, saved.copy_model)[0] if saved.plan.stored else None
+def encoder_of(saved: SavedPlan) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
+    """(float32 rows, their first-stage codes) -> the rows of the plan's rescoring copy (None without a
+    stored copy)."""
+    if not saved.plan.stored:
+        return None
+    if saved.plan.copy == residual.KIND:
+        return lambda X, codes: residual.encode(saved.first, X, codes)
+    encode = copy_codec(saved.plan.copy, saved.copy_model)[0]
+    return lambda X, codes: encode(X)
 
 
 class _CopyWriter:
@@ -92,12 +100,14 @@ def apply_plan(
         writer = (
             None
             if encode is None
-            else _CopyWriter(tmp / COPY_FILE, COPY_DTYPES[saved.plan.copy], src.num_rows, src.dim)
+            else _CopyWriter(
+                tmp / COPY_FILE, COPY_DTYPES[saved.plan.copy], src.num_rows, src.dim + ROW_EXTRA.get(saved.plan.copy, 0)
+            )
         )
 
         def both(X: np.ndarray, offset: int):
             codes = first.transform(X, row_offset=offset)  # checks the values first
-            return codes, (None if encode is None else encode(X))
+            return codes, (None if encode is None else encode(X, codes))
 
         copy_bytes = saved.plan.copy_bytes(src.dim)  # 0 without a stored copy
         batches = src.batches(
@@ -189,7 +199,7 @@ class Served:
 
     saved: SavedPlan
     index: Index
-    copy: DiskCopy | RamCopy | None
+    copy: DiskCopy | RamCopy | residual.ResidualCopy | None
     out_dir: Path
 
     def search(self, queries: np.ndarray, k: int | None = None, *, threads: int | None = None):
@@ -231,6 +241,8 @@ def open_tiers(
     copy = stored_copy(out_dir, saved, tiers)
     if copy is not None and plan.place == "ram":
         copy = RamCopy(copy)
+    if copy is not None and plan.copy == residual.KIND:  # residuals, scored with the codes' reconstructions
+        copy = residual.ResidualCopy(copy.get, index, source=copy)
     return Served(saved, index, copy, out_dir)
 
 

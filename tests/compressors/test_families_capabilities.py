@@ -161,3 +161,22 @@ def test_codes_without_a_scan_are_refused_by_search(families):
     c = from_spec("opaque_codes").fit(X)
     with pytest.raises(InputError, match="opaque_codes codes cannot be searched.*TableScan"):
         Index(c.transform(X), compressor=c)
+
+
+def test_recommend_offers_a_half_byte_code_that_fills_the_budget():
+    """The 4-bit (fast-scan) product code beside the one-byte one: 2 x budget slices, after PCA to a
+    multiple of that count where it does not divide the width; only in recommend's full set."""
+    pytest.importorskip("faiss")
+    from embcompress.report.candidates import candidates
+
+    def opq(dim, budget, full=True):
+        return [c.config for c in candidates(dim, budget, families=("opq",), full=full)]
+
+    assert opq(384, 12) == ["opq:12", "opq:24:nbits=4"]
+    assert opq(256, 48) == ["opq:32", "pca:192+opq:96:nbits=4"]  # 48 B used, not 32
+    assert opq(256, 6) == ["opq:4", "pca:252+opq:12:nbits=4"]
+    assert opq(384, 12, full=False) == ["opq:12"]
+    for dim, budget in ((256, 48), (256, 6), (100, 24)):
+        spec = opq(dim, budget)[-1]
+        comp = from_spec(spec).fit(make_vectors(300, dim, seed=1))
+        assert comp.output_spec.nbytes == budget  # the whole budget, in codes the fast scan takes

@@ -148,6 +148,53 @@ def test_a_fast_scan_first_stage_is_served_as_the_same_search_in_memory(corpus, 
     assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got.rows, exact)]) > 0.9
 
 
+@pytest.mark.parametrize("spec", ["opq:16:nbits=4", "pca:24+pq:6", "rq:4"])
+@pytest.mark.parametrize("place", ["disk", "ram"])
+def test_an_int8_residual_copy_is_written_served_and_scores_the_reconstruction_plus_residual(
+    corpus, tmp_path, spec, place
+):
+    """int8r: the residual of each row after its code, in int8 with a scale a row; a candidate's score is the
+    cosine with reconstruction + residual, and it finds more of the exact top 10 than an int8 copy."""
+    from embcompress.serving import residual
+
+    tmp, X, Q = corpus
+    first = embcompress.from_spec(spec).fit(X)
+    save_plan(Plan(copy="int8r", place=place, candidates=40, k=10), first, tmp_path / "plan")
+    info = apply_plan(tmp_path / "plan", tmp / "docs.parquet", tmp_path / "out")
+    assert info["disk_bytes_per_vector"] == X.shape[1] + 8 and info["copy_bytes"] > len(X) * (X.shape[1] + 8)
+    served = open_tiers(tmp_path / "out", tmp_path / "plan")
+    got = served.search(Q)
+    # the same scores from the vectors the copy stands for, decoded the slow way
+    codes = first.transform(X)
+    rows = residual.encode(first, X, codes)
+    approx = residual.ResidualCopy.of_array(rows, Index(codes, compressor=first)).get(np.arange(len(X)))
+    want = Index(codes, compressor=first).search(Q, 10, rerank="float", candidates=40, originals=approx)
+    assert np.array_equal(got.rows, want.rows)
+    np.testing.assert_allclose(got.scores, want.scores, rtol=1e-4, atol=1e-5)
+    # the stored residual is within half a step of the true one in every value
+    recon = first.inverse_transform(codes)
+    step = np.abs(X - recon).max(axis=1) / 127
+    assert (np.abs(approx - X) <= step[:, None] * 0.5001 + 1e-6).all()
+    exact = Index(X).search(Q, 10).rows
+    int8 = embcompress.Int8().fit(X)
+    with_int8 = Index(codes, compressor=first).search(
+        Q, 10, rerank="float", candidates=40, originals=DecodedStore(int8.transform(X), int8)
+    )
+
+    def recall(r):
+        return np.mean([len(set(a) & set(b)) / 10 for a, b in zip(r, exact)])
+
+    assert recall(got.rows) >= recall(with_int8.rows)
+
+
+def test_an_int8_residual_copy_needs_codes_scored_by_tables(corpus, tmp_path):
+    tmp, X, Q = corpus
+    for spec in ("binary", "pca:16", "pca:24+rabitq:1"):
+        with pytest.raises(InputError, match="int8r copy .* lookup tables"):
+            save_plan(Plan(copy="int8r", candidates=40), embcompress.from_spec(spec).fit(X), tmp_path / spec)
+        assert not (tmp_path / spec).exists()
+
+
 def test_the_copy_on_disk_reads_only_the_candidates_rows_sorted_and_merged(tmp_path, monkeypatch):
     X, _ = _data(1000, 16)
     np.save(tmp_path / "c.npy", X)
@@ -228,7 +275,7 @@ def test_an_interrupted_apply_leaves_nothing_behind(corpus, tmp_path, monkeypatc
     calls = []
 
     def interrupted(saved):
-        def encode(rows):
+        def encode(rows, codes):
             calls.append(len(rows))
             raise KeyboardInterrupt
 
@@ -271,9 +318,9 @@ def test_recommend_ranks_plans_and_saves_one_that_apply_and_search_serve(tmp_pat
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
     copies = {p["copy"] for p in res["ranking"]}
-    assert (
-        copies <= {"none", "decoded", "int8", "float16"} and "int8" in copies
-    )  # float32 (64 B) is over the disk budget
+    # float32 (64 B) is over the disk budget; the int8 residual (16 + 8 B) is not, for the table codes
+    assert copies <= {"none", "decoded", "int8", "int8r", "float16"} and {"int8", "int8r"} <= copies
+    assert all(p["disk_bytes"] == 24 for p in res["ranking"] if p["copy"] == "int8r")
     assert all(p["ram_bytes"] <= 2 and p["disk_bytes"] <= 40 for p in res["ranking"])
     w, c = res["winner"], res["code_only"]
     assert w["retention"] == max(p["retention"] for p in res["ranking"]) and w["retention"] > c["retention"]
