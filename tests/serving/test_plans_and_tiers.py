@@ -187,6 +187,25 @@ def test_an_int8_residual_copy_is_written_served_and_scores_the_reconstruction_p
     assert recall(got.rows) >= recall(with_int8.rows)
 
 
+def test_an_int8_residual_copy_cut_short_is_refused_and_exported_with_how_to_read_it(corpus, tmp_path):
+    from embcompress.serving.plan_export import export_plan
+
+    tmp, X, Q = corpus
+    first = embcompress.from_spec("pq:8").fit(X)
+    save_plan(Plan(copy="int8r", candidates=40, k=10), first, tmp_path / "plan")
+    apply_plan(tmp_path / "plan", tmp / "docs.parquet", tmp_path / "out")
+    res = export_plan(tmp_path / "out", tmp_path / "plan", tmp_path / "x.faiss", to="faiss")
+    desc = json.loads((tmp_path / "x.faiss.embcompress.json").read_text())["plan"]
+    assert desc["copy"] == "int8r" and "scale" in desc["rescore_decode"] and res["note"]
+    assert np.load(tmp_path / "x.faiss.rescore.npy").shape == (len(X), X.shape[1] + 8)
+    copy = tmp_path / "out" / "copy.npy"
+    size = copy.stat().st_size
+    with open(copy, "r+b") as f:
+        f.truncate(size - 8)  # one row's scale and norm lost
+    with pytest.raises(FormatError, match="truncated or not this plan's copy"):
+        open_tiers(tmp_path / "out", tmp_path / "plan")
+
+
 def test_an_int8_residual_copy_needs_codes_scored_by_tables(corpus, tmp_path):
     tmp, X, Q = corpus
     for spec in ("binary", "pca:16", "pca:24+rabitq:1"):
