@@ -48,10 +48,7 @@ class Copies:
                 raise InputError("an int8r copy is the residual of an index's codes: give the index")
             if self._residual[0] is not index:
                 X = self.float32.get(np.arange(self.num_rows))
-                self._residual = (
-                    index,
-                    residual.ResidualCopy.of_array(residual.encode_index(index, X), index),
-                )
+                self._residual = (index, residual.ResidualCopy.of_array(residual.encode_index(index, X), index))
             return self._residual[1]
         if kind not in self._made:
             X = self.float32.get(np.arange(self.num_rows))
