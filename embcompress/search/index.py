@@ -368,9 +368,15 @@ class PartedIndex:
             out[rows] = z
         return out
 
-    def _own_part_scores(self, Q: np.ndarray, cand: np.ndarray, how: str) -> np.ndarray:
-        """(queries, candidates) rerank scores of the global rows ``cand``, each candidate scored
-        by the model of its own part only: a part's candidates are gathered to the front of each
+    def part_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the part of each global row of ``rows``, its row within that part), in the shape of ``rows``."""
+        return self._part_of[rows], self._local[rows]
+
+    def own_part_scores(
+        self, Q: np.ndarray, cand: np.ndarray, score: Callable[[Index, np.ndarray, np.ndarray], np.ndarray]
+    ) -> np.ndarray:
+        """(queries, candidates) scores of the global rows ``cand``, each candidate scored by its own part
+        only, ``score(part index, Q, local rows)``: a part's candidates are gathered to the front of each
         row (padded with its row 0 to the longest), scored, and put back."""
         owner = self._part_of[cand]
         out = np.zeros(cand.shape, dtype=np.float32)
@@ -382,7 +388,7 @@ class PartedIndex:
             pos = np.argsort(~mine, axis=1, kind="stable")[:, :width]  # (q, width): this part's candidates first
             keep = np.take_along_axis(mine, pos, axis=1)
             local = np.where(keep, self._local[np.take_along_axis(cand, pos, axis=1)], 0)
-            s = idx.rerank_scores(Q, local, how, None)
+            s = score(idx, Q, local)
             qi = np.broadcast_to(np.arange(len(cand))[:, None], pos.shape)
             out[qi[keep], pos[keep]] = s[keep]
         return out
@@ -424,7 +430,9 @@ class PartedIndex:
                 store = check_originals(originals, self.num_docs, Q.shape[1])
                 score = lambda q, c: float_rerank_scores(Q[q], c, store)  # noqa: E731
             else:
-                score = lambda q, c: self._own_part_scores(Q[q], c, rerank)  # noqa: E731
+                score = lambda q, c: self.own_part_scores(  # noqa: E731
+                    Q[q], c, lambda idx, Qp, local: idx.rerank_scores(Qp, local, rerank, None)
+                )
             scores, rows = _rerank_blocks(Q, cand, k, score, query_block, threads)
             info = {"candidates": n_cand, "rerank": rerank}
         ids = ids_at(self.ids, rows)

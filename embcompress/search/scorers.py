@@ -236,7 +236,7 @@ class CodesScorer(_Scorer):
             for s in range(0, len(Q), ADC_QUERY_BLOCK):
                 Qb = Q[s : s + ADC_QUERY_BLOCK]
                 qf = comp.query_space.linear(Qb)
-                qconst = None if recon is None else (Qb @ recon[1] + last.adc_offset(qf)).astype(np.float32)
+                qconst = None if recon is None else _query_constant(Qb, qf, recon, last)
                 factors = Factors(scale, bias, qconst)
                 if self.fast is not None:
                     tables = quantize_tables(book_tables(self.books, last.table_queries(qf)))
@@ -265,7 +265,7 @@ class CodesScorer(_Scorer):
             raise InputError(f"{comp!r} codes have no reconstruction the lookup tables sum exactly")
         qf = comp.query_space.linear(Q)
         dots = rows_table_sums(last.lookup_tables(qf), self.codes, rows)
-        return (dots + (Q @ recon[1] + last.adc_offset(qf))[:, None]).astype(np.float32)
+        return (dots + _query_constant(Q, qf, recon, last)[:, None]).astype(np.float32)
 
     def _decoded(self, Q: np.ndarray, k: int, scale, bias, recon) -> tuple[np.ndarray, np.ndarray]:
         """Every query at once against blocks of decoded documents (``scan_decoded``), the
@@ -273,7 +273,7 @@ class CodesScorer(_Scorer):
         comp = self.stored.compressor
         last = comp.query_space.last
         qf = comp.query_space.linear(Q)
-        qconst = None if recon is None else (Q @ recon[1] + last.adc_offset(qf)).astype(np.float32)
+        qconst = None if recon is None else _query_constant(Q, qf, recon, last)
         dec = self.decoder
         return scan_decoded(
             dec.queries(qf),
@@ -282,6 +282,12 @@ class CodesScorer(_Scorer):
             k,
             factors=Factors(scale, bias, qconst),
         )
+
+
+def _query_constant(Q: np.ndarray, qf: np.ndarray, recon: tuple[np.ndarray, np.ndarray], last) -> np.ndarray:
+    """Per float query, what its score with a reconstruction holds beyond the table sums: its product with
+    the point the quantized space's origin maps to, and the family's offset (``adc_offset`` of ``qf``)."""
+    return (Q @ recon[1] + last.adc_offset(qf)).astype(np.float32)
 
 
 class Decoder(NamedTuple):

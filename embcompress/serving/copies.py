@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from ..core.errors import FormatError, InputError
+from . import residual
 
 try:
     from ..io import _pread
@@ -25,16 +26,16 @@ except ImportError:  # built without a C compiler: the same reads, a system call
     _pread = None
 
 #: the numpy type of each kind of stored copy
-COPY_DTYPES = {"float32": np.float32, "float16": np.float16, "int8": np.int8, "int8r": np.int8}
+COPY_DTYPES = {"float32": np.float32, "float16": np.float16, "int8": np.int8, residual.KIND: np.int8}
 #: values a stored row holds beyond the vector's ``dim``: an int8 residual's scale and norm (serving.residual)
-ROW_EXTRA = {"int8r": 8}
+ROW_EXTRA = {residual.KIND: residual.ROW_EXTRA}
 
 
 def copy_codec(kind: str, int8=None) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
     """(encode, decode) of a stored copy of ``kind``: float32 rows -> the copy's rows, and back to
     float32 vectors to rescore with (``int8``: the fitted calibration of an int8 copy). An int8 residual
     copy's rows are made from the codes too (serving.residual.encode) and read back as they are."""
-    if kind == "int8r":
+    if kind == residual.KIND:
         return _needs_codes, lambda rows: rows
     if kind == "int8":
         return int8.transform, int8.decode
@@ -100,7 +101,7 @@ class DiskCopy:
                 "(truncated or not this plan's copy)"
             )
         self._decode = decode
-        if kind == "int8r" or (kind == "int8" and affine is None):
+        if kind == residual.KIND or (kind == "int8" and affine is None):
             self._fused = None  # rows whose decoding is not x = a * c + b: get() and numpy score them
         else:
             a, b = affine if kind == "int8" else (np.empty(0, np.float32), np.empty(0, np.float32))

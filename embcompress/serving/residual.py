@@ -98,19 +98,16 @@ class ResidualCopy:
     :class:`~embcompress.search.PartedIndex` whose parts each reconstruct their own rows."""
 
     def __init__(self, read: Callable[[np.ndarray], np.ndarray], index, *, source=None):
-        self.parts = _parts(index)
-        for _, idx in self.parts:
+        parts = _parts(index)
+        for _, idx in parts:
             if getattr(getattr(idx, "scorer", None), "reconstruction_dots", None) is None:
                 raise InputError(
                     "an int8r copy rescores the candidates of codes scored by lookup tables, not float vectors or bits"
                 )
             check_supported(idx.compressor, "the index")
         self._read, self.index, self._source = read, index, source
-        self.num_rows, self.dim = index.num_docs, self.parts[0][1].compressor.n_features_in_
-        self._part_of = np.zeros(self.num_rows, dtype=np.int64)  # each row's part, and its row there
-        self._local = np.arange(self.num_rows, dtype=np.int64)
-        for p, (rows, _) in enumerate(self.parts):
-            self._part_of[rows], self._local[rows] = p, np.arange(len(rows))
+        self._parted = hasattr(index, "parts")
+        self.num_rows, self.dim = index.num_docs, parts[0][1].compressor.n_features_in_
 
     @classmethod
     def of_array(cls, rows: np.ndarray, index) -> "ResidualCopy":
@@ -121,22 +118,19 @@ class ResidualCopy:
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
         c, scale, _ = _split(self._read(rows), self.dim)
         out = scale[:, None] * c
-        for p, (_, idx) in enumerate(self.parts):
-            mine = self._part_of[rows] == p
-            out[mine] += idx.compressor.inverse_transform(idx.data[self._local[rows[mine]]])
+        if not self._parted:
+            return out + self.index.compressor.inverse_transform(self.index.data[rows])
+        owner, local = self.index.part_rows(rows)
+        for p, (_, idx) in enumerate(self.index.parts):
+            mine = owner == p
+            out[mine] += idx.compressor.inverse_transform(idx.data[local[mine]])
         return out
 
     def _hat(self, Qn: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """(queries, candidates) inner products with the reconstructions, each row's by its own part."""
-        if len(self.parts) == 1:
-            return self.parts[0][1].scorer.reconstruction_dots(Qn, self._local[rows])
-        out = np.zeros(rows.shape, dtype=np.float32)
-        owner = self._part_of[rows]
-        for p, (_, idx) in enumerate(self.parts):
-            mine = owner == p
-            if mine.any():
-                out[mine] = idx.scorer.reconstruction_dots(Qn, np.where(mine, self._local[rows], 0))[mine]
-        return out
+        if not self._parted:
+            return self.index.scorer.reconstruction_dots(Qn, rows)
+        return self.index.own_part_scores(Qn, rows, lambda idx, Q, local: idx.scorer.reconstruction_dots(Q, local))
 
     def cosines(self, Qn: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """(queries, candidates) cosines of the unit queries with ``x_hat + r~`` at ``rows``."""
