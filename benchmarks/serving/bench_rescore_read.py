@@ -1,13 +1,19 @@
 """The rescoring stage of a served plan alone: one query's candidates read from the copy on disk and scored.
 
 Two ways, in the same process, on the same files and candidate lists:
-- reference: the rows read with one ``pread`` per run of neighbours (in C), decoded to float32 vectors and
-  scored with numpy (``DiskCopy.get`` + the cosines of ``search.index.float_rerank_scores``), the file read
-  with the kernel's default readahead: what every plan did before the fused kernel;
+- reference: the rows read by ``DiskCopy.get`` (in C; since 2026-12-02 with the same overlapped cold reads as the
+  fused kernel), decoded to float32 vectors and scored with numpy (the cosines of
+  ``search.index.float_rerank_scores``), the file read with the kernel's default readahead: what every plan did
+  before the fused kernel, less its sequential cold reads;
 - fused: ``DiskCopy.cosines``, the rows scored in C as they are read, never held as float32; a run that is not
   in the page cache is not waited for (``preadv2(RWF_NOWAIT)``), the kernel is asked to start reading it
   (``POSIX_FADV_WILLNEED``) and it is scored after the others, so a cold query's reads overlap; the file is
   opened without readahead (``POSIX_FADV_RANDOM``), so each cold candidate reads its own page only.
+
+With ``--get``, two more ways read the rows alone (``DiskCopy.get``: what an int8r copy and an int8 copy without its
+calibration rescore from): ``get_sequential``, one positioned read per run of neighbours, each waited for before
+the next is asked (the Python reads of a build without the C extension; what the C reader did before it
+overlapped cold reads too), and ``get_overlapped``, the C reader with the same two passes as the fused kernel.
 
 A copy of ``--rows`` random rows (``--dim`` wide; int8 with a fitted calibration, and float16) is written
 under ``--dir``; the candidates of each query are ``n`` rows drawn at random (a first stage's candidates land
@@ -16,7 +22,7 @@ cache (``posix_fadvise(DONTNEED)``) before every query. Prints the median and 90
 queries per count and the reference / fused ratio of the medians.
 
     python benchmarks/serving/bench_rescore_read.py [--rows 1000000] [--dim 384] [--counts 500,2000,10000]
-        [--queries 100] [--dir /tmp/rescore-bench] [--json benchmarks/results/rescore-read.json]
+        [--queries 100] [--dir /tmp/rescore-bench] [--get] [--json benchmarks/results/rescore-read.json]
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import numpy as np
 import embcompress
 from embcompress.core._util import normalize_rows
 from embcompress.search.index import float_rerank_scores
+from embcompress.serving import copies
 from embcompress.serving.copies import copy_codec, drop_cache, open_copy
 
 
@@ -45,6 +52,17 @@ class GetOnly:
 
     def get(self, rows):
         return self.store.get(rows)
+
+
+class Sequential(GetOnly):
+    """``get`` through the Python reads: each run's read waited for before the next is asked."""
+
+    def get(self, rows):
+        pread, copies._pread = copies._pread, None
+        try:
+            return self.store.get(rows)
+        finally:
+            copies._pread = pread
 
 
 def write_copy(path: Path, kind: str, rows: int, dim: int, int8, seed: int = 0) -> None:
@@ -73,6 +91,8 @@ def run(kind: str, path: Path, args, int8) -> list[dict]:
     before = open_copy(path, kind, int8, rows=args.rows, dim=args.dim)
     os.posix_fadvise(before._fd, 0, 0, os.POSIX_FADV_NORMAL)  # the kernel's readahead, as before the change
     ways = {"reference": GetOnly(before), "fused": store}
+    if args.get:
+        ways |= {"get_sequential": Sequential(store), "get_overlapped": GetOnly(store)}
     rng = np.random.default_rng(1)
     out = []
     for n in args.counts:
@@ -90,11 +110,19 @@ def run(kind: str, path: Path, args, int8) -> list[dict]:
                 row[f"{w}_p50_ms"] = float(np.median(times[w]))
                 row[f"{w}_p90_ms"] = float(np.percentile(times[w], 90))
             row["ratio"] = row["reference_p50_ms"] / row["fused_p50_ms"]
+            if args.get:
+                row["get_ratio"] = row["get_sequential_p50_ms"] / row["get_overlapped_p50_ms"]
             out.append(row)
             print(
                 f"{kind:8s} {n:>7,} {row['cache']:5s}  reference {row['reference_p50_ms']:8.2f} ms "
                 f"(p90 {row['reference_p90_ms']:8.2f})  fused {row['fused_p50_ms']:8.2f} ms "
-                f"(p90 {row['fused_p90_ms']:8.2f})  x{row['ratio']:.1f}",
+                f"(p90 {row['fused_p90_ms']:8.2f})  x{row['ratio']:.1f}"
+                + (
+                    f"  | rows: sequential {row['get_sequential_p50_ms']:8.2f} ms, overlapped "
+                    f"{row['get_overlapped_p50_ms']:8.2f} ms  x{row['get_ratio']:.1f}"
+                    if args.get
+                    else ""
+                ),
                 flush=True,
             )
     store.close()
@@ -110,6 +138,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--kinds", default="int8,float16")
     ap.add_argument("--dir", default="/tmp/rescore-bench")
+    ap.add_argument("--get", action="store_true", help="also time reading the rows alone, sequential and overlapped")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     args.counts = [int(c) for c in args.counts.split(",")]

@@ -58,7 +58,7 @@ def make(args) -> None:
         "format": "embcompress.embeddings",
         "normalized": True,
         "width": d,
-        "model": f"all-MiniLM-L6-v2 vectors of {args.source} + noise {args.noise} (bench_10m.py)",
+        "model": f"the vectors of {args.source} + noise {args.noise} (bench_10m.py)",
     }
     per_shard = -(-args.rows // SHARDS)
     chunk = min(250_000, per_shard)  # divides per_shard for round sizes (10M rows: 1M per shard)

@@ -8,7 +8,9 @@
  *   read with pread calls (repeated until complete, EINTR retried) straight into out, in order.
  *   Returns -1 when every row was read, or the first row of the run that met the end of the file
  *   (the caller reports the file as changed or truncated). Raises OSError on a failed read and
- *   ValueError on buffers of the wrong size. The GIL is released while it reads.
+ *   ValueError on buffers of the wrong size. Cold runs are overlapped as in cosines (below): a run not
+ *   all in the page cache is asked for (POSIX_FADV_WILLNEED) and read after the others. The GIL is
+ *   released while it reads.
  *
  * cosines(fd, rows, row_bytes, base, kind, q, a, b, out) -> short
  *   The rescoring itself, fused with the reads: the cosine of the unit query q (float32, d values)
@@ -52,48 +54,6 @@ static int read_full(int fd, char *dst, size_t want, off_t at) {
         done += (size_t)got;
     }
     return 0;
-}
-
-static PyObject *read_rows(PyObject *self, PyObject *args) {
-    int fd;
-    Py_buffer rows_buf, out_buf;
-    Py_ssize_t row_bytes;
-    long long base;
-    if (!PyArg_ParseTuple(args, "iy*nLw*", &fd, &rows_buf, &row_bytes, &base, &out_buf))
-        return NULL;
-    Py_ssize_t n = rows_buf.len / (Py_ssize_t)sizeof(int64_t);
-    if (rows_buf.len % (Py_ssize_t)sizeof(int64_t) != 0 || row_bytes <= 0 || out_buf.len != n * row_bytes) {
-        PyBuffer_Release(&rows_buf);
-        PyBuffer_Release(&out_buf);
-        PyErr_SetString(PyExc_ValueError, "read_rows: rows must be int64 and out exactly len(rows) * row_bytes bytes");
-        return NULL;
-    }
-    const int64_t *rows = (const int64_t *)rows_buf.buf;
-    char *out = (char *)out_buf.buf;
-    int err = 0;
-    long long short_row = -1;
-    Py_BEGIN_ALLOW_THREADS
-    Py_ssize_t i = 0;
-    while (i < n && err == 0 && short_row < 0) {
-        Py_ssize_t j = i + 1;
-        while (j < n && rows[j] == rows[j - 1] + 1)
-            j++;
-        int rc = read_full(fd, out + i * row_bytes, (size_t)(j - i) * (size_t)row_bytes,
-                           (off_t)(base + (long long)rows[i] * (long long)row_bytes));
-        if (rc < 0)
-            short_row = rows[i];
-        else
-            err = rc;
-        i = j;
-    }
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&rows_buf);
-    PyBuffer_Release(&out_buf);
-    if (err != 0) {
-        errno = err;
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
-    return PyLong_FromLongLong(short_row);
 }
 
 /* float16 -> float32 for every bit pattern, filled once when the module loads */
@@ -174,7 +134,7 @@ ROW_COSINE(cosine_i8_avx2, I8_LOAD_AVX2, I8_VALUE, AVX2)
 
 typedef float (*row_scorer)(const char *, const float *, const float *, const float *, Py_ssize_t);
 
-/* what one call of cosines() scores */
+/* what one call of cosines() scores, or of read_rows() reads (score NULL: each run read straight into dest) */
 typedef struct {
     int fd;
     const int64_t *rows;
@@ -184,7 +144,8 @@ typedef struct {
     const float *q, *a, *b;
     char *scratch;
     float *out;
-} cosine_job;
+    char *dest;
+} row_job;
 
 #ifdef RWF_NOWAIT
 static int nowait_works = 1; /* cleared once a kernel or file system refuses RWF_NOWAIT: plain reads from then on */
@@ -193,24 +154,26 @@ static int nowait_works = 0;
 #endif
 
 /* where row rows[i] starts in the file */
-static inline off_t row_at(const cosine_job *job, Py_ssize_t i) {
+static inline off_t row_at(const row_job *job, Py_ssize_t i) {
     return (off_t)(job->base + (long long)job->rows[i] * (long long)job->row_bytes);
 }
 
-/* cosines_core's result for a run starting at i that score_run ended with rc (0 read, -1 end of file, errno) */
-static inline long long run_result(const cosine_job *job, Py_ssize_t i, int rc) {
+/* rows_core's result for a run starting at i that score_run ended with rc (0 read, -1 end of file, errno) */
+static inline long long run_result(const row_job *job, Py_ssize_t i, int rc) {
     return rc < 0 ? job->rows[i] : rc > 0 ? -2 - (long long)rc : -1;
 }
 
-/* Read rows i .. j - 1 (one run of neighbours) into scratch and score them: 0, -1 where the file ended, or the
-   errno of a failed read. With nowait, only from the page cache: EAGAIN where any of the run is not there. */
-static int score_run(const cosine_job *job, Py_ssize_t i, Py_ssize_t j, int nowait) {
+/* Read rows i .. j - 1 (one run of neighbours) into scratch and score them, or into their place in dest: 0, -1
+   where the file ended, or the errno of a failed read. With nowait, only from the page cache: EAGAIN where any
+   of the run is not there. */
+static int score_run(const row_job *job, Py_ssize_t i, Py_ssize_t j, int nowait) {
     size_t want = (size_t)(j - i) * (size_t)job->row_bytes;
     off_t at = row_at(job, i);
+    char *dst = job->dest != NULL ? job->dest + i * job->row_bytes : job->scratch;
     int rc = -2;
 #ifdef RWF_NOWAIT
     if (nowait) {
-        struct iovec iov = {job->scratch, want};
+        struct iovec iov = {dst, want};
         ssize_t got;
         do
             got = preadv2(job->fd, &iov, 1, at, RWF_NOWAIT);
@@ -226,19 +189,19 @@ static int score_run(const cosine_job *job, Py_ssize_t i, Py_ssize_t j, int nowa
     }
 #endif
     if (rc == -2)
-        rc = read_full(job->fd, job->scratch, want, at);
-    if (rc != 0)
+        rc = read_full(job->fd, dst, want, at);
+    if (rc != 0 || job->score == NULL)
         return rc;
     for (Py_ssize_t r = i; r < j; r++)
         job->out[r] = job->score(job->scratch + (r - i) * job->row_bytes, job->q, job->a, job->b, job->d);
     return 0;
 }
 
-/* Score every row, in runs of neighbours up to per_chunk rows. A run not in the page cache is not waited for:
+/* Score (or read) every row, in runs of neighbours up to per_chunk rows. A run not in the page cache is not waited for:
    the kernel is asked to start reading it (POSIX_FADV_WILLNEED) and it is scored after the others, so a cold
    query's reads are in flight together instead of one after another. Returns -1, the first row of a run the
    file ended in, or -2 - errno of a failed read. */
-static long long cosines_core(const cosine_job *job) {
+static long long rows_core(const row_job *job) {
     Py_ssize_t *later = NULL, nlater = 0; /* (first, end) of the runs left for the second pass */
     long long result = -1;
     for (Py_ssize_t i = 0, j; i < job->n && result == -1; i = j) {
@@ -293,10 +256,10 @@ static PyObject *cosines(PyObject *self, PyObject *args) {
         if (use_avx2())
             score = kind == 'f' ? cosine_f32_avx2 : kind == 'h' ? cosine_f16_avx2 : cosine_i8_avx2;
 #endif
-        cosine_job job = {fd,    (const int64_t *)rows_buf.buf, n,     row_bytes, per_chunk,
-                          d,     base,  score, (const float *)q_buf.buf, (const float *)a_buf.buf,
-                          (const float *)b_buf.buf, scratch, (float *)out_buf.buf};
-        rc = cosines_core(&job);
+        row_job job = {fd,    (const int64_t *)rows_buf.buf, n,     row_bytes, per_chunk,
+                       d,     base,  score, (const float *)q_buf.buf, (const float *)a_buf.buf,
+                       (const float *)b_buf.buf, scratch, (float *)out_buf.buf, NULL};
+        rc = rows_core(&job);
         Py_END_ALLOW_THREADS
     }
     free(scratch);
@@ -311,6 +274,35 @@ static PyObject *cosines(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, bad);
         return NULL;
     }
+    if (rc <= -2) {
+        errno = (int)(-2 - rc);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return PyLong_FromLongLong(rc);
+}
+
+static PyObject *read_rows(PyObject *self, PyObject *args) {
+    int fd;
+    Py_buffer rows_buf, out_buf;
+    Py_ssize_t row_bytes;
+    long long base;
+    if (!PyArg_ParseTuple(args, "iy*nLw*", &fd, &rows_buf, &row_bytes, &base, &out_buf))
+        return NULL;
+    Py_ssize_t n = rows_buf.len / (Py_ssize_t)sizeof(int64_t);
+    if (rows_buf.len % (Py_ssize_t)sizeof(int64_t) != 0 || row_bytes <= 0 || out_buf.len != n * row_bytes) {
+        PyBuffer_Release(&rows_buf);
+        PyBuffer_Release(&out_buf);
+        PyErr_SetString(PyExc_ValueError, "read_rows: rows must be int64 and out exactly len(rows) * row_bytes bytes");
+        return NULL;
+    }
+    long long rc;
+    Py_BEGIN_ALLOW_THREADS
+    row_job job = {fd, (const int64_t *)rows_buf.buf, n, row_bytes, n > 0 ? n : 1, 0, base, NULL, NULL, NULL,
+                   NULL, NULL, NULL, (char *)out_buf.buf};
+    rc = rows_core(&job);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&rows_buf);
+    PyBuffer_Release(&out_buf);
     if (rc <= -2) {
         errno = (int)(-2 - rc);
         return PyErr_SetFromErrno(PyExc_OSError);

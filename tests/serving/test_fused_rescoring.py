@@ -129,3 +129,21 @@ def test_rows_read_cold_score_as_rows_read_warm(tmp_path):
     assert np.array_equal(cold, warm) and np.isfinite(cold).all()
     np.testing.assert_allclose(cold, _numpy_cosines(V, Q, rows), rtol=0, atol=2e-6)
     store.close()
+
+
+@needs_c
+def test_rows_fetched_cold_are_the_rows_fetched_warm(tmp_path):
+    """``get`` (the rows themselves, as an int8r copy and an uncalibrated int8 copy read them) defers the runs
+    not in the page cache to a second pass as the scoring does: the same bytes in the asked order, repeats
+    included, and a file cut short is still a short read."""
+    store, V, rng = _copy(tmp_path, "float32", n=5000, d=64)
+    rows = np.r_[rng.permutation(5000)[:900], 17, 17, 4999, 0]
+    warm = store.get(rows)
+    drop_cache(store.path)
+    assert np.array_equal(store.get(rows), warm) and np.array_equal(warm, V[rows])
+    with open(store.path, "r+b") as f:
+        f.truncate(store.offset + 4000 * store.row_bytes)
+    drop_cache(store.path)
+    with pytest.raises(FormatError, match="short read at row 4"):
+        store.get(np.r_[3, 10, 4500, 4999])
+    store.close()
