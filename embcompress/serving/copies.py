@@ -1,14 +1,14 @@
 """The rescoring copy of a plan's tiers (``copy.npy``: float32, float16 or int8 rows, or the int8 residuals of
 :mod:`embcompress.serving.residual`) read back.
 
-:class:`DiskCopy` reads it from disk for the candidates only: the rows of a search block are sorted,
-runs of neighbouring rows merged, and each run read with one positioned read (``pread``) into a buffer
-of the candidates' size; a run not in the page cache is asked for and read after the others, so a cold
-query's reads are in flight together (decision 0012). Nothing is memory-mapped, so the copy's size never shows in the process's
-resident memory. Where the C extension is built, :meth:`DiskCopy.cosines` scores the rows as it reads
-them (the rescoring itself: no float32 vectors are made). :class:`RamCopy` holds the copy in memory
-instead; :func:`drop_cache` evicts a file from the page cache (``posix_fadvise(DONTNEED)``) for
-cold-start measurements."""
+:class:`DiskCopy` reads it from disk for the candidates only: the rows of a search block are sorted, runs of
+neighbouring rows merged, and each run read with one positioned read (``pread``) into a buffer of the
+candidates' size; a run not in the page cache is asked for and read after the others, so a cold query's reads
+are in flight together (decision 0012). Nothing is memory-mapped, so the copy's size never shows in the
+process's resident memory. Where the C extension is built, :meth:`DiskCopy.cosines` scores the rows as it
+reads them (the rescoring itself: no float32 vectors are made). :class:`RamCopy` holds the copy in memory
+instead; :func:`drop_cache` evicts a file from the page cache (``posix_fadvise(DONTNEED)``) for cold-start
+measurements."""
 
 from __future__ import annotations
 
