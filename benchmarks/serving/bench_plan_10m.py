@@ -17,7 +17,7 @@ reported; a graph over ten million codes takes over an hour to build on 2 cores.
 
     python benchmarks/serving/bench_plan_10m.py --dir bench-data/10m --queries-from
     bench-data/debian-ir/queries.parquet \
-        [--spec rotate:center=true+sq:1] [--candidates 100] [--copy int8|float16] [--structure exact|hnsw]
+        [--spec rotate:center=true+sq:1] [--candidates 100] [--copy int8|int8r|float16] [--structure exact|hnsw]
         [--explore 8]
         [--json benchmarks/results/plan-10m.json] [--apply-only | --reuse | --candidate-recall]
 
@@ -138,7 +138,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--spec", default="rotate:center=true+sq:1")
     ap.add_argument("--candidates", type=int, default=100)
-    ap.add_argument("--copy", default="int8", choices=("int8", "float16", "float32"))
+    ap.add_argument("--copy", default="int8", choices=("int8", "int8r", "float16", "float32"))
     ap.add_argument("--structure", default="exact", choices=("exact", "hnsw"))
     ap.add_argument("--json", default=None)
     ap.add_argument(

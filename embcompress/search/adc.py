@@ -163,8 +163,11 @@ def rows_table_sums(tables: np.ndarray, codes: np.ndarray, rows: np.ndarray) -> 
         c = codes[rows]  # (q, c, nb)
         q, b = np.arange(len(rows))[:, None, None], np.arange(c.shape[2])[None, None, :]
         out[...] = tables[q, b, c].sum(axis=2, dtype=np.float32)
-    else:
+    elif isinstance(codes, np.ndarray):
         _adc.rows_adc(np.ascontiguousarray(codes, dtype=np.uint8), codes.shape[1], tables, rows, out)
+    else:  # rows read back from blocks (search.fastscan.BlockRows): the candidates' rows gathered first
+        local = np.arange(rows.size, dtype=np.int64).reshape(rows.shape)
+        _adc.rows_adc(np.ascontiguousarray(codes[rows.reshape(-1)]), codes.shape[1], tables, local, out)
     return out
 
 

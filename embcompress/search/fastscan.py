@@ -127,13 +127,60 @@ def approximate_scores(tables: Tables, codes: np.ndarray, factors: Factors, rows
     return s.astype(np.float32)
 
 
+class BlockRows:
+    """The rows of codes kept as :func:`to_blocks` made them, read back as rows: what an index holds in place
+    of its row-major codes once they are in blocks, so that they are in memory once (a fast-scan plan's RAM is
+    its budget, not twice it). Indexed like a (rows, bytes) uint8 array by a row, a slice, an array of rows or a
+    mask, then optionally the bytes; each read copies the rows asked for. ``np.asarray`` of it makes the whole
+    row-major array (a copy: for exports and saves, not for search)."""
+
+    ndim = 2
+    dtype = np.dtype(np.uint8)
+
+    def __init__(self, blocks: np.ndarray, rows: int):
+        self.blocks, self.shape = blocks, (rows, blocks.shape[1])
+        self._view = blocks.transpose(0, 2, 1)  # (blocks, 32, bytes), no copy: row r at [r // 32, r % 32]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        return self.blocks.nbytes
+
+    def __getitem__(self, key):
+        rest = ()
+        if isinstance(key, tuple):
+            key, rest = key[0], key[1:]
+        n = len(self)
+        rows = np.arange(*key.indices(n)) if isinstance(key, slice) else np.asarray(key)
+        if rows.dtype == bool:
+            if rows.shape != (n,):
+                raise IndexError(f"a mask of {rows.shape} for {n} rows")
+            rows = np.flatnonzero(rows)
+        elif rows.dtype.kind not in "iu":
+            raise IndexError(f"rows are indexed by integers, slices or a mask, not {rows.dtype}")
+        rows = rows.astype(np.int64, copy=False)
+        if rows.size and (rows.min() < -n or rows.max() >= n):
+            raise IndexError(f"a row out of range for {n} rows")
+        rows = np.where(rows < 0, rows + n, rows)
+        out = self._view[rows // ROWS, rows % ROWS]
+        return out[(slice(None),) * rows.ndim + rest] if rest else out
+
+    def __array__(self, dtype=None, copy=None):
+        out = self._view.reshape(-1, self.shape[1])[: len(self)]
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+
 class FastCodes:
-    """Codes of 4-bit codebook indices held for :meth:`topk`: the rows as stored (the numpy path
-    scores them) and, where the kernel is built, transposed into blocks of 32."""
+    """Codes of 4-bit codebook indices held for :meth:`topk`: where the kernel is built, transposed into
+    blocks of 32 rows and kept so only (``codes`` then reads rows back from the blocks: :class:`BlockRows`);
+    otherwise the rows as stored, which the numpy path scores."""
 
     def __init__(self, codes: np.ndarray):
-        self.codes = np.ascontiguousarray(codes, dtype=np.uint8)
-        self.blocks = to_blocks(self.codes) if _fastscan is not None else None
+        codes = np.ascontiguousarray(codes, dtype=np.uint8)
+        self.blocks = to_blocks(codes) if _fastscan is not None else None
+        self.codes: np.ndarray | BlockRows = codes if self.blocks is None else BlockRows(self.blocks, len(codes))
 
     def topk(
         self, tables: Tables, k: int, factors: Factors, *, threads: int | None = None, path: int = 0

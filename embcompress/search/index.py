@@ -151,6 +151,7 @@ class Index:
         if self.kind == "float" and self.metric == "cosine":
             self.data = normalize_rows(data)
         self.scorer = make_scorer(Stored(self.kind, self.data, compressor, self.metric, self.width, self.norm_power))
+        self.data = self.scorer.stored.data  # codes a fast scan keeps as blocks only (search.fastscan.BlockRows)
 
     @property
     def nbytes_per_vector(self) -> int:

@@ -7,7 +7,7 @@ Every score is "higher is better"; ties are broken by row, lowest first (the sca
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol
 
 import numpy as np
@@ -204,6 +204,9 @@ class CodesScorer(_Scorer):
         #: 4-bit codebooks: the fast scan (search.fastscan) at every batch size, so that what a batch
         #: measures is what one query gets
         self.fast = FastCodes(self.codes) if fast_scans(books, self.scale is not None) else None
+        if self.fast is not None and self.fast.blocks is not None:  # the codes in memory once: as blocks
+            self.codes = self.fast.codes
+            self.stored = replace(stored, data=self.codes)
         self.books = books
         wide = self.decoder is not None and self.codes.shape[1] * DECODED_DIMS_PER_BYTE >= self.decoder.width
         if self.fast is None and wide:

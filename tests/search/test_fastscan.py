@@ -117,3 +117,47 @@ def test_the_kernel_refuses_buffers_that_do_not_fit():
         fs._fastscan.topk(blocks, 4, 60, luts[:, :6], f32, f32, b"", b"", b"", 5, 0, 60, s, i, 0)
     with pytest.raises(ValueError, match="doc_start"):
         fs._fastscan.topk(blocks, 4, 60, luts, f32, f32, b"", b"", b"", 5, 0, 61, s, i, 0)
+
+
+def test_block_rows_read_back_every_row_as_the_array_holds_it():
+    codes = np.random.default_rng(3).integers(0, 256, (101, 6), dtype=np.uint8)  # 101: a last block part empty
+    br = fs.BlockRows(fs.to_blocks(codes), len(codes))
+    assert br.shape == codes.shape and len(br) == 101 and br.dtype == np.uint8
+    rows = np.array([[0, 100, 31], [32, 33, -1]])
+    mask = np.zeros(101, bool)
+    mask[[4, 64, 99]] = True
+    for key in (5, -1, slice(None), slice(30, 70, 3), rows, mask, [7, 7, 2], (rows, slice(1, 4)), (slice(10, 20), 2)):
+        np.testing.assert_array_equal(br[key], codes[key], err_msg=str(key))
+    np.testing.assert_array_equal(np.asarray(br), codes)
+    np.testing.assert_array_equal(np.ascontiguousarray(br, dtype=np.int16), codes.astype(np.int16))
+    for bad in (101, -102, np.array([3, 101])):
+        with pytest.raises(IndexError, match="out of range"):
+            br[bad]
+    with pytest.raises(IndexError, match="mask"):
+        br[np.ones(5, bool)]
+
+
+def test_a_fast_scan_index_holds_its_codes_once_and_scores_as_from_the_rows(code_data, monkeypatch):
+    """With the kernel built, the index keeps the blocks only (its ``data`` reads rows back from them: the
+    RAM a plan states is what it holds); the candidates' table sums and decodings are the row-major ones'."""
+    if fs._fastscan is None:
+        pytest.skip("the fast-scan kernel is not built")
+    D, Q = code_data
+    comp = from_spec("pq:16:nbits=4").fit(D)
+    codes = comp.transform(D)
+    index = Index(codes.copy(), compressor=comp)
+    assert isinstance(index.data, fs.BlockRows) and index.data.nbytes < codes.nbytes + 32 * codes.shape[1]
+    assert index.scorer.codes is index.data and index.scorer.stored.data is index.data
+    rows = np.random.default_rng(0).integers(0, len(D), (len(Q), 40))
+    from embcompress.search.adc import rows_table_sums
+
+    T = comp.lookup_tables(Q)
+    np.testing.assert_array_equal(rows_table_sums(T, index.data, rows), rows_table_sums(T, codes, rows))
+    with monkeypatch.context() as m:
+        m.setattr(fs, "_fastscan", None)  # the numpy path: the rows as stored
+        by_rows = Index(codes, compressor=comp)
+    assert isinstance(by_rows.data, np.ndarray)
+    np.testing.assert_array_equal(index.scorer.asymmetric(Q, rows), by_rows.scorer.asymmetric(Q, rows))
+    np.testing.assert_array_equal(
+        index.scorer.reconstruction_dots(Q, rows), by_rows.scorer.reconstruction_dots(Q, rows)
+    )
