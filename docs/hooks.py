@@ -87,7 +87,13 @@ def _made_from(r: dict) -> str:
     """The set a 10M run served: what ``bench_10m.py make`` built it from (runs before the set was recorded
     used its source of the time, Debian's vectors)."""
     made = r.get("set", "Debian IR vectors + noise")
-    return "big corpus (MiniLM) + noise" if "big/minilm" in made else made
+    for source, name in (
+        ("big/minilm", "big corpus (MiniLM) + noise"),
+        ("big/mpnet-static", "big corpus (mpnet-static) + noise"),
+    ):
+        if source in made:
+            return name
+    return made
 
 
 def _graph_mib(r: dict) -> str:
