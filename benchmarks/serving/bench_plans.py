@@ -253,6 +253,9 @@ def reserve(args) -> None:
     import faiss
 
     results = json.loads(Path(args.json).read_text())
+    today = time.strftime("%Y-%m-%d")
+    if today not in results["date"]:  # ranked one day, served another: the table's note names both
+        results["date"] = f"{results['date']}, {today}"
     D, dids, task, _ = load_set(args.emb, args.qrels, queries=results["queries"])
     with tempfile.TemporaryDirectory(prefix="bench-plans-", dir=Path(args.emb)) as scratch:
         np.save(Path(scratch) / "q.npy", task.queries[: args.serve_queries])
