@@ -197,9 +197,9 @@ static int score_run(const row_job *job, Py_ssize_t i, Py_ssize_t j, int nowait)
     return 0;
 }
 
-/* Score (or read) every row, in runs of neighbours up to per_chunk rows. A run not in the page cache is not waited for:
-   the kernel is asked to start reading it (POSIX_FADV_WILLNEED) and it is scored after the others, so a cold
-   query's reads are in flight together instead of one after another. Returns -1, the first row of a run the
+/* Score (or read) every row, in runs of neighbours up to per_chunk rows. A run not in the page cache is not
+   waited for: the kernel is asked to start reading it (POSIX_FADV_WILLNEED) and it is scored after the others,
+   so a cold query's reads are in flight together instead of one after another. Returns -1, the first row of a run the
    file ended in, or -2 - errno of a failed read. */
 static long long rows_core(const row_job *job) {
     Py_ssize_t *later = NULL, nlater = 0; /* (first, end) of the runs left for the second pass */
@@ -256,9 +256,10 @@ static PyObject *cosines(PyObject *self, PyObject *args) {
         if (use_avx2())
             score = kind == 'f' ? cosine_f32_avx2 : kind == 'h' ? cosine_f16_avx2 : cosine_i8_avx2;
 #endif
-        row_job job = {fd,    (const int64_t *)rows_buf.buf, n,     row_bytes, per_chunk,
-                       d,     base,  score, (const float *)q_buf.buf, (const float *)a_buf.buf,
-                       (const float *)b_buf.buf, scratch, (float *)out_buf.buf, NULL};
+        row_job job = {.fd = fd, .rows = (const int64_t *)rows_buf.buf, .n = n, .row_bytes = row_bytes,
+                       .per_chunk = per_chunk, .d = d, .base = base, .score = score,
+                       .q = (const float *)q_buf.buf, .a = (const float *)a_buf.buf, .b = (const float *)b_buf.buf,
+                       .scratch = scratch, .out = (float *)out_buf.buf};
         rc = rows_core(&job);
         Py_END_ALLOW_THREADS
     }
@@ -297,8 +298,9 @@ static PyObject *read_rows(PyObject *self, PyObject *args) {
     }
     long long rc;
     Py_BEGIN_ALLOW_THREADS
-    row_job job = {fd, (const int64_t *)rows_buf.buf, n, row_bytes, n > 0 ? n : 1, 0, base, NULL, NULL, NULL,
-                   NULL, NULL, NULL, (char *)out_buf.buf};
+    /* no scoring: each run (of any length) read straight into its place in out */
+    row_job job = {.fd = fd, .rows = (const int64_t *)rows_buf.buf, .n = n, .row_bytes = row_bytes,
+                   .per_chunk = n > 0 ? n : 1, .base = base, .dest = (char *)out_buf.buf};
     rc = rows_core(&job);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&rows_buf);

@@ -168,6 +168,8 @@ class BlockRows:
         return out[(slice(None),) * rows.ndim + rest] if rest else out
 
     def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("rows kept as blocks are made into an array by a copy (copy=False asked for none)")
         out = self._view.reshape(-1, self.shape[1])[: len(self)]
         return out if dtype is None else out.astype(dtype, copy=False)
 

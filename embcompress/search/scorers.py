@@ -204,7 +204,8 @@ class CodesScorer(_Scorer):
         #: 4-bit codebooks: the fast scan (search.fastscan) at every batch size, so that what a batch
         #: measures is what one query gets
         self.fast = FastCodes(self.codes) if fast_scans(books, self.scale is not None) else None
-        if self.fast is not None and self.fast.blocks is not None:  # the codes in memory once: as blocks
+        if self.fast is not None and self.fast.blocks is not None and self.codes is stored.data:
+            # the stored rows are the codes the tables index: held once, as the kernel's blocks
             self.codes = self.fast.codes
             self.stored = replace(stored, data=self.codes)
         self.books = books

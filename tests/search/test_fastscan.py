@@ -130,6 +130,8 @@ def test_block_rows_read_back_every_row_as_the_array_holds_it():
         np.testing.assert_array_equal(br[key], codes[key], err_msg=str(key))
     np.testing.assert_array_equal(np.asarray(br), codes)
     np.testing.assert_array_equal(np.ascontiguousarray(br, dtype=np.int16), codes.astype(np.int16))
+    with pytest.raises(ValueError, match="copy=False"):
+        np.asarray(br, copy=False)
     for bad in (101, -102, np.array([3, 101])):
         with pytest.raises(IndexError, match="out of range"):
             br[bad]
