@@ -61,7 +61,6 @@ def _vm_hwm_mib() -> float:
 
 def serve(args) -> None:
     """One pick served by this process: open, warm and cold single queries, peak RSS; JSON on stdout."""
-    from embcompress.serving.copies import drop_cache
     from embcompress.serving.tiers import COPY_FILE, open_tiers
 
     t0 = time.perf_counter()
@@ -78,7 +77,7 @@ def serve(args) -> None:
         served.search(Q[:1], threads=args.threads)  # the scan's first call
         for q in Q:
             if mode == "cold" and copy.exists():
-                drop_cache(copy)
+                served.drop_cache()  # the page cache and this process's map of the copy
             t = time.perf_counter()
             res = served.search(q[None], threads=args.threads)
             times.append(time.perf_counter() - t)

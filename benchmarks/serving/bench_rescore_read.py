@@ -15,6 +15,11 @@ calibration rescore from): ``get_sequential``, one positioned read per run of ne
 the next is asked (the Python reads of a build without the C extension; what the C reader did before it
 overlapped cold reads too), and ``get_overlapped``, the C reader with the same two passes as the fused kernel.
 
+With ``--mapped``, the reference is the fused kernel with positioned reads only (``map_limit=0``: a system call a
+run, as before 2026-12-02), and "fused" the same kernel on a copy also memory-mapped (decision 0015): a query that
+found all its rows in memory makes the next read them from the map. Its warm figures are the map's; cold, it reads
+as the reference does (the map let go of with the page cache before every query).
+
 A copy of ``--rows`` random rows (``--dim`` wide; int8 with a fitted calibration, and float16) is written
 under ``--dir``; the candidates of each query are ``n`` rows drawn at random (a first stage's candidates land
 anywhere in the file). Warm: the file read once before, in the page cache. Cold: the file dropped from the page
@@ -22,7 +27,7 @@ cache (``posix_fadvise(DONTNEED)``) before every query. Prints the median and 90
 queries per count and the reference / fused ratio of the medians.
 
     python benchmarks/serving/bench_rescore_read.py [--rows 1000000] [--dim 384] [--counts 500,2000,10000]
-        [--queries 100] [--dir /tmp/rescore-bench] [--get] [--json benchmarks/results/rescore-read.json]
+        [--queries 100] [--dir /tmp/rescore-bench] [--get | --mapped] [--json benchmarks/results/rescore-read.json]
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import embcompress
 from embcompress.core._util import normalize_rows
 from embcompress.search.index import float_rerank_scores
 from embcompress.serving import copies
-from embcompress.serving.copies import copy_codec, drop_cache, open_copy
+from embcompress.serving.copies import copy_codec, open_copy
 
 
 class GetOnly:
@@ -78,19 +83,23 @@ def write_copy(path: Path, kind: str, rows: int, dim: int, int8, seed: int = 0) 
     del out
 
 
-def timed(score, store, q: np.ndarray, cand: np.ndarray, path: Path, cold: bool) -> float:
+def timed(score, store, q: np.ndarray, cand: np.ndarray, copies_open: list, cold: bool) -> float:
     if cold:
-        drop_cache(path)
+        for c in copies_open:  # the page cache and each copy's map
+            c.drop_cache()
     t = time.perf_counter()
     score(q[None], cand[None], store)
     return (time.perf_counter() - t) * 1e3
 
 
 def run(kind: str, path: Path, args, int8) -> list[dict]:
-    store = open_copy(path, kind, int8, rows=args.rows, dim=args.dim)
-    before = open_copy(path, kind, int8, rows=args.rows, dim=args.dim)
-    os.posix_fadvise(before._fd, 0, 0, os.POSIX_FADV_NORMAL)  # the kernel's readahead, as before the change
-    ways = {"reference": GetOnly(before), "fused": store}
+    store = open_copy(path, kind, int8, rows=args.rows, dim=args.dim, map_limit=copies.MAP_LIMIT if args.mapped else 0)
+    before = open_copy(path, kind, int8, rows=args.rows, dim=args.dim, map_limit=0)
+    if args.mapped:  # the same kernel, reading every row with a system call
+        ways = {"reference": before, "fused": store}
+    else:
+        os.posix_fadvise(before._fd, 0, 0, os.POSIX_FADV_NORMAL)  # the kernel's readahead, as before the change
+        ways = {"reference": GetOnly(before), "fused": store}
     if args.get:
         ways |= {"get_sequential": Sequential(store), "get_overlapped": GetOnly(store)}
     rng = np.random.default_rng(1)
@@ -104,7 +113,7 @@ def run(kind: str, path: Path, args, int8) -> list[dict]:
                 q = normalize_rows(rng.standard_normal((1, args.dim), np.float32))[0]
                 cand = rng.choice(args.rows, n, replace=False)
                 for w, s in ways.items():  # the same query and candidates both ways, alternating first
-                    times[w].append(timed(float_rerank_scores, s, q, cand, path, cold))
+                    times[w].append(timed(float_rerank_scores, s, q, cand, [store, before], cold))
             row = {"copy": kind, "candidates": n, "cache": "cold" if cold else "warm"}
             for w in ways:
                 row[f"{w}_p50_ms"] = float(np.median(times[w]))
@@ -139,6 +148,9 @@ def main() -> None:
     ap.add_argument("--kinds", default="int8,float16")
     ap.add_argument("--dir", default="/tmp/rescore-bench")
     ap.add_argument("--get", action="store_true", help="also time reading the rows alone, sequential and overlapped")
+    ap.add_argument(
+        "--mapped", action="store_true", help="the fused kernel with a memory map against it without (decision 0015)"
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     args.counts = [int(c) for c in args.counts.split(",")]
@@ -157,6 +169,7 @@ def main() -> None:
             "rows": args.rows,
             "dim": args.dim,
             "queries": args.queries,
+            "mapped": args.mapped,
             "results": rows,
         }
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")

@@ -88,6 +88,13 @@ class SearchRequest:
         help="A serving plan (recommend --ram-budget): INDEX_FILE is then the directory 'apply PLAN IN OUT' wrote, "
         "searched as the plan says (first stage in RAM, candidates rescored from the copy on disk).",
     )
+    map_mib: Optional[int] = typer.Option(
+        None,
+        "--map-limit",
+        min=0,
+        help="With --plan: memory-map a copy on disk of at most this many MiB for its warm reads (default 512; 0: "
+        "read every candidate's row with a system call). The map adds at most its size to resident memory.",
+    )
     column: Optional[str] = ColumnOpt
     id_column: Optional[str] = IdColumnOpt
     threads: Optional[int] = ThreadsOpt
@@ -120,6 +127,8 @@ def search(req: SearchRequest) -> None:
 
     if req.plan is not None:
         return _search_plan(req)
+    if req.map_mib is not None:
+        raise typer.BadParameter("--map-limit applies to a plan's copy on disk: add --plan", param_hint="--map-limit")
     k = 10 if req.k is None else req.k
 
     if req.rerank == "float" and req.originals is None:
@@ -171,6 +180,7 @@ def _search_plan(req: SearchRequest) -> None:
         overwrite=req.overwrite,
         threads=req.threads,
         id_column=req.id_column,
+        **({} if req.map_mib is None else {"map_limit": req.map_mib << 20}),
     )
     emit(
         s,

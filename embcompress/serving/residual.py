@@ -133,12 +133,24 @@ class ResidualCopy:
         return self.index.own_part_scores(Qn, rows, lambda idx, Q, local: idx.scorer.reconstruction_dots(Q, local))
 
     def cosines(self, Qn: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """(queries, candidates) cosines of the unit queries with ``x_hat + r~`` at ``rows``."""
+        """(queries, candidates) cosines of the unit queries with ``x_hat + r~`` at ``rows``: read and scored in
+        C where the rows come from a :class:`~embcompress.serving.copies.DiskCopy` (never held as float32),
+        else in numpy."""
         nq, nc = rows.shape
+        hat = self._hat(Qn, rows)
+        fused = getattr(self._source, "cosines", None)
+        scores = None if fused is None else fused(Qn, rows, hat)
+        if scores is not None:
+            return scores
         c, scale, norm = _split(self._read(rows.reshape(-1)), self.dim)
-        dots = self._hat(Qn, rows) + scale.reshape(nq, nc) * np.matmul(c.reshape(nq, nc, -1), Qn[:, :, None])[..., 0]
+        dots = hat + scale.reshape(nq, nc) * np.matmul(c.reshape(nq, nc, -1), Qn[:, :, None])[..., 0]
         norm = norm.reshape(nq, nc)
         return np.divide(dots, norm, out=np.zeros_like(dots), where=norm > 0).astype(np.float32)
+
+    def drop_cache(self) -> bool:
+        """The rows' source dropped from the page cache (a cold read next), where it is a file."""
+        drop = getattr(self._source, "drop_cache", None)
+        return bool(drop and drop())
 
     def close(self) -> None:
         if self._source is not None and hasattr(self._source, "close"):

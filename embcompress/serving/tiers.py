@@ -29,7 +29,7 @@ from ..engines.local import CompressOptions, open_to_compress, write_codes
 from ..search import Index
 from ..search.files import load_index
 from . import residual
-from .copies import COPY_DTYPES, ROW_EXTRA, DiskCopy, RamCopy, copy_codec, open_copy
+from .copies import COPY_DTYPES, MAP_LIMIT, ROW_EXTRA, DiskCopy, RamCopy, copy_codec, open_copy
 from .plan import SavedPlan, load_plan
 
 TIERS_FILE = "tiers.json"
@@ -217,11 +217,23 @@ class Served:
             queries, k, rerank="float", candidates=max(plan.candidates, k), originals=self.copy, threads=threads
         )
 
+    def drop_cache(self) -> bool:
+        """Evict the copy on disk from the page cache and from this process's map, for a cold query next (a
+        measurement); False where there is none or the platform cannot."""
+        drop = getattr(self.copy, "drop_cache", None)
+        return bool(drop and drop())
+
 
 def open_tiers(
-    out_dir: str | os.PathLike, plan_dir: str | os.PathLike, *, threads: int | None = None, id_column: str | None = None
+    out_dir: str | os.PathLike,
+    plan_dir: str | os.PathLike,
+    *,
+    threads: int | None = None,
+    id_column: str | None = None,
+    map_limit: int = MAP_LIMIT,
 ) -> Served:
-    """The tiers ``apply_plan`` wrote to ``out_dir``, checked against the plan in ``plan_dir``."""
+    """The tiers ``apply_plan`` wrote to ``out_dir``, checked against the plan in ``plan_dir``; a copy on disk of
+    at most ``map_limit`` bytes is memory-mapped too, for its warm reads (serving.copies)."""
     out_dir = Path(out_dir)
     saved = load_plan(plan_dir)
     tiers = read_tiers(out_dir, saved)
@@ -238,7 +250,7 @@ def open_tiers(
     graph = _graph_file(out_dir, saved, tiers)
     if graph is not None:  # tiers written before graphs were a tier have none: the graph is built on first search
         index.load_graph(graph, ef_search=plan.graph.ef_search)
-    copy = stored_copy(out_dir, saved, tiers)
+    copy = stored_copy(out_dir, saved, tiers, map_limit=map_limit)
     if copy is not None and plan.place == "ram":
         copy = RamCopy(copy)
     if copy is not None and plan.copy == residual.KIND:  # residuals, scored with the codes' reconstructions
@@ -287,11 +299,14 @@ def _graph_file(out_dir: Path, saved: SavedPlan, tiers: dict[str, Any]) -> Path 
     return path
 
 
-def stored_copy(out_dir: Path, saved: SavedPlan, tiers: dict[str, Any]) -> DiskCopy | None:
+def stored_copy(
+    out_dir: Path, saved: SavedPlan, tiers: dict[str, Any], *, map_limit: int = MAP_LIMIT
+) -> DiskCopy | None:
     """The plan's copy on disk, checked whole and of the plan's kind and shape (None without one)."""
     if not saved.plan.stored:
         return None
-    return open_copy(out_dir / COPY_FILE, saved.plan.copy, saved.copy_model, rows=tiers["rows"], dim=tiers["dim"])
+    path, rows, dim = out_dir / COPY_FILE, tiers["rows"], tiers["dim"]
+    return open_copy(path, saved.plan.copy, saved.copy_model, rows=rows, dim=dim, map_limit=map_limit)
 
 
 def check_tiers(out_dir: str | os.PathLike, saved: SavedPlan) -> dict[str, Any]:
@@ -318,15 +333,16 @@ def search_plan_files(
     k: int | None = None,
     overwrite: bool = False,
     threads: int | None = None,
-    id_column: str | None = None,
+    **opening: Any,
 ) -> dict[str, Any]:
     """Serve the tiers in ``out_dir`` by the plan in ``plan_dir`` for the float queries of ``queries``
-    and write the ranked results to ``output`` (as ``search`` does)."""
+    and write the ranked results to ``output`` (as ``search`` does); ``opening``: :func:`open_tiers`' ``id_column``
+    and ``map_limit``."""
     from ..io.writers import check_output_path
     from ..search.files import load_queries, write_results
 
     check_output_path(output, overwrite=overwrite, inputs=(queries,))
-    served = open_tiers(out_dir, plan_dir, threads=threads, id_column=id_column)
+    served = open_tiers(out_dir, plan_dir, threads=threads, **opening)
     Q, qids = load_queries(queries, served.index)
     res = served.search(Q, k, threads=threads)
     write_results(output, qids, res, overwrite=overwrite)

@@ -225,9 +225,9 @@ def test_the_copy_on_disk_reads_only_the_candidates_rows_sorted_and_merged(tmp_p
 
         class Spy:
             @staticmethod
-            def read_rows(fd, uniq, row_bytes, base, buf):
+            def read_rows(fd, uniq, row_bytes, base, buf, mapped):
                 asked.append(uniq.tolist())
-                return real_c.read_rows(fd, uniq, row_bytes, base, buf)
+                return real_c.read_rows(fd, uniq, row_bytes, base, buf, mapped)
 
         monkeypatch.setattr(copies_mod, "_pread", Spy)
         assert np.array_equal(store.get(rows.reshape(-1)), X[rows.reshape(-1)])
@@ -323,6 +323,12 @@ def test_the_cli_applies_a_plan_and_searches_with_it(corpus, tmp_path):
     assert r.exit_code == 0, r.output
     res = pq.read_table(tmp_path / "res.parquet")
     assert res.num_rows == 40 * 5 and json.loads(r.stdout)["candidates"] == 50
+    out = tmp_path / "unmapped.parquet"  # every candidate's row read with a system call: the same results
+    r = cli("search", tmp_path / "out", tmp / "queries.npy", out, "--plan", tmp_path / "plan", "--map-limit", "0")
+    assert r.exit_code == 0, r.output
+    assert pq.read_table(out).equals(res)
+    r = cli("search", tmp_path / "out", tmp / "queries.npy", tmp_path / "x.parquet", "--map-limit", "0")
+    assert r.exit_code == 2 and "add --plan" in r.output and not (tmp_path / "x.parquet").exists()
     r = cli("apply", tmp_path / "plan", tmp / "docs.parquet", tmp_path / "out")
     assert r.exit_code == 1 and "already exists" in r.output
     r = cli("search", tmp / "docs.parquet", tmp / "queries.npy", tmp_path / "r2.parquet", "--plan", tmp_path / "plan")
