@@ -129,7 +129,7 @@ class DiskCopy:
     def get(self, rows: np.ndarray) -> np.ndarray:
         """float32 vectors of ``rows`` (any order, repeats allowed), read from the file."""
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
-        uniq, back = np.unique(rows, return_inverse=True)  # sorted by offset
+        uniq, back = by_offset(rows)
         buf = np.empty((len(uniq), self.row_bytes), dtype=np.uint8)
         self._check_read(self._read(uniq, buf))
         return self._decode(buf.view(self.dtype).reshape(len(uniq), self.dim))[back]
@@ -146,9 +146,12 @@ class DiskCopy:
         kind, a, b = self._fused
         out = np.empty(rows.shape, dtype=np.float32)
         for i in range(len(rows)):
-            uniq, first, back = np.unique(rows[i].astype(np.int64, copy=False), return_index=True, return_inverse=True)
+            uniq, back = by_offset(rows[i].astype(np.int64, copy=False))
             got = np.empty(len(uniq), dtype=np.float32)
-            extra = () if hat is None else (_f32(hat[i][first]),)
+            extra = ()
+            if hat is not None:  # each distinct row's (a repeated row's are equal)
+                extra = (np.empty(len(uniq), dtype=np.float32),)
+                extra[0][back] = hat[i]
             q = _f32(Q[i])
             self._check_read(
                 _pread.cosines(self._fd, uniq, self.row_bytes, self.offset, kind, q, a, b, got, self._mapped(), *extra)
@@ -218,6 +221,18 @@ class RamCopy:
 
     def get(self, rows: np.ndarray) -> np.ndarray:
         return self._decode(self._rows[np.asarray(rows)])
+
+
+def by_offset(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct ``rows``, sorted: in the file's order; where each of ``rows`` is among them). A first stage's
+    candidates are distinct, so a sort is enough (``np.unique``'s stable sort took 0.8 ms of 10,000)."""
+    order = np.argsort(rows)
+    uniq = rows[order]
+    if len(uniq) > 1 and not (uniq[1:] != uniq[:-1]).all():
+        return np.unique(rows, return_inverse=True)
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
+    return uniq, back
 
 
 def _f32(x: np.ndarray) -> np.ndarray:
