@@ -13,7 +13,7 @@ from ..core.registry import from_spec
 from ..evaluation.configs import parse_config
 from ..search import Index
 from ..serving import residual
-from ..serving.copies import COPY_DTYPES, DiskCopy, copy_codec, open_copy
+from ..serving.copies import COPY_DTYPES, MAP_LIMIT, DiskCopy, copy_codec, open_copy
 
 #: single queries timed per plan (the median is kept), and the batch size of the batch figure
 LATENCY_QUERIES = 64
@@ -26,11 +26,12 @@ class LatencyBench:
     share them (an int8 residual copy once per first stage: it is made from the codes); an exact first
     stage's time scaled by ``total_rows / len(docs)``, a graph's (built before it is timed, with the
     settings ``graph``) taken as measured: its search time grows about with the logarithm of the rows,
-    not with them."""
+    not with them. A copy is read from its file as the whole input's would be: memory-mapped for its warm reads
+    only where the whole input's copy would be within the map's limit (serving.copies.MAP_LIMIT)."""
 
     def __init__(self, docs: np.ndarray, queries: np.ndarray, total_rows: int, k: int, scratch: Path, graph=None):
         self.docs, self.queries, self.k, self.scratch, self.graph = docs, queries, k, scratch, graph
-        self.scale = total_rows / len(docs)
+        self.scale, self.total_rows = total_rows / len(docs), total_rows
         self._indexes: dict[tuple[str, str], Index] = {}
         self._stores: dict[tuple[str, str], DiskCopy | residual.ResidualCopy] = {}
 
@@ -55,12 +56,16 @@ class LatencyBench:
             if kind == residual.KIND:
                 index = self.index(spec)
                 np.save(path, residual.encode(index.compressor, self.docs, index.data))
-                disk = open_copy(path, kind, rows=n, dim=d)
+                disk = open_copy(path, kind, rows=n, dim=d, map_limit=self._map_limit(path))
                 self._stores[key] = residual.ResidualCopy(disk.get, index, source=disk)
             else:
                 np.save(path, copy_codec(kind, int8)[0](self.docs))
-                self._stores[key] = open_copy(path, kind, int8, rows=n, dim=d)
+                self._stores[key] = open_copy(path, kind, int8, rows=n, dim=d, map_limit=self._map_limit(path))
         return self._stores[key]
+
+    def _map_limit(self, path: Path) -> int:
+        """The sample's copy mapped only where the whole input's would be (its size scaled to every row)."""
+        return MAP_LIMIT if path.stat().st_size * self.scale <= MAP_LIMIT else 0
 
     def close(self) -> None:
         for store in self._stores.values():

@@ -266,3 +266,18 @@ def test_an_int8_residual_copy_on_disk_is_scored_in_c_as_numpy_scores_it(tmp_pat
     got = index.search(Q, 10, rerank="float", candidates=300, originals=fused)
     assert np.array_equal(got.rows, index.search(Q, 10, rerank="float", candidates=300, originals=plain).rows)
     disk.close()
+
+
+@needs_c
+def test_recommends_latency_maps_the_samples_copy_only_where_the_whole_inputs_would_be(tmp_path):
+    """The rescoring time recommend reports is measured on the sample's copy as the whole input's copy would be
+    read: through the map where that copy is within MAP_LIMIT, with a system call a row where it is not."""
+    from embcompress.report.latency import LatencyBench
+
+    rng = np.random.default_rng(0)
+    docs = normalize_rows(rng.standard_normal((300, 16)).astype(np.float32))
+    for total, mapped in ((300, True), (10**9, False)):
+        bench = LatencyBench(docs, docs[:5], total, 10, tmp_path)
+        store = bench.store("int8", "pq:4")
+        assert (store._map is not None) is mapped
+        bench.close()
