@@ -410,17 +410,16 @@ static PyObject *cosines(PyObject *self, PyObject *args) {
                           &out_buf, &map_obj, &hat_obj))
         return NULL;
     int got_map = optional_buffer(map_obj, &map_buf) == 0;
-    int got_hat = got_map && optional_buffer(hat_obj, &hat_buf) == 0;
+    int got_hat = got_map && optional_buffer(hat_obj, &hat_buf) == 0; /* else the buffer's error is set */
     Py_ssize_t n = rows_buf.len / (Py_ssize_t)sizeof(int64_t), d = q_buf.len / (Py_ssize_t)sizeof(float);
-    const char *bad = !got_hat ? "" : cosines_refusal(kind, n, d, row_bytes, &rows_buf, &q_buf, &a_buf, &b_buf,
-                                                      &out_buf, &hat_buf);
+    const char *bad = !got_hat ? NULL : cosines_refusal(kind, n, d, row_bytes, &rows_buf, &q_buf, &a_buf, &b_buf,
+                                                        &out_buf, &hat_buf);
     char *scratch = NULL;
     Py_ssize_t per_chunk = row_bytes >= CHUNK_BYTES ? 1 : CHUNK_BYTES / (row_bytes > 0 ? row_bytes : 1);
-    if (bad == NULL && (scratch = malloc((size_t)(per_chunk * row_bytes))) == NULL)
-        bad = "memory";
+    int ready = got_hat && bad == NULL, nomem = ready && (scratch = malloc((size_t)(per_chunk * row_bytes))) == NULL;
     long long rc = -1;
     row_job job = {.cold = 0};
-    if (bad == NULL) {
+    if (ready && !nomem) {
         const int64_t *rows = (const int64_t *)rows_buf.buf;
         Py_BEGIN_ALLOW_THREADS
         job = (row_job){.fd = fd, .rows = rows, .n = n, .row_bytes = row_bytes, .per_chunk = per_chunk, .d = d,
@@ -441,9 +440,9 @@ static PyObject *cosines(PyObject *self, PyObject *args) {
         release_optional(&map_buf);
     if (got_hat)
         release_optional(&hat_buf);
-    if (bad != NULL && *bad == '\0')
-        return NULL; /* a buffer refused: its error is set */
-    if (bad != NULL && strcmp(bad, "memory") == 0)
+    if (!got_hat)
+        return NULL;
+    if (nomem)
         return PyErr_NoMemory();
     if (bad != NULL) {
         PyErr_SetString(PyExc_ValueError, bad);

@@ -31,7 +31,7 @@ class LatencyBench:
 
     def __init__(self, docs: np.ndarray, queries: np.ndarray, total_rows: int, k: int, scratch: Path, graph=None):
         self.docs, self.queries, self.k, self.scratch, self.graph = docs, queries, k, scratch, graph
-        self.scale, self.total_rows = total_rows / len(docs), total_rows
+        self.scale = total_rows / len(docs)
         self._indexes: dict[tuple[str, str], Index] = {}
         self._stores: dict[tuple[str, str], DiskCopy | residual.ResidualCopy] = {}
 

@@ -205,11 +205,12 @@ static int radix_sorted(const float *s, const int64_t *i, Py_ssize_t n, float *o
     return 0;
 }
 
-/* the k best, best first, into out (places past the rows offered: -inf and INT64_MAX) */
-static void res_emit(reservoir *r, float *os, int64_t *oi, int small_rows) {
+/* the k best, best first, into out (places past the rows offered: -inf and INT64_MAX); rows_fit_32: every row
+   number is below 2^32 (radix_sorted's keys hold them) */
+static void res_emit(reservoir *r, float *os, int64_t *oi, int rows_fit_32) {
     Py_ssize_t n = r->n < r->k ? r->n : r->k;
     if (r->n > r->k) res_select(r, r->k);
-    if (!(small_rows && n > 64 && radix_sorted(r->s, r->i, n, os, oi) == 0)) {
+    if (!(rows_fit_32 && n > 64 && radix_sorted(r->s, r->i, n, os, oi) == 0)) {
         memcpy(os, r->s, n * sizeof(float));
         memcpy(oi, r->i, n * sizeof(int64_t));
         for (Py_ssize_t p = n / 2 - 1; p >= 0; p--) fs_heap_sift_down(os, oi, n, p); /* worst at the root */
