@@ -16,7 +16,8 @@
  *   codebooks of entries up to 255) stands for the score delta * S + base; that times scale[j]
  *   when given, plus bias[j] * qconst[q] when given, is what the row is ranked by (the factors
  *   of embcompress.search.adc's scans). For each query, the k rows of [doc_start, doc_end) with
- *   the highest score, sorted by (score descending, index ascending).
+ *   the highest score, sorted by (score descending, index ascending); a range of at most 2^32 rows
+ *   (embcompress.search.fastscan splits a longer one).
  *
  * The AVX2 path looks up 32 rows of one codebook with one byte shuffle (vpshufb: the 16 entries
  * sit in a register) and adds the entries in 16-bit lanes, even and odd rows apart; the portable
@@ -36,8 +37,7 @@
 #define ROWS 32                     /* rows per block: one AVX2 register of bytes */
 #define MAX_BOOKS 256               /* 256 * 255 < 65,536: a table sum fits 16 bits */
 
-#define SCORE_WORSE(sa, ia, sb, ib) ((sa) < (sb) || ((sa) == (sb) && (ia) > (ib)))
-EC_TOPK_HEAP(fs_heap, float, SCORE_WORSE)
+#define MAX_SPAN ((Py_ssize_t)1 << 32) /* rows of one call's range: the reservoir's keys hold their offsets */
 
 static void transpose_blocks(const uint8_t *codes, Py_ssize_t nrows, Py_ssize_t nbytes, uint8_t *out) {
     Py_ssize_t nblocks = (nrows + ROWS - 1) / ROWS;
@@ -105,64 +105,6 @@ typedef struct {
     const float *delta, *base, *scale, *bias, *qconst;
 } scan_args;
 
-/* The k best of a stream of (score, row) in increasing row order, for k up to the thousands that a
-   serving plan rescores: offered rows better than a threshold go to a buffer of twice k; a full
-   buffer keeps its k best (a selection, linear in the buffer) and the threshold becomes the worst
-   of them. Rows come in increasing order, so a later row equal to the threshold ranks below it and
-   is not kept: the order is (score descending, row ascending), as a heap gives, in linear time
-   where a heap of thousands pays a sift per kept row. */
-typedef struct {
-    float *s;
-    int64_t *i;
-    Py_ssize_t n, cap, k;
-    float thr;
-} reservoir;
-
-#define BETTER(r, a, b) ((r)->s[a] > (r)->s[b] || ((r)->s[a] == (r)->s[b] && (r)->i[a] < (r)->i[b]))
-
-static inline void res_swap(reservoir *r, Py_ssize_t a, Py_ssize_t b) {
-    float ts = r->s[a];
-    r->s[a] = r->s[b];
-    r->s[b] = ts;
-    int64_t ti = r->i[a];
-    r->i[a] = r->i[b];
-    r->i[b] = ti;
-}
-
-/* the buffer reordered so that its first k hold the k best, the k-th best at k - 1 */
-static void res_select(reservoir *r, Py_ssize_t k) {
-    Py_ssize_t lo = 0, hi = r->n - 1, nth = k - 1;
-    while (hi > lo) {
-        Py_ssize_t mid = lo + (hi - lo) / 2; /* median of three as the pivot, kept at hi */
-        if (BETTER(r, mid, lo)) res_swap(r, mid, lo);
-        if (BETTER(r, hi, lo)) res_swap(r, hi, lo);
-        if (BETTER(r, mid, hi)) res_swap(r, mid, hi);
-        Py_ssize_t store = lo;
-        for (Py_ssize_t j = lo; j < hi; j++)
-            if (BETTER(r, j, hi)) res_swap(r, j, store++);
-        res_swap(r, store, hi);
-        if (store == nth) return;
-        if (store < nth) lo = store + 1;
-        else hi = store - 1;
-    }
-}
-
-static void res_shrink(reservoir *r) {
-    res_select(r, r->k);
-    r->n = r->k;
-    r->thr = r->s[r->k - 1];
-}
-
-static inline void res_offer(reservoir *r, float s, int64_t j) {
-    if (!(s > r->thr)) return;
-    if (r->n == r->cap) {
-        res_shrink(r);
-        if (!(s > r->thr)) return;
-    }
-    r->s[r->n] = s;
-    r->i[r->n++] = j;
-}
-
 /* a float's bits as an unsigned integer in the float's order (-0 first made +0, which it equals) */
 static inline uint32_t float_order(float f) {
     uint32_t b;
@@ -178,15 +120,79 @@ static inline float order_float(uint32_t u) {
     return f;
 }
 
-/* n (score, row) pairs, rows below 2^32, sorted into (os, oi) best first (score descending, row ascending) as one
-   64-bit key each, the score's order inverted above the row, by a radix sort of 8 bits a pass (a pass whose byte
-   every key shares is skipped): at 10,000 candidates a heap sort took a fifth of the scan's time. 0, or -1
-   where the buffers could not be had (the caller sorts otherwise). */
-static int radix_sorted(const float *s, const int64_t *i, Py_ssize_t n, float *os, int64_t *oi) {
-    uint64_t *buf = malloc(2 * (size_t)n * sizeof(uint64_t));
-    if (buf == NULL) return -1;
-    uint64_t *src = buf, *dst = buf + n;
-    for (Py_ssize_t p = 0; p < n; p++) src[p] = ((uint64_t)(~float_order(s[p])) << 32) | (uint64_t)i[p];
+/* The k best of a stream of (score, row) in increasing row order, for k up to the thousands that a
+   serving plan rescores. Each is one 64-bit key, the score's order inverted above the row's offset from
+   the range's start (a range of at most 2^32 rows), so that a smaller key is a better pair, (score
+   descending, row ascending), and one integer compare orders two. Offered rows better than a threshold
+   go to a buffer of twice k; a full buffer keeps its k best (a selection, linear in the buffer) and the
+   threshold becomes the worst of them. Rows come in increasing order, so a later row equal to the
+   threshold ranks below it and is not kept. A heap of thousands would pay a sift per kept row; parallel
+   arrays of scores and rows paid two compares and two swaps per step of the selection. */
+typedef struct {
+    uint64_t *key, *spare; /* spare: cap keys for the radix sort's other half */
+    Py_ssize_t n, cap, k;
+    float thr;
+} reservoir;
+
+static inline uint64_t res_key(float s, Py_ssize_t offset) {
+    return ((uint64_t)(~float_order(s)) << 32) | (uint64_t)offset;
+}
+
+static inline void key_swap(uint64_t *key, Py_ssize_t a, Py_ssize_t b) {
+    uint64_t t = key[a];
+    key[a] = key[b];
+    key[b] = t;
+}
+
+/* the buffer reordered so that its first k hold the k smallest keys, the k-th at k - 1 */
+static void res_select(reservoir *r, Py_ssize_t k) {
+    uint64_t *key = r->key;
+    Py_ssize_t lo = 0, hi = r->n - 1, nth = k - 1;
+    while (hi > lo) {
+        Py_ssize_t mid = lo + (hi - lo) / 2; /* median of three as the pivot, kept at hi */
+        if (key[mid] < key[lo]) key_swap(key, mid, lo);
+        if (key[hi] < key[lo]) key_swap(key, hi, lo);
+        if (key[mid] < key[hi]) key_swap(key, mid, hi);
+        uint64_t pivot = key[hi];
+        Py_ssize_t store = lo;
+        for (Py_ssize_t j = lo; j < hi; j++) { /* without a branch: the keys from store to j - 1 are all above the pivot,
+                                                 so a swap that is not kept only exchanges two of them */
+            uint64_t v = key[j];
+            key[j] = key[store];
+            key[store] = v;
+            store += v < pivot;
+        }
+        key_swap(key, store, hi);
+        if (store == nth) return;
+        if (store < nth) lo = store + 1;
+        else hi = store - 1;
+    }
+}
+
+static inline void res_offer(reservoir *r, float s, Py_ssize_t offset) {
+    if (!(s > r->thr)) return;
+    if (r->n == r->cap) {
+        res_select(r, r->k);
+        r->n = r->k;
+        r->thr = order_float(~(uint32_t)(r->key[r->k - 1] >> 32));
+        if (!(s > r->thr)) return;
+    }
+    r->key[r->n++] = res_key(s, offset);
+}
+
+/* the n keys sorted ascending in place: an insertion sort for a short list, else a radix sort of 8 bits a
+   pass (a pass whose byte every key shares is skipped) through the spare buffer */
+static void keys_sorted(uint64_t *key, uint64_t *spare, Py_ssize_t n) {
+    if (n <= 64) {
+        for (Py_ssize_t p = 1; p < n; p++) {
+            uint64_t v = key[p];
+            Py_ssize_t j = p;
+            for (; j > 0 && key[j - 1] > v; j--) key[j] = key[j - 1];
+            key[j] = v;
+        }
+        return;
+    }
+    uint64_t *src = key, *dst = spare;
     for (int shift = 0; shift < 64; shift += 8) {
         Py_ssize_t count[257] = {0};
         for (Py_ssize_t p = 0; p < n; p++) count[((src[p] >> shift) & 0xff) + 1]++;
@@ -197,24 +203,18 @@ static int radix_sorted(const float *s, const int64_t *i, Py_ssize_t n, float *o
         src = dst;
         dst = t;
     }
-    for (Py_ssize_t p = 0; p < n; p++) {
-        os[p] = order_float(~(uint32_t)(src[p] >> 32));
-        oi[p] = (int64_t)(src[p] & 0xffffffffu);
-    }
-    free(buf);
-    return 0;
+    if (src != key) memcpy(key, src, (size_t)n * sizeof(uint64_t));
 }
 
-/* the k best, best first, into out (places past the rows offered: -inf and INT64_MAX); rows_fit_32: every row
-   number is below 2^32 (radix_sorted's keys hold them) */
-static void res_emit(reservoir *r, float *os, int64_t *oi, int rows_fit_32) {
+/* the k best, best first, into out as (score, start + offset); places past the rows offered: -inf and
+   INT64_MAX */
+static void res_emit(reservoir *r, Py_ssize_t start, float *os, int64_t *oi) {
     Py_ssize_t n = r->n < r->k ? r->n : r->k;
     if (r->n > r->k) res_select(r, r->k);
-    if (!(rows_fit_32 && n > 64 && radix_sorted(r->s, r->i, n, os, oi) == 0)) {
-        memcpy(os, r->s, n * sizeof(float));
-        memcpy(oi, r->i, n * sizeof(int64_t));
-        for (Py_ssize_t p = n / 2 - 1; p >= 0; p--) fs_heap_sift_down(os, oi, n, p); /* worst at the root */
-        fs_heap_sort(os, oi, n);
+    keys_sorted(r->key, r->spare, n);
+    for (Py_ssize_t p = 0; p < n; p++) {
+        os[p] = order_float(~(uint32_t)(r->key[p] >> 32));
+        oi[p] = (int64_t)start + (int64_t)(r->key[p] & 0xffffffffu);
     }
     for (Py_ssize_t p = n; p < r->k; p++) {
         os[p] = -INFINITY;
@@ -225,13 +225,9 @@ static void res_emit(reservoir *r, float *os, int64_t *oi, int rows_fit_32) {
 static int scan(const scan_args *a, Py_ssize_t nq, Py_ssize_t k, Py_ssize_t start, Py_ssize_t end, float *score,
                 int64_t *idx, int fast) {
     reservoir r = {NULL, NULL, 0, 2 * k > k + 1024 ? 2 * k : k + 1024, k, -INFINITY};
-    r.s = malloc(r.cap * sizeof(float));
-    r.i = malloc(r.cap * sizeof(int64_t));
-    if (!r.s || !r.i) {
-        free(r.s);
-        free(r.i);
-        return -1;
-    }
+    r.key = malloc(2 * (size_t)r.cap * sizeof(uint64_t));
+    if (!r.key) return -1;
+    r.spare = r.key + r.cap;
     Py_ssize_t nb = a->nbytes, last = (end + ROWS - 1) / ROWS; /* one past the last block of the range */
     uint16_t S[ROWS];
     float sc[ROWS];
@@ -254,7 +250,7 @@ static int scan(const scan_args *a, Py_ssize_t nq, Py_ssize_t k, Py_ssize_t star
                                                   a->bias ? a->bias + j0 : NULL, qc, r.thr, sc);
                 for (; mask; mask &= mask - 1) {
                     int t = __builtin_ctz(mask);
-                    res_offer(&r, sc[t], j0 + t);
+                    res_offer(&r, sc[t], j0 + t - start);
                 }
                 continue;
             }
@@ -265,13 +261,12 @@ static int scan(const scan_args *a, Py_ssize_t nq, Py_ssize_t k, Py_ssize_t star
                 s = s + bq;
                 if (a->scale) s = s * a->scale[j];
                 if (a->bias) s = s + a->bias[j] * qc;
-                res_offer(&r, s, j);
+                res_offer(&r, s, j - start);
             }
         }
-        res_emit(&r, score + q * k, idx + q * k, end <= ((Py_ssize_t)1 << 32));
+        res_emit(&r, start, score + q * k, idx + q * k);
     }
-    free(r.s);
-    free(r.i);
+    free(r.key);
     return 0;
 }
 
@@ -310,8 +305,9 @@ static PyObject *py_topk(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "luts must be nq * 2 nbytes * 16 uint8, delta and base nq float32");
     } else if ((sb.len && sb.len != nrows * 4) || (ib.len && (ib.len != nrows * 4 || qb.len != nq * 4))) {
         PyErr_SetString(PyExc_ValueError, "scale and bias need nrows float32, qconst nq float32 (with bias)");
-    } else if (start < 0 || end > nrows || start >= end || k < 1 || k > end - start) {
-        PyErr_SetString(PyExc_ValueError, "need 0 <= doc_start < doc_end <= nrows and 1 <= k <= doc_end - doc_start");
+    } else if (start < 0 || end > nrows || start >= end || k < 1 || k > end - start || end - start > MAX_SPAN) {
+        PyErr_SetString(PyExc_ValueError, "need 0 <= doc_start < doc_end <= nrows, doc_end - doc_start <= 2^32 and "
+                                          "1 <= k <= doc_end - doc_start");
     } else if (osb.len != nq * k * 4 || oib.len != nq * k * 8) {
         PyErr_SetString(PyExc_ValueError, "out_score must be nq * k float32 and out_idx nq * k int64");
     } else {

@@ -28,7 +28,7 @@ import numpy as np
 from ..compressors._codes import nibble_indices
 from ..core._parallel import num_threads
 from .adc import Factors
-from .topk import split_scan
+from .topk import merge_topk, split_scan
 
 try:  # built by setup.py; optional
     from . import _fastscan
@@ -41,6 +41,8 @@ ROWS = 32  # rows per block
 #: and the merge of two candidate lists cost more than it saves (a 6 B plan at 2,000 candidates over 1M rows:
 #: 3.2 ms on one thread, 4.1 on two, here)
 MIN_ROWS_PER_THREAD = 2_000_000
+#: rows of one kernel call: its best-k buffer keys rows by their offset in the range, in 32 bits
+KERNEL_SPAN = 1 << 32
 #: at most this many codebooks: 256 entries of at most 255 sum below 2**16
 MAX_BOOKS = 256
 LEVELS = 255
@@ -201,6 +203,10 @@ class FastCodes:
             kk = min(k, end - start)
             if self.blocks is None:
                 return self._numpy_part(tables, factors, q0, q1, start, end, kk)
+            if end - start > KERNEL_SPAN:  # over 4 billion rows on one thread: spans merged
+                cuts = list(range(start, end, KERNEL_SPAN)) + [end]
+                spans = [part(q0, q1, a, b) for a, b in zip(cuts, cuts[1:])]
+                return merge_topk([p[0] for p in spans], [p[1] for p in spans], kk, ascending=True)
             s = np.empty((q1 - q0, kk), dtype=np.float32)
             i = np.empty((q1 - q0, kk), dtype=np.int64)
             q = qc if isinstance(qc, bytes) else qc[q0:q1]

@@ -46,12 +46,18 @@ def test_kernel_paths_equal_the_reference_with_ties_by_row(threads, monkeypatch)
     with_bias = Factors(scale, scale * 0.5, np.array([0.25, -1.0, 2.0], np.float32))
     fast = fs.FastCodes(codes)
     for factors in (NO_FACTORS, Factors(scale), with_bias):
-        for k in (1, 25, 3000):
+        for k in (1, 64, 65, 3000):  # the best k sorted by insertion up to 64, by radix past it
             rs, ri = _reference(tables, codes, k, factors)
             for path in (0, 1):  # the best this CPU has, the portable one
                 s, i = fast.topk(tables, k, factors, threads=threads, path=path)
                 np.testing.assert_array_equal(i, ri)
                 np.testing.assert_array_equal(s, rs)
+    monkeypatch.setattr(fs, "KERNEL_SPAN", 700)  # as over 2^32 rows on one thread: spans of the range merged
+    for k in (1, 700, 3000):
+        rs, ri = _reference(tables, codes, k, with_bias)
+        s, i = fast.topk(tables, k, with_bias, threads=threads)
+        np.testing.assert_array_equal(i, ri)
+        np.testing.assert_array_equal(s, rs)
     numpy_only = fs.FastCodes.__new__(fs.FastCodes)  # as where the kernel is not built
     numpy_only.codes, numpy_only.blocks = codes, None
     s, i = numpy_only.topk(tables, 40, with_bias, threads=threads)
