@@ -9,6 +9,10 @@
  *   blocks of 32, each block transposed: out[b][g][r] = codes[32 b + r][g]; rows past the end are 0.
  *   One 32-byte load then holds byte g of 32 rows.
  *
+ * blocks_in_place(buf, nrows, nbytes)
+ *   The same, in one buffer of ceil(nrows / 32) * nbytes * 32 bytes whose first nrows * nbytes are the
+ *   rows: they become the blocks, and the rows are never held twice.
+ *
  * topk(blocks, nbytes, nrows, luts, delta, base, scale, bias, qconst, k, doc_start, doc_end,
  *      out_score, out_idx)
  *   luts: nq * (2 nbytes) * 16 uint8, per query one 16-entry table per codebook (in index order).
@@ -39,13 +43,18 @@
 
 #define MAX_SPAN ((Py_ssize_t)1 << 32) /* rows of one call's range: the reservoir's keys hold their offsets */
 
+/* rows [32 b, 32 b + 32) of codes (the first `valid` of them there) into block b of out, transposed; rows
+ * past `valid` are 0. A block's rows and the block itself take the same bytes of their buffers, so out may
+ * be codes: each block's rows are copied aside before the block is written over them. */
 static void transpose_blocks(const uint8_t *codes, Py_ssize_t nrows, Py_ssize_t nbytes, uint8_t *out) {
+    uint8_t tile[ROWS * (MAX_BOOKS / 2)];
     Py_ssize_t nblocks = (nrows + ROWS - 1) / ROWS;
-    memset(out, 0, (size_t)(nblocks * nbytes * ROWS));
-    for (Py_ssize_t j = 0; j < nrows; j++) {
-        uint8_t *blk = out + (j / ROWS) * nbytes * ROWS + (j % ROWS);
-        const uint8_t *row = codes + j * nbytes;
-        for (Py_ssize_t g = 0; g < nbytes; g++) blk[g * ROWS] = row[g];
+    for (Py_ssize_t b = 0; b < nblocks; b++) {
+        Py_ssize_t valid = nrows - b * ROWS < ROWS ? nrows - b * ROWS : ROWS;
+        memcpy(tile, codes + b * ROWS * nbytes, (size_t)(valid * nbytes));
+        uint8_t *blk = out + b * ROWS * nbytes;
+        for (Py_ssize_t g = 0; g < nbytes; g++)
+            for (Py_ssize_t r = 0; r < ROWS; r++) blk[g * ROWS + r] = r < valid ? tile[r * nbytes + g] : 0;
     }
 }
 
@@ -276,8 +285,9 @@ static PyObject *py_blocks(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nw*", &cb, &nbytes, &ob)) return NULL;
     PyObject *result = NULL;
     Py_ssize_t nrows = nbytes > 0 ? cb.len / nbytes : 0;
-    if (nbytes <= 0 || cb.len % nbytes || ob.len != ((nrows + ROWS - 1) / ROWS) * nbytes * ROWS) {
-        PyErr_SetString(PyExc_ValueError, "codes must be nrows * nbytes bytes and out ceil(nrows / 32) * nbytes * 32");
+    if (nbytes <= 0 || 2 * nbytes > MAX_BOOKS || cb.len % nbytes || ob.len != ((nrows + ROWS - 1) / ROWS) * nbytes * ROWS) {
+        PyErr_SetString(PyExc_ValueError,
+                        "codes must be nrows * nbytes bytes and out ceil(nrows / 32) * nbytes * 32, with 2 * nbytes <= 256");
     } else {
         Py_BEGIN_ALLOW_THREADS
         transpose_blocks((const uint8_t *)cb.buf, nrows, nbytes, (uint8_t *)ob.buf);
@@ -287,6 +297,26 @@ static PyObject *py_blocks(PyObject *self, PyObject *args) {
     }
     PyBuffer_Release(&cb);
     PyBuffer_Release(&ob);
+    return result;
+}
+
+static PyObject *py_blocks_in_place(PyObject *self, PyObject *args) {
+    Py_buffer bb;
+    Py_ssize_t nrows, nbytes;
+    if (!PyArg_ParseTuple(args, "w*nn", &bb, &nrows, &nbytes)) return NULL;
+    PyObject *result = NULL;
+    if (nbytes <= 0 || 2 * nbytes > MAX_BOOKS || nrows < 0 || bb.len != ((nrows + ROWS - 1) / ROWS) * nbytes * ROWS) {
+        PyErr_SetString(PyExc_ValueError,
+                        "the buffer must be ceil(nrows / 32) * nbytes * 32 bytes, its first nrows * nbytes the rows, "
+                        "with 2 * nbytes <= 256");
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        transpose_blocks((const uint8_t *)bb.buf, nrows, nbytes, (uint8_t *)bb.buf);
+        Py_END_ALLOW_THREADS
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    PyBuffer_Release(&bb);
     return result;
 }
 
@@ -337,6 +367,8 @@ static PyObject *py_simd(PyObject *self, PyObject *noargs) { return PyUnicode_Fr
 
 static PyMethodDef methods[] = {
     {"blocks", py_blocks, METH_VARARGS, "Rows of 4-bit codes transposed into blocks of 32 (see the module source)."},
+    {"blocks_in_place", py_blocks_in_place, METH_VARARGS,
+     "Rows of 4-bit codes transposed into blocks of 32 in their own buffer (see the module source)."},
     {"topk", py_topk, METH_VARARGS, "Top-k over blocked 4-bit codes with 8-bit register tables (see the module source)."},
     {"simd", py_simd, METH_NOARGS, "Which path topk takes on this CPU: 'avx2' or 'portable'."},
     {NULL, NULL, 0, NULL},

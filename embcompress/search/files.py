@@ -17,7 +17,9 @@ from ..core.errors import FormatError, InputError
 from ..io import check_output_path, open_vectors, read_all
 from ..core.persist import arrays_from_json, describe, from_config, load
 from .ann import Hnsw
+from .fastscan import rows_into_blocks
 from .index import Index, SearchResult
+from .scorers import keeps_blocks
 
 
 def compressor_for(meta: dict | None, model_dir: str | os.PathLike | None, path) -> Any:
@@ -65,16 +67,12 @@ def load_index(
     if src.num_rows == 0:
         raise InputError(f"{path} has no rows; nothing to search")
     meta = src.metadata
+    comp = compressor_for(meta, model, path) if meta and meta.get("format") == "embcompress.vectors" else None
     data, ids = read_all(path, column=column, id_column=id_column, codes=None, threads=threads, arrow_ids=True)
-    if meta and meta.get("format") == "embcompress.vectors":
-        return Index(
-            data,
-            compressor=compressor_for(meta, model, path),
-            ids=ids,
-            structure=structure,
-            hnsw=hnsw,
-            norm_power=norm_power,
-        )
+    if comp is not None:
+        if keeps_blocks(comp):  # this array is ours: its rows become the fast scan's blocks where they lie
+            data = rows_into_blocks(data)
+        return Index(data, compressor=comp, ids=ids, structure=structure, hnsw=hnsw, norm_power=norm_power)
     if data.dtype.kind != "f":
         raise InputError(f"{path} holds {data.dtype} codes without embcompress metadata; cannot search them")
     return Index(data, ids=ids, structure=structure, hnsw=hnsw)

@@ -33,6 +33,7 @@ from ..core.checks import check_array
 from ..core.errors import InputError
 from . import ann
 from .exact import check_k
+from .fastscan import BlockRows
 from .scorers import Stored, make_scorer
 from .stores import ArrayStore, VectorStore
 from .topk import merge_topk
@@ -131,7 +132,7 @@ class Index:
         else:
             spec = compressor.output_spec
             self.kind, self.metric, self.width = spec.kind, spec.metric, spec.width
-            data = np.ascontiguousarray(data)
+            data = data if isinstance(data, BlockRows) else np.ascontiguousarray(data)  # blocks: load_index's
             expected = spec.row_width
             if data.ndim != 2 or data.shape[1] != expected or data.dtype != np.dtype(spec.dtype):
                 raise InputError(

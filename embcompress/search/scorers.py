@@ -17,7 +17,7 @@ from ..core._util import normalize_rows
 from ..core.errors import InputError
 from .adc import Factors, book_vectors, dense_vectors, rows_table_sums, scan_adc, scan_decoded, scan_dense, scan_planes
 from .exact import scan_blocks
-from .fastscan import FastCodes, book_tables, quantize_tables, scans as fast_scans
+from .fastscan import BlockRows, FastCodes, book_tables, quantize_tables, scans as fast_scans
 from .hamming import scan_hamming
 
 if TYPE_CHECKING:
@@ -192,7 +192,8 @@ class CodesScorer(_Scorer):
                 "(embcompress.core.capabilities.TableScan)"
             )
         codes, scale = last.adc_codes(stored.data)
-        self.codes = np.ascontiguousarray(codes, dtype=np.uint8)  # the bytes the lookup tables index
+        # the bytes the lookup tables index; rows already in the fast scan's blocks (fastscan.rows_into_blocks) stay so
+        self.codes = codes if isinstance(codes, BlockRows) else np.ascontiguousarray(codes, dtype=np.uint8)
         self.scale = None if scale is None else np.ascontiguousarray(scale, dtype=np.float32)  # per document
         self.planes = "planes" in last.traits.scans  # scanned against 8-bit queries, whatever the batch
         form = last.dense_codes() if "dense" in last.traits.scans else None
@@ -204,6 +205,8 @@ class CodesScorer(_Scorer):
         #: 4-bit codebooks: the fast scan (search.fastscan) at every batch size, so that what a batch
         #: measures is what one query gets
         self.fast = FastCodes(self.codes) if fast_scans(books, self.scale is not None) else None
+        if self.fast is None and isinstance(self.codes, BlockRows):  # blocks the numpy paths cannot scan: rows again
+            self.codes = np.asarray(self.codes)
         if self.fast is not None and self.fast.blocks is not None and self.codes is stored.data:
             # the stored rows are the codes the tables index: held once, as the kernel's blocks
             self.codes = self.fast.codes
@@ -318,6 +321,18 @@ def _decoder(last, dense_form) -> Decoder | None:
 
 #: the scorer of each output kind (OutputSpec.kind)
 SCORERS = {"float": FloatScorer, "int8": Int8Scorer, "bits": BitsScorer, "codes": CodesScorer}
+
+
+def keeps_blocks(compressor) -> bool:
+    """Whether an index of ``compressor``'s codes scans them with the fast scan, keeping them as its blocks
+    (:class:`CodesScorer` with 4-bit codebooks): known before the codes are read, so that ``load_index`` can
+    make a file's rows into the blocks where they lie (``fastscan.rows_into_blocks``). Only bit-plane codes
+    (RaBitQ) carry a per-document scale of their own, and they have no codebooks."""
+    last = compressor.query_space.last
+    scans = last.traits.scans
+    if SCORERS.get(compressor.output_spec.kind) is not CodesScorer or "tables" not in scans or "planes" in scans:
+        return False
+    return fast_scans(last.codebooks(), False)
 
 
 def make_scorer(stored: Stored) -> Scorer:

@@ -169,3 +169,48 @@ def test_a_fast_scan_index_holds_its_codes_once_and_scores_as_from_the_rows(code
     np.testing.assert_array_equal(
         index.scorer.reconstruction_dots(Q, rows), by_rows.scorer.reconstruction_dots(Q, rows)
     )
+
+
+@pytest.mark.parametrize("rows", [1, 32, 33, 101])
+def test_rows_made_into_blocks_where_they_lie_equal_the_copy_into_blocks(rows):
+    if fs._fastscan is None:
+        pytest.skip("the fast-scan kernel is not built")
+    codes = np.random.default_rng(rows).integers(0, 256, (rows, 5), dtype=np.uint8)
+    given = codes.copy()
+    held = fs.rows_into_blocks(given)
+    assert isinstance(held, fs.BlockRows) and len(held) == rows
+    np.testing.assert_array_equal(held.blocks, fs.to_blocks(codes))  # the tail's rows past the end are 0
+    assert np.shares_memory(held.blocks, given)  # the array given up holds the blocks: no second copy
+    np.testing.assert_array_equal(np.asarray(held), codes)
+    view = codes[1:]  # not its own data (someone else's rows): left as it is, not written over
+    assert fs.rows_into_blocks(view) is view
+    np.testing.assert_array_equal(codes, np.asarray(held))
+    with pytest.raises(ValueError, match="the buffer must be"):
+        fs._fastscan.blocks_in_place(np.zeros(5 * 32 + 1, np.uint8), 32, 5)
+
+
+def test_a_loaded_fast_scan_index_takes_the_files_rows_as_its_blocks(tmp_path, code_data, monkeypatch):
+    """load_index reads the codes into an array of its own and makes them the blocks there (the peak of a load is
+    the codes once, not twice); it ranks exactly as an index of the same codes built in memory."""
+    from embcompress.engines.local import compress_file
+    from embcompress.search.files import load_index
+    from embcompress.search.scorers import keeps_blocks
+
+    from conftest import write_parquet
+
+    D, Q = code_data
+    comp = from_spec("pq:16:nbits=4").fit(D)
+    assert keeps_blocks(comp) and not keeps_blocks(from_spec("pq:16").fit(D))
+    compress_file(comp, write_parquet(tmp_path / "d.parquet", D), tmp_path / "codes.parquet")
+    comp.save(tmp_path / "m")
+    with monkeypatch.context() as m:  # no copy into blocks beside the rows read
+        m.setattr(fs, "to_blocks", lambda codes: pytest.fail("the rows read were copied into blocks"))
+        loaded = load_index(tmp_path / "codes.parquet", model=tmp_path / "m")
+    built = Index(comp.transform(D), compressor=comp)
+    if fs._fastscan is not None:
+        assert isinstance(loaded.data, fs.BlockRows) and loaded.scorer.fast.codes is loaded.data
+    np.testing.assert_array_equal(np.asarray(loaded.data), np.asarray(built.data))
+    for q in (Q[:1], Q):
+        a, b = loaded.search(q, 10), built.search(q, 10)
+        np.testing.assert_array_equal(a.rows, b.rows)
+        np.testing.assert_array_equal(a.scores, b.scores)
