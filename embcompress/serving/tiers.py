@@ -6,7 +6,10 @@
 a plain ``.npy`` so it can be read at any row).
 A plan whose first stage is an HNSW graph also gets its graph (``graph.faiss``, built over the codes
 once they are written, as ``search --index hnsw`` builds it), which a server memory-maps instead of
-building it at every start. ``tiers.json`` ties the directory to the plan that wrote it (the models'
+building it at every start. A first stage scored through its reconstructions (codes of lookup tables, an
+asymmetric rerank, residuals) also gets each code's reconstruction norm (``norms.npy``, float32), computed
+beside the codes: a server would otherwise decode every code at its first query (40 s for ten million 48 B
+codes). ``tiers.json`` ties the directory to the plan that wrote it (the models'
 fingerprint, rows, width). Everything is written under a temporary name and put in place at the end.
 
 The copy is read back by :class:`~embcompress.serving.copies.DiskCopy` (the candidates' rows only)."""
@@ -28,6 +31,7 @@ from ..core.requests import from_keywords
 from ..engines.local import CompressOptions, open_to_compress, write_codes
 from ..search import Index
 from ..search.files import load_index
+from ..search.scorers import reconstruction_norms
 from . import residual
 from .copies import COPY_DTYPES, MAP_LIMIT, ROW_EXTRA, DiskCopy, RamCopy, copy_codec, open_copy
 from .plan import SavedPlan, load_plan
@@ -37,6 +41,7 @@ TIERS_FORMAT = "embcompress-serving-tiers"
 FIRST_FILE = "first.parquet"
 COPY_FILE = "copy.npy"
 GRAPH_FILE = "graph.faiss"
+NORMS_FILE = "norms.npy"
 
 
 def encoder_of(saved: SavedPlan) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
@@ -51,22 +56,24 @@ def encoder_of(saved: SavedPlan) -> Callable[[np.ndarray, np.ndarray], np.ndarra
 
 
 class _CopyWriter:
-    """A ``.npy`` file of ``rows`` x ``dim`` values written in row order, checked complete at the end."""
+    """A ``.npy`` file of ``rows`` x ``dim`` values (``dim`` None: one value a row) written in row order, checked
+    complete at the end; ``what`` names it in an error."""
 
-    def __init__(self, path: Path, dtype, rows: int, dim: int):
-        self.path, self.dtype, self.rows, self.dim, self.written = path, np.dtype(dtype), rows, dim, 0
+    def __init__(self, path: Path, dtype, rows: int, dim: int | None, what: str = "rescoring copy"):
+        self.path, self.dtype, self.rows, self.written, self.what = path, np.dtype(dtype), rows, 0, what
+        self.tail = () if dim is None else (dim,)
         self._f = open(path, "xb")
-        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": (rows, dim)}
+        descr = np.lib.format.dtype_to_descr(self.dtype)
+        header = {"descr": descr, "fortran_order": False, "shape": (rows, *self.tail)}
         np.lib.format.write_array_header_2_0(self._f, header)
-        end = self._f.tell() + rows * dim * self.dtype.itemsize
+        end = self._f.tell() + rows * int(np.prod(self.tail)) * self.dtype.itemsize
         if hasattr(os, "posix_fallocate") and rows:  # the blocks now: a full disk fails before any work
             os.posix_fallocate(self._f.fileno(), 0, end)
 
     def write(self, values: np.ndarray) -> None:
-        if values.shape[1:] != (self.dim,) or values.dtype != self.dtype:
+        if values.shape[1:] != self.tail or values.dtype != self.dtype:
             raise FormatError(
-                f"rescoring copy rows of shape {values.shape} and {values.dtype}; expected "
-                f"{self.dim} {self.dtype} values"
+                f"{self.what} rows of shape {values.shape} and {values.dtype}; expected {self.tail} {self.dtype} values"
             )
         self._f.write(np.ascontiguousarray(values).data)
         self.written += len(values)
@@ -74,7 +81,7 @@ class _CopyWriter:
     def close(self, *, complete: bool = True) -> None:
         self._f.close()
         if complete and self.written != self.rows:
-            raise FormatError(f"the rescoring copy holds {self.written} rows, the input {self.rows}")
+            raise FormatError(f"the {self.what} holds {self.written} rows, the input {self.rows}")
 
 
 def apply_plan(
@@ -97,33 +104,36 @@ def apply_plan(
     first = saved.first
     with atomic_dir(out_dir, overwrite=overwrite) as tmp:
         src = open_to_compress(first, src_path, tmp / FIRST_FILE, replace(o, overwrite=False))
-        writer = (
+        writers = [
             None
             if encode is None
             else _CopyWriter(
                 tmp / COPY_FILE, COPY_DTYPES[saved.plan.copy], src.num_rows, src.dim + ROW_EXTRA.get(saved.plan.copy, 0)
-            )
-        )
+            ),
+            _CopyWriter(tmp / NORMS_FILE, np.float32, src.num_rows, None, "norms file") if _norms_kept(saved) else None,
+        ]
 
-        def both(X: np.ndarray, offset: int):
+        def tiers_of(X: np.ndarray, offset: int):
             codes = first.transform(X, row_offset=offset)  # checks the values first
-            return codes, (None if encode is None else encode(X, codes))
+            copy = None if encode is None else encode(X, codes)
+            return codes, copy, (None if writers[1] is None else reconstruction_norms(first, codes, offset))
 
         copy_bytes = saved.plan.copy_bytes(src.dim)  # 0 without a stored copy
-        batches = src.batches(
-            batch_size, threads=threads, transform=both, result_row_bytes=first.output_spec.nbytes + copy_bytes
-        )
+        row_bytes = first.output_spec.nbytes + copy_bytes + 4  # the norm's float32, if kept
+        batches = src.batches(batch_size, threads=threads, transform=tiers_of, result_row_bytes=row_bytes)
 
         try:
             res = write_codes(
-                first, src, (src_path, tmp / FIRST_FILE), _codes_only(batches, writer), replace(o, overwrite=True)
+                first, src, (src_path, tmp / FIRST_FILE), _codes_only(batches, writers), replace(o, overwrite=True)
             )
         except BaseException:
-            if writer is not None:
-                writer.close(complete=False)  # the directory is removed with it
+            for w in writers:
+                if w is not None:
+                    w.close(complete=False)  # the directory is removed with it
             raise
-        if writer is not None:
-            writer.close()
+        for w in writers:
+            if w is not None:
+                w.close()
         graph_seconds = _write_graph(saved, tmp) if saved.plan.graphed else 0.0
         (tmp / TIERS_FILE).write_text(json.dumps(_tiers_doc(saved, src.num_rows, src.dim), indent=2) + "\n")
     return {**_applied(saved, src.num_rows, res, out_dir, copy_bytes), "graph_seconds": graph_seconds}
@@ -165,14 +175,28 @@ def _applied(saved: SavedPlan, rows: int, res, out_dir, copy_bytes: int) -> dict
     }
 
 
-def _codes_only(batches, writer: _CopyWriter | None):
-    """The batches of (codes, copy rows) as batches of codes, the copy's rows written by ``writer`` on the way
-    (the batches come in row order: the copy's rows follow the file's)."""
+def _norms_kept(saved: SavedPlan) -> bool:
+    """Whether the plan's first stage is scored through its codes' reconstructions (and has them): codes of
+    lookup tables, an asymmetric rerank, residuals on disk."""
+    plan, first = saved.plan, saved.first
+    scored = first.output_spec.kind == "codes" or plan.copy == residual.KIND or (plan.rescored and not plan.stored)
+    try:
+        d = first.n_features_in_
+        first.inverse_transform(first.transform(np.full((1, d), d**-0.5, np.float32)))  # a unit row, decoded
+    except NotImplementedError:
+        return False
+    return scored
+
+
+def _codes_only(batches, writers: list[_CopyWriter | None]):
+    """The batches of (codes, copy rows, norms) as batches of codes, the others written by ``writers`` on the way
+    (the batches come in row order: the copy's rows and the norms follow the file's)."""
     try:
         for b in batches:
-            codes, rows = b.vectors
-            if writer is not None:
-                writer.write(rows)
+            codes, *others = b.vectors
+            for w, values in zip(writers, others):
+                if w is not None:
+                    w.write(values)
             yield replace(b, vectors=codes)
     finally:
         batches.close()
@@ -190,6 +214,7 @@ def _tiers_doc(saved: SavedPlan, rows: int, dim: int) -> dict[str, Any]:
         "copy": COPY_FILE if saved.plan.stored else None,
         "copy_kind": saved.plan.copy,
         "graph": GRAPH_FILE if saved.plan.graphed else None,
+        "norms": NORMS_FILE if _norms_kept(saved) else None,
     }
 
 
@@ -247,6 +272,9 @@ def open_tiers(
         hnsw=plan.graph,
     )
     _check_rows(out_dir, index.num_docs, tiers)
+    norms = stored_norms(out_dir, tiers)
+    if norms is not None:  # tiers written before the norms were kept have none: computed at the first query
+        index.scorer.adopt_norms(norms)
     graph = _graph_file(out_dir, saved, tiers)
     if graph is not None:  # tiers written before graphs were a tier have none: the graph is built on first search
         index.load_graph(graph, ef_search=plan.graph.ef_search)
@@ -299,6 +327,24 @@ def _graph_file(out_dir: Path, saved: SavedPlan, tiers: dict[str, Any]) -> Path 
     return path
 
 
+def stored_norms(out_dir: Path, tiers: dict[str, Any], *, read: bool = True) -> np.ndarray | None:
+    """The codes' reconstruction norms ``apply`` kept (None where the tiers have none), checked whole; only
+    checked with ``read=False``."""
+    if not tiers.get("norms"):
+        return None
+    path = out_dir / tiers["norms"]
+    try:
+        norms = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise FormatError(
+            f"{path}: the codes' reconstruction norms are missing or cut ({exc}); write the tiers again with "
+            "embcompress apply"
+        ) from None
+    if norms.shape != (tiers["rows"],) or norms.dtype != np.float32:
+        raise FormatError(f"{path} holds {norms.shape} {norms.dtype}; the tiers need {tiers['rows']:,} float32 norms")
+    return np.array(norms) if read else None
+
+
 def stored_copy(
     out_dir: Path, saved: SavedPlan, tiers: dict[str, Any], *, map_limit: int = MAP_LIMIT
 ) -> DiskCopy | None:
@@ -318,6 +364,7 @@ def check_tiers(out_dir: str | os.PathLike, saved: SavedPlan) -> dict[str, Any]:
     tiers = read_tiers(out_dir, saved)
     _check_rows(out_dir, open_vectors(out_dir / FIRST_FILE, codes=None).num_rows, tiers)
     _graph_file(out_dir, saved, tiers)
+    stored_norms(out_dir, tiers, read=False)
     copy = stored_copy(out_dir, saved, tiers)
     if copy is not None:
         copy.close()

@@ -262,6 +262,51 @@ def test_a_copy_truncated_while_served_is_a_short_read_not_garbage(tmp_path, mon
     store.close()
 
 
+def test_apply_keeps_the_codes_reconstruction_norms_so_a_server_decodes_none_of_them(corpus, tmp_path, monkeypatch):
+    """The first query of a server used to decode every code for its reconstruction norm (40 s at ten million
+    48 B codes); apply now writes them beside the codes, in the same groups of rows, and the server reads them."""
+    from embcompress.search import scorers
+
+    tmp, X, Q = corpus
+    first = embcompress.from_spec("opq:16:nbits=4").fit(X)
+    codes = first.transform(X)
+    monkeypatch.setattr(scorers, "NORM_ROWS", 256)  # groups fixed by the row numbers, wherever a piece starts
+    whole = scorers.reconstruction_norms(first, codes)
+    pieces = [scorers.reconstruction_norms(first, codes[a:b], a) for a, b in ((0, 700), (700, 1901), (1901, 3000))]
+    assert np.array_equal(np.concatenate(pieces), whole)
+    assert np.allclose(whole, np.linalg.norm(first.inverse_transform(codes), axis=1), rtol=1e-6)
+    save_plan(Plan(copy="int8", candidates=80, k=10), first, tmp_path / "plan", copy_model=embcompress.Int8().fit(X))
+    apply_plan(tmp_path / "plan", tmp / "docs.parquet", tmp_path / "out", batch_size=700)
+    out = tmp_path / "out"
+    assert json.loads((out / "tiers.json").read_text())["norms"] == "norms.npy"
+    assert np.array_equal(np.load(out / "norms.npy"), whole)
+    lazy = open_tiers(out, tmp_path / "plan")  # its norms replaced by none: computed at the first query, as before
+    lazy.index.scorer._recon = False
+    want = lazy.search(Q)
+    served = open_tiers(out, tmp_path / "plan")
+
+    def no_decoding(self, Z):
+        raise AssertionError("a code was decoded")
+
+    monkeypatch.setattr(type(first), "inverse_transform", no_decoding)
+    got = served.search(Q)
+    assert np.array_equal(got.rows, want.rows) and np.array_equal(got.scores, want.scores)
+    norms = (out / "norms.npy").read_bytes()
+    (out / "norms.npy").write_bytes(norms[:-8])
+    with pytest.raises(FormatError, match="reconstruction norms are missing or cut"):
+        open_tiers(out, tmp_path / "plan")
+    with pytest.raises(FormatError, match="reconstruction norms are missing or cut"):
+        tiers_mod.check_tiers(out, load_plan(tmp_path / "plan"))
+    (out / "norms.npy").unlink()
+    with pytest.raises(FormatError, match="reconstruction norms are missing or cut"):
+        open_tiers(out, tmp_path / "plan")
+    hamming = embcompress.from_spec("binary").fit(X)  # scanned by Hamming distance and rescored from floats
+    save_plan(Plan(copy="float16", candidates=40, k=10), hamming, tmp_path / "bits")
+    apply_plan(tmp_path / "bits", tmp / "docs.parquet", tmp_path / "bits-out")
+    assert json.loads((tmp_path / "bits-out" / "tiers.json").read_text())["norms"] is None
+    assert not (tmp_path / "bits-out" / "norms.npy").exists()
+
+
 def test_tiers_that_do_not_match_the_plan_are_refused_in_one_line(corpus, tmp_path):
     tmp, X, Q = corpus
     first = embcompress.from_spec("binary").fit(X)
