@@ -61,11 +61,12 @@ def make_codes(args) -> tuple[Path, Path]:
     return codes, model
 
 
-def _vm_hwm_mib() -> float:
+def _vm_mib(field: str = "VmHWM") -> float:
+    """This process's peak (VmHWM) or present (VmRSS) resident memory."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def child(args) -> None:
@@ -83,10 +84,11 @@ def child(args) -> None:
         held, ids = read_all(args.codes, codes=None, arrow_ids=True)
         index = Index(held, compressor=load(args.model), ids=ids)
     seconds = time.perf_counter() - t0
-    peak = _vm_hwm_mib()
+    peak, resident = _vm_mib("VmHWM"), _vm_mib("VmRSS")
     Q = np.random.default_rng(1).standard_normal((5, 256)).astype(np.float32)
     res = index.search(Q, 10)
-    out = {"mode": args.mode, "peak_rss_mib": peak, "load_seconds": seconds, "codes_mib": index.data.nbytes / 2**20}
+    out = {"mode": args.mode, "peak_rss_mib": peak, "rss_after_mib": resident, "load_seconds": seconds}
+    out["codes_mib"] = index.data.nbytes / 2**20
     out["rows"], out["scores"] = res.rows.tolist(), res.scores.tolist()
     del held
     print(json.dumps(out))
@@ -120,7 +122,8 @@ def main() -> None:
             runs.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))
             x = runs[-1]
             print(
-                f"  {mode:5}: peak RSS {x['peak_rss_mib']:,.0f} MiB, codes {x['codes_mib']:,.0f} MiB, "
+                f"  {mode:5}: peak RSS {x['peak_rss_mib']:,.0f} MiB, {x['rss_after_mib']:,.0f} MiB after the load, "
+                f"codes {x['codes_mib']:,.0f} MiB, "
                 f"load {x['load_seconds']:.1f} s",
                 flush=True,
             )
@@ -128,10 +131,12 @@ def main() -> None:
     same = all(x["rows"] == by["copy"][0]["rows"] and x["scores"] == by["copy"][0]["scores"] for x in runs)
     peak = {m: float(np.median([x["peak_rss_mib"] for x in v])) for m, v in by.items()}
     secs = {m: float(np.median([x["load_seconds"] for x in v])) for m, v in by.items()}
+    after = {m: float(np.median([x["rss_after_mib"] for x in v])) for m, v in by.items()}
     print(
         f"peak RSS: kept array (copy into blocks) {peak['copy']:,.0f} MiB, load_index (blocks in place) "
         f"{peak['adopt']:,.0f} MiB: {peak['copy'] - peak['adopt']:,.0f} MiB less "
         f"({peak['adopt'] / peak['copy']:.2f}x); "
+        f"resident after the load {after['copy']:,.0f} -> {after['adopt']:,.0f} MiB; "
         f"load {secs['copy']:.1f} -> {secs['adopt']:.1f} s; results identical: {same}"
     )
     if args.json:
@@ -142,6 +147,7 @@ def main() -> None:
             "spec": args.spec,
             "runs": runs,
             "peak_rss_mib": peak,
+            "rss_after_mib": after,
             "load_seconds": secs,
             "identical": same,
             "date": time.strftime("%Y-%m-%d %H:%M"),
