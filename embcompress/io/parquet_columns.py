@@ -58,11 +58,13 @@ def _guess_column(path: Path, schema: pa.Schema, accept, wanted: str) -> str:
 
 
 def pick_carried(
-    path: Path, names: Sequence[str], column: str, id_column: str | None, keep_columns: Sequence[str]
+    path: Path, names: Sequence[str], column: str, id_column: str | bool | None, keep_columns: Sequence[str]
 ) -> tuple[str | None, list[str]]:
     """(the id column or None, the columns carried beside the vectors: the ids first, then ``keep_columns``).
-    Without ``id_column``, the first of :data:`DEFAULT_ID_NAMES` there is."""
-    if id_column is None:
+    Without ``id_column``, the first of :data:`DEFAULT_ID_NAMES` there is; ``False``: none (ids kept elsewhere)."""
+    if id_column is False:
+        id_column = None
+    elif id_column is None:
         id_column = next((n for n in DEFAULT_ID_NAMES if n in names and n != column), None)
     elif id_column not in names:
         raise InputError(f"{path} has no id column {id_column!r}; its columns are: {', '.join(names)}")

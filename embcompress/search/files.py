@@ -55,14 +55,15 @@ def load_index(
     *,
     model: str | os.PathLike | None = None,
     column: str | None = None,
-    id_column: str | None = None,
+    id_column: str | bool | None = None,
     threads: int | None = None,
     structure: str = "exact",
     hnsw: Hnsw | None = None,
     norm_power: float = 1.0,
 ) -> Index:
     """An index over a vector file: float embeddings (exact cosine search) or codes written by
-    ``binarize`` / ``truncate`` / ``apply`` (``norm_power``: see :class:`Index`)."""
+    ``binarize`` / ``truncate`` / ``apply`` (``norm_power``: see :class:`Index`). ``id_column`` False reads no ids
+    (a caller that keeps them elsewhere sets ``index.ids``)."""
     src = open_vectors(path, column=column, id_column=id_column, codes=None)
     if src.num_rows == 0:
         raise InputError(f"{path} has no rows; nothing to search")

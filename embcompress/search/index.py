@@ -55,7 +55,8 @@ class SearchResult:
 
 def id_column(ids: Sequence | pa.Array | pa.ChunkedArray | None, n: int):
     """The user's document ids as an index keeps them: an Arrow column as it is (compact; what
-    :func:`~embcompress.search.files.load_index` reads), any other sequence as an object array."""
+    :func:`~embcompress.search.files.load_index` reads), ids read on demand as they are (an object with
+    ``at(rows)``, as a plan's tiers keep them on disk), any other sequence as an object array."""
     if ids is None:
         return None
     if len(ids) != n:
@@ -67,23 +68,31 @@ def id_column(ids: Sequence | pa.Array | pa.ChunkedArray | None, n: int):
             return ids.combine_chunks()
         except (pa.ArrowInvalid, pa.ArrowCapacityError):
             return ids
-    return ids if isinstance(ids, (pa.Array, pa.ChunkedArray)) else np.asarray(ids, dtype=object)
+    if isinstance(ids, (pa.Array, pa.ChunkedArray)) or hasattr(ids, "at"):
+        return ids
+    return np.asarray(ids, dtype=object)
 
 
 def arrow_ids(ids) -> pa.Array | pa.ChunkedArray:
     """An index's ids (:func:`id_column`) as an Arrow column, to be written beside it."""
-    return ids if isinstance(ids, (pa.Array, pa.ChunkedArray)) else pa.array(ids.tolist())
+    if isinstance(ids, (pa.Array, pa.ChunkedArray)):
+        return ids
+    return ids.to_arrow() if hasattr(ids, "to_arrow") else pa.array(ids.tolist())
 
 
 def ids_at(ids, rows: np.ndarray) -> np.ndarray | None:
-    """The ids of ``rows`` (any shape) as an object array of that shape; None without ids."""
+    """The ids of ``rows`` (any shape) as an object array of that shape, None for a row of -1 (a graph's missing
+    result); None without ids."""
     if ids is None:
         return None
-    if isinstance(ids, np.ndarray):
-        return ids[rows]
-    out = np.empty(rows.size, dtype=object)
-    out[:] = ids.take(pa.array(rows.reshape(-1))).to_pylist()
-    return out.reshape(rows.shape)
+    missing = rows < 0
+    found = np.where(missing, 0, rows)
+    if isinstance(ids, np.ndarray) or hasattr(ids, "at"):
+        out = ids[found] if isinstance(ids, np.ndarray) else ids.at(found)
+    else:
+        out = np.fromiter(ids.take(pa.array(found.reshape(-1))).to_pylist(), object, rows.size).reshape(rows.shape)
+    out[missing] = None
+    return out
 
 
 class Index:

@@ -332,9 +332,10 @@ SCORERS = {"float": FloatScorer, "int8": Int8Scorer, "bits": BitsScorer, "codes"
 
 def reconstruction_norms(compressor: "Compressor", codes: np.ndarray, offset: int = 0) -> np.ndarray:
     """The norm in the original space of each code's reconstruction (float32), ``codes`` being the file's rows
-    from ``offset`` on. They are decoded :data:`NORM_ROWS` rows at a time, the groups fixed by the row numbers,
-    so that whoever computes them (an index at its first query, ``apply`` a batch at a time) gets the same
-    bits. NotImplementedError where a stage has no inverse."""
+    from ``offset`` on, decoded :data:`NORM_ROWS` rows at a time (the groups fixed by the row numbers). Whoever
+    computes them (an index at its first query, ``apply`` a batch at a time) gets them to float32 rounding, not
+    always to the bit: a matrix product's last bits can change with the rows in the call and the thread that
+    runs it (seen with OpenBLAS's Zen kernels). NotImplementedError where a stage has no inverse."""
     n = len(codes)
     first = min(-offset % NORM_ROWS or NORM_ROWS, n)
     edges = [0, *range(first, n, NORM_ROWS), n]

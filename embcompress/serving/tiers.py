@@ -9,7 +9,8 @@ once they are written, as ``search --index hnsw`` builds it), which a server mem
 building it at every start. A first stage scored through its reconstructions (codes of lookup tables, an
 asymmetric rerank, residuals) also gets each code's reconstruction norm (``norms.npy``, float32), computed
 beside the codes: a server would otherwise decode every code at its first query (40 s for ten million 48 B
-codes). ``tiers.json`` ties the directory to the plan that wrote it (the models'
+codes). The ids are also kept as arrays from which a server reads only those of the results it returns
+(serving.ids). ``tiers.json`` ties the directory to the plan that wrote it (the models'
 fingerprint, rows, width). Everything is written under a temporary name and put in place at the end.
 
 The copy is read back by :class:`~embcompress.serving.copies.DiskCopy` (the candidates' rows only)."""
@@ -33,6 +34,7 @@ from ..search import Index
 from ..search.files import load_index
 from ..search.scorers import reconstruction_norms
 from . import residual
+from .ids import IdsWriter, DiskIds
 from .copies import COPY_DTYPES, MAP_LIMIT, ROW_EXTRA, DiskCopy, RamCopy, copy_codec, open_copy
 from .plan import SavedPlan, load_plan
 
@@ -112,6 +114,11 @@ def apply_plan(
             ),
             _CopyWriter(tmp / NORMS_FILE, np.float32, src.num_rows, None, "norms file") if _norms_kept(saved) else None,
         ]
+        ids = (
+            None
+            if not src.id_column
+            else (IdsWriter(tmp, src.schema.field(src.id_column).type, src.num_rows), src.id_column)
+        )
 
         def tiers_of(X: np.ndarray, offset: int):
             codes = first.transform(X, row_offset=offset)  # checks the values first
@@ -124,18 +131,19 @@ def apply_plan(
 
         try:
             res = write_codes(
-                first, src, (src_path, tmp / FIRST_FILE), _codes_only(batches, writers), replace(o, overwrite=True)
+                first, src, (src_path, tmp / FIRST_FILE), _codes_only(batches, writers, ids), replace(o, overwrite=True)
             )
         except BaseException:
-            for w in writers:
-                if w is not None:
+            for w in [*writers, ids and ids[0]]:
+                if w:
                     w.close(complete=False)  # the directory is removed with it
             raise
         for w in writers:
             if w is not None:
                 w.close()
+        ids_doc = ids[0].close() if ids else None
         graph_seconds = _write_graph(saved, tmp) if saved.plan.graphed else 0.0
-        (tmp / TIERS_FILE).write_text(json.dumps(_tiers_doc(saved, src.num_rows, src.dim), indent=2) + "\n")
+        (tmp / TIERS_FILE).write_text(json.dumps(_tiers_doc(saved, src.num_rows, src.dim, ids_doc), indent=2) + "\n")
     return {**_applied(saved, src.num_rows, res, out_dir, copy_bytes), "graph_seconds": graph_seconds}
 
 
@@ -188,22 +196,26 @@ def _norms_kept(saved: SavedPlan) -> bool:
     return scored
 
 
-def _codes_only(batches, writers: list[_CopyWriter | None]):
-    """The batches of (codes, copy rows, norms) as batches of codes, the others written by ``writers`` on the way
-    (the batches come in row order: the copy's rows and the norms follow the file's)."""
+def _codes_only(batches, writers: list[_CopyWriter | None], ids: tuple[IdsWriter, str] | None):
+    """The batches of (codes, copy rows, norms) as batches of codes, the others written by ``writers`` on the way,
+    and the ids (``ids``: their writer and column) (the batches come in row order: the copy's rows, the norms and
+    the ids follow the file's)."""
     try:
         for b in batches:
             codes, *others = b.vectors
             for w, values in zip(writers, others):
                 if w is not None:
                     w.write(values)
+            if ids is not None:
+                ids[0].write(b.carried.column(ids[1]))
             yield replace(b, vectors=codes)
     finally:
         batches.close()
 
 
-def _tiers_doc(saved: SavedPlan, rows: int, dim: int) -> dict[str, Any]:
-    """The tiers directory's description: its format, the plan it belongs to, the rows and the files."""
+def _tiers_doc(saved: SavedPlan, rows: int, dim: int, ids: dict[str, Any] | None) -> dict[str, Any]:
+    """The tiers directory's description: its format, the plan it belongs to, the rows and the files (``ids``: the
+    ids' files, serving.ids)."""
     return {
         "format": TIERS_FORMAT,
         "version": 1,
@@ -215,6 +227,7 @@ def _tiers_doc(saved: SavedPlan, rows: int, dim: int) -> dict[str, Any]:
         "copy_kind": saved.plan.copy,
         "graph": GRAPH_FILE if saved.plan.graphed else None,
         "norms": NORMS_FILE if _norms_kept(saved) else None,
+        "ids": ids,
     }
 
 
@@ -258,20 +271,24 @@ def open_tiers(
     map_limit: int = MAP_LIMIT,
 ) -> Served:
     """The tiers ``apply_plan`` wrote to ``out_dir``, checked against the plan in ``plan_dir``; a copy on disk of
-    at most ``map_limit`` bytes is memory-mapped too, for its warm reads (serving.copies)."""
+    at most ``map_limit`` bytes is memory-mapped too, for its warm reads (serving.copies). The ids are read from
+    their files on disk as results need them, unless ``id_column`` names a column of the codes' file."""
     out_dir = Path(out_dir)
     saved = load_plan(plan_dir)
     tiers = read_tiers(out_dir, saved)
     plan = saved.plan
+    mapped = bool(tiers.get("ids")) and id_column is None
     index = load_index(
         out_dir / FIRST_FILE,
         model=saved.path / "first",
-        id_column=id_column,
+        id_column=False if mapped else id_column,
         threads=threads,
         structure=plan.structure,
         hnsw=plan.graph,
     )
     _check_rows(out_dir, index.num_docs, tiers)
+    if mapped:
+        index.ids = stored_ids(out_dir, tiers)
     norms = stored_norms(out_dir, tiers)
     if norms is not None:  # tiers written before the norms were kept have none: computed at the first query
         index.scorer.adopt_norms(norms)
@@ -345,6 +362,12 @@ def stored_norms(out_dir: Path, tiers: dict[str, Any], *, read: bool = True) -> 
     return np.array(norms) if read else None
 
 
+def stored_ids(out_dir: Path, tiers: dict[str, Any]) -> DiskIds | None:
+    """The ids ``apply`` kept on disk, mapped and checked whole (None where the tiers keep them in the codes' file
+    only)."""
+    return DiskIds(out_dir, tiers["ids"], tiers["rows"]) if tiers.get("ids") else None
+
+
 def stored_copy(
     out_dir: Path, saved: SavedPlan, tiers: dict[str, Any], *, map_limit: int = MAP_LIMIT
 ) -> DiskCopy | None:
@@ -365,6 +388,7 @@ def check_tiers(out_dir: str | os.PathLike, saved: SavedPlan) -> dict[str, Any]:
     _check_rows(out_dir, open_vectors(out_dir / FIRST_FILE, codes=None).num_rows, tiers)
     _graph_file(out_dir, saved, tiers)
     stored_norms(out_dir, tiers, read=False)
+    stored_ids(out_dir, tiers)
     copy = stored_copy(out_dir, saved, tiers)
     if copy is not None:
         copy.close()
