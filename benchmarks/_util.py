@@ -41,6 +41,20 @@ def run_measured(cmd: list[str]) -> dict:
     return res
 
 
+def vm_mib(field: str = "VmHWM") -> float:
+    """This process's peak (VmHWM) or present (VmRSS) resident memory in MiB, from /proc/self/status (ru_maxrss
+    would also count the parent's pages at the fork that started it); ru_maxrss where there is no /proc."""
+    status = Path("/proc/self/status")
+    for line in status.read_text().splitlines() if status.exists() else []:
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    if field != "VmHWM":
+        raise RuntimeError(f"no {field} in /proc/self/status")
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def make_parquet(
     path: Path, rows: int, dim: int, *, seed: int = 0, chunk: int = 32768, one_group: bool = False
 ) -> Path:

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _util
+from _util import vm_mib  # noqa: E402
 
 
 def make_codes(args) -> tuple[Path, Path]:
@@ -61,14 +62,6 @@ def make_codes(args) -> tuple[Path, Path]:
     return codes, model
 
 
-def _vm_mib(field: str = "VmHWM") -> float:
-    """This process's peak (VmHWM) or present (VmRSS) resident memory."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
 def child(args) -> None:
     """One load in this process: JSON of its peak RSS, the seconds it took and the rows it finds."""
     from embcompress.core.persist import load
@@ -84,7 +77,7 @@ def child(args) -> None:
         held, ids = read_all(args.codes, codes=None, arrow_ids=True)
         index = Index(held, compressor=load(args.model), ids=ids)
     seconds = time.perf_counter() - t0
-    peak, resident = _vm_mib("VmHWM"), _vm_mib("VmRSS")
+    peak, resident = vm_mib("VmHWM"), vm_mib("VmRSS")
     Q = np.random.default_rng(1).standard_normal((5, 256)).astype(np.float32)
     res = index.search(Q, 10)
     out = {"mode": args.mode, "peak_rss_mib": peak, "rss_after_mib": resident, "load_seconds": seconds}

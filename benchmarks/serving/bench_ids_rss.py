@@ -26,6 +26,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _util
+from _util import vm_mib  # noqa: E402
+
 QUERIES = 200
 CHUNK = 500_000
 
@@ -76,14 +79,6 @@ def make(args) -> tuple[Path, Path, float]:
     return plan, tiers, time.perf_counter() - t0
 
 
-def _vm_mib(field: str) -> float:
-    """This process's peak (VmHWM) or present (VmRSS) resident memory."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
 def child(args) -> None:
     """One server in this process: JSON of its memory, its open and query times and what it found."""
     from embcompress.serving.tiers import open_tiers
@@ -91,7 +86,7 @@ def child(args) -> None:
     t0 = time.perf_counter()
     served = open_tiers(args.tiers, args.plan, id_column="id" if args.mode == "in-memory" else None)
     opened = time.perf_counter() - t0
-    after_open = _vm_mib("VmRSS")
+    after_open = vm_mib("VmRSS")
     Q = np.random.default_rng(1).standard_normal((QUERIES, args.dim)).astype(np.float32)
     served.search(Q[:1])  # the first query's one-off work (page faults of the codes) is not a query's cost
     times, rows, scores, ids = [], [], [], []
@@ -105,8 +100,8 @@ def child(args) -> None:
         "ids": type(served.index.ids).__name__,
         "open_seconds": opened,
         "rss_after_open_mib": after_open,
-        "rss_after_queries_mib": _vm_mib("VmRSS"),
-        "peak_rss_mib": _vm_mib("VmHWM"),
+        "rss_after_queries_mib": vm_mib("VmRSS"),
+        "peak_rss_mib": vm_mib("VmHWM"),
         "codes_mib": served.index.data.nbytes / 2**20,
         "p50_ms": float(np.median(times) * 1e3),
         "p99_ms": float(np.percentile(times, 99) * 1e3),

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -40,7 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _util and the other groups' modules
-from _util import DEBIAN  # noqa: E402
+from _util import DEBIAN, vm_mib  # noqa: E402
 from codes.bench_codes_debian import faiss_row, load_set  # noqa: E402
 from choosing.bench_label_free import BothTask  # noqa: E402
 
@@ -48,15 +47,6 @@ from embcompress.evaluation.crossfit import CrossFit, fold_pool_rows  # noqa: E4
 from embcompress.evaluation.tasks import PLAN_REFERENCE, REFERENCES  # noqa: E402
 from embcompress.evaluation.evaluate import run_configs  # noqa: E402
 from embcompress.report.plans import COPY_KINDS, PlanGrid, measure_grid, near_ties, rank_plans  # noqa: E402
-
-
-def _vm_hwm_mib() -> float:
-    """This process's peak resident memory since its exec (VmHWM; ru_maxrss would also count the parent's
-    pages at the fork that started it)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def serve(args) -> None:
@@ -85,7 +75,7 @@ def serve(args) -> None:
         out[mode] = {"p50_ms": 1e3 * float(np.percentile(times, 50)), "p99_ms": 1e3 * float(np.percentile(times, 99))}
     if args.rows_out:
         np.save(args.rows_out, np.array(found[: len(Q)]))
-    out["peak_rss_mib"] = _vm_hwm_mib()
+    out["peak_rss_mib"] = vm_mib()
     out["first_stage_mib"] = served.index.data.nbytes / 2**20
     print(json.dumps(out))
 
