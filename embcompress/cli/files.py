@@ -16,7 +16,36 @@ from ._common import Bars, JsonOpt, OverwriteOpt, emit, guarded, human_bytes, kv
 app = typer.Typer()
 
 
+def _serving_rows(d: dict) -> dict:
+    """A plan's or its tiers' rows of ``info``."""
+    if d["kind"] == "plan":
+        m = d["measured"]
+        rows = {
+            "plan": d["plan"],
+            "per vector": f"{d['ram_bytes_per_vector']} B in RAM, {d['disk_bytes_per_vector']} B on disk",
+            "input width": d["input_width"],
+            "fingerprint": d["fingerprint"],
+        }
+        if "retention" in m:
+            rows["measured"] = f"retention {100 * m['retention']:.1f}%: {m.get('metric')}, {m.get('fitted')}"
+        if "latency_ms" in m:
+            rows["latency"] = f"{m['latency_ms']:.2f} ms a query over {m.get('total_rows', 0):,} rows"
+        return rows
+    files = "\n".join(f"{name}: {human_bytes(size)}" for name, size in d["files"].items())
+    return {
+        "rows": f"{d['rows']:,}" if isinstance(d["rows"], int) else d["rows"],
+        "input width": d["input_width"],
+        "copy": d["copy"],
+        "ids": f"{d['ids']} ids on disk" if d["ids"] else "in first.parquet only",
+        "files": files,
+        "size": human_bytes(d["bytes"]),
+        "plan fingerprint": d["plan_fingerprint"],
+    }
+
+
 def _info_rows(d: dict) -> dict:
+    if d["kind"] in ("plan", "tiers"):
+        return _serving_rows(d)
     if d["kind"] == "compressor":
         return {
             "compressor": d["name"],
@@ -64,12 +93,15 @@ def _info_rows(d: dict) -> dict:
 def info(
     path: Path = typer.Argument(
         ...,
-        help="A vector file (.parquet/.npy), a dataset (directory or glob of shards) or a saved compressor directory.",
+        help="A vector file (.parquet/.npy), a dataset (directory or glob of shards), a saved compressor, a serving "
+        "plan or a plan's tiers (directories).",
     ),
     json: bool = JsonOpt,
 ) -> None:
-    """Say what a file or saved compressor is: rows, width, dtype, which compressor made it."""
-    d = describe_path(path)
+    """Say what a file, saved compressor, serving plan or plan's tiers is: rows, width, dtype, what made it."""
+    from embcompress.serving.describe import describe_serving
+
+    d = (describe_serving(path) if path.is_dir() else None) or describe_path(path)
     emit(d, json, kv_table(str(path), _info_rows(d)))
 
 

@@ -30,6 +30,7 @@ def find_shards(path: str | os.PathLike) -> tuple[Path, list[str]]:
     text = str(path)
     if Path(text).is_dir():
         root = Path(text)
+        _not_a_serving_dir(root)
         files = [f for f in root.rglob("*") if f.is_file() and f.suffix.lower() in SHARD_SUFFIXES]
         what = f"directory {root}"
     else:
@@ -49,6 +50,21 @@ def find_shards(path: str | os.PathLike) -> tuple[Path, list[str]]:
             else f"{what} matches no .parquet or .npy files"
         )
     return root, rels
+
+
+def _not_a_serving_dir(root: Path) -> None:
+    """Refuse a serving plan's directory or its tiers (embcompress.serving: plan.json, tiers.json) as a dataset,
+    saying what it is and how to use it (its files would otherwise read as mixed shards)."""
+    if (root / "tiers.json").is_file():
+        raise InputError(
+            f"{root} is a serving plan's tiers (tiers.json), not a set of vector files: search it with embcompress "
+            f"search {root} QUERIES OUT --plan PLAN_DIR, or read its codes from {root / 'first.parquet'}"
+        )
+    if (root / "plan.json").is_file():
+        raise InputError(
+            f"{root} is a serving plan (plan.json), not a set of vector files: write its tiers with embcompress "
+            f"apply {root} IN OUT"
+        )
 
 
 class DatasetVectors(Streamed):

@@ -303,14 +303,13 @@ def open_tiers(
     return Served(saved, index, copy, out_dir)
 
 
-def read_tiers(out_dir: Path, saved: SavedPlan) -> dict[str, Any]:
-    """``out_dir``'s tiers.json, checked to be the tiers of ``saved``'s plan and models."""
-    plan_dir = saved.path
+def tiers_json(out_dir: Path, plan_dir: Path | str = "PLAN") -> dict[str, Any]:
+    """``out_dir``'s tiers.json, read and checked to be one (``plan_dir``: named in the error where there is none)."""
     where = out_dir / TIERS_FILE
     if not where.is_file():
         raise InputError(
-            f"{out_dir} holds no serving tiers ({TIERS_FILE}); write them with "
-            f"embcompress apply {plan_dir} IN {out_dir}"
+            f"{out_dir} holds no serving tiers ({TIERS_FILE}); write them with embcompress apply "
+            f"{plan_dir} IN {out_dir}"
         )
     try:
         tiers = json.loads(where.read_text())
@@ -318,6 +317,13 @@ def read_tiers(out_dir: Path, saved: SavedPlan) -> dict[str, Any]:
         raise FormatError(f"{where} is not valid JSON: {exc}") from None
     if not isinstance(tiers, dict) or tiers.get("format") != TIERS_FORMAT:
         raise FormatError(f"{where} is not an embcompress tiers file")
+    return tiers
+
+
+def read_tiers(out_dir: Path, saved: SavedPlan) -> dict[str, Any]:
+    """``out_dir``'s tiers.json, checked to be the tiers of ``saved``'s plan and models."""
+    plan_dir = saved.path
+    tiers = tiers_json(out_dir, plan_dir)
     if tiers.get("plan") != saved.fingerprint:
         raise InputError(
             f"{out_dir} was written by another plan (or other models) than {plan_dir}; "
