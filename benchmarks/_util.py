@@ -55,6 +55,19 @@ def vm_mib(field: str = "VmHWM") -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def alternating_runs(script: str, modes: tuple[str, str], rounds: int, extra: list[str], show) -> list[dict]:
+    """Run ``script --child MODE *extra`` in a fresh process for each of the two ``modes``, ``rounds`` times, the
+    order swapped every round (so that neither always runs on a warmer machine); each child prints one JSON
+    object, which ``show(mode, result)`` prints. Returns the results in run order."""
+    runs = []
+    for r in range(rounds):
+        for mode in modes if r % 2 == 0 else modes[::-1]:
+            cmd = [sys.executable, script, "--child", mode, *extra]
+            runs.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))
+            show(mode, runs[-1])
+    return runs
+
+
 def make_parquet(
     path: Path, rows: int, dim: int, *, seed: int = 0, chunk: int = 32768, one_group: bool = False
 ) -> Path:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _util
-from _util import vm_mib  # noqa: E402
+from _util import alternating_runs, vm_mib  # noqa: E402
 
 
 def make_codes(args) -> tuple[Path, Path]:
@@ -108,18 +107,16 @@ def main() -> None:
         f"made or found in {time.perf_counter() - t0:.0f} s)",
         flush=True,
     )
-    runs = []
-    for r in range(args.rounds):
-        for mode in ("copy", "adopt") if r % 2 == 0 else ("adopt", "copy"):
-            cmd = [sys.executable, __file__, "--child", mode, "--codes", str(codes), "--model", str(model)]
-            runs.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))
-            x = runs[-1]
-            print(
-                f"  {mode:5}: peak RSS {x['peak_rss_mib']:,.0f} MiB, {x['rss_after_mib']:,.0f} MiB after the load, "
-                f"codes {x['codes_mib']:,.0f} MiB, "
-                f"load {x['load_seconds']:.1f} s",
-                flush=True,
-            )
+
+    def show(mode: str, x: dict) -> None:
+        print(
+            f"  {mode:5}: peak RSS {x['peak_rss_mib']:,.0f} MiB, {x['rss_after_mib']:,.0f} MiB after the load, "
+            f"codes {x['codes_mib']:,.0f} MiB, load {x['load_seconds']:.1f} s",
+            flush=True,
+        )
+
+    extra = ["--codes", str(codes), "--model", str(model)]
+    runs = alternating_runs(__file__, ("copy", "adopt"), args.rounds, extra, show)
     by = {m: [x for x in runs if x["mode"] == m] for m in ("copy", "adopt")}
     same = all(x["rows"] == by["copy"][0]["rows"] and x["scores"] == by["copy"][0]["scores"] for x in runs)
     peak = {m: float(np.median([x["peak_rss_mib"] for x in v])) for m, v in by.items()}

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _util
-from _util import vm_mib  # noqa: E402
+from _util import alternating_runs, vm_mib  # noqa: E402
 
 QUERIES = 200
 CHUNK = 500_000
@@ -145,20 +144,18 @@ def main() -> None:
         f"{time.perf_counter() - t0:.0f} s, apply {applied:.0f} s); the ids' files {ids_mib:,.0f} MiB",
         flush=True,
     )
-    runs = []
-    for r in range(args.rounds):
-        for mode in ("in-memory", "on-disk") if r % 2 == 0 else ("on-disk", "in-memory"):
-            cmd = [sys.executable, __file__, "--child", mode, "--plan", str(plan), "--tiers", str(tiers)]
-            cmd += ["--dim", str(args.dim)]
-            runs.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))
-            x = runs[-1]
-            print(
-                f"  {mode:9} ({x['ids']}): resident {x['rss_after_open_mib']:,.0f} MiB after opening, "
-                f"{x['rss_after_queries_mib']:,.0f} MiB after {QUERIES} queries, peak {x['peak_rss_mib']:,.0f} MiB; "
-                f"codes {x['codes_mib']:,.0f} MiB; opened in {x['open_seconds']:.1f} s; "
-                f"p50 {x['p50_ms']:.1f} ms, p99 {x['p99_ms']:.1f} ms",
-                flush=True,
-            )
+
+    def show(mode: str, x: dict) -> None:
+        print(
+            f"  {mode:9} ({x['ids']}): resident {x['rss_after_open_mib']:,.0f} MiB after opening, "
+            f"{x['rss_after_queries_mib']:,.0f} MiB after {QUERIES} queries, peak {x['peak_rss_mib']:,.0f} MiB; "
+            f"codes {x['codes_mib']:,.0f} MiB; opened in {x['open_seconds']:.1f} s; "
+            f"p50 {x['p50_ms']:.1f} ms, p99 {x['p99_ms']:.1f} ms",
+            flush=True,
+        )
+
+    extra = ["--plan", str(plan), "--tiers", str(tiers), "--dim", str(args.dim)]
+    runs = alternating_runs(__file__, ("in-memory", "on-disk"), args.rounds, extra, show)
     s = _summary(runs)
     rss, peak, opened = s["rss_after_queries_mib"], s["peak_rss_mib"], s["open_seconds"]
     print(
