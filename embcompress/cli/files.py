@@ -101,7 +101,7 @@ def info(
     """Say what a file, saved compressor, serving plan or plan's tiers is: rows, width, dtype, what made it."""
     from embcompress.serving.describe import describe_serving
 
-    d = (describe_serving(path) if path.is_dir() else None) or describe_path(path)
+    d = describe_serving(path) or describe_path(path)
     emit(d, json, kv_table(str(path), _info_rows(d)))
 
 

@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..core.persist import describe
 from .plan import is_plan_dir, load_plan
 from .tiers import TIERS_FILE, tiers_json
 
@@ -29,7 +28,7 @@ def describe_serving(path: str | os.PathLike) -> dict[str, Any] | None:
 def _describe_plan(path: Path) -> dict[str, Any]:
     saved = load_plan(path)
     plan, first = saved.plan, saved.first
-    dim = describe(first)["fitted"]["n_features_in_"]
+    dim = first.n_features_in_
     copy = plan.copy_bytes(dim) if plan.stored else 0
     return {
         "kind": "plan",

@@ -34,7 +34,7 @@ from ..search import Index
 from ..search.files import load_index
 from ..search.scorers import reconstruction_norms
 from . import residual
-from .ids import IdsWriter, DiskIds
+from .ids import DiskIds, IdsWriter
 from .copies import COPY_DTYPES, MAP_LIMIT, ROW_EXTRA, DiskCopy, RamCopy, copy_codec, open_copy
 from .plan import SavedPlan, load_plan
 
@@ -114,11 +114,7 @@ def apply_plan(
             ),
             _CopyWriter(tmp / NORMS_FILE, np.float32, src.num_rows, None, "norms file") if _norms_kept(saved) else None,
         ]
-        ids = (
-            None
-            if not src.id_column
-            else (IdsWriter(tmp, src.schema.field(src.id_column).type, src.num_rows), src.id_column)
-        )
+        ids = IdsWriter(tmp, src.schema.field(src.id_column).type, src.num_rows) if src.id_column else None
 
         def tiers_of(X: np.ndarray, offset: int):
             codes = first.transform(X, row_offset=offset)  # checks the values first
@@ -131,17 +127,21 @@ def apply_plan(
 
         try:
             res = write_codes(
-                first, src, (src_path, tmp / FIRST_FILE), _codes_only(batches, writers, ids), replace(o, overwrite=True)
+                first,
+                src,
+                (src_path, tmp / FIRST_FILE),
+                _codes_only(batches, writers, ids, src.id_column),
+                replace(o, overwrite=True),
             )
         except BaseException:
-            for w in [*writers, ids and ids[0]]:
-                if w:
+            for w in [*writers, ids]:
+                if w is not None:
                     w.close(complete=False)  # the directory is removed with it
             raise
         for w in writers:
             if w is not None:
                 w.close()
-        ids_doc = ids[0].close() if ids else None
+        ids_doc = ids.close() if ids is not None else None
         graph_seconds = _write_graph(saved, tmp) if saved.plan.graphed else 0.0
         (tmp / TIERS_FILE).write_text(json.dumps(_tiers_doc(saved, src.num_rows, src.dim, ids_doc), indent=2) + "\n")
     return {**_applied(saved, src.num_rows, res, out_dir, copy_bytes), "graph_seconds": graph_seconds}
@@ -196,10 +196,10 @@ def _norms_kept(saved: SavedPlan) -> bool:
     return scored
 
 
-def _codes_only(batches, writers: list[_CopyWriter | None], ids: tuple[IdsWriter, str] | None):
+def _codes_only(batches, writers: list[_CopyWriter | None], ids: IdsWriter | None, id_column: str | None):
     """The batches of (codes, copy rows, norms) as batches of codes, the others written by ``writers`` on the way,
-    and the ids (``ids``: their writer and column) (the batches come in row order: the copy's rows, the norms and
-    the ids follow the file's)."""
+    and the ids of ``id_column`` by ``ids`` (the batches come in row order: the copy's rows, the norms and the ids
+    follow the file's)."""
     try:
         for b in batches:
             codes, *others = b.vectors
@@ -207,7 +207,7 @@ def _codes_only(batches, writers: list[_CopyWriter | None], ids: tuple[IdsWriter
                 if w is not None:
                     w.write(values)
             if ids is not None:
-                ids[0].write(b.carried.column(ids[1]))
+                ids.write(b.carried.column(id_column))
             yield replace(b, vectors=codes)
     finally:
         batches.close()
@@ -277,17 +277,17 @@ def open_tiers(
     saved = load_plan(plan_dir)
     tiers = read_tiers(out_dir, saved)
     plan = saved.plan
-    mapped = bool(tiers.get("ids")) and id_column is None
+    ids_on_disk = bool(tiers.get("ids")) and id_column is None
     index = load_index(
         out_dir / FIRST_FILE,
         model=saved.path / "first",
-        id_column=False if mapped else id_column,
+        id_column=False if ids_on_disk else id_column,
         threads=threads,
         structure=plan.structure,
         hnsw=plan.graph,
     )
     _check_rows(out_dir, index.num_docs, tiers)
-    if mapped:
+    if ids_on_disk:
         index.ids = stored_ids(out_dir, tiers)
     norms = stored_norms(out_dir, tiers)
     if norms is not None:  # tiers written before the norms were kept have none: computed at the first query
@@ -369,8 +369,8 @@ def stored_norms(out_dir: Path, tiers: dict[str, Any], *, read: bool = True) -> 
 
 
 def stored_ids(out_dir: Path, tiers: dict[str, Any]) -> DiskIds | None:
-    """The ids ``apply`` kept on disk, mapped and checked whole (None where the tiers keep them in the codes' file
-    only)."""
+    """The ids ``apply`` kept on disk, opened and checked against the tiers' rows (None where the tiers keep them in
+    the codes' file only)."""
     return DiskIds(out_dir, tiers["ids"], tiers["rows"]) if tiers.get("ids") else None
 
 
@@ -394,7 +394,9 @@ def check_tiers(out_dir: str | os.PathLike, saved: SavedPlan) -> dict[str, Any]:
     _check_rows(out_dir, open_vectors(out_dir / FIRST_FILE, codes=None).num_rows, tiers)
     _graph_file(out_dir, saved, tiers)
     stored_norms(out_dir, tiers, read=False)
-    stored_ids(out_dir, tiers)
+    ids = stored_ids(out_dir, tiers)
+    if ids is not None:
+        ids.close()
     copy = stored_copy(out_dir, saved, tiers)
     if copy is not None:
         copy.close()
